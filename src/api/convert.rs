@@ -1,0 +1,95 @@
+//! Public messages ⇄ domain values, validating on the way in.
+
+use std::time::Duration;
+
+use crate::matcher::DispatchedTask;
+use crate::model::{validate, FairLevel, Limits, TaskSpec, ValidationError};
+use crate::proto::v1 as pb;
+use crate::queue::{KeyBacklog, PartitionSnapshot};
+
+/// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
+pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
+    let spec = spec.ok_or_else(|| ValidationError::new(field, "is missing"))?;
+    validate::fairness_key(&format!("{field}.fairness_key"), &spec.fairness_key)?;
+    let fairness_weight = validate::fairness_weight(&format!("{field}.fairness_weight"), spec.fairness_weight)?;
+    let priority = validate::priority(&format!("{field}.priority"), spec.priority)?;
+    validate::payload(&format!("{field}.payload"), spec.payload.len(), limits)?;
+    if !spec.dedup_id.is_empty() {
+        return Err(ValidationError::new(
+            format!("{field}.dedup_id"),
+            "is not supported yet by this server; leave it empty",
+        ));
+    }
+    if spec.delay.is_some_and(|d| d.seconds != 0 || d.nanos != 0) {
+        return Err(ValidationError::new(
+            format!("{field}.delay"),
+            "is not supported yet by this server; leave it unset",
+        ));
+    }
+    Ok(TaskSpec {
+        fairness_key: spec.fairness_key,
+        fairness_weight,
+        priority,
+        payload: spec.payload,
+    })
+}
+
+/// A protobuf duration as a `Duration`; negative or malformed is invalid.
+pub fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<Option<Duration>, ValidationError> {
+    let Some(d) = d else { return Ok(None) };
+    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
+        return Err(ValidationError::new(
+            field,
+            format!("is {}s {}ns; it must be a non-negative duration", d.seconds, d.nanos),
+        ));
+    }
+    Ok(Some(Duration::new(d.seconds as u64, d.nanos as u32)))
+}
+
+pub fn task(dispatched: DispatchedTask) -> pb::Task {
+    let DispatchedTask { partition, task, token } = dispatched;
+    pb::Task {
+        task_id: task.level.id,
+        lease_token: token.to_string(),
+        fairness_key: task.fairness_key,
+        priority: task.priority.get(),
+        payload: task.payload,
+        attempt: task.attempt,
+        lease_deadline: None,
+        partition,
+    }
+}
+
+fn level(level: FairLevel) -> Option<pb::FairLevel> {
+    Some(pb::FairLevel {
+        pass: level.pass,
+        id: level.id,
+    })
+}
+
+fn key_state(key: KeyBacklog) -> pb::KeyState {
+    pb::KeyState {
+        fairness_key: key.fairness_key,
+        buffered: key.buffered,
+        pass_ahead: key.pass_ahead,
+    }
+}
+
+pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
+    snapshot
+        .subqueues
+        .into_iter()
+        .map(|s| pb::SubqueueState {
+            priority: s.priority.get(),
+            ack_level: level(s.ack_level),
+            read_level: level(s.read_level),
+            max_level: level(s.max_level),
+            buffered: s.buffered,
+            backlog: s.approx_backlog,
+            reader_at_end: s.reader_at_end,
+            top_keys: s.top_keys.into_iter().map(key_state).collect(),
+            tracked_keys: s.tracked_keys,
+            approximate_keys: s.approximate_keys,
+        })
+        .collect()
+}

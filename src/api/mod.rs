@@ -1,0 +1,12 @@
+//! The gRPC face of Fairway: request validation, conversion between the
+//! public messages and the domain, and the one mapping of errors to status
+//! codes ([`status`]).
+//!
+//! Invariant: every field of a request is validated before any of it is
+//! acted on, so a rejected request leaves nothing behind.
+
+mod convert;
+mod matching;
+pub mod status;
+
+pub use matching::MatchingService;

@@ -1,0 +1,67 @@
+//! The one place where errors become gRPC status codes.
+//!
+//! | error | code | applied? |
+//! |---|---|---|
+//! | invalid input | `INVALID_ARGUMENT` | no |
+//! | store unavailable, partition moved, shutting down | `UNAVAILABLE` | no: safe to retry |
+//! | outcome unknown (e.g. write timeout) | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
+//! | store refused the request as too large | `INVALID_ARGUMENT` | no |
+//! | corrupt stored data | `DATA_LOSS` | no |
+
+use tonic::{Code, Status};
+
+use crate::matcher::MatchError;
+use crate::model::ValidationError;
+use crate::partition::PartitionError;
+use crate::store::StoreError;
+
+/// Metadata key set on errors whose write may have happened.
+pub const MAYBE_APPLIED: &str = "fairway-maybe-applied";
+
+pub fn invalid(error: ValidationError) -> Status {
+    Status::invalid_argument(error.to_string())
+}
+
+pub fn from_match(error: MatchError) -> Status {
+    match error {
+        MatchError::Partition(PartitionError::Store(store)) => from_store(store),
+        MatchError::Partition(other @ (PartitionError::Lost(_) | PartitionError::Closed(_))) => {
+            Status::unavailable(format!("{other}; nothing was written, retry"))
+        }
+        MatchError::ShuttingDown => Status::unavailable("the server is shutting down; nothing was written, retry elsewhere"),
+        MatchError::NoPartition(_) => Status::unavailable(format!("{error}; nothing was written, retry")),
+    }
+}
+
+pub fn from_store(error: StoreError) -> Status {
+    match &error {
+        StoreError::Fenced { .. } | StoreError::Unavailable(_) => {
+            Status::unavailable(format!("{error}; nothing was written, retry"))
+        }
+        StoreError::Uncertain(_) => {
+            let mut status = Status::new(Code::Unknown, format!("{error}; the write may have been applied"));
+            status.metadata_mut().insert(MAYBE_APPLIED, "true".parse().expect("ascii"));
+            status
+        }
+        StoreError::Invalid(_) => Status::invalid_argument(error.to_string()),
+        StoreError::Corrupt(_) => Status::data_loss(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applied_ness_is_visible_in_the_code() {
+        assert_eq!(from_store(StoreError::Unavailable("x".into())).code(), Code::Unavailable);
+        let uncertain = from_store(StoreError::Uncertain("timeout".into()));
+        assert_eq!(uncertain.code(), Code::Unknown);
+        assert_eq!(uncertain.metadata().get(MAYBE_APPLIED).unwrap(), "true");
+        assert_eq!(from_match(MatchError::ShuttingDown).code(), Code::Unavailable);
+        assert_eq!(
+            from_match(MatchError::Partition(PartitionError::Lost("q/0".into()))).code(),
+            Code::Unavailable
+        );
+    }
+}

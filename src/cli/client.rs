@@ -1,0 +1,186 @@
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use fairway::config::duration_serde;
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+
+#[derive(Args, Debug)]
+pub struct ServerArg {
+    /// The server to talk to.
+    #[arg(long, env = "FAIRWAY_SERVER", default_value = "http://127.0.0.1:7070")]
+    server: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TaskCommand {
+    /// Add one task.
+    Add {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// The fairness key (tenant, lister, host…).
+        #[arg(long, default_value = "")]
+        key: String,
+        /// The key's weight; 0 for the queue default.
+        #[arg(long, default_value_t = 0.0)]
+        weight: f64,
+        /// 1 (highest) to 5 (lowest); 0 for the default (3).
+        #[arg(long, default_value_t = 0)]
+        priority: u32,
+        /// The payload, as text.
+        #[arg(long, default_value = "")]
+        payload: String,
+    },
+    /// Wait for one task and print it.
+    Poll {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// How long to wait, e.g. 500ms, 30s.
+        #[arg(long, default_value = "30s", value_parser = duration_serde::parse)]
+        wait: Duration,
+        #[arg(long, default_value = "cli")]
+        worker: String,
+    },
+    /// Report a task done.
+    Complete {
+        #[command(flatten)]
+        server: ServerArg,
+        /// The lease token printed by `task poll`.
+        #[arg(long)]
+        token: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QueueCommand {
+    /// Levels, backlog per priority and top keys of a queue.
+    Describe {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// Keys to list per priority level.
+        #[arg(long, default_value_t = 10)]
+        top: u32,
+    },
+}
+
+async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<tonic::transport::Channel>> {
+    MatchingClient::connect(server.server.clone())
+        .await
+        .with_context(|| format!("cannot reach a fairway server at {}", server.server))
+}
+
+fn status(error: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", error.code(), error.message())
+}
+
+pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
+    match command {
+        TaskCommand::Add { server, queue, key, weight, priority, payload } => {
+            let mut client = connect(&server).await?;
+            let response = client
+                .add_task(pb::AddTaskRequest {
+                    queue,
+                    task: Some(pb::TaskSpec {
+                        fairness_key: key,
+                        fairness_weight: weight,
+                        priority,
+                        payload: payload.into_bytes(),
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
+            println!("added task {}{how}", response.task_id);
+        }
+        TaskCommand::Poll { server, queue, wait, worker } => {
+            let mut client = connect(&server).await?;
+            let response = client
+                .poll_task(pb::PollTaskRequest {
+                    queue,
+                    worker_id: worker,
+                    max_wait: Some(prost_types::Duration {
+                        seconds: wait.as_secs() as i64,
+                        nanos: wait.subsec_nanos() as i32,
+                    }),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            match response.task {
+                Some(task) => {
+                    println!("task_id:      {}", task.task_id);
+                    println!("fairness_key: {:?}", task.fairness_key);
+                    println!("priority:     {}", task.priority);
+                    println!("attempt:      {}", task.attempt);
+                    println!("lease_token:  {}", task.lease_token);
+                    println!("payload:      {}", String::from_utf8_lossy(&task.payload));
+                }
+                None => println!("no task within {}", duration_serde::format(wait)),
+            }
+        }
+        TaskCommand::Complete { server, token } => {
+            let mut client = connect(&server).await?;
+            client
+                .complete_task(pb::CompleteTaskRequest { lease_token: token, result: Vec::new() })
+                .await
+                .map_err(status)?;
+            println!("completed");
+        }
+    }
+    Ok(())
+}
+
+fn level(level: Option<pb::FairLevel>) -> String {
+    level.map_or("-".into(), |l| format!("({}, {})", l.pass, l.id))
+}
+
+pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
+    let QueueCommand::Describe { server, queue, top } = command;
+    let mut client = connect(&server).await?;
+    let response = client
+        .describe_queue(pb::DescribeQueueRequest { queue, top_keys: top })
+        .await
+        .map_err(status)?
+        .into_inner();
+    println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
+    for p in response.partitions {
+        println!(
+            "partition {} ({}), range id {}: {} added, {} dispatched since loaded",
+            p.partition, p.owner, p.range_id, p.added, p.dispatched
+        );
+        println!(
+            "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
+            "pri", "backlog", "buffered", "at end", "keys", "ack level", "read level"
+        );
+        for s in &p.subqueues {
+            let keys = format!("{}{}", s.tracked_keys, if s.approximate_keys { "+~" } else { "" });
+            println!(
+                "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
+                s.priority,
+                s.backlog,
+                s.buffered,
+                if s.reader_at_end { "yes" } else { "no" },
+                keys,
+                level(s.ack_level),
+                level(s.read_level)
+            );
+        }
+        for s in p.subqueues.iter().filter(|s| !s.top_keys.is_empty()) {
+            println!("  priority {} top keys (buffered tasks, passes ahead of the ack level):", s.priority);
+            for k in &s.top_keys {
+                println!("    {:<32} {:>8} {:>14}", format!("{:?}", k.fairness_key), k.buffered, k.pass_ahead);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Command-line interface. `anyhow` lives here and nowhere else.
+
+mod client;
+mod demo;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "fairway", version, about = "A fair task-queue matching service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a server (embedded store in ./fairway-data by default).
+    Serve(serve::ServeArgs),
+    /// Add, poll or complete tasks on a running server.
+    #[command(subcommand)]
+    Task(client::TaskCommand),
+    /// Inspect queues on a running server.
+    #[command(subcommand)]
+    Queue(client::QueueCommand),
+    /// An in-process server, producers and workers, with a live view of
+    /// each fairness key's share of dispatches against its weighted target.
+    Demo(demo::DemoArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(matches!(cli.command, Command::Serve(_)));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Task(command) => client::task(command).await,
+            Command::Queue(command) => client::queue(command).await,
+            Command::Demo(args) => demo::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr; `FAIRWAY_LOG` (e.g. `debug`, `fairway=trace`) filters them.
+fn init_logging(server: bool) {
+    let default = if server { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRWAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

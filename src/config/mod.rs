@@ -1,0 +1,287 @@
+//! Configuration, in layers: built-in defaults, then a TOML file, then
+//! `FAIRWAY_*` environment variables, then command-line flags. The result is
+//! validated as a whole; every error names the key at fault.
+//!
+//! Environment variables name keys with `__` between sections:
+//! `FAIRWAY_LISTEN`, `FAIRWAY_STORE`, `FAIRWAY_PARTITION__BUFFER_TASKS`,
+//! `FAIRWAY_MATCHER__DEFAULT_POLL_WAIT=10s`.
+
+pub mod duration_serde;
+mod store_url;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use store_url::StoreUrl;
+
+use crate::matcher::{MatcherConfig, Settings};
+use crate::model::validate::{self, Limits};
+use crate::partition::WriterConfig;
+use crate::queue::EngineConfig;
+
+/// Environment variables of the CLI itself, not config keys.
+const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the gRPC server listens.
+    pub listen: SocketAddr,
+    /// `embedded:DIR` or `cassandra://HOST:PORT/KEYSPACE`.
+    pub store: String,
+    pub limits: Limits,
+    pub partition: EngineConfig,
+    pub writer: WriterConfig,
+    pub matcher: MatcherConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            store: "embedded:./fairway-data".to_owned(),
+            limits: Limits::default(),
+            partition: EngineConfig::default(),
+            writer: WriterConfig::default(),
+            matcher: MatcherConfig::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used, and the key to blame.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("config {key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Layers `file`, then the `FAIRWAY_*` entries of `env`, then the
+    /// `(key, value)` flag overrides, over the defaults; then validates.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &[(&str, String)],
+    ) -> Result<Config, ConfigError> {
+        let mut tree = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        if let Some(path) = file {
+            let key = format!("file {}", path.display());
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::new(&key, e.to_string()))?;
+            // Deserializing the file alone gives errors with its line and key.
+            toml::from_str::<Config>(&text).map_err(|e| ConfigError::new(&key, e.to_string()))?;
+            let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::new(&key, e.to_string()))?;
+            merge(&mut tree, toml::Value::Table(table));
+        }
+        let mut env: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("FAIRWAY_") && !NOT_CONFIG_KEYS.contains(&name.as_str()))
+            .collect();
+        env.sort();
+        for (name, raw) in env {
+            let path: Vec<String> = name["FAIRWAY_".len()..]
+                .split("__")
+                .map(|part| part.to_ascii_lowercase())
+                .collect();
+            set(&mut tree, &path, env_value(&raw)).map_err(|message| ConfigError::new(&name, message))?;
+        }
+        for (key, raw) in flags {
+            let path: Vec<String> = key.split('.').map(str::to_owned).collect();
+            set(&mut tree, &path, toml::Value::String(raw.clone()))
+                .map_err(|message| ConfigError::new(*key, message))?;
+        }
+        let config: Config = tree
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::new("(merged)", e.message().to_owned()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every rule that a value's type does not already enforce.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.store_url()?;
+        let limits = &self.limits;
+        if !(1..=64 * 1024 * 1024).contains(&limits.max_payload_bytes) {
+            return Err(ConfigError::new("limits.max_payload_bytes", "must be in [1, 67108864] (64 MiB)"));
+        }
+        if !(1..=10_000).contains(&limits.max_batch_tasks) {
+            return Err(ConfigError::new("limits.max_batch_tasks", "must be in [1, 10000]"));
+        }
+        if limits.max_poll_wait.is_zero() || limits.max_poll_wait > std::time::Duration::from_secs(3600) {
+            return Err(ConfigError::new("limits.max_poll_wait", "must be in (0s, 1h]"));
+        }
+        let p = &self.partition;
+        if !(2..=1_000_000).contains(&p.buffer_tasks) {
+            return Err(ConfigError::new("partition.buffer_tasks", "must be in [2, 1000000]"));
+        }
+        if p.reload_at >= p.buffer_tasks {
+            return Err(ConfigError::new(
+                "partition.reload_at",
+                format!("is {}; it must be below partition.buffer_tasks ({})", p.reload_at, p.buffer_tasks),
+            ));
+        }
+        for (key, d) in [
+            ("partition.ack_sync_interval", p.ack_sync_interval),
+            ("partition.gc_interval", p.gc_interval),
+            ("writer.keeper_interval", self.writer.keeper_interval),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::new(key, "must be longer than 0s"));
+            }
+        }
+        if p.gc_min_acks == 0 {
+            return Err(ConfigError::new("partition.gc_min_acks", "must be at least 1"));
+        }
+        if p.counters.exact_keys == 0 {
+            return Err(ConfigError::new("partition.counters.exact_keys", "must be at least 1"));
+        }
+        if !(1..=1 << 22).contains(&p.counters.sketch_width) {
+            return Err(ConfigError::new("partition.counters.sketch_width", "must be in [1, 4194304]"));
+        }
+        validate::check_weight("partition.weights.default", p.weights.default)
+            .map_err(|e| ConfigError::new(e.field, e.message))?;
+        for (key, weight) in &p.weights.keys {
+            validate::check_weight(&format!("partition.weights.keys.{key:?}"), *weight)
+                .map_err(|e| ConfigError::new(e.field, e.message))?;
+            validate::fairness_key(&format!("partition.weights.keys.{key:?}"), key)
+                .map_err(|e| ConfigError::new(e.field, e.message))?;
+        }
+        if self.writer.max_batch_tasks == 0 {
+            return Err(ConfigError::new("writer.max_batch_tasks", "must be at least 1"));
+        }
+        if !(1..=256).contains(&self.matcher.partitions_per_queue) {
+            return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
+        }
+        if self.matcher.default_poll_wait > limits.max_poll_wait {
+            return Err(ConfigError::new(
+                "matcher.default_poll_wait",
+                "must not exceed limits.max_poll_wait",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn store_url(&self) -> Result<StoreUrl, ConfigError> {
+        self.store.parse().map_err(|message| ConfigError::new("store", message))
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings {
+            engine: self.partition.clone(),
+            writer: self.writer.clone(),
+            matcher: self.matcher.clone(),
+        }
+    }
+}
+
+/// An environment value as TOML (numbers, booleans), else as a string.
+fn env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+fn merge(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(base), toml::Value::Table(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// Sets a key that the defaults have (or an entry of a map such as
+/// `partition.weights.keys`).
+fn set(tree: &mut toml::Value, path: &[String], value: toml::Value) -> Result<(), String> {
+    let dotted = path.join(".");
+    let (last, parents) = path.split_last().ok_or("empty key")?;
+    let mut node = tree;
+    for part in parents {
+        node = node
+            .get_mut(part)
+            .filter(|n| n.is_table())
+            .ok_or_else(|| format!("there is no config key {dotted}"))?;
+    }
+    let table = node.as_table_mut().ok_or_else(|| format!("there is no config key {dotted}"))?;
+    let is_map = parents.last().is_some_and(|p| p == "keys");
+    if !table.contains_key(last) && !is_map {
+        return Err(format!("there is no config key {dotted}"));
+    }
+    table.insert(last.clone(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("fairway.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9000\"\n[partition]\nbuffer_tasks = 500\n[matcher]\ndefault_poll_wait = \"10s\"\n",
+        )
+        .unwrap();
+        let config = Config::load(
+            Some(&file),
+            env(&[("FAIRWAY_PARTITION__BUFFER_TASKS", "400"), ("FAIRWAY_LISTEN", "127.0.0.1:9001"), ("HOME", "/x")]),
+            &[("listen", "127.0.0.1:9002".into())],
+        )
+        .unwrap();
+        assert_eq!(config.partition.buffer_tasks, 400, "env beats file");
+        assert_eq!(config.listen.port(), 9002, "flag beats env");
+        assert_eq!(config.matcher.default_poll_wait, std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__BUFER", "1")]), &[]).unwrap_err();
+        assert_eq!(err.key, "FAIRWAY_PARTITION__BUFER");
+        assert!(err.message.contains("partition.bufer"), "{err}");
+
+        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__RELOAD_AT", "5000")]), &[]).unwrap_err();
+        assert_eq!(err.key, "partition.reload_at");
+
+        let err = Config::load(None, env(&[("FAIRWAY_STORE", "ftp://x")]), &[]).unwrap_err();
+        assert_eq!(err.key, "store");
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "[matcher]\npartitions_per_queue = \"many\"\n").unwrap();
+        let err = Config::load(Some(&file), env(&[]), &[]).unwrap_err();
+        assert!(err.to_string().contains("partitions_per_queue"), "{err}");
+    }
+
+    #[test]
+    fn weights_are_validated() {
+        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__noisy", "5000")]), &[]).unwrap_err();
+        assert!(err.key.contains("noisy"), "{err}");
+        let ok = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__quiet", "5")]), &[]).unwrap();
+        assert_eq!(ok.partition.weights.keys["quiet"], 5.0);
+    }
+}

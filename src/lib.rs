@@ -1,0 +1,53 @@
+//! # Fairway
+//!
+//! A fair task-queue matching service. Producers add tasks to named queues;
+//! workers long-poll for them. Every task carries a fairness key, and each
+//! partition dispatches backlogged work in weighted fair order per key,
+//! strictly by priority level first.
+//!
+//! ## Layout
+//!
+//! - [`model`]: levels, priorities, task specs, validation of outside input.
+//! - [`fairness`]: pass assignment per fairness key (exact, then bounded).
+//! - [`queue`]: the pure partition engine: levels, buffer, merge, ack, GC.
+//! - [`store`]: the storage contract, its conformance suite, and backends.
+//! - [`partition`]: the async shell that drives an engine against a store.
+//! - [`matcher`]: long polls, sync match, dispatch across partitions.
+//! - [`api`]: the gRPC service and the one mapping of errors to status codes.
+//! - [`server`]: wiring, startup and the ordered shutdown.
+//! - [`config`], [`clock`].
+//!
+//! ## Guarantees
+//!
+//! - An acknowledged AddTask survives a crash of the server process.
+//! - Delivery is at least once; within one partition and priority level, two
+//!   continuously backlogged keys `i`, `j` satisfy
+//!   `|D_i/w_i − D_j/w_j| ≤ 1/w_i + 1/w_j` (see `docs/fairness.md`).
+//! - Strict priority between levels, fairness within a level, FIFO within a key.
+//! - Memory is bounded by the buffer, the tracked keys and the pollers, not by
+//!   the backlog.
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod fairness;
+pub mod matcher;
+pub mod model;
+pub mod partition;
+pub mod queue;
+pub mod server;
+pub mod store;
+
+/// Code generated from `proto/`.
+pub mod proto {
+    /// The public API, package `fairway.v1`.
+    pub mod v1 {
+        tonic::include_proto!("fairway.v1");
+    }
+    /// Row encodings inside stores, package `fairway.storage.v1`.
+    pub mod storage {
+        tonic::include_proto!("fairway.storage.v1");
+    }
+    /// The descriptor set, for gRPC reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("fairway_descriptor");
+}

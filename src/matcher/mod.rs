@@ -1,0 +1,51 @@
+//! Matching tasks to workers.
+//!
+//! A [`QueueMatcher`] serves one queue from the partitions this node owns:
+//! a poll takes the best buffered task across them — by priority, then by how
+//! far its pass is ahead of its partition's ack level — or waits in line until
+//! one arrives or its wait ends (then it gets nothing, never an error). While
+//! the backlog is negligible, a new task goes straight to a waiting poller
+//! without being stored ("sync match"). [`Queues`] opens queues on first use.
+//!
+//! Invariants: pollers are served in arrival order; a task handed to a poller
+//! that has gone away is put back before anyone else can miss it.
+
+mod queue;
+mod registry;
+mod token;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use queue::{AddOutcome, DispatchedTask, MatchError, QueueMatcher};
+pub use registry::{Queues, Settings};
+pub use token::LeaseToken;
+
+/// Section `[matcher]` of the config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MatcherConfig {
+    /// Partitions of every queue (1 to 256).
+    pub partitions_per_queue: u32,
+    /// How long a poll waits when it does not say.
+    #[serde(with = "crate::config::duration_serde")]
+    pub default_poll_wait: Duration,
+    /// A new task may skip storage and go straight to a waiting poller only
+    /// while nothing older than this waits.
+    #[serde(with = "crate::config::duration_serde")]
+    pub backlog_negligible_age: Duration,
+    /// Whether sync match is on at all.
+    pub sync_match: bool,
+}
+
+impl Default for MatcherConfig {
+    fn default() -> Self {
+        MatcherConfig {
+            partitions_per_queue: 1,
+            default_poll_wait: Duration::from_secs(30),
+            backlog_negligible_age: Duration::from_secs(5),
+            sync_match: true,
+        }
+    }
+}

@@ -1,0 +1,378 @@
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::registry::Settings;
+use super::LeaseToken;
+use crate::clock::SharedClock;
+use crate::model::{FairLevel, PartitionId, QueueName, StoredTask, TaskSpec};
+use crate::partition::{Partition, PartitionError, PartitionState, ReadyHook};
+use crate::queue::{Candidate, PartitionSnapshot};
+use crate::store::Store;
+
+/// A task handed to a worker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchedTask {
+    pub partition: u32,
+    pub task: StoredTask,
+    pub token: LeaseToken,
+}
+
+/// Where an added task went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddOutcome {
+    pub task_id: i64,
+    pub partition: u32,
+    /// Handed straight to a waiting poller, not stored.
+    pub sync_matched: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    /// The server is shutting down; nothing was written.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// No partition of the queue can take writes on this node.
+    #[error("no partition of queue {0} is available on this node")]
+    NoPartition(String),
+}
+
+impl MatchError {
+    pub fn certainly_not_applied(&self) -> bool {
+        match self {
+            MatchError::Partition(e) => e.certainly_not_applied(),
+            MatchError::ShuttingDown | MatchError::NoPartition(_) => true,
+        }
+    }
+}
+
+struct Waiter {
+    deliver: oneshot::Sender<DispatchedTask>,
+}
+
+/// How an attempt to hand out one task ended.
+enum Dispatch {
+    Delivered,
+    NoTask,
+    /// The taker was gone; the task was put back.
+    Refused,
+}
+
+/// One queue as this node serves it. See the module docs.
+pub struct QueueMatcher {
+    name: QueueName,
+    partitions: RwLock<Vec<Arc<Partition>>>,
+    waiters: Mutex<VecDeque<Waiter>>,
+    next_partition: AtomicUsize,
+    closing: AtomicBool,
+    settings: Arc<Settings>,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for QueueMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueMatcher").field("name", &self.name).finish()
+    }
+}
+
+/// What `describe` reports of one partition.
+#[derive(Clone, Debug)]
+pub struct PartitionReport {
+    pub partition: u32,
+    pub state: PartitionState,
+    pub snapshot: Option<PartitionSnapshot>,
+}
+
+impl QueueMatcher {
+    /// Opens every partition of the queue on this node.
+    pub(super) async fn open(
+        name: QueueName,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        settings: Arc<Settings>,
+    ) -> Result<Arc<QueueMatcher>, PartitionError> {
+        let matcher = Arc::new(QueueMatcher {
+            name: name.clone(),
+            partitions: RwLock::new(Vec::new()),
+            waiters: Mutex::new(VecDeque::new()),
+            next_partition: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            settings: settings.clone(),
+            clock: clock.clone(),
+        });
+        let weak = Arc::downgrade(&matcher);
+        let on_ready: ReadyHook = Arc::new(move || {
+            if let Some(matcher) = weak.upgrade() {
+                matcher.dispatch_waiting();
+            }
+        });
+        for partition in 0..settings.matcher.partitions_per_queue {
+            let id = PartitionId {
+                queue: name.clone(),
+                partition,
+            };
+            let opened = Partition::open(
+                id,
+                store.clone(),
+                clock.clone(),
+                settings.engine.clone(),
+                settings.writer.clone(),
+                on_ready.clone(),
+            )
+            .await;
+            match opened {
+                Ok(partition) => matcher.write_partitions().push(partition),
+                Err(error) => {
+                    matcher.close().await;
+                    return Err(error);
+                }
+            }
+        }
+        Ok(matcher)
+    }
+
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn write_partitions(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Partition>>> {
+        self.partitions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiters(&self) -> MutexGuard<'_, VecDeque<Waiter>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a task: to a waiting poller while the backlog is negligible,
+    /// else durably to one of the queue's partitions (round robin).
+    pub async fn add(&self, spec: TaskSpec) -> Result<AddOutcome, MatchError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(MatchError::ShuttingDown);
+        }
+        let partition = self.pick_partition()?;
+        if self.settings.matcher.sync_match
+            && let Some(outcome) = self.try_sync_match(&partition, &spec)
+        {
+            return Ok(outcome);
+        }
+        let ids = partition.append(vec![spec]).await?;
+        Ok(AddOutcome {
+            task_id: ids[0],
+            partition: partition.id().partition,
+            sync_matched: false,
+        })
+    }
+
+    fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
+        let active: Vec<Arc<Partition>> = self
+            .partitions()
+            .into_iter()
+            .filter(|p| p.state() == PartitionState::Active)
+            .collect();
+        if active.is_empty() {
+            return Err(MatchError::NoPartition(self.name.to_string()));
+        }
+        let turn = self.next_partition.fetch_add(1, Ordering::Relaxed);
+        Ok(active[turn % active.len()].clone())
+    }
+
+    /// Hands the task to the first live waiting poller, if there is one and
+    /// nothing older than `backlog_negligible_age` waits in any partition.
+    fn try_sync_match(&self, partition: &Partition, spec: &TaskSpec) -> Option<AddOutcome> {
+        let mut waiters = self.waiters();
+        drop_gone(&mut waiters);
+        if waiters.is_empty() {
+            return None;
+        }
+        let now = self.clock.now_ms();
+        let age = self.settings.matcher.backlog_negligible_age;
+        let negligible = self
+            .partitions()
+            .iter()
+            .all(|p| p.with_engine(|e| e.backlog_negligible(now, age)).unwrap_or(true));
+        if !negligible {
+            return None;
+        }
+        let task_id = partition.with_engine(|e| e.allocate_unstored_id())??;
+        let task = StoredTask {
+            level: FairLevel::new(0, task_id),
+            priority: spec.priority,
+            fairness_key: spec.fairness_key.clone(),
+            fairness_weight: spec.fairness_weight,
+            payload: spec.payload.clone(),
+            created_at_unix_ms: now,
+            attempt: 1,
+        };
+        let mut offer = self.dispatched(partition.id().partition, task);
+        while let Some(waiter) = waiters.pop_front() {
+            match waiter.deliver.send(offer) {
+                Ok(()) => {
+                    return Some(AddOutcome {
+                        task_id,
+                        partition: partition.id().partition,
+                        sync_matched: true,
+                    });
+                }
+                Err(back) => offer = back,
+            }
+        }
+        None
+    }
+
+    /// Waits up to `wait` for a task. `None` when the wait ends empty or the
+    /// server shuts down.
+    pub async fn poll(&self, wait: Duration) -> Option<DispatchedTask> {
+        if self.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        if let Some(task) = self.take_now() {
+            return Some(task);
+        }
+        let mut delivery = {
+            let mut waiters = self.waiters();
+            // Checked again under the lock that dispatchers take first, so a
+            // task that became ready just now is not missed.
+            if let Some(task) = self.take_now() {
+                return Some(task);
+            }
+            drop_gone(&mut waiters);
+            let (deliver, delivery) = oneshot::channel();
+            waiters.push_back(Waiter { deliver });
+            delivery
+        };
+        tokio::select! {
+            task = &mut delivery => task.ok(),
+            _ = tokio::time::sleep(wait) => {
+                delivery.close();
+                delivery.try_recv().ok()
+            }
+        }
+    }
+
+    fn take_now(&self) -> Option<DispatchedTask> {
+        let mut taken = None;
+        let outcome = self.dispatch_one(|task| {
+            taken = Some(task);
+            Ok(())
+        });
+        debug_assert!(!matches!(outcome, Dispatch::Refused));
+        taken
+    }
+
+    /// Serves waiting pollers, oldest first, while there are tasks.
+    pub fn dispatch_waiting(&self) {
+        let mut waiters = self.waiters();
+        loop {
+            drop_gone(&mut waiters);
+            let Some(waiter) = waiters.pop_front() else { return };
+            let mut deliver = Some(waiter.deliver);
+            let outcome = self.dispatch_one(|task| deliver.take().expect("delivered once").send(task));
+            match outcome {
+                Dispatch::Delivered | Dispatch::Refused => continue,
+                Dispatch::NoTask => {
+                    let deliver = deliver.expect("not used without a task");
+                    waiters.push_front(Waiter { deliver });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes the best task across the partitions and offers it to `deliver`;
+    /// a refused task is put back before the partition is unlocked.
+    fn dispatch_one(&self, deliver: impl FnOnce(DispatchedTask) -> Result<(), DispatchedTask>) -> Dispatch {
+        let partitions = self.partitions();
+        loop {
+            let mut best: Option<(usize, Candidate)> = None;
+            for (index, partition) in partitions.iter().enumerate() {
+                let candidate = partition.with_engine(|e| e.peek()).flatten();
+                if let Some(candidate) = candidate
+                    && best.is_none_or(|(_, b)| candidate < b)
+                {
+                    best = Some((index, candidate));
+                }
+            }
+            let Some((index, candidate)) = best else {
+                return Dispatch::NoTask;
+            };
+            let partition = &partitions[index];
+            let Some(mut engine) = partition.lock_engine() else {
+                continue;
+            };
+            let Some(task) = engine.take(candidate) else {
+                continue;
+            };
+            let outcome = match deliver(self.dispatched(partition.id().partition, task)) {
+                Ok(()) => {
+                    engine.settle();
+                    Dispatch::Delivered
+                }
+                Err(back) => {
+                    engine.restore(back.task);
+                    Dispatch::Refused
+                }
+            };
+            drop(engine);
+            partition.after_dispatch();
+            return outcome;
+        }
+    }
+
+    fn dispatched(&self, partition: u32, task: StoredTask) -> DispatchedTask {
+        DispatchedTask {
+            partition,
+            token: LeaseToken {
+                queue: self.name.clone(),
+                partition,
+                task_id: task.level.id,
+                attempt: task.attempt,
+            },
+            task,
+        }
+    }
+
+    pub fn waiting_pollers(&self) -> usize {
+        let mut waiters = self.waiters();
+        drop_gone(&mut waiters);
+        waiters.len()
+    }
+
+    pub fn describe(&self, top_keys: usize) -> Vec<PartitionReport> {
+        self.partitions()
+            .iter()
+            .map(|p| PartitionReport {
+                partition: p.id().partition,
+                state: p.state(),
+                snapshot: p.with_engine(|e| e.snapshot(top_keys)),
+            })
+            .collect()
+    }
+
+    /// Answers parked polls (empty), then closes every partition in turn.
+    pub async fn close(&self) {
+        self.stop_polls();
+        let partitions = std::mem::take(&mut *self.write_partitions());
+        for partition in partitions {
+            partition.close().await;
+        }
+    }
+
+    /// Parked polls return empty now, new polls at once.
+    pub fn stop_polls(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.waiters().clear();
+    }
+}
+
+fn drop_gone(waiters: &mut VecDeque<Waiter>) {
+    waiters.retain(|w| !w.deliver.is_closed());
+}

@@ -1,0 +1,206 @@
+//! The rules every outside input must pass, each reported with the field it
+//! concerns and the limit it broke. Nothing is stored before all of a
+//! request's fields have passed.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Priority, QueueName};
+
+/// The longest queue name, in bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 128;
+/// The longest fairness key, in bytes.
+pub const MAX_FAIRNESS_KEY_BYTES: usize = 256;
+/// The smallest and largest fairness weights.
+pub const MIN_WEIGHT: f64 = 0.001;
+pub const MAX_WEIGHT: f64 = 1000.0;
+
+/// Limits an operator may tune (section `[limits]` of the config file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// The largest task payload, in bytes.
+    pub max_payload_bytes: usize,
+    /// The most tasks in one AddTasks call.
+    pub max_batch_tasks: usize,
+    /// The longest a PollTask may wait.
+    #[serde(with = "crate::config::duration_serde")]
+    pub max_poll_wait: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: 1024 * 1024,
+            max_batch_tasks: 1000,
+            max_poll_wait: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A rejected input: which field, and what it should have been.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ValidationError {
+    pub field: String,
+    pub message: String,
+}
+
+impl ValidationError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ValidationError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, ValidationError>;
+
+/// 1 to 128 bytes of ASCII letters, digits, `.`, `_` and `-`, starting with a
+/// letter or a digit: `visits.git`, `tenant-7_jobs`.
+pub fn queue_name(field: &str, name: &str) -> Result<QueueName> {
+    let rule = "must be 1 to 128 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit";
+    if name.is_empty() {
+        return Err(ValidationError::new(field, format!("is empty; it {rule}")));
+    }
+    if name.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes long; it {rule}", name.len()),
+        ));
+    }
+    let first_ok = name.as_bytes()[0].is_ascii_alphanumeric();
+    let rest_ok = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !first_ok || !rest_ok {
+        return Err(ValidationError::new(field, format!("{name:?} {rule}")));
+    }
+    Ok(QueueName::new_unchecked(name))
+}
+
+/// At most 256 bytes; any UTF-8, the empty key included.
+pub fn fairness_key(field: &str, key: &str) -> Result<()> {
+    if key.len() > MAX_FAIRNESS_KEY_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "is {} bytes long; the limit is {MAX_FAIRNESS_KEY_BYTES} bytes",
+                key.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// 0 means "the queue's weight for this key"; otherwise finite, in [0.001, 1000].
+pub fn fairness_weight(field: &str, weight: f64) -> Result<Option<f64>> {
+    if weight == 0.0 {
+        return Ok(None);
+    }
+    check_weight(field, weight).map(Some)
+}
+
+/// A weight given by an operator: finite, in [0.001, 1000].
+pub fn check_weight(field: &str, weight: f64) -> Result<f64> {
+    if !weight.is_finite() || !(MIN_WEIGHT..=MAX_WEIGHT).contains(&weight) {
+        return Err(ValidationError::new(
+            field,
+            format!("is {weight}; it must be a finite number in [{MIN_WEIGHT}, {MAX_WEIGHT}] (or 0 for the default)"),
+        ));
+    }
+    Ok(weight)
+}
+
+/// 0 (the default, 3) or 1 (highest) to 5 (lowest).
+pub fn priority(field: &str, value: u32) -> Result<Priority> {
+    if value == 0 {
+        return Ok(Priority::DEFAULT);
+    }
+    Priority::new(value).ok_or_else(|| {
+        ValidationError::new(
+            field,
+            format!("is {value}; it must be 0 (default, 3) or 1 (highest) to 5 (lowest)"),
+        )
+    })
+}
+
+pub fn payload(field: &str, len: usize, limits: &Limits) -> Result<()> {
+    if len > limits.max_payload_bytes {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "is {len} bytes; the limit is {} bytes (limits.max_payload_bytes)",
+                limits.max_payload_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The wait of a poll: unset means `default`; at most `limits.max_poll_wait`.
+pub fn poll_wait(field: &str, wait: Option<Duration>, default: Duration, limits: &Limits) -> Result<Duration> {
+    let wait = wait.unwrap_or(default.min(limits.max_poll_wait));
+    if wait > limits.max_poll_wait {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "is {:?}; the limit is {:?} (limits.max_poll_wait)",
+                wait, limits.max_poll_wait
+            ),
+        ));
+    }
+    Ok(wait)
+}
+
+pub fn batch_len(field: &str, len: usize, limits: &Limits) -> Result<()> {
+    if len == 0 {
+        return Err(ValidationError::new(field, "is empty; send at least one task"));
+    }
+    if len > limits.max_batch_tasks {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "has {len} tasks; the limit is {} (limits.max_batch_tasks)",
+                limits.max_batch_tasks
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        assert!(queue_name("queue", "visits.git").is_ok());
+        assert!(queue_name("queue", "a").is_ok());
+        assert!(queue_name("queue", &"a".repeat(128)).is_ok());
+        for bad in ["", ".hidden", "-x", "with space", "ünïcode", &"a".repeat(129)] {
+            let err = queue_name("queue", bad).unwrap_err();
+            assert_eq!(err.field, "queue");
+            assert!(err.message.contains("128"), "{err}");
+        }
+    }
+
+    #[test]
+    fn weights() {
+        assert_eq!(fairness_weight("w", 0.0).unwrap(), None);
+        assert_eq!(fairness_weight("w", 0.001).unwrap(), Some(0.001));
+        assert_eq!(fairness_weight("w", 1000.0).unwrap(), Some(1000.0));
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0009, 1000.5] {
+            assert!(fairness_weight("w", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(priority("p", 0).unwrap(), Priority::DEFAULT);
+        assert_eq!(priority("p", 1).unwrap(), Priority::HIGHEST);
+        assert!(priority("p", 6).is_err());
+    }
+}

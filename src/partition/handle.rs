@@ -1,0 +1,227 @@
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::model::{PartitionId, TaskSpec};
+use crate::queue::{EngineConfig, PartitionEngine};
+use crate::store::{Store, StoreError};
+
+/// Group commit (section `[writer]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WriterConfig {
+    /// The most tasks in one append.
+    pub max_batch_tasks: usize,
+    /// How often the keeper looks at ack levels and deletes.
+    #[serde(with = "crate::config::duration_serde")]
+    pub keeper_interval: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            max_batch_tasks: 1000,
+            keeper_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why a partition could not do what was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Another owner took the partition; nothing was written.
+    #[error("partition {0} is owned by another node now")]
+    Lost(String),
+    /// The partition is shutting down; nothing was written.
+    #[error("partition {0} is shutting down")]
+    Closed(String),
+}
+
+impl PartitionError {
+    pub fn certainly_not_applied(&self) -> bool {
+        match self {
+            PartitionError::Store(e) => e.certainly_not_applied(),
+            PartitionError::Lost(_) | PartitionError::Closed(_) => true,
+        }
+    }
+}
+
+/// Called after new tasks became ready, so that waiting pollers get them.
+pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PartitionState {
+    Active = 0,
+    /// Fenced by a newer owner: hands out nothing more.
+    Lost = 1,
+    Closed = 2,
+}
+
+pub(super) enum WriteCommand {
+    Append {
+        specs: Vec<TaskSpec>,
+        reply: oneshot::Sender<Result<Vec<i64>, PartitionError>>,
+    },
+    SyncMetadata,
+}
+
+pub(super) struct Shared {
+    pub id: PartitionId,
+    pub engine: Mutex<PartitionEngine>,
+    pub store: Arc<dyn Store>,
+    pub clock: SharedClock,
+    pub wake_reader: Notify,
+    pub on_ready: ReadyHook,
+    pub state: AtomicU8,
+    pub config: WriterConfig,
+}
+
+impl Shared {
+    pub fn engine(&self) -> MutexGuard<'_, PartitionEngine> {
+        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn state(&self) -> PartitionState {
+        match self.state.load(Ordering::Acquire) {
+            0 => PartitionState::Active,
+            1 => PartitionState::Lost,
+            _ => PartitionState::Closed,
+        }
+    }
+
+    pub fn set_state(&self, state: PartitionState) {
+        self.state.fetch_max(state as u8, Ordering::AcqRel);
+    }
+
+    pub fn lost(&self) -> PartitionError {
+        PartitionError::Lost(self.id.to_string())
+    }
+}
+
+/// An owned partition: its engine, and the tasks that drive it.
+pub struct Partition {
+    shared: Arc<Shared>,
+    writes: mpsc::Sender<WriteCommand>,
+    stop: CancellationToken,
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition").field("id", &self.shared.id).finish()
+    }
+}
+
+impl Partition {
+    /// Takes ownership of the partition (creating it if needed) and starts
+    /// its writer, reader and keeper.
+    pub async fn open(
+        id: PartitionId,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        engine_config: EngineConfig,
+        config: WriterConfig,
+        on_ready: ReadyHook,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        let stored_range = store.load_partition(&id).await?.map_or(0, |m| m.range_id);
+        let meta = store.take_ownership(&id, stored_range).await?;
+        tracing::info!(partition = %id, range_id = meta.range_id, "took ownership");
+        let engine = PartitionEngine::load(&meta, engine_config, clock.now_ms());
+        let shared = Arc::new(Shared {
+            id,
+            engine: Mutex::new(engine),
+            store,
+            clock,
+            wake_reader: Notify::new(),
+            on_ready,
+            state: AtomicU8::new(PartitionState::Active as u8),
+            config,
+        });
+        let (writes, commands) = mpsc::channel(4096);
+        let stop = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        tasks.spawn(super::writer::run(shared.clone(), commands, stop.clone()));
+        tasks.spawn(super::reader::run(shared.clone(), stop.clone()));
+        tasks.spawn(super::writer::keep(shared.clone(), writes.clone(), stop.clone()));
+        Ok(Arc::new(Partition {
+            shared,
+            writes,
+            stop,
+            tasks: tokio::sync::Mutex::new(tasks),
+        }))
+    }
+
+    pub fn id(&self) -> &PartitionId {
+        &self.shared.id
+    }
+
+    pub fn state(&self) -> PartitionState {
+        self.shared.state()
+    }
+
+    /// Writes the tasks durably; their ids in order.
+    pub async fn append(&self, specs: Vec<TaskSpec>) -> Result<Vec<i64>, PartitionError> {
+        match self.state() {
+            PartitionState::Active => {}
+            PartitionState::Lost => return Err(self.shared.lost()),
+            PartitionState::Closed => return Err(PartitionError::Closed(self.shared.id.to_string())),
+        }
+        let (reply, result) = oneshot::channel();
+        let closed = || PartitionError::Closed(self.shared.id.to_string());
+        self.writes
+            .send(WriteCommand::Append { specs, reply })
+            .await
+            .map_err(|_| closed())?;
+        result.await.map_err(|_| closed())?
+    }
+
+    /// Runs `f` on the engine, if the partition may still hand out tasks.
+    pub fn with_engine<T>(&self, f: impl FnOnce(&mut PartitionEngine) -> T) -> Option<T> {
+        if self.state() != PartitionState::Active {
+            return None;
+        }
+        let mut engine = self.shared.engine();
+        Some(f(&mut engine))
+    }
+
+    /// Locks the engine for a multi-step decision; `None` if the partition
+    /// may not hand out tasks.
+    pub fn lock_engine(&self) -> Option<MutexGuard<'_, PartitionEngine>> {
+        (self.state() == PartitionState::Active).then(|| self.shared.engine())
+    }
+
+    /// After tasks were taken: refill if the buffer runs low.
+    pub fn after_dispatch(&self) {
+        if self.shared.engine().wants_read() {
+            self.shared.wake_reader.notify_one();
+        }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.shared.clock.now_ms()
+    }
+
+    /// Stops in order: no new writes; queued writes are finished; the ack
+    /// levels are written a last time; reader and keeper stop.
+    pub async fn close(&self) {
+        self.shared.set_state(PartitionState::Closed);
+        self.stop.cancel();
+        let mut tasks = self.tasks.lock().await;
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

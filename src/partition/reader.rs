@@ -1,0 +1,48 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::handle::{PartitionState, Shared};
+
+/// The reader: refills the buffer of each priority level that runs low, and
+/// waits to be woken otherwise. Read errors are retried with backoff.
+pub(super) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut backoff = Duration::ZERO;
+    loop {
+        if stop.is_cancelled() || shared.state() != PartitionState::Active {
+            return;
+        }
+        let requests = shared.engine().read_requests();
+        if requests.is_empty() {
+            tokio::select! {
+                _ = shared.wake_reader.notified() => continue,
+                _ = stop.cancelled() => return,
+            }
+        }
+        let mut applied = false;
+        let mut failed = false;
+        for request in requests {
+            match shared.store.read(&shared.id, request.priority, request.after, request.limit).await {
+                Ok(tasks) => applied |= shared.engine().apply_read(request, tasks),
+                Err(error) => {
+                    shared.engine().read_failed(request);
+                    tracing::warn!(partition = %shared.id, %error, "read failed; retrying");
+                    failed = true;
+                }
+            }
+        }
+        if applied {
+            (shared.on_ready)();
+        }
+        if failed {
+            backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(2));
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.cancelled() => return,
+            }
+        } else {
+            backoff = Duration::ZERO;
+        }
+    }
+}

@@ -1,0 +1,305 @@
+use std::collections::{BTreeMap, HashMap};
+
+use crate::clock::UnixMillis;
+use crate::fairness::{CounterConfig, KeyCounters};
+use crate::model::{FairLevel, Priority, StoredTask};
+use crate::store::SubqueueMeta;
+
+/// A buffered level: a task waiting for dispatch, or the mark of one already
+/// dispatched that the ack level has not passed yet.
+#[derive(Clone, Debug)]
+enum Slot {
+    Ready(StoredTask),
+    Dispatched,
+}
+
+/// How many tasks of one key wait in the buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyBacklog {
+    pub fairness_key: String,
+    pub buffered: u64,
+    /// How far ahead of the ack level the key's next task would land.
+    pub pass_ahead: i64,
+}
+
+/// One priority level of a partition: its levels, buffer and key counters.
+/// The invariants are those of the module (`crate::queue`).
+#[derive(Debug)]
+pub(super) struct Subqueue {
+    pub priority: Priority,
+    pub ack: FairLevel,
+    pub read: FairLevel,
+    pub max: FairLevel,
+    pub at_end: bool,
+    pub counters: KeyCounters,
+    /// Written minus dispatched, carried in the metadata; approximate after a
+    /// crash (dispatches since the last metadata write are counted again).
+    pub approx_backlog: i64,
+    pub persisted_ack: FairLevel,
+    buffer: BTreeMap<FairLevel, Slot>,
+    ready: usize,
+    /// Appends in flight: while non-zero the ack level does not move.
+    pins: u32,
+    /// The `after` level of the read in flight, if any.
+    read_in_flight: Option<FairLevel>,
+    acks_since_gc: u64,
+    last_gc_ms: UnixMillis,
+}
+
+impl Subqueue {
+    pub fn load(priority: Priority, meta: &SubqueueMeta, counters: CounterConfig, now: UnixMillis) -> Self {
+        Subqueue {
+            priority,
+            ack: meta.ack_level,
+            read: meta.ack_level,
+            max: meta.max_level.max(meta.ack_level),
+            at_end: false,
+            counters: KeyCounters::seeded(counters, meta.top_keys.iter().cloned()),
+            approx_backlog: meta.approx_backlog.max(0),
+            persisted_ack: meta.ack_level,
+            buffer: BTreeMap::new(),
+            ready: 0,
+            pins: 0,
+            read_in_flight: None,
+            acks_since_gc: 0,
+            last_gc_ms: now,
+        }
+    }
+
+    pub fn ready(&self) -> usize {
+        self.ready
+    }
+
+    pub fn pin(&mut self) {
+        self.pins += 1;
+    }
+
+    pub fn unpin(&mut self) {
+        debug_assert!(self.pins > 0, "unpin without pin");
+        self.pins = self.pins.saturating_sub(1);
+    }
+
+    /// Takes the tasks of a successful append into the buffer: all of them when
+    /// the reader is at the end, else those at or below `R` (the reader finds
+    /// the others); then trims back to `capacity` ready tasks.
+    pub fn merge_written(&mut self, tasks: impl Iterator<Item = StoredTask>, capacity: usize) {
+        let mut written = 0;
+        for task in tasks {
+            debug_assert!(task.level > self.ack, "a task was written at or below the ack level");
+            written += 1;
+            self.max = self.max.max(task.level);
+            if self.at_end || task.level <= self.read {
+                let level = task.level;
+                if self.insert_ready(task) && self.at_end {
+                    self.read = self.read.max(level);
+                }
+            }
+        }
+        self.approx_backlog += written;
+        self.trim(capacity);
+    }
+
+    /// After an append that may or may not have landed: make the reader look
+    /// again from just below the lowest level it wrote.
+    pub fn rewind_before(&mut self, lowest_written: FairLevel) {
+        let rewind_to = self.ack.max(lowest_written.predecessor());
+        if rewind_to < self.read {
+            self.drop_ready_above(rewind_to);
+            self.read = rewind_to;
+        }
+        self.at_end = false;
+    }
+
+    /// What to read next, if the buffer runs low and the store may hold more.
+    pub fn read_request(&mut self, capacity: usize, reload_at: usize) -> Option<(FairLevel, usize)> {
+        if self.at_end || self.read_in_flight.is_some() || self.ready > reload_at {
+            return None;
+        }
+        self.read_in_flight = Some(self.read);
+        Some((self.read, capacity - self.ready))
+    }
+
+    /// Takes a read's result. Returns false when the read is stale (`R`
+    /// moved while it was in flight) and was ignored.
+    pub fn apply_read(&mut self, after: FairLevel, tasks: Vec<StoredTask>, limit: usize, capacity: usize) -> bool {
+        self.read_in_flight = None;
+        if after != self.read {
+            return false;
+        }
+        let reached_end = tasks.len() < limit;
+        for task in tasks {
+            debug_assert!(task.level > after, "a read returned a level at or below its bound");
+            self.read = self.read.max(task.level);
+            self.max = self.max.max(task.level);
+            self.insert_ready(task);
+        }
+        if reached_end {
+            self.at_end = true;
+        }
+        self.trim(capacity);
+        true
+    }
+
+    pub fn read_failed(&mut self) {
+        self.read_in_flight = None;
+    }
+
+    /// True when this level might hold tasks not in memory yet.
+    pub fn may_have_unread(&self) -> bool {
+        !self.at_end
+    }
+
+    pub fn first_ready(&self) -> Option<&StoredTask> {
+        if self.ready == 0 {
+            return None;
+        }
+        self.buffer.values().find_map(|slot| match slot {
+            Slot::Ready(task) => Some(task),
+            Slot::Dispatched => None,
+        })
+    }
+
+    /// Hands out the ready task at `level`.
+    pub fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
+        let slot = self.buffer.get_mut(&level)?;
+        match std::mem::replace(slot, Slot::Dispatched) {
+            Slot::Ready(task) => {
+                self.ready -= 1;
+                self.approx_backlog -= 1;
+                Some(task)
+            }
+            Slot::Dispatched => None,
+        }
+    }
+
+    /// Puts back a task that was taken but could not be handed to anyone.
+    pub fn restore(&mut self, task: StoredTask) {
+        match self.buffer.get_mut(&task.level) {
+            Some(slot @ Slot::Dispatched) => {
+                *slot = Slot::Ready(task);
+                self.ready += 1;
+                self.approx_backlog += 1;
+            }
+            _ => debug_assert!(false, "restore of a level that was not dispatched"),
+        }
+    }
+
+    /// Moves the ack level over the dispatched prefix of the buffer, up to `R`.
+    pub fn advance_ack(&mut self) {
+        if self.pins > 0 {
+            return;
+        }
+        while let Some(entry) = self.buffer.first_entry() {
+            if !matches!(entry.get(), Slot::Dispatched) || *entry.key() > self.read {
+                break;
+            }
+            self.ack = *entry.key();
+            entry.remove();
+            self.acks_since_gc += 1;
+        }
+    }
+
+    /// The level to delete through, when enough acks or time have gone by.
+    pub fn gc_due(&mut self, now: UnixMillis, min_acks: u64, interval_ms: i64) -> Option<FairLevel> {
+        let due = self.acks_since_gc >= min_acks
+            || (self.acks_since_gc > 0 && now - self.last_gc_ms >= interval_ms);
+        due.then(|| {
+            self.acks_since_gc = 0;
+            self.last_gc_ms = now;
+            self.ack
+        })
+    }
+
+    /// Whether the oldest ready task is younger than `max_age_ms` and nothing
+    /// waits unread in the store.
+    pub fn backlog_negligible(&self, now: UnixMillis, max_age_ms: i64) -> bool {
+        if !self.at_end {
+            return false;
+        }
+        self.buffer.values().all(|slot| match slot {
+            Slot::Ready(task) => now - task.created_at_unix_ms < max_age_ms,
+            Slot::Dispatched => true,
+        })
+    }
+
+    pub fn meta(&self, saved_top_keys: usize) -> SubqueueMeta {
+        SubqueueMeta {
+            ack_level: self.ack,
+            max_level: self.max,
+            approx_backlog: self.approx_backlog.max(0),
+            top_keys: self.counters.top(saved_top_keys, self.ack.pass),
+        }
+    }
+
+    pub fn top_keys(&self, n: usize) -> Vec<KeyBacklog> {
+        let mut per_key: HashMap<&str, u64> = HashMap::new();
+        for slot in self.buffer.values() {
+            if let Slot::Ready(task) = slot {
+                *per_key.entry(task.fairness_key.as_str()).or_default() += 1;
+            }
+        }
+        let mut keys: Vec<KeyBacklog> = per_key
+            .into_iter()
+            .map(|(key, buffered)| KeyBacklog {
+                fairness_key: key.to_owned(),
+                buffered,
+                pass_ahead: self
+                    .counters
+                    .peek(key)
+                    .map_or(0, |next| (next - self.ack.pass).max(0)),
+            })
+            .collect();
+        keys.sort_by(|a, b| {
+            b.buffered
+                .cmp(&a.buffered)
+                .then_with(|| a.fairness_key.cmp(&b.fairness_key))
+        });
+        keys.truncate(n);
+        keys
+    }
+
+    fn insert_ready(&mut self, task: StoredTask) -> bool {
+        if task.level <= self.ack || self.buffer.contains_key(&task.level) {
+            return false;
+        }
+        self.buffer.insert(task.level, Slot::Ready(task));
+        self.ready += 1;
+        true
+    }
+
+    /// Keeps the lowest `capacity` ready tasks; `R` falls to the last kept.
+    /// Dispatched marks above the cut stay, so a later read cannot hand their
+    /// tasks out again.
+    fn trim(&mut self, capacity: usize) {
+        if self.ready <= capacity {
+            return;
+        }
+        let cut = self
+            .buffer
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
+            .nth(capacity - 1)
+            .map(|(level, _)| *level)
+            .expect("more than `capacity` ready tasks");
+        self.drop_ready_above(cut);
+        self.read = cut;
+        self.at_end = false;
+    }
+
+    fn drop_ready_above(&mut self, level: FairLevel) {
+        let above: Vec<FairLevel> = self
+            .buffer
+            .range((std::ops::Bound::Excluded(level), std::ops::Bound::Unbounded))
+            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
+            .map(|(level, _)| *level)
+            .collect();
+        self.ready -= above.len();
+        for level in above {
+            self.buffer.remove(&level);
+        }
+    }
+
+    pub fn tracked_keys(&self) -> (usize, bool) {
+        (self.counters.exact_len(), self.counters.sketch().is_some())
+    }
+}

@@ -1,0 +1,93 @@
+//! Wiring a node together: the store, the queues, the gRPC services; and
+//! taking it apart again in a fixed order.
+//!
+//! Shutdown order: (1) stop accepting connections and answer every parked
+//! poll with an empty response; (2) let in-flight requests finish; (3) flush
+//! queued writes and write the ack levels of every partition; (4) close the
+//! store.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::api::MatchingService;
+use crate::clock::SharedClock;
+use crate::config::{Config, StoreUrl};
+use crate::matcher::Queues;
+use crate::proto::v1::matching_server::MatchingServer;
+use crate::store::embedded::{EmbeddedStore, OpenError};
+use crate::store::Store;
+
+/// Why a node could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error("store {0}: this build does not include the Cassandra backend yet")]
+    UnsupportedStore(String),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// Opens the store a URL names.
+pub fn open_store(url: &StoreUrl) -> Result<Arc<dyn Store>, ServeError> {
+    match url {
+        StoreUrl::Embedded(dir) => Ok(Arc::new(EmbeddedStore::open(dir)?)),
+        StoreUrl::Cassandra { .. } => Err(ServeError::UnsupportedStore(url.to_string())),
+    }
+}
+
+/// Serves `fairway.v1.Matching`, gRPC health and reflection on `listener`
+/// until `shutdown` completes, then shuts down in the order of the module docs.
+pub async fn serve(
+    listener: TcpListener,
+    config: &Config,
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let queues = Arc::new(Queues::new(store.clone(), clock, config.settings()));
+    let matching = MatchingServer::new(MatchingService::new(queues.clone(), config.limits.clone()))
+        .max_decoding_message_size(grpc_message_limit(config));
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<MatchingServer<MatchingService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+
+    let stop_queues = queues.clone();
+    let stopping = async move {
+        shutdown.await;
+        tracing::info!("shutting down: answering parked polls");
+        health_reporter.set_not_serving::<MatchingServer<MatchingService>>().await;
+        stop_queues.stop_polls();
+    };
+    let served = tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(reflection)
+        .add_service(matching)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopping)
+        .await;
+    tracing::info!("shutting down: flushing writes and ack levels");
+    queues.close().await;
+    if let Err(error) = store.close().await {
+        tracing::warn!(%error, "closing the store");
+    }
+    tracing::info!("stopped");
+    Ok(served?)
+}
+
+/// The largest request: a full batch of full payloads, plus framing.
+fn grpc_message_limit(config: &Config) -> usize {
+    let limits = &config.limits;
+    limits
+        .max_payload_bytes
+        .saturating_mul(limits.max_batch_tasks)
+        .saturating_add(1 << 20)
+        .min(256 << 20)
+}

@@ -1,0 +1,231 @@
+//! The conformance suite: generic tests that every [`Store`] backend must
+//! pass, whatever it is built on. A backend runs them all with
+//! [`store_conformance_suite!`](crate::store_conformance_suite), given an
+//! async function that returns a fresh, empty [`TestStore`].
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::{PartitionMeta, Store, StoreError, SubqueueMeta};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
+
+/// A fresh store for one test, and whatever must live as long as it (a
+/// temporary directory, a keyspace to drop).
+pub struct TestStore {
+    pub store: Arc<dyn Store>,
+    pub _guard: Box<dyn Any + Send>,
+}
+
+/// Expands to one `#[tokio::test]` per conformance test, each with a fresh store
+/// from `$factory` (an `async fn() -> TestStore`).
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($factory:path) => {
+        $crate::store_conformance_suite!(@tests $factory;
+            absent_partition_loads_as_none,
+            take_ownership_creates_then_fences,
+            append_is_conditional_on_the_range_id,
+            read_is_ordered_strictly_above_and_limited,
+            subqueues_partitions_and_queues_are_separate,
+            delete_through_is_inclusive_and_idempotent,
+            metadata_round_trips_and_is_fenced,
+            new_owner_sees_every_write_of_the_old_one,
+            task_contents_round_trip,
+        );
+    };
+    (@tests $factory:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let test_store = $factory().await;
+                $crate::store::conformance::$name(test_store.store.as_ref()).await;
+            }
+        )+
+    };
+}
+
+fn partition(queue: &str, partition: u32) -> PartitionId {
+    PartitionId {
+        queue: validate::queue_name("queue", queue).expect("a valid test queue name"),
+        partition,
+    }
+}
+
+fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
+    StoredTask {
+        level: FairLevel::new(pass, id),
+        priority,
+        fairness_key: format!("key-{}", id % 3),
+        fairness_weight: None,
+        payload: format!("payload {pass}/{id}").into_bytes(),
+        created_at_unix_ms: 1_700_000_000_000 + id,
+        attempt: 1,
+    }
+}
+
+fn levels(tasks: &[StoredTask]) -> Vec<FairLevel> {
+    tasks.iter().map(|t| t.level).collect()
+}
+
+async fn owned(store: &dyn Store, p: &PartitionId) -> i64 {
+    store.take_ownership(p, 0).await.expect("take a new partition").range_id
+}
+
+pub async fn absent_partition_loads_as_none(store: &dyn Store) {
+    assert_eq!(store.load_partition(&partition("absent", 0)).await.unwrap(), None);
+    let empty = store
+        .read(&partition("absent", 0), Priority::DEFAULT, FairLevel::ZERO, 10)
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+}
+
+pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
+    let p = partition("own", 0);
+    let first = store.take_ownership(&p, 0).await.unwrap();
+    assert_eq!(first.range_id, 1);
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap().range_id, 1);
+    assert_eq!(
+        store.take_ownership(&p, 0).await.unwrap_err(),
+        StoreError::Fenced { current_range_id: 1 }
+    );
+    let second = store.take_ownership(&p, 1).await.unwrap();
+    assert_eq!(second.range_id, 2);
+    assert_eq!(
+        store.take_ownership(&p, 1).await.unwrap_err(),
+        StoreError::Fenced { current_range_id: 2 }
+    );
+}
+
+pub async fn append_is_conditional_on_the_range_id(store: &dyn Store) {
+    let p = partition("cond", 0);
+    let range = owned(store, &p).await;
+    let stale = store.append(&p, range + 1, &[task(Priority::DEFAULT, 1, 1)], None).await;
+    assert_eq!(stale.unwrap_err(), StoreError::Fenced { current_range_id: range });
+    store.append(&p, range, &[task(Priority::DEFAULT, 1, 2)], None).await.unwrap();
+    let read = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap();
+    assert_eq!(levels(&read), vec![FairLevel::new(1, 2)], "a fenced append wrote nothing");
+}
+
+pub async fn read_is_ordered_strictly_above_and_limited(store: &dyn Store) {
+    let p = partition("order", 0);
+    let range = owned(store, &p).await;
+    // Written out of order, in two appends.
+    let batch_one: Vec<StoredTask> = [(30, 1), (10, 2), (20, 3)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
+    let batch_two: Vec<StoredTask> = [(10, 4), (5, 5), (30, 0)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
+    store.append(&p, range, &batch_one, None).await.unwrap();
+    store.append(&p, range, &batch_two, None).await.unwrap();
+    let expected = vec![
+        FairLevel::new(5, 5),
+        FairLevel::new(10, 2),
+        FairLevel::new(10, 4),
+        FairLevel::new(20, 3),
+        FairLevel::new(30, 0),
+        FairLevel::new(30, 1),
+    ];
+    let all = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap();
+    assert_eq!(levels(&all), expected);
+    let after = store.read(&p, Priority::DEFAULT, FairLevel::new(10, 2), 100).await.unwrap();
+    assert_eq!(levels(&after), expected[2..], "strictly above the bound");
+    let limited = store.read(&p, Priority::DEFAULT, FairLevel::new(5, 5), 2).await.unwrap();
+    assert_eq!(levels(&limited), expected[1..3]);
+    let none = store.read(&p, Priority::DEFAULT, FairLevel::new(30, 1), 100).await.unwrap();
+    assert!(none.is_empty());
+}
+
+pub async fn subqueues_partitions_and_queues_are_separate(store: &dyn Store) {
+    let a0 = partition("sep-a", 0);
+    let a1 = partition("sep-a", 1);
+    let b0 = partition("sep-a.b", 0);
+    for p in [&a0, &a1, &b0] {
+        owned(store, p).await;
+    }
+    store.append(&a0, 1, &[task(Priority::HIGHEST, 1, 1), task(Priority::LOWEST, 1, 2)], None).await.unwrap();
+    store.append(&a1, 1, &[task(Priority::HIGHEST, 1, 3)], None).await.unwrap();
+    store.append(&b0, 1, &[task(Priority::HIGHEST, 1, 4)], None).await.unwrap();
+    let read = |p: PartitionId, priority| async move { levels(&store.read(&p, priority, FairLevel::ZERO, 10).await.unwrap()) };
+    assert_eq!(read(a0.clone(), Priority::HIGHEST).await, vec![FairLevel::new(1, 1)]);
+    assert_eq!(read(a0.clone(), Priority::LOWEST).await, vec![FairLevel::new(1, 2)]);
+    assert!(read(a0.clone(), Priority::DEFAULT).await.is_empty());
+    assert_eq!(read(a1, Priority::HIGHEST).await, vec![FairLevel::new(1, 3)]);
+    assert_eq!(read(b0, Priority::HIGHEST).await, vec![FairLevel::new(1, 4)]);
+}
+
+pub async fn delete_through_is_inclusive_and_idempotent(store: &dyn Store) {
+    let p = partition("gc", 0);
+    let range = owned(store, &p).await;
+    let tasks: Vec<StoredTask> = (1..=6).map(|i| task(Priority::DEFAULT, i * 10, i)).collect();
+    store.append(&p, range, &tasks, None).await.unwrap();
+    store.append(&p, range, &[task(Priority::HIGHEST, 10, 7)], None).await.unwrap();
+    store.delete_through(&p, Priority::DEFAULT, FairLevel::new(30, 3)).await.unwrap();
+    store.delete_through(&p, Priority::DEFAULT, FairLevel::new(30, 3)).await.unwrap();
+    let left = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap();
+    assert_eq!(levels(&left), vec![FairLevel::new(40, 4), FairLevel::new(50, 5), FairLevel::new(60, 6)]);
+    let other = store.read(&p, Priority::HIGHEST, FairLevel::ZERO, 100).await.unwrap();
+    assert_eq!(other.len(), 1, "another subqueue is untouched");
+}
+
+pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
+    let p = partition("meta", 0);
+    let range = owned(store, &p).await;
+    let mut meta = PartitionMeta {
+        range_id: range,
+        ..Default::default()
+    };
+    meta.subqueues[0] = SubqueueMeta {
+        ack_level: FairLevel::new(7, 8),
+        max_level: FairLevel::new(70, 80),
+        approx_backlog: 3,
+        top_keys: vec![("tenant".into(), 99)],
+    };
+    store.update_metadata(&p, &meta).await.unwrap();
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), meta);
+
+    meta.subqueues[1].ack_level = FairLevel::new(1, 1);
+    store.append(&p, range, &[task(Priority::DEFAULT, 1, 1)], Some(&meta)).await.unwrap();
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), meta, "metadata written with an append");
+
+    let taken = store.take_ownership(&p, range).await.unwrap();
+    assert_eq!(taken.subqueues, meta.subqueues, "a new owner gets the saved levels");
+    assert_eq!(
+        store.update_metadata(&p, &meta).await.unwrap_err(),
+        StoreError::Fenced { current_range_id: range + 1 }
+    );
+}
+
+pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {
+    let p = partition("handover", 0);
+    let old = owned(store, &p).await;
+    for id in 1..=20 {
+        store.append(&p, old, &[task(Priority::DEFAULT, id, id)], None).await.unwrap();
+    }
+    let new = store.take_ownership(&p, old).await.unwrap().range_id;
+    let late = store.append(&p, old, &[task(Priority::DEFAULT, 100, 100)], None).await;
+    assert_eq!(late.unwrap_err(), StoreError::Fenced { current_range_id: new });
+    let read = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap();
+    assert_eq!(read.len(), 20);
+}
+
+pub async fn task_contents_round_trip(store: &dyn Store) {
+    let p = partition("contents", 0);
+    let range = owned(store, &p).await;
+    let big = StoredTask {
+        level: FairLevel::new(1, 1),
+        priority: Priority::LOWEST,
+        fairness_key: "ünïcödé/forge.example".into(),
+        fairness_weight: Some(2.5),
+        payload: vec![0xA5; validate::Limits::default().max_payload_bytes],
+        created_at_unix_ms: 1_234,
+        attempt: 3,
+    };
+    let empty = StoredTask {
+        level: FairLevel::new(1, 2),
+        fairness_key: String::new(),
+        fairness_weight: None,
+        payload: Vec::new(),
+        ..big.clone()
+    };
+    store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();
+    let read = store.read(&p, Priority::LOWEST, FairLevel::ZERO, 10).await.unwrap();
+    assert_eq!(read, vec![big, empty]);
+}

@@ -1,0 +1,240 @@
+//! The embedded store: one redb file in a data directory, for a single node.
+//!
+//! Every write is one ACID transaction, durable when it commits; redb's single
+//! writer makes the range-id compare-and-set a plain read-then-write. Deletes
+//! are physical, so reads from the ack level never skip dead rows. The file is
+//! locked: a second process opening the same directory is refused.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
+use super::{PartitionMeta, Store, StoreError, StoreResult};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
+
+/// (queue, partition) → encoded `PartitionMeta`.
+const META: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("partition_meta");
+/// (queue, partition, priority, pass, id) → encoded task.
+const TASKS: TableDefinition<(&str, u32, u8, i64, i64), &[u8]> = TableDefinition::new("tasks");
+
+/// The file inside the data directory.
+pub const DATA_FILE: &str = "fairway.redb";
+
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").field("path", &self.path).finish()
+    }
+}
+
+/// Why a data directory could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("data directory {dir}: another process has it open (is another `fairway serve` running on it?)")]
+    InUse { dir: PathBuf },
+    #[error("data directory {dir}: {message}")]
+    Io { dir: PathBuf, message: String },
+}
+
+impl EmbeddedStore {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        let io = |message: String| OpenError::Io {
+            dir: dir.to_owned(),
+            message,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create it: {e}")))?;
+        let path = dir.join(DATA_FILE);
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { dir: dir.to_owned() },
+            other => io(format!("cannot open {}: {other}", path.display())),
+        })?;
+        let txn = db.begin_write().map_err(|e| io(e.to_string()))?;
+        txn.open_table(META).map_err(|e| io(e.to_string()))?;
+        txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;
+        txn.commit().map_err(|e| io(e.to_string()))?;
+        Ok(EmbeddedStore {
+            db: Arc::new(db),
+            path,
+        })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Database) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || work(&db))
+            .await
+            .map_err(|e| StoreError::Uncertain(format!("store task failed: {e}")))?
+    }
+}
+
+/// Errors before the commit: nothing was written.
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// Errors of the commit itself: it may or may not be on disk.
+fn uncertain(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Uncertain(e.to_string())
+}
+
+fn stored_range_id(meta: &redb::Table<(&str, u32), &[u8]>, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
+    meta.get((partition.queue.as_str(), partition.partition))
+        .map_err(unavailable)?
+        .map(|row| decode_meta(row.value()))
+        .transpose()
+}
+
+fn check_range(current: Option<&PartitionMeta>, range_id: i64) -> StoreResult<()> {
+    let current_range_id = current.map_or(0, |m| m.range_id);
+    if current_range_id != range_id {
+        return Err(StoreError::Fenced { current_range_id });
+    }
+    Ok(())
+}
+
+fn priority_byte(priority: Priority) -> u8 {
+    priority.get() as u8
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn load_partition(&self, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(META).map_err(unavailable)?;
+            table
+                .get((partition.queue.as_str(), partition.partition))
+                .map_err(unavailable)?
+                .map(|row| decode_meta(row.value()))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64) -> StoreResult<PartitionMeta> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let taken = {
+                let mut table = txn.open_table(META).map_err(unavailable)?;
+                let current = stored_range_id(&table, &partition)?;
+                check_range(current.as_ref(), expected)?;
+                let mut taken = current.unwrap_or_default();
+                taken.range_id = expected + 1;
+                table
+                    .insert((partition.queue.as_str(), partition.partition), encode_meta(&taken).as_slice())
+                    .map_err(unavailable)?;
+                taken
+            };
+            txn.commit().map_err(uncertain)?;
+            Ok(taken)
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        partition: &PartitionId,
+        range_id: i64,
+        tasks: &[StoredTask],
+        metadata: Option<&PartitionMeta>,
+    ) -> StoreResult<()> {
+        if let Some(meta) = metadata
+            && meta.range_id != range_id
+        {
+            return Err(StoreError::Invalid(format!(
+                "metadata of range {} written under range {range_id}",
+                meta.range_id
+            )));
+        }
+        let partition = partition.clone();
+        let rows: Vec<(u8, FairLevel, Vec<u8>)> = tasks
+            .iter()
+            .map(|t| (priority_byte(t.priority), t.level, encode_task(t)))
+            .collect();
+        let meta_row = metadata.map(encode_meta);
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            {
+                let mut meta_table = txn.open_table(META).map_err(unavailable)?;
+                check_range(stored_range_id(&meta_table, &partition)?.as_ref(), range_id)?;
+                let queue = partition.queue.as_str();
+                let mut task_table = txn.open_table(TASKS).map_err(unavailable)?;
+                for (priority, level, bytes) in &rows {
+                    task_table
+                        .insert((queue, partition.partition, *priority, level.pass, level.id), bytes.as_slice())
+                        .map_err(unavailable)?;
+                }
+                if let Some(meta_row) = &meta_row {
+                    meta_table
+                        .insert((queue, partition.partition), meta_row.as_slice())
+                        .map_err(unavailable)?;
+                }
+            }
+            txn.commit().map_err(uncertain)
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        partition: &PartitionId,
+        priority: Priority,
+        after: FairLevel,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredTask>> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(TASKS).map_err(unavailable)?;
+            let (queue, p, prio) = (partition.queue.as_str(), partition.partition, priority_byte(priority));
+            let lower = (queue, p, prio, after.pass, after.id);
+            let upper = (queue, p, prio, i64::MAX, i64::MAX);
+            let mut tasks = Vec::with_capacity(limit.min(1024));
+            let range = table
+                .range::<(&str, u32, u8, i64, i64)>((std::ops::Bound::Excluded(lower), std::ops::Bound::Included(upper)))
+                .map_err(unavailable)?;
+            for row in range.take(limit) {
+                let (key, value) = row.map_err(unavailable)?;
+                let (_, _, _, pass, id) = key.value();
+                tasks.push(decode_task(FairLevel::new(pass, id), priority, value.value())?);
+            }
+            Ok(tasks)
+        })
+        .await
+    }
+
+    async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            {
+                let mut table = txn.open_table(TASKS).map_err(unavailable)?;
+                let (queue, p, prio) = (partition.queue.as_str(), partition.partition, priority_byte(priority));
+                let lower = (queue, p, prio, i64::MIN, i64::MIN);
+                let upper = (queue, p, prio, through.pass, through.id);
+                table
+                    .retain_in::<(&str, u32, u8, i64, i64), _>(lower..=upper, |_, _| false)
+                    .map_err(unavailable)?;
+            }
+            txn.commit().map_err(uncertain)
+        })
+        .await
+    }
+
+    async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
+        self.append(partition, metadata.range_id, &[], Some(metadata)).await
+    }
+}
