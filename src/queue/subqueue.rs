@@ -42,6 +42,12 @@ pub(super) struct Subqueue {
     pins: u32,
     /// The `after` level of the read in flight, if any.
     read_in_flight: Option<FairLevel>,
+    /// Set when something may have landed below `R` after the read in
+    /// flight looked: its result must not be trusted.
+    read_stale: bool,
+    /// Tasks written above `R` while a read was in flight: the read may have
+    /// looked before they landed, so they are merged again once it returns.
+    written_during_read: Vec<StoredTask>,
     acks_since_gc: u64,
     last_gc_ms: UnixMillis,
 }
@@ -61,6 +67,8 @@ impl Subqueue {
             ready: 0,
             pins: 0,
             read_in_flight: None,
+            read_stale: false,
+            written_during_read: Vec::new(),
             acks_since_gc: 0,
             last_gc_ms: now,
         }
@@ -88,11 +96,10 @@ impl Subqueue {
             debug_assert!(task.level > self.ack, "a task was written at or below the ack level");
             written += 1;
             self.max = self.max.max(task.level);
-            if self.at_end || task.level <= self.read {
-                let level = task.level;
-                if self.insert_ready(task) && self.at_end {
-                    self.read = self.read.max(level);
-                }
+            if let Some(uncovered) = self.take_written(task)
+                && self.read_in_flight.is_some()
+            {
+                self.written_during_read.push(uncovered);
             }
         }
         self.approx_backlog += written;
@@ -102,6 +109,7 @@ impl Subqueue {
     /// After an append that may or may not have landed: make the reader look
     /// again from just below the lowest level it wrote.
     pub fn rewind_before(&mut self, lowest_written: FairLevel) {
+        self.read_stale = self.read_in_flight.is_some();
         let rewind_to = self.ack.max(lowest_written.predecessor());
         if rewind_to < self.read {
             self.drop_ready_above(rewind_to);
@@ -120,10 +128,12 @@ impl Subqueue {
     }
 
     /// Takes a read's result. Returns false when the read is stale (`R`
-    /// moved while it was in flight) and was ignored.
+    /// moved, or an append of unknown outcome happened, while it was in
+    /// flight) and was ignored; the reader then reads again from `R`.
     pub fn apply_read(&mut self, after: FairLevel, tasks: Vec<StoredTask>, limit: usize, capacity: usize) -> bool {
         self.read_in_flight = None;
-        if after != self.read {
+        let written_during_read = std::mem::take(&mut self.written_during_read);
+        if after != self.read || std::mem::take(&mut self.read_stale) {
             return false;
         }
         let reached_end = tasks.len() < limit;
@@ -136,12 +146,19 @@ impl Subqueue {
         if reached_end {
             self.at_end = true;
         }
+        for task in written_during_read {
+            self.take_written(task);
+        }
         self.trim(capacity);
         true
     }
 
+    /// A failed read leaves `R` and `at_end` as they were: the next read
+    /// from `R` finds whatever was written meanwhile.
     pub fn read_failed(&mut self) {
         self.read_in_flight = None;
+        self.read_stale = false;
+        self.written_during_read.clear();
     }
 
     /// True when this level might hold tasks not in memory yet.
@@ -256,6 +273,19 @@ impl Subqueue {
         });
         keys.truncate(n);
         keys
+    }
+
+    /// Buffers a written task if the buffer covers its level (at or below
+    /// `R`, or anywhere once the reader is at the end); hands it back if not.
+    fn take_written(&mut self, task: StoredTask) -> Option<StoredTask> {
+        if !self.at_end && task.level > self.read {
+            return Some(task);
+        }
+        let level = task.level;
+        if self.insert_ready(task) && self.at_end {
+            self.read = self.read.max(level);
+        }
+        None
     }
 
     fn insert_ready(&mut self, task: StoredTask) -> bool {

@@ -1,1 +1,578 @@
+//! Property tests of the partition engine against a model store.
+//!
+//! The model store applies writes at the moment an append completes and
+//! answers reads from a snapshot taken when the read starts, so appends,
+//! reads, dispatches, metadata writes, deletes and owner crashes interleave
+//! in every order a real store allows.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use proptest::prelude::*;
+
+use super::{AppendPlan, EngineConfig, PartitionEngine, ReadRequest};
+use crate::fairness::{effective_weight, CounterConfig, Weights};
+use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
+use crate::store::PartitionMeta;
+
+/// A store in memory: tasks by (priority, level), and the metadata row.
+#[derive(Default, Debug)]
+struct ModelStore {
+    tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
+    meta: PartitionMeta,
+}
+
+impl ModelStore {
+    fn take_ownership(&mut self) -> PartitionMeta {
+        self.meta.range_id += 1;
+        self.meta.clone()
+    }
+
+    fn read(&self, request: ReadRequest) -> Vec<StoredTask> {
+        self.tasks
+            .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
+            .filter(|((_, level), _)| *level > request.after)
+            .take(request.limit)
+            .map(|(_, task)| task.clone())
+            .collect()
+    }
+
+    fn land(&mut self, plan: &AppendPlan) {
+        for task in &plan.tasks {
+            self.tasks.insert((task.priority, task.level), task.clone());
+        }
+        if let Some(meta) = &plan.metadata {
+            self.meta = meta.clone();
+        }
+    }
+
+    fn delete_through(&mut self, priority: Priority, through: FairLevel) {
+        self.tasks.retain(|(p, level), _| *p != priority || *level > through);
+    }
+}
+
+fn spec(key: &str, priority: Priority) -> TaskSpec {
+    TaskSpec {
+        fairness_key: key.to_owned(),
+        fairness_weight: None,
+        priority,
+        payload: key.as_bytes().to_vec(),
+    }
+}
+
+fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> EngineConfig {
+    EngineConfig {
+        buffer_tasks,
+        reload_at,
+        gc_min_acks: 3,
+        counters: CounterConfig {
+            exact_keys: 4,
+            sketch_width: 8,
+        },
+        weights,
+        ..EngineConfig::default()
+    }
+}
+
+/// The smallest task the store holds that this owner has not dispatched and
+/// that is above the ack level it loaded: what must be dispatched next.
+fn expected_next(store: &ModelStore, loaded: &PartitionMeta, dispatched: &HashSet<i64>) -> Option<(Priority, FairLevel)> {
+    store
+        .tasks
+        .keys()
+        .find(|(priority, level)| {
+            *level > loaded.subqueues[priority.index()].ack_level && !dispatched.contains(&level.id)
+        })
+        .copied()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Prepare an append of tasks with these (key, priority) pairs.
+    Add(Vec<(u8, u8)>),
+    /// Conclude the n-th append in flight: 0 ok, 1 certainly failed, 2 uncertain and
+    /// landed, 3 uncertain and did not land.
+    FinishAppend(usize, u8),
+    StartReads,
+    /// Conclude the n-th read in flight; `fail` drops it.
+    FinishRead(usize, bool),
+    Dispatch,
+    /// Take a task, then give it back (its taker went away).
+    DispatchRefused,
+    Tick(u16),
+    Keep,
+    /// The owner dies with its appends in flight; a new one loads the partition.
+    Crash,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => prop::collection::vec((0u8..6, 1u8..=3), 1..6).prop_map(Op::Add),
+        4 => (0usize..4, prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)]).prop_map(|(i, o)| Op::FinishAppend(i, o)),
+        3 => Just(Op::StartReads),
+        3 => (0usize..4, prop::bool::weighted(0.1)).prop_map(|(i, f)| Op::FinishRead(i, f)),
+        6 => Just(Op::Dispatch),
+        1 => Just(Op::DispatchRefused),
+        1 => (0u16..3000).prop_map(Op::Tick),
+        1 => Just(Op::Keep),
+        1 => Just(Op::Crash),
+    ]
+}
+
+/// Runs ops, then drains; checks every invariant on the way.
+fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCaseError> {
+    let config = small_config(buffer_tasks, reload_at, Weights::default());
+    let mut store = ModelStore::default();
+    let mut now = 1_000;
+    let mut loaded = store.take_ownership();
+    let mut engine = PartitionEngine::load(&loaded, config.clone(), now);
+    let mut appends: Vec<AppendPlan> = Vec::new();
+    let mut reads: Vec<(ReadRequest, Vec<StoredTask>)> = Vec::new();
+    // Ids acknowledged to a producer, and every id that ever reached the store.
+    let mut acknowledged: HashSet<i64> = HashSet::new();
+    let mut landed: HashSet<i64> = HashSet::new();
+    // Ids dispatched by the current owner, and by anyone.
+    let mut dispatched_now: HashSet<i64> = HashSet::new();
+    let mut dispatched_ever: HashSet<i64> = HashSet::new();
+    let mut last_ack: HashMap<Priority, FairLevel> = HashMap::new();
+
+    let dispatch = |engine: &mut PartitionEngine,
+                    store: &ModelStore,
+                    loaded: &PartitionMeta,
+                    dispatched_now: &mut HashSet<i64>,
+                    dispatched_ever: &mut HashSet<i64>|
+     -> Result<bool, TestCaseError> {
+        let expected = expected_next(store, loaded, dispatched_now);
+        let Some(task) = engine.take_next() else {
+            return Ok(false);
+        };
+        engine.settle();
+        prop_assert_eq!(
+            Some((task.priority, task.level)),
+            expected,
+            "dispatch order is (priority, pass, id) over what is stored"
+        );
+        prop_assert!(dispatched_now.insert(task.level.id), "task {} dispatched twice by one owner", task.level.id);
+        dispatched_ever.insert(task.level.id);
+        Ok(true)
+    };
+
+    for op in ops {
+        match op {
+            Op::Add(items) => {
+                let specs: Vec<TaskSpec> = items
+                    .iter()
+                    .map(|&(k, p)| spec(&format!("k{k}"), Priority::new(u32::from(p)).unwrap()))
+                    .collect();
+                appends.push(engine.prepare_append(&specs, now).expect("the id block is large"));
+            }
+            Op::FinishAppend(i, outcome) if !appends.is_empty() => {
+                let plan = appends.remove(i % appends.len());
+                match outcome {
+                    0 => {
+                        store.land(&plan);
+                        for t in &plan.tasks {
+                            acknowledged.insert(t.level.id);
+                            landed.insert(t.level.id);
+                        }
+                        engine.append_succeeded(plan, now);
+                    }
+                    1 => engine.append_failed(plan, false),
+                    2 => {
+                        store.land(&plan);
+                        landed.extend(plan.tasks.iter().map(|t| t.level.id));
+                        engine.append_failed(plan, true);
+                    }
+                    _ => engine.append_failed(plan, true),
+                }
+            }
+            Op::StartReads => {
+                for request in engine.read_requests() {
+                    let snapshot = store.read(request);
+                    reads.push((request, snapshot));
+                }
+            }
+            Op::FinishRead(i, fail) if !reads.is_empty() => {
+                let (request, tasks) = reads.remove(i % reads.len());
+                if fail {
+                    engine.read_failed(request);
+                } else {
+                    engine.apply_read(request, tasks);
+                }
+            }
+            Op::Dispatch => {
+                dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever)?;
+            }
+            Op::DispatchRefused => {
+                if let Some(task) = engine.take_next() {
+                    engine.restore(task);
+                }
+            }
+            Op::Tick(ms) => now += i64::from(ms),
+            Op::Keep => {
+                for gc in engine.gc_requests(now) {
+                    store.delete_through(gc.priority, gc.through);
+                }
+                if let Some(meta) = engine.metadata_due(now) {
+                    store.meta = meta.clone();
+                    engine.metadata_persisted(&meta, now);
+                }
+            }
+            Op::Crash => {
+                // Appends in flight may or may not land; reads in flight are lost.
+                for (n, plan) in appends.drain(..).enumerate() {
+                    if n % 2 == 0 {
+                        store.land(&plan);
+                        landed.extend(plan.tasks.iter().map(|t| t.level.id));
+                    }
+                }
+                reads.clear();
+                loaded = store.take_ownership();
+                engine = PartitionEngine::load(&loaded, config.clone(), now);
+                dispatched_now.clear();
+                last_ack.clear();
+            }
+            Op::FinishAppend(..) | Op::FinishRead(..) => {}
+        }
+        // The ack level only moves forward, and everything at or below it was dispatched.
+        for subqueue in engine.snapshot(0).subqueues {
+            let previous = last_ack.insert(subqueue.priority, subqueue.ack_level).unwrap_or(FairLevel::ZERO);
+            prop_assert!(subqueue.ack_level >= previous, "ack level moved back");
+            prop_assert!(subqueue.buffered as usize <= config.buffer_tasks, "buffer over capacity");
+            for ((priority, level), _) in &store.tasks {
+                if *priority == subqueue.priority && *level <= subqueue.ack_level {
+                    prop_assert!(dispatched_ever.contains(&level.id), "task {level} below the ack level was never dispatched");
+                }
+            }
+        }
+    }
+
+    // Drain: settle every append and read, then dispatch until nothing is left.
+    for plan in appends.drain(..) {
+        store.land(&plan);
+        for t in &plan.tasks {
+            acknowledged.insert(t.level.id);
+            landed.insert(t.level.id);
+        }
+        engine.append_succeeded(plan, now);
+    }
+    for (request, tasks) in reads.drain(..) {
+        engine.apply_read(request, tasks);
+    }
+    loop {
+        if dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever)? {
+            continue;
+        }
+        let requests = engine.read_requests();
+        if requests.is_empty() {
+            break;
+        }
+        for request in requests {
+            let tasks = store.read(request);
+            engine.apply_read(request, tasks);
+        }
+    }
+    for id in &landed {
+        prop_assert!(dispatched_ever.contains(id), "task {id} was written but never dispatched");
+    }
+    prop_assert!(acknowledged.is_subset(&landed));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// No task lost, none dispatched twice by one owner, dispatch in
+    /// (priority, pass, id) order, the ack level only ever moves forward.
+    #[test]
+    fn interleavings_keep_the_invariants(
+        ops in prop::collection::vec(op(), 1..250),
+        buffer in 2usize..12,
+        reload_seed in 0usize..12,
+    ) {
+        let reload_at = reload_seed % buffer;
+        run(ops, buffer, reload_at)?;
+    }
+}
+
+/// Drives an engine with every read answered at once: the shell's loop in
+/// its simplest form.
+struct Backlog {
+    engine: PartitionEngine,
+    store: ModelStore,
+    now: i64,
+}
+
+impl Backlog {
+    fn new(config: EngineConfig) -> Self {
+        let mut store = ModelStore::default();
+        let engine = PartitionEngine::load(&store.take_ownership(), config, 0);
+        Backlog { engine, store, now: 0 }
+    }
+
+    fn add(&mut self, specs: &[TaskSpec]) {
+        let plan = self.engine.prepare_append(specs, self.now).unwrap();
+        self.store.land(&plan);
+        self.engine.append_succeeded(plan, self.now);
+    }
+
+    fn dispatch(&mut self) -> Option<StoredTask> {
+        loop {
+            if let Some(task) = self.engine.take_next() {
+                self.engine.settle();
+                for gc in self.engine.gc_requests(self.now) {
+                    self.store.delete_through(gc.priority, gc.through);
+                }
+                return Some(task);
+            }
+            let requests = self.engine.read_requests();
+            if requests.is_empty() {
+                return None;
+            }
+            for request in requests {
+                let tasks = self.store.read(request);
+                self.engine.apply_read(request, tasks);
+            }
+        }
+    }
+}
+
+/// max over the common backlogged prefix of |D_i/w_i − D_j/w_j| measured
+/// between any two instants, against the bound 1/w_i + 1/w_j.
+fn pair_excess(sequence: &[usize], i: usize, j: usize, w: &[f64], until: usize) -> f64 {
+    let (mut di, mut dj) = (0.0, 0.0);
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    for &key in &sequence[..until] {
+        if key == i {
+            di += 1.0;
+        } else if key == j {
+            dj += 1.0;
+        }
+        let f = di / w[i] - dj / w[j];
+        lo = lo.min(f);
+        hi = hi.max(f);
+    }
+    (hi - lo) - (1.0 / w[i] + 1.0 / w[j])
+}
+
+/// Keys with the given weights, each kept backlogged by refills of `depth`
+/// tasks; returns the dispatch sequence (as key indices) and, per key, how
+/// many dispatches it stayed backlogged for.
+fn backlogged_run(weights: &[f64], depth: usize, dispatches: usize, config: EngineConfig) -> (Vec<usize>, Vec<usize>) {
+    let keys: Vec<String> = (0..weights.len()).map(|i| format!("key-{i}")).collect();
+    let mut config = config;
+    config.weights.keys = keys.iter().cloned().zip(weights.iter().copied()).collect();
+    let mut backlog = Backlog::new(config);
+    let mut pending = vec![0usize; keys.len()];
+    let index: HashMap<String, usize> = keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect();
+    let refill = |backlog: &mut Backlog, pending: &mut [usize], which: &[usize]| {
+        let specs: Vec<TaskSpec> = which
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(spec(&keys[i], Priority::DEFAULT), depth))
+            .collect();
+        backlog.add(&specs);
+        for &i in which {
+            pending[i] += depth;
+        }
+    };
+    refill(&mut backlog, &mut pending, &(0..keys.len()).collect::<Vec<_>>());
+    let mut sequence = Vec::with_capacity(dispatches);
+    for _ in 0..dispatches {
+        let task = backlog.dispatch().expect("every key stays backlogged");
+        let i = index[&task.fairness_key];
+        pending[i] -= 1;
+        sequence.push(i);
+        if pending[i] == 0 {
+            refill(&mut backlog, &mut pending, &[i]);
+        }
+    }
+    let backlogged = vec![dispatches; keys.len()];
+    (sequence, backlogged)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The fairness bound of the design, exactly, for every pair of keys,
+    /// with weights as the strides realise them (see `effective_weight`).
+    #[test]
+    fn continuously_backlogged_keys_get_their_weighted_share(
+        weights in prop::collection::vec(prop_oneof![Just(1.0), Just(2.0), Just(3.0), Just(5.0), 0.001f64..1000.0], 2..12),
+        depth in 1usize..6,
+        buffer in 4usize..64,
+    ) {
+        let config = EngineConfig { buffer_tasks: buffer, reload_at: buffer / 4, ..EngineConfig::default() };
+        let (sequence, backlogged) = backlogged_run(&weights, depth, 1500, config);
+        let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
+        for i in 0..weights.len() {
+            for j in i + 1..weights.len() {
+                let until = backlogged[i].min(backlogged[j]);
+                let excess = pair_excess(&sequence, i, j, &effective, until);
+                prop_assert!(excess <= 1e-9, "keys {i} (w {}) and {j} (w {}): bound exceeded by {excess}", weights[i], weights[j]);
+            }
+        }
+    }
+}
+
+/// 10,000 keys, all tracked exactly: the bound holds for every key against
+/// the heaviest and the lightest, and for many random pairs.
+#[test]
+fn fairness_bound_holds_exactly_with_ten_thousand_keys() {
+    let keys = 10_000;
+    let weights: Vec<f64> = (0..keys).map(|i| [1.0, 2.0, 3.0, 5.0, 0.5][i % 5]).collect();
+    let config = EngineConfig {
+        counters: CounterConfig {
+            exact_keys: keys,
+            ..CounterConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let (sequence, backlogged) = backlogged_run(&weights, 2, 60_000, config);
+    let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
+    let mut pairs: Vec<(usize, usize)> = (1..keys).flat_map(|k| [(0, k), (4, k)]).collect();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        pairs.push(((state % keys as u64) as usize, ((state >> 32) % keys as u64) as usize));
+    }
+    for (i, j) in pairs.into_iter().filter(|(i, j)| i != j) {
+        let until = backlogged[i].min(backlogged[j]);
+        let excess = pair_excess(&sequence, i, j, &effective, until);
+        assert!(excess <= 1e-9, "keys {i} and {j}: bound exceeded by {excess}");
+    }
+}
+
+/// Past the exact limit: every key is tracked exactly or has a sketch row to
+/// itself, except a fraction within the stated ε; keys of the first kind
+/// keep the exact bound.
+#[test]
+fn past_the_exact_limit_the_stated_epsilon_holds() {
+    let keys = 20_000;
+    let exact_keys = 10_000;
+    let sketch_width = CounterConfig::default().sketch_width;
+    let weights: Vec<f64> = (0..keys).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
+    let config = EngineConfig {
+        counters: CounterConfig {
+            exact_keys,
+            sketch_width,
+        },
+        ..EngineConfig::default()
+    };
+    let names: Vec<String> = (0..keys).map(|i| format!("key-{i}")).collect();
+    let (sequence, backlogged) = backlogged_run(&weights, 3, 50_000, config);
+
+    // Which overflow keys share a cell with another overflow key in every row.
+    let sketch = crate::fairness::PassSketch::new(sketch_width);
+    let overflow = &names[exact_keys..];
+    let mut occupancy: HashMap<usize, u32> = HashMap::new();
+    for key in overflow {
+        for cell in sketch.cells_of(key) {
+            *occupancy.entry(cell).or_default() += 1;
+        }
+    }
+    let shared_everywhere: HashSet<usize> = (exact_keys..keys)
+        .filter(|&i| sketch.cells_of(&names[i]).iter().all(|c| occupancy[c] > 1))
+        .collect();
+    let fraction = shared_everywhere.len() as f64 / keys as f64;
+    let others = (keys - exact_keys - 1) as f64;
+    let epsilon = (1.0 - (1.0 - 1.0 / sketch_width as f64).powf(others)).powi(4);
+    assert!(fraction <= 2.0 * epsilon + 1e-3, "{fraction} of keys can be delayed; ε is {epsilon}");
+
+    let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
+    let exact_or_alone: Vec<usize> = (0..keys).filter(|i| !shared_everywhere.contains(i)).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let i = exact_or_alone[(state % exact_or_alone.len() as u64) as usize];
+        let j = exact_or_alone[((state >> 32) % exact_or_alone.len() as u64) as usize];
+        if i == j {
+            continue;
+        }
+        let until = backlogged[i].min(backlogged[j]);
+        let excess = pair_excess(&sequence, i, j, &effective, until);
+        assert!(excess <= 1e-9, "keys {i} and {j}: bound exceeded by {excess}");
+    }
+}
+
+/// A key that appears while others have deep backlogs is dispatched within
+/// the next (number of active keys) dispatches.
+#[test]
+fn a_new_key_does_not_wait_behind_backlogs() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    let heavy: Vec<TaskSpec> = (0..5)
+        .flat_map(|k| std::iter::repeat_n(spec(&format!("busy-{k}"), Priority::DEFAULT), 500))
+        .collect();
+    backlog.add(&heavy);
+    for _ in 0..700 {
+        backlog.dispatch().unwrap();
+    }
+    backlog.add(&[spec("newcomer", Priority::DEFAULT)]);
+    let position = (1..=6)
+        .find(|_| backlog.dispatch().unwrap().fairness_key == "newcomer")
+        .expect("the new key is served within the next 6 dispatches");
+    assert!(position <= 6);
+}
+
+/// Strict priority: nothing of a lower level goes while a higher one has work,
+/// even when the higher level's tasks are still in the store only.
+#[test]
+fn strict_priority_between_levels() {
+    let config = EngineConfig {
+        buffer_tasks: 4,
+        reload_at: 1,
+        ..EngineConfig::default()
+    };
+    let mut backlog = Backlog::new(config);
+    let specs: Vec<TaskSpec> = (0..20)
+        .map(|i| spec(&format!("k{}", i % 3), Priority::LOWEST))
+        .chain((0..20).map(|i| spec(&format!("k{}", i % 3), Priority::HIGHEST)))
+        .collect();
+    backlog.add(&specs);
+    let order: Vec<Priority> = std::iter::from_fn(|| backlog.dispatch().map(|t| t.priority)).collect();
+    assert_eq!(order.len(), 40);
+    assert!(order[..20].iter().all(|p| *p == Priority::HIGHEST));
+    assert!(order[20..].iter().all(|p| *p == Priority::LOWEST));
+}
+
+/// FIFO within a key, whatever the weights of the others.
+#[test]
+fn fifo_within_a_key() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    for round in 0..50 {
+        backlog.add(&[spec("a", Priority::DEFAULT), spec(&format!("other-{round}"), Priority::DEFAULT)]);
+    }
+    let ids: Vec<i64> = std::iter::from_fn(|| backlog.dispatch())
+        .filter(|t| t.fairness_key == "a")
+        .map(|t| t.level.id)
+        .collect();
+    assert_eq!(ids.len(), 50);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// A new owner starts from the saved ack level and the heaviest keys' passes.
+#[test]
+fn a_new_owner_resumes_from_saved_metadata() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    let specs: Vec<TaskSpec> = (0..30).map(|_| spec("heavy", Priority::DEFAULT)).collect();
+    backlog.add(&specs);
+    for _ in 0..10 {
+        backlog.dispatch().unwrap();
+    }
+    let meta = backlog.engine.metadata();
+    backlog.store.meta = meta.clone();
+    let saved = &meta.subqueues[Priority::DEFAULT.index()];
+    assert!(saved.ack_level > FairLevel::ZERO);
+    assert_eq!(saved.top_keys[0].0, "heavy");
+
+    let taken = backlog.store.take_ownership();
+    let mut next = PartitionEngine::load(&taken, EngineConfig::default(), 0);
+    let plan = next.prepare_append(&[spec("heavy", Priority::DEFAULT)], 0).unwrap();
+    assert!(
+        plan.tasks[0].level.pass > backlog.store.tasks.keys().last().unwrap().1.pass,
+        "the heavy key stays behind its own backlog"
+    );
+    assert!(plan.tasks[0].level.id > backlog.store.tasks.keys().last().unwrap().1.id, "ids come from the new block");
+}
