@@ -1,0 +1,93 @@
+//! Weighted fairness end to end, over real gRPC.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fairway::fairness::effective_weight;
+
+use crate::support::{add_all, poll, spec, TestServer};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Keys of weights 5/3/2 with deep backlogs: over 1,000 dispatches, every
+/// pair stays within |D_i/w_i − D_j/w_j| ≤ 1/w_i + 1/w_j at every instant.
+#[tokio::test]
+async fn three_keys_get_their_weighted_shares() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let weights = [("five", 5.0), ("three", 3.0), ("two", 2.0)];
+    let mut specs = Vec::new();
+    for round in 0..1000 {
+        for (key, weight) in weights {
+            specs.push(spec(key, weight, 0, format!("{key}-{round}").as_bytes()));
+        }
+    }
+    add_all(&mut client, "fair", specs).await;
+
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    let mut worst = 0.0f64;
+    for _ in 0..1000 {
+        let task = poll(&mut client, "fair", WAIT).await.expect("a backlogged queue has a task");
+        *counts.entry(task.fairness_key).or_default() += 1.0;
+        for (i, (ki, wi)) in weights.iter().enumerate() {
+            for (kj, wj) in &weights[i + 1..] {
+                let (wi, wj) = (effective_weight(*wi), effective_weight(*wj));
+                let gap = (counts.get(*ki).copied().unwrap_or(0.0) / wi - counts.get(*kj).copied().unwrap_or(0.0) / wj).abs();
+                worst = worst.max(gap - (1.0 / wi + 1.0 / wj));
+            }
+        }
+    }
+    assert!(worst <= 1e-9, "the bound was exceeded by {worst}; counts {counts:?}");
+    assert_eq!(counts["five"] + counts["three"] + counts["two"], 1000.0);
+    assert!((counts["five"] - 500.0).abs() <= 2.0, "{counts:?}");
+    server.stop().await;
+}
+
+/// A key that appears mid-run is dispatched within the next (number of
+/// active keys) dispatches, not after the others' backlogs.
+#[tokio::test]
+async fn a_key_that_appears_mid_run_is_served_at_once() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let mut specs = Vec::new();
+    for round in 0..400 {
+        for key in ["a", "b", "c"] {
+            specs.push(spec(key, 0.0, 0, format!("{round}").as_bytes()));
+        }
+    }
+    add_all(&mut client, "late", specs).await;
+    for _ in 0..500 {
+        poll(&mut client, "late", WAIT).await.expect("backlog");
+    }
+    add_all(&mut client, "late", vec![spec("newcomer", 0.0, 0, b"hi")]).await;
+    let active_keys = 4;
+    let mut position = None;
+    for n in 1..=active_keys {
+        if poll(&mut client, "late", WAIT).await.expect("backlog").fairness_key == "newcomer" {
+            position = Some(n);
+            break;
+        }
+    }
+    assert!(position.is_some(), "the new key waited more than {active_keys} dispatches");
+    server.stop().await;
+}
+
+/// Strict priority over gRPC: everything of priority 1 before any of 5.
+#[tokio::test]
+async fn priorities_are_strict() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let mut specs = Vec::new();
+    for i in 0..50 {
+        specs.push(spec(&format!("k{}", i % 4), 0.0, 5, b"low"));
+        specs.push(spec(&format!("k{}", i % 4), 0.0, 1, b"high"));
+    }
+    add_all(&mut client, "prio", specs).await;
+    let mut order = Vec::new();
+    while let Some(task) = poll(&mut client, "prio", Duration::from_millis(200)).await {
+        order.push(task.priority);
+    }
+    assert_eq!(order.len(), 100);
+    assert!(order[..50].iter().all(|p| *p == 1) && order[50..].iter().all(|p| *p == 5), "{order:?}");
+    server.stop().await;
+}

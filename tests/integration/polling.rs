@@ -1,0 +1,76 @@
+//! Long polls: empty on timeout, sync match, answered at shutdown, and
+//! several partitions served as one queue.
+
+use std::time::Duration;
+
+use fairway::config::Config;
+
+use crate::support::{add, add_all, describe, poll, spec, TestServer};
+
+#[tokio::test]
+async fn a_poll_that_finds_nothing_ends_empty_not_in_error() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    assert!(poll(&mut client, "empty", Duration::from_millis(100)).await.is_none());
+    server.stop().await;
+}
+
+/// A waiting poller gets a new task straight away, without storage, while
+/// the backlog is negligible.
+#[tokio::test]
+async fn a_waiting_poller_gets_a_new_task_by_sync_match() {
+    let server = TestServer::start().await;
+    let mut poller = server.client.clone();
+    let mut producer = server.client.clone();
+    // Open the queue first, so the poll below parks on it.
+    describe(&mut producer, "sync").await;
+    let waiting = tokio::spawn(async move { poll(&mut poller, "sync", Duration::from_secs(30)).await });
+    // Wait until the poller is parked, by asking the server.
+    while describe(&mut producer, "sync").await.waiting_pollers == 0 {
+        tokio::task::yield_now().await;
+    }
+    let added = add(&mut producer, "sync", spec("k", 0.0, 0, b"now")).await.unwrap();
+    assert!(added.sync_matched);
+    let task = waiting.await.unwrap().expect("the parked poll gets the task");
+    assert_eq!(task.task_id, added.task_id);
+    assert_eq!(task.payload, b"now");
+    let state = describe(&mut producer, "sync").await;
+    assert_eq!(state.partitions[0].added, 0, "a sync-matched task is not stored");
+    server.stop().await;
+}
+
+/// Shutdown answers parked polls with an empty response at once.
+#[tokio::test]
+async fn shutdown_answers_parked_polls() {
+    let server = TestServer::start().await;
+    let mut poller = server.client.clone();
+    let mut observer = server.client.clone();
+    describe(&mut observer, "parked").await;
+    let waiting = tokio::spawn(async move { poll(&mut poller, "parked", Duration::from_secs(300)).await });
+    while describe(&mut observer, "parked").await.waiting_pollers == 0 {
+        tokio::task::yield_now().await;
+    }
+    server.stop().await;
+    assert!(waiting.await.unwrap().is_none());
+}
+
+/// A queue of four partitions: tasks spread over them, and every task is
+/// dispatched once.
+#[tokio::test]
+async fn a_queue_of_several_partitions_serves_all_of_them() {
+    let mut config = Config::default();
+    config.matcher.partitions_per_queue = 4;
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client.clone();
+    let specs = (0..200).map(|i| spec(&format!("k{}", i % 7), 0.0, 0, b"x")).collect();
+    let ids = add_all(&mut client, "wide", specs).await;
+    let state = describe(&mut client, "wide").await;
+    assert_eq!(state.partitions.len(), 4);
+    assert!(state.partitions.iter().all(|p| p.added > 0), "round robin reaches every partition");
+    let mut seen = std::collections::HashSet::new();
+    while let Some(task) = poll(&mut client, "wide", Duration::from_millis(200)).await {
+        assert!(seen.insert((task.partition, task.task_id)), "dispatched twice");
+    }
+    assert_eq!(seen.len(), ids.len());
+    server.stop().await;
+}

@@ -1,0 +1,182 @@
+//! Starting servers for tests: in-process on port 0, or as a real process.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairway::clock::SystemClock;
+use fairway::config::Config;
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+pub type Client = MatchingClient<Channel>;
+
+/// A server in this process, on a fresh data directory.
+pub struct TestServer {
+    pub client: Client,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::start_with(Config::default()).await
+    }
+
+    pub async fn start_with(mut config: Config) -> TestServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        config.store = format!("embedded:{}", dir.path().display());
+        let store = fairway::server::open_store(&config.store_url().unwrap()).expect("open the embedded store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(async move {
+            fairway::server::serve(listener, &config, store, Arc::new(SystemClock), async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the server runs and stops cleanly");
+        });
+        let client = MatchingClient::connect(format!("http://{addr}")).await.expect("connect");
+        TestServer {
+            client,
+            stop: Some(stop),
+            served,
+            _dir: dir,
+        }
+    }
+
+    /// Shuts down in order and waits until the server has stopped.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.served).await.expect("the server task ends");
+    }
+}
+
+pub fn spec(key: &str, weight: f64, priority: u32, payload: &[u8]) -> pb::TaskSpec {
+    pb::TaskSpec {
+        fairness_key: key.to_owned(),
+        fairness_weight: weight,
+        priority,
+        payload: payload.to_vec(),
+        ..Default::default()
+    }
+}
+
+pub fn wait(d: Duration) -> Option<prost_types::Duration> {
+    Some(prost_types::Duration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    })
+}
+
+pub async fn add(client: &mut Client, queue: &str, spec: pb::TaskSpec) -> Result<pb::AddTaskResponse, tonic::Status> {
+    client
+        .add_task(pb::AddTaskRequest {
+            queue: queue.to_owned(),
+            task: Some(spec),
+        })
+        .await
+        .map(|r| r.into_inner())
+}
+
+/// Adds tasks in AddTasks batches; panics on any item error.
+pub async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> Vec<i64> {
+    let mut ids = Vec::with_capacity(specs.len());
+    for chunk in specs.chunks(1000) {
+        let response = client
+            .add_tasks(pb::AddTasksRequest {
+                queue: queue.to_owned(),
+                tasks: chunk.to_vec(),
+            })
+            .await
+            .expect("AddTasks")
+            .into_inner();
+        for result in response.results {
+            match result.outcome {
+                Some(pb::add_task_result::Outcome::Added(added)) => ids.push(added.task_id),
+                other => panic!("an item failed: {other:?}"),
+            }
+        }
+    }
+    ids
+}
+
+pub async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Option<pb::Task> {
+    client
+        .poll_task(pb::PollTaskRequest {
+            queue: queue.to_owned(),
+            worker_id: "test".into(),
+            max_wait: wait(max_wait),
+        })
+        .await
+        .expect("PollTask")
+        .into_inner()
+        .task
+}
+
+pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResponse {
+    client
+        .describe_queue(pb::DescribeQueueRequest {
+            queue: queue.to_owned(),
+            top_keys: 0,
+        })
+        .await
+        .expect("DescribeQueue")
+        .into_inner()
+}
+
+/// A `fairway serve` process on port 0.
+pub struct ServerProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts the real binary on `data_dir` and waits for its `listening on` line.
+    pub fn start(data_dir: &Path) -> ServerProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
+            .arg(format!("embedded:{}", data_dir.display()))
+            .env("FAIRWAY_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start fairway serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read the first line");
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let stderr = child.wait_with_output().map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+            panic!("fairway serve did not say where it listens: {line:?}; stderr: {stderr:?}")
+        };
+        let addr = addr.parse().expect("an address");
+        ServerProcess { child, addr }
+    }
+
+    pub async fn client(&self) -> Client {
+        MatchingClient::connect(format!("http://{}", self.addr)).await.expect("connect")
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reap");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

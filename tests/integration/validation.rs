@@ -1,0 +1,186 @@
+//! One test per validation rule: the status code, a message that names the
+//! field and the limit, and nothing stored.
+
+use std::time::Duration;
+
+use fairway::proto::v1 as pb;
+use tonic::Code;
+
+use crate::support::{add, describe, spec, wait, Client, TestServer};
+
+const QUEUE: &str = "checked";
+
+/// Expects INVALID_ARGUMENT naming every one of `words`.
+fn assert_invalid(result: Result<impl std::fmt::Debug, tonic::Status>, words: &[&str]) {
+    let status = result.expect_err("the request must be rejected");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    for word in words {
+        assert!(status.message().contains(word), "{:?} does not mention {word:?}", status.message());
+    }
+}
+
+/// Nothing was stored in the test queue.
+async fn assert_nothing_stored(client: &mut Client) {
+    let state = describe(client, QUEUE).await;
+    let partition = &state.partitions[0];
+    assert_eq!(partition.added, 0, "a rejected request stored a task");
+    assert!(partition.subqueues.iter().all(|s| s.backlog == 0 && s.buffered == 0));
+}
+
+async fn rejected_add(task: pb::TaskSpec, words: &[&str]) {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    assert_invalid(add(&mut client, QUEUE, task).await, words);
+    assert_nothing_stored(&mut client).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn queue_name_pattern() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    for bad in ["", "has space", ".dot-first", &"q".repeat(129)] {
+        assert_invalid(add(&mut client, bad, spec("k", 0.0, 0, b"")).await, &["queue", "128"]);
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn fairness_key_at_most_256_bytes() {
+    rejected_add(spec(&"k".repeat(257), 0.0, 0, b""), &["task.fairness_key", "256"]).await;
+}
+
+#[tokio::test]
+async fn weight_finite_within_bounds() {
+    for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0005, 1000.5] {
+        rejected_add(spec("k", bad, 0, b""), &["task.fairness_weight", "0.001", "1000"]).await;
+    }
+}
+
+#[tokio::test]
+async fn priority_zero_to_five() {
+    rejected_add(spec("k", 0.0, 6, b""), &["task.priority", "1 (highest) to 5"]).await;
+}
+
+#[tokio::test]
+async fn payload_at_most_the_limit() {
+    let payload = vec![0u8; 1024 * 1024 + 1];
+    rejected_add(spec("k", 0.0, 0, &payload), &["task.payload", "1048576", "limits.max_payload_bytes"]).await;
+}
+
+#[tokio::test]
+async fn task_must_be_present() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let result = client
+        .add_task(pb::AddTaskRequest {
+            queue: QUEUE.into(),
+            task: None,
+        })
+        .await;
+    assert_invalid(result, &["task", "missing"]);
+    assert_nothing_stored(&mut client).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn dedup_and_delay_are_refused_until_supported() {
+    let mut with_dedup = spec("k", 0.0, 0, b"");
+    with_dedup.dedup_id = "origin".into();
+    rejected_add(with_dedup, &["task.dedup_id", "not supported"]).await;
+    let mut with_delay = spec("k", 0.0, 0, b"");
+    with_delay.delay = wait(Duration::from_secs(5));
+    rejected_add(with_delay, &["task.delay", "not supported"]).await;
+}
+
+#[tokio::test]
+async fn batches_are_bounded_and_judged_per_item() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let empty = client
+        .add_tasks(pb::AddTasksRequest {
+            queue: QUEUE.into(),
+            tasks: vec![],
+        })
+        .await;
+    assert_invalid(empty, &["tasks", "at least one"]);
+    let too_many = client
+        .add_tasks(pb::AddTasksRequest {
+            queue: QUEUE.into(),
+            tasks: vec![spec("k", 0.0, 0, b""); 1001],
+        })
+        .await;
+    assert_invalid(too_many, &["tasks", "1000", "limits.max_batch_tasks"]);
+    assert_nothing_stored(&mut client).await;
+
+    let mixed = client
+        .add_tasks(pb::AddTasksRequest {
+            queue: QUEUE.into(),
+            tasks: vec![spec("k", 0.0, 0, b"ok"), spec("k", 0.0, 9, b"bad")],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(mixed.results[0].outcome, Some(pb::add_task_result::Outcome::Added(_))));
+    match &mixed.results[1].outcome {
+        Some(pb::add_task_result::Outcome::Error(error)) => {
+            assert_eq!(error.code, Code::InvalidArgument as i32);
+            assert!(error.message.contains("tasks[1].priority"), "{}", error.message);
+        }
+        other => panic!("expected an item error, got {other:?}"),
+    }
+    assert_eq!(describe(&mut client, QUEUE).await.partitions[0].added, 1, "only the valid item is stored");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn poll_wait_and_worker_id_are_bounded() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let too_long = client
+        .poll_task(pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: "w".into(),
+            max_wait: wait(Duration::from_secs(301)),
+        })
+        .await;
+    assert_invalid(too_long, &["max_wait", "limits.max_poll_wait"]);
+    let negative = client
+        .poll_task(pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: "w".into(),
+            max_wait: Some(prost_types::Duration { seconds: -1, nanos: 0 }),
+        })
+        .await;
+    assert_invalid(negative, &["max_wait", "non-negative"]);
+    let long_worker = client
+        .poll_task(pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: "w".repeat(257),
+            max_wait: None,
+        })
+        .await;
+    assert_invalid(long_worker, &["worker_id", "256"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn lease_tokens_and_describe_limits_are_checked() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let bad_token = client
+        .complete_task(pb::CompleteTaskRequest {
+            lease_token: "forged".into(),
+            result: vec![],
+        })
+        .await;
+    assert_invalid(bad_token, &["lease_token"]);
+    let too_many_keys = client
+        .describe_queue(pb::DescribeQueueRequest {
+            queue: QUEUE.into(),
+            top_keys: 101,
+        })
+        .await;
+    assert_invalid(too_many_keys, &["top_keys", "100"]);
+    server.stop().await;
+}
