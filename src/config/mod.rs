@@ -277,6 +277,19 @@ mod tests {
         assert!(err.to_string().contains("partitions_per_queue"), "{err}");
     }
 
+    /// The example of the README is a valid config file.
+    #[test]
+    fn readme_example_parses() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let end = start + readme[start..].find("```").expect("its end");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("readme.toml");
+        std::fs::write(&file, &readme[start..end]).unwrap();
+        let config = Config::load(Some(&file), env(&[]), &[]).unwrap();
+        assert_eq!(config.partition.weights.keys["acme"], 3.0);
+    }
+
     #[test]
     fn weights_are_validated() {
         let err = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__noisy", "5000")]), &[]).unwrap_err();
