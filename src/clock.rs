@@ -21,10 +21,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> UnixMillis {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
     }
 }
 
@@ -36,9 +33,7 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start_ms: UnixMillis) -> Self {
-        ManualClock {
-            now_ms: AtomicI64::new(start_ms),
-        }
+        ManualClock { now_ms: AtomicI64::new(start_ms) }
     }
 
     pub fn advance(&self, by: Duration) {

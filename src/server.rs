@@ -17,8 +17,8 @@ use crate::clock::SharedClock;
 use crate::config::{Config, StoreUrl};
 use crate::matcher::Queues;
 use crate::proto::v1::matching_server::MatchingServer;
-use crate::store::embedded::{EmbeddedStore, OpenError};
 use crate::store::Store;
+use crate::store::embedded::{EmbeddedStore, OpenError};
 
 /// Why a node could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
@@ -85,9 +85,5 @@ pub async fn serve(
 /// The largest request: a full batch of full payloads, plus framing.
 fn grpc_message_limit(config: &Config) -> usize {
     let limits = &config.limits;
-    limits
-        .max_payload_bytes
-        .saturating_mul(limits.max_batch_tasks)
-        .saturating_add(1 << 20)
-        .min(256 << 20)
+    limits.max_payload_bytes.saturating_mul(limits.max_batch_tasks).saturating_add(1 << 20).min(256 << 20)
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::matcher::DispatchedTask;
-use crate::model::{validate, FairLevel, Limits, TaskSpec, ValidationError};
+use crate::model::{FairLevel, Limits, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::queue::{KeyBacklog, PartitionSnapshot};
 
@@ -26,12 +26,7 @@ pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Re
             "is not supported yet by this server; leave it unset",
         ));
     }
-    Ok(TaskSpec {
-        fairness_key: spec.fairness_key,
-        fairness_weight,
-        priority,
-        payload: spec.payload,
-    })
+    Ok(TaskSpec { fairness_key: spec.fairness_key, fairness_weight, priority, payload: spec.payload })
 }
 
 /// A protobuf duration as a `Duration`; negative or malformed is invalid.
@@ -61,18 +56,11 @@ pub fn task(dispatched: DispatchedTask) -> pb::Task {
 }
 
 fn level(level: FairLevel) -> Option<pb::FairLevel> {
-    Some(pb::FairLevel {
-        pass: level.pass,
-        id: level.id,
-    })
+    Some(pb::FairLevel { pass: level.pass, id: level.id })
 }
 
 fn key_state(key: KeyBacklog) -> pb::KeyState {
-    pb::KeyState {
-        fairness_key: key.fairness_key,
-        buffered: key.buffered,
-        pass_ahead: key.pass_ahead,
-    }
+    pb::KeyState { fairness_key: key.fairness_key, buffered: key.buffered, pass_ahead: key.pass_ahead }
 }
 
 pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {

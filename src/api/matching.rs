@@ -5,7 +5,7 @@ use tonic::{Request, Response, Status};
 
 use super::{convert, status};
 use crate::matcher::{LeaseToken, Queues};
-use crate::model::{validate, Limits, ValidationError};
+use crate::model::{Limits, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
 
@@ -28,10 +28,7 @@ impl MatchingService {
 }
 
 fn added(outcome: crate::matcher::AddOutcome) -> pb::AddTaskResponse {
-    pb::AddTaskResponse {
-        task_id: outcome.task_id,
-        sync_matched: outcome.sync_matched,
-    }
+    pb::AddTaskResponse { task_id: outcome.task_id, sync_matched: outcome.sync_matched }
 }
 
 fn item_error(status: Status) -> pb::AddTaskResult {
@@ -73,9 +70,9 @@ impl Matching for MatchingService {
                     Err(invalid) => return item_error(status::invalid(invalid)),
                 };
                 match matcher.add(spec).await {
-                    Ok(outcome) => pb::AddTaskResult {
-                        outcome: Some(pb::add_task_result::Outcome::Added(added(outcome))),
-                    },
+                    Ok(outcome) => {
+                        pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added(outcome))) }
+                    }
                     Err(error) => item_error(status::from_match(error)),
                 }
             }

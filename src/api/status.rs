@@ -28,7 +28,9 @@ pub fn from_match(error: MatchError) -> Status {
         MatchError::Partition(other @ (PartitionError::Lost(_) | PartitionError::Closed(_))) => {
             Status::unavailable(format!("{other}; nothing was written, retry"))
         }
-        MatchError::ShuttingDown => Status::unavailable("the server is shutting down; nothing was written, retry elsewhere"),
+        MatchError::ShuttingDown => {
+            Status::unavailable("the server is shutting down; nothing was written, retry elsewhere")
+        }
         MatchError::NoPartition(_) => Status::unavailable(format!("{error}; nothing was written, retry")),
     }
 }
@@ -59,9 +61,6 @@ mod tests {
         assert_eq!(uncertain.code(), Code::Unknown);
         assert_eq!(uncertain.metadata().get(MAYBE_APPLIED).unwrap(), "true");
         assert_eq!(from_match(MatchError::ShuttingDown).code(), Code::Unavailable);
-        assert_eq!(
-            from_match(MatchError::Partition(PartitionError::Lost("q/0".into()))).code(),
-            Code::Unavailable
-        );
+        assert_eq!(from_match(MatchError::Partition(PartitionError::Lost("q/0".into()))).code(), Code::Unavailable);
     }
 }

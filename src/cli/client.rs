@@ -147,11 +147,8 @@ fn level(level: Option<pb::FairLevel>) -> String {
 pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let QueueCommand::Describe { server, queue, top } = command;
     let mut client = connect(&server).await?;
-    let response = client
-        .describe_queue(pb::DescribeQueueRequest { queue, top_keys: top })
-        .await
-        .map_err(status)?
-        .into_inner();
+    let response =
+        client.describe_queue(pb::DescribeQueueRequest { queue, top_keys: top }).await.map_err(status)?.into_inner();
     println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
     for p in response.partitions {
         println!(

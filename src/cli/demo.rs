@@ -1,2 +1,5 @@
-pub async fn run(_: DemoArgs) -> anyhow::Result<()> { Ok(()) }
-#[derive(clap::Args, Debug)] pub struct DemoArgs {}
+pub async fn run(_: DemoArgs) -> anyhow::Result<()> {
+    Ok(())
+}
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {}

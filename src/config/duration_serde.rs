@@ -20,9 +20,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("{text:?} has no unit; write e.g. \"250ms\", \"10s\", \"5m\" or \"1h\""))?;
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a number"))?;
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} does not start with a number"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "s" => value,

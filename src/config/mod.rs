@@ -60,10 +60,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            key: key.into(),
-            message: message.into(),
-        }
+        ConfigError { key: key.into(), message: message.into() }
     }
 }
 
@@ -90,10 +87,8 @@ impl Config {
             .collect();
         env.sort();
         for (name, raw) in env {
-            let path: Vec<String> = name["FAIRWAY_".len()..]
-                .split("__")
-                .map(|part| part.to_ascii_lowercase())
-                .collect();
+            let path: Vec<String> =
+                name["FAIRWAY_".len()..].split("__").map(|part| part.to_ascii_lowercase()).collect();
             set(&mut tree, &path, env_value(&raw)).map_err(|message| ConfigError::new(&name, message))?;
         }
         for (key, raw) in flags {
@@ -101,9 +96,8 @@ impl Config {
             set(&mut tree, &path, toml::Value::String(raw.clone()))
                 .map_err(|message| ConfigError::new(*key, message))?;
         }
-        let config: Config = tree
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::new("(merged)", e.message().to_owned()))?;
+        let config: Config =
+            tree.try_into().map_err(|e: toml::de::Error| ConfigError::new("(merged)", e.message().to_owned()))?;
         config.validate()?;
         Ok(config)
     }
@@ -164,10 +158,7 @@ impl Config {
             return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
         }
         if self.matcher.default_poll_wait > limits.max_poll_wait {
-            return Err(ConfigError::new(
-                "matcher.default_poll_wait",
-                "must not exceed limits.max_poll_wait",
-            ));
+            return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
         Ok(())
     }
@@ -177,11 +168,7 @@ impl Config {
     }
 
     pub fn settings(&self) -> Settings {
-        Settings {
-            engine: self.partition.clone(),
-            writer: self.writer.clone(),
-            matcher: self.matcher.clone(),
-        }
+        Settings { engine: self.partition.clone(), writer: self.writer.clone(), matcher: self.matcher.clone() }
     }
 }
 
@@ -216,10 +203,7 @@ fn set(tree: &mut toml::Value, path: &[String], value: toml::Value) -> Result<()
     let (last, parents) = path.split_last().ok_or("empty key")?;
     let mut node = tree;
     for part in parents {
-        node = node
-            .get_mut(part)
-            .filter(|n| n.is_table())
-            .ok_or_else(|| format!("there is no config key {dotted}"))?;
+        node = node.get_mut(part).filter(|n| n.is_table()).ok_or_else(|| format!("there is no config key {dotted}"))?;
     }
     let table = node.as_table_mut().ok_or_else(|| format!("there is no config key {dotted}"))?;
     let is_map = parents.last().is_some_and(|p| p == "keys");

@@ -23,24 +23,18 @@ impl FromStr for StoreUrl {
             return Ok(StoreUrl::Embedded(PathBuf::from(dir)));
         }
         if let Some(rest) = s.strip_prefix("cassandra://") {
-            let (contact_point, keyspace) = rest
-                .split_once('/')
-                .ok_or_else(|| format!("{s:?} names no keyspace; {usage}"))?;
+            let (contact_point, keyspace) =
+                rest.split_once('/').ok_or_else(|| format!("{s:?} names no keyspace; {usage}"))?;
             let keyspace_ok = !keyspace.is_empty()
                 && keyspace.len() <= 48
                 && keyspace.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !keyspace_ok {
-                return Err(format!(
-                    "keyspace {keyspace:?} must be 1 to 48 ASCII letters, digits or '_'"
-                ));
+                return Err(format!("keyspace {keyspace:?} must be 1 to 48 ASCII letters, digits or '_'"));
             }
             if !contact_point.contains(':') {
                 return Err(format!("{s:?}: the contact point needs a port; {usage}"));
             }
-            return Ok(StoreUrl::Cassandra {
-                contact_point: contact_point.to_owned(),
-                keyspace: keyspace.to_owned(),
-            });
+            return Ok(StoreUrl::Cassandra { contact_point: contact_point.to_owned(), keyspace: keyspace.to_owned() });
         }
         Err(format!("{s:?} is not a store URL; {usage}"))
     }
@@ -64,10 +58,7 @@ mod tests {
         assert_eq!("embedded:./data".parse(), Ok(StoreUrl::Embedded("./data".into())));
         assert_eq!(
             "cassandra://127.0.0.1:9042/fairway".parse(),
-            Ok(StoreUrl::Cassandra {
-                contact_point: "127.0.0.1:9042".into(),
-                keyspace: "fairway".into()
-            })
+            Ok(StoreUrl::Cassandra { contact_point: "127.0.0.1:9042".into(), keyspace: "fairway".into() })
         );
         for bad in ["", "embedded:", "cassandra://host/ks", "cassandra://h:1/", "cassandra://h:1/a-b", "redis://x"] {
             assert!(bad.parse::<StoreUrl>().is_err(), "{bad}");

@@ -17,10 +17,7 @@ pub struct CounterConfig {
 
 impl Default for CounterConfig {
     fn default() -> Self {
-        CounterConfig {
-            exact_keys: 10_000,
-            sketch_width: 32_768,
-        }
+        CounterConfig { exact_keys: 10_000, sketch_width: 32_768 }
     }
 }
 
@@ -42,12 +39,7 @@ pub struct KeyCounters {
 
 impl KeyCounters {
     pub fn new(config: CounterConfig) -> Self {
-        KeyCounters {
-            config,
-            exact: HashMap::new(),
-            sketch: None,
-            pruned_at_base: None,
-        }
+        KeyCounters { config, exact: HashMap::new(), sketch: None, pruned_at_base: None }
     }
 
     /// Starts from saved `(key, next_pass)` pairs, as a new owner does.
@@ -80,9 +72,7 @@ impl KeyCounters {
         if self.exact.len() < self.config.exact_keys {
             self.exact.insert(key.to_owned(), next);
         } else {
-            self.sketch
-                .get_or_insert_with(|| PassSketch::new(self.config.sketch_width))
-                .raise(key, next);
+            self.sketch.get_or_insert_with(|| PassSketch::new(self.config.sketch_width)).raise(key, next);
         }
         pass
     }
@@ -116,12 +106,8 @@ impl KeyCounters {
     /// The `n` keys furthest ahead of `base`, furthest first: what a new
     /// owner most needs to start close to where this one stopped.
     pub fn top(&self, n: usize, base: i64) -> Vec<(String, i64)> {
-        let mut ahead: Vec<(String, i64)> = self
-            .exact
-            .iter()
-            .filter(|(_, next)| **next > base)
-            .map(|(k, next)| (k.clone(), *next))
-            .collect();
+        let mut ahead: Vec<(String, i64)> =
+            self.exact.iter().filter(|(_, next)| **next > base).map(|(k, next)| (k.clone(), *next)).collect();
         ahead.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         ahead.truncate(n);
         ahead
@@ -129,10 +115,7 @@ impl KeyCounters {
 
     /// The key's next pass as tracked (exactly or as an upper bound).
     pub fn peek(&self, key: &str) -> Option<i64> {
-        self.exact
-            .get(key)
-            .copied()
-            .or_else(|| self.sketch.as_ref().and_then(|s| s.estimate(key)))
+        self.exact.get(key).copied().or_else(|| self.sketch.as_ref().and_then(|s| s.estimate(key)))
     }
 }
 
@@ -143,10 +126,7 @@ mod tests {
     use super::*;
 
     fn exact() -> KeyCounters {
-        KeyCounters::new(CounterConfig {
-            exact_keys: usize::MAX,
-            sketch_width: 1,
-        })
+        KeyCounters::new(CounterConfig { exact_keys: usize::MAX, sketch_width: 1 })
     }
 
     #[test]
@@ -162,10 +142,7 @@ mod tests {
 
     #[test]
     fn pruning_frees_keys_behind_the_base() {
-        let mut c = KeyCounters::new(CounterConfig {
-            exact_keys: 2,
-            sketch_width: 16,
-        });
+        let mut c = KeyCounters::new(CounterConfig { exact_keys: 2, sketch_width: 16 });
         c.next_pass("a", 0, 10);
         c.next_pass("b", 0, 10);
         // Both are at or below base 10 now: "c" takes a freed slot.

@@ -19,11 +19,7 @@ pub const DEPTH: usize = 4;
 impl PassSketch {
     pub fn new(width: usize) -> Self {
         assert!(width > 0, "sketch width must be positive");
-        PassSketch {
-            width,
-            cells: vec![i64::MIN; width * DEPTH],
-            max_value: i64::MIN,
-        }
+        PassSketch { width, cells: vec![i64::MIN; width * DEPTH], max_value: i64::MIN }
     }
 
     pub fn width(&self) -> usize {
@@ -42,12 +38,7 @@ impl PassSketch {
     /// An upper bound of the key's next pass; `None` if no key was written to
     /// any of its cells.
     pub fn estimate(&self, key: &str) -> Option<i64> {
-        let est = self
-            .cells_of(key)
-            .iter()
-            .map(|&c| self.cells[c])
-            .min()
-            .expect("DEPTH > 0");
+        let est = self.cells_of(key).iter().map(|&c| self.cells[c]).min().expect("DEPTH > 0");
         (est != i64::MIN).then_some(est)
     }
 

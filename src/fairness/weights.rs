@@ -14,19 +14,12 @@ pub struct Weights {
 
 impl Default for Weights {
     fn default() -> Self {
-        Weights {
-            default: 1.0,
-            keys: HashMap::new(),
-        }
+        Weights { default: 1.0, keys: HashMap::new() }
     }
 }
 
 impl Weights {
     pub fn resolve(&self, key: &str, task_weight: Option<f64>) -> f64 {
-        self.keys
-            .get(key)
-            .copied()
-            .or(task_weight)
-            .unwrap_or(self.default)
+        self.keys.get(key).copied().or(task_weight).unwrap_or(self.default)
     }
 }

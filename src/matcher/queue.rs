@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::registry::Settings;
 use super::LeaseToken;
+use super::registry::Settings;
 use crate::clock::SharedClock;
 use crate::model::{FairLevel, PartitionId, QueueName, StoredTask, TaskSpec};
 use crate::partition::{Partition, PartitionError, PartitionState, ReadyHook};
@@ -112,10 +112,7 @@ impl QueueMatcher {
             }
         });
         for partition in 0..settings.matcher.partitions_per_queue {
-            let id = PartitionId {
-                queue: name.clone(),
-                partition,
-            };
+            let id = PartitionId { queue: name.clone(), partition };
             let opened = Partition::open(
                 id,
                 store.clone(),
@@ -165,19 +162,12 @@ impl QueueMatcher {
             return Ok(outcome);
         }
         let ids = partition.append(vec![spec]).await?;
-        Ok(AddOutcome {
-            task_id: ids[0],
-            partition: partition.id().partition,
-            sync_matched: false,
-        })
+        Ok(AddOutcome { task_id: ids[0], partition: partition.id().partition, sync_matched: false })
     }
 
     fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
-        let active: Vec<Arc<Partition>> = self
-            .partitions()
-            .into_iter()
-            .filter(|p| p.state() == PartitionState::Active)
-            .collect();
+        let active: Vec<Arc<Partition>> =
+            self.partitions().into_iter().filter(|p| p.state() == PartitionState::Active).collect();
         if active.is_empty() {
             return Err(MatchError::NoPartition(self.name.to_string()));
         }
@@ -195,10 +185,8 @@ impl QueueMatcher {
         }
         let now = self.clock.now_ms();
         let age = self.settings.matcher.backlog_negligible_age;
-        let negligible = self
-            .partitions()
-            .iter()
-            .all(|p| p.with_engine(|e| e.backlog_negligible(now, age)).unwrap_or(true));
+        let negligible =
+            self.partitions().iter().all(|p| p.with_engine(|e| e.backlog_negligible(now, age)).unwrap_or(true));
         if !negligible {
             return None;
         }
@@ -216,11 +204,7 @@ impl QueueMatcher {
         while let Some(waiter) = waiters.pop_front() {
             match waiter.deliver.send(offer) {
                 Ok(()) => {
-                    return Some(AddOutcome {
-                        task_id,
-                        partition: partition.id().partition,
-                        sync_matched: true,
-                    });
+                    return Some(AddOutcome { task_id, partition: partition.id().partition, sync_matched: true });
                 }
                 Err(back) => offer = back,
             }
@@ -262,7 +246,7 @@ impl QueueMatcher {
         let mut taken = None;
         let outcome = self.dispatch_one(|task| {
             taken = Some(task);
-            Ok(())
+            None
         });
         debug_assert!(!matches!(outcome, Dispatch::Refused));
         taken
@@ -275,7 +259,7 @@ impl QueueMatcher {
             drop_gone(&mut waiters);
             let Some(waiter) = waiters.pop_front() else { return };
             let mut deliver = Some(waiter.deliver);
-            let outcome = self.dispatch_one(|task| deliver.take().expect("delivered once").send(task));
+            let outcome = self.dispatch_one(|task| deliver.take().expect("delivered once").send(task).err());
             match outcome {
                 Dispatch::Delivered | Dispatch::Refused => continue,
                 Dispatch::NoTask => {
@@ -287,9 +271,10 @@ impl QueueMatcher {
         }
     }
 
-    /// Takes the best task across the partitions and offers it to `deliver`;
-    /// a refused task is put back before the partition is unlocked.
-    fn dispatch_one(&self, deliver: impl FnOnce(DispatchedTask) -> Result<(), DispatchedTask>) -> Dispatch {
+    /// Takes the best task across the partitions and offers it to `deliver`,
+    /// which hands it back if its taker is gone; a task handed back is put
+    /// back in the buffer before the partition is unlocked.
+    fn dispatch_one(&self, deliver: impl FnOnce(DispatchedTask) -> Option<DispatchedTask>) -> Dispatch {
         let partitions = self.partitions();
         loop {
             let mut best: Option<(usize, Candidate)> = None;
@@ -312,11 +297,11 @@ impl QueueMatcher {
                 continue;
             };
             let outcome = match deliver(self.dispatched(partition.id().partition, task)) {
-                Ok(()) => {
+                None => {
                     engine.settle();
                     Dispatch::Delivered
                 }
-                Err(back) => {
+                Some(back) => {
                     engine.restore(back.task);
                     Dispatch::Refused
                 }
@@ -330,12 +315,7 @@ impl QueueMatcher {
     fn dispatched(&self, partition: u32, task: StoredTask) -> DispatchedTask {
         DispatchedTask {
             partition,
-            token: LeaseToken {
-                queue: self.name.clone(),
-                partition,
-                task_id: task.level.id,
-                attempt: task.attempt,
-            },
+            token: LeaseToken { queue: self.name.clone(), partition, task_id: task.level.id, attempt: task.attempt },
             task,
         }
     }

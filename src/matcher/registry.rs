@@ -51,13 +51,7 @@ impl Queues {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
-        let slot = self
-            .queues
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(name.clone())
-            .or_default()
-            .clone();
+        let slot = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().clone();
         let matcher = slot
             .get_or_try_init(|| {
                 QueueMatcher::open(name.clone(), self.store.clone(), self.clock.clone(), self.settings.clone())
@@ -67,12 +61,7 @@ impl Queues {
     }
 
     fn opened(&self) -> Vec<Arc<QueueMatcher>> {
-        self.queues
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .filter_map(|slot| slot.get().cloned())
-            .collect()
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).values().filter_map(|slot| slot.get().cloned()).collect()
     }
 
     /// Answers every parked poll with an empty response and refuses new

@@ -1,7 +1,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::model::{validate, PartitionId, QueueName};
+use crate::model::{PartitionId, QueueName, validate};
 
 /// Identifies one delivery of a task: `v1/<partition>/<task id>/<attempt>/<queue>`.
 /// Opaque to workers.
@@ -15,10 +15,7 @@ pub struct LeaseToken {
 
 impl LeaseToken {
     pub fn partition_id(&self) -> PartitionId {
-        PartitionId {
-            queue: self.queue.clone(),
-            partition: self.partition,
-        }
+        PartitionId { queue: self.queue.clone(), partition: self.partition }
     }
 }
 
@@ -43,12 +40,7 @@ impl FromStr for LeaseToken {
         let attempt = number()?.parse().map_err(|_| bad())?;
         let queue = parts.next().ok_or_else(bad)?;
         let queue = validate::queue_name("lease_token", queue).map_err(|_| bad())?;
-        Ok(LeaseToken {
-            queue,
-            partition,
-            task_id,
-            attempt,
-        })
+        Ok(LeaseToken { queue, partition, task_id, attempt })
     }
 }
 

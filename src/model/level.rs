@@ -14,10 +14,7 @@ impl FairLevel {
     /// Below every level a task can have; the ack level of a new subqueue.
     pub const ZERO: FairLevel = FairLevel { pass: 0, id: 0 };
     /// Above every level a task can have.
-    pub const MAX: FairLevel = FairLevel {
-        pass: i64::MAX,
-        id: i64::MAX,
-    };
+    pub const MAX: FairLevel = FairLevel { pass: i64::MAX, id: i64::MAX };
 
     pub const fn new(pass: i64, id: i64) -> Self {
         FairLevel { pass, id }

@@ -10,6 +10,6 @@ mod task;
 pub mod validate;
 
 pub use level::FairLevel;
-pub use priority::{Priority, PRIORITY_LEVELS};
+pub use priority::{PRIORITY_LEVELS, Priority};
 pub use task::{PartitionId, QueueName, StoredTask, TaskSpec};
 pub use validate::{Limits, ValidationError};

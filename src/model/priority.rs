@@ -15,9 +15,7 @@ impl Priority {
 
     /// `None` unless `value` is in 1..=5.
     pub fn new(value: u32) -> Option<Priority> {
-        (1..=PRIORITY_LEVELS as u32)
-            .contains(&value)
-            .then_some(Priority(value as u8))
+        (1..=PRIORITY_LEVELS as u32).contains(&value).then_some(Priority(value as u8))
     }
 
     pub fn get(self) -> u32 {

@@ -31,11 +31,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_payload_bytes: 1024 * 1024,
-            max_batch_tasks: 1000,
-            max_poll_wait: Duration::from_secs(300),
-        }
+        Limits { max_payload_bytes: 1024 * 1024, max_batch_tasks: 1000, max_poll_wait: Duration::from_secs(300) }
     }
 }
 
@@ -49,10 +45,7 @@ pub struct ValidationError {
 
 impl ValidationError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ValidationError {
-            field: field.into(),
-            message: message.into(),
-        }
+        ValidationError { field: field.into(), message: message.into() }
     }
 }
 
@@ -66,15 +59,10 @@ pub fn queue_name(field: &str, name: &str) -> Result<QueueName> {
         return Err(ValidationError::new(field, format!("is empty; it {rule}")));
     }
     if name.len() > MAX_QUEUE_NAME_BYTES {
-        return Err(ValidationError::new(
-            field,
-            format!("is {} bytes long; it {rule}", name.len()),
-        ));
+        return Err(ValidationError::new(field, format!("is {} bytes long; it {rule}", name.len())));
     }
     let first_ok = name.as_bytes()[0].is_ascii_alphanumeric();
-    let rest_ok = name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let rest_ok = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !first_ok || !rest_ok {
         return Err(ValidationError::new(field, format!("{name:?} {rule}")));
     }
@@ -86,10 +74,7 @@ pub fn fairness_key(field: &str, key: &str) -> Result<()> {
     if key.len() > MAX_FAIRNESS_KEY_BYTES {
         return Err(ValidationError::new(
             field,
-            format!(
-                "is {} bytes long; the limit is {MAX_FAIRNESS_KEY_BYTES} bytes",
-                key.len()
-            ),
+            format!("is {} bytes long; the limit is {MAX_FAIRNESS_KEY_BYTES} bytes", key.len()),
         ));
     }
     Ok(())
@@ -120,10 +105,7 @@ pub fn priority(field: &str, value: u32) -> Result<Priority> {
         return Ok(Priority::DEFAULT);
     }
     Priority::new(value).ok_or_else(|| {
-        ValidationError::new(
-            field,
-            format!("is {value}; it must be 0 (default, 3) or 1 (highest) to 5 (lowest)"),
-        )
+        ValidationError::new(field, format!("is {value}; it must be 0 (default, 3) or 1 (highest) to 5 (lowest)"))
     })
 }
 
@@ -131,10 +113,7 @@ pub fn payload(field: &str, len: usize, limits: &Limits) -> Result<()> {
     if len > limits.max_payload_bytes {
         return Err(ValidationError::new(
             field,
-            format!(
-                "is {len} bytes; the limit is {} bytes (limits.max_payload_bytes)",
-                limits.max_payload_bytes
-            ),
+            format!("is {len} bytes; the limit is {} bytes (limits.max_payload_bytes)", limits.max_payload_bytes),
         ));
     }
     Ok(())
@@ -146,10 +125,7 @@ pub fn poll_wait(field: &str, wait: Option<Duration>, default: Duration, limits:
     if wait > limits.max_poll_wait {
         return Err(ValidationError::new(
             field,
-            format!(
-                "is {:?}; the limit is {:?} (limits.max_poll_wait)",
-                wait, limits.max_poll_wait
-            ),
+            format!("is {:?}; the limit is {:?} (limits.max_poll_wait)", wait, limits.max_poll_wait),
         ));
     }
     Ok(wait)
@@ -162,10 +138,7 @@ pub fn batch_len(field: &str, len: usize, limits: &Limits) -> Result<()> {
     if len > limits.max_batch_tasks {
         return Err(ValidationError::new(
             field,
-            format!(
-                "has {len} tasks; the limit is {} (limits.max_batch_tasks)",
-                limits.max_batch_tasks
-            ),
+            format!("has {len} tasks; the limit is {} (limits.max_batch_tasks)", limits.max_batch_tasks),
         ));
     }
     Ok(())

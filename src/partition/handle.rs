@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -25,10 +25,7 @@ pub struct WriterConfig {
 
 impl Default for WriterConfig {
     fn default() -> Self {
-        WriterConfig {
-            max_batch_tasks: 1000,
-            keeper_interval: Duration::from_millis(500),
-        }
+        WriterConfig { max_batch_tasks: 1000, keeper_interval: Duration::from_millis(500) }
     }
 }
 
@@ -67,10 +64,7 @@ pub enum PartitionState {
 }
 
 pub(super) enum WriteCommand {
-    Append {
-        specs: Vec<TaskSpec>,
-        reply: oneshot::Sender<Result<Vec<i64>, PartitionError>>,
-    },
+    Append { specs: Vec<TaskSpec>, reply: oneshot::Sender<Result<Vec<i64>, PartitionError>> },
     SyncMetadata,
 }
 
@@ -152,12 +146,7 @@ impl Partition {
         tasks.spawn(super::writer::run(shared.clone(), commands, stop.clone()));
         tasks.spawn(super::reader::run(shared.clone(), stop.clone()));
         tasks.spawn(super::writer::keep(shared.clone(), writes.clone(), stop.clone()));
-        Ok(Arc::new(Partition {
-            shared,
-            writes,
-            stop,
-            tasks: tokio::sync::Mutex::new(tasks),
-        }))
+        Ok(Arc::new(Partition { shared, writes, stop, tasks: tokio::sync::Mutex::new(tasks) }))
     }
 
     pub fn id(&self) -> &PartitionId {
@@ -177,10 +166,7 @@ impl Partition {
         }
         let (reply, result) = oneshot::channel();
         let closed = || PartitionError::Closed(self.shared.id.to_string());
-        self.writes
-            .send(WriteCommand::Append { specs, reply })
-            .await
-            .map_err(|_| closed())?;
+        self.writes.send(WriteCommand::Append { specs, reply }).await.map_err(|_| closed())?;
         result.await.map_err(|_| closed())?
     }
 

@@ -114,10 +114,7 @@ async fn append(shared: &Shared, specs: &[TaskSpec]) -> Result<Vec<i64>, Partiti
             Err(exhausted) => renew_range(shared, exhausted.range_id).await?,
         }
     };
-    let written = shared
-        .store
-        .append(&shared.id, plan.range_id, &plan.tasks, plan.metadata.as_ref())
-        .await;
+    let written = shared.store.append(&shared.id, plan.range_id, &plan.tasks, plan.metadata.as_ref()).await;
     match written {
         Ok(()) => {
             let ids = plan.tasks.iter().map(|t| t.level.id).collect();

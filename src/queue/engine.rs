@@ -2,11 +2,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::subqueue::{KeyBacklog, Subqueue};
 use super::IdBlock;
-use crate::clock::{millis, UnixMillis};
-use crate::fairness::{stride, CounterConfig, Weights};
-use crate::model::{FairLevel, Priority, StoredTask, TaskSpec, PRIORITY_LEVELS};
+use super::subqueue::{KeyBacklog, Subqueue};
+use crate::clock::{UnixMillis, millis};
+use crate::fairness::{CounterConfig, Weights, stride};
+use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
 use crate::store::PartitionMeta;
 
 /// How a partition buffers, persists and collects (section `[partition]`).
@@ -177,9 +177,7 @@ impl PartitionEngine {
                 pinned[index] = true;
             }
             let weight = self.config.weights.resolve(&spec.fairness_key, spec.fairness_weight);
-            let pass = subqueue
-                .counters
-                .next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
+            let pass = subqueue.counters.next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
             let id = self.ids.take().expect("checked the block has room");
             tasks.push(StoredTask {
                 level: FairLevel::new(pass, id),
@@ -193,12 +191,7 @@ impl PartitionEngine {
         }
         let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
         let metadata = (piggyback && self.ack_moved()).then(|| self.metadata());
-        Ok(AppendPlan {
-            range_id: self.range_id,
-            tasks,
-            metadata,
-            pinned,
-        })
+        Ok(AppendPlan { range_id: self.range_id, tasks, metadata, pinned })
     }
 
     /// The append is durable: merge its tasks and release the pins.
@@ -213,10 +206,7 @@ impl PartitionEngine {
                 continue;
             }
             let priority = subqueue.priority;
-            subqueue.merge_written(
-                plan.tasks.iter().filter(|t| t.priority == priority).cloned(),
-                capacity,
-            );
+            subqueue.merge_written(plan.tasks.iter().filter(|t| t.priority == priority).cloned(), capacity);
             subqueue.unpin();
             subqueue.advance_ack();
         }
@@ -263,9 +253,7 @@ impl PartitionEngine {
 
     /// Whether some level wants a read (without starting one).
     pub fn wants_read(&self) -> bool {
-        self.subqueues
-            .iter()
-            .any(|s| s.may_have_unread() && s.ready() <= self.config.reload_at)
+        self.subqueues.iter().any(|s| s.may_have_unread() && s.ready() <= self.config.reload_at)
     }
 
     /// Takes the result of a read; false if it was stale and ignored.
@@ -329,10 +317,7 @@ impl PartitionEngine {
         self.subqueues
             .iter_mut()
             .filter_map(|s| {
-                s.gc_due(now, min_acks, interval).map(|through| GcRequest {
-                    priority: s.priority,
-                    through,
-                })
+                s.gc_due(now, min_acks, interval).map(|through| GcRequest { priority: s.priority, through })
             })
             .collect()
     }

@@ -14,10 +14,7 @@ pub struct IdBlock {
 impl IdBlock {
     pub fn for_range(range_id: i64) -> IdBlock {
         assert!(range_id >= 1, "range ids start at 1");
-        IdBlock {
-            next: (range_id - 1) * ID_BLOCK_SIZE + 1,
-            end: range_id * ID_BLOCK_SIZE,
-        }
+        IdBlock { next: (range_id - 1) * ID_BLOCK_SIZE + 1, end: range_id * ID_BLOCK_SIZE }
     }
 
     pub fn remaining(&self) -> i64 {

@@ -25,10 +25,10 @@ mod ids;
 mod subqueue;
 
 pub use engine::{
-    AppendPlan, Candidate, EngineConfig, IdsExhausted, GcRequest, PartitionEngine, PartitionSnapshot, ReadRequest,
+    AppendPlan, Candidate, EngineConfig, GcRequest, IdsExhausted, PartitionEngine, PartitionSnapshot, ReadRequest,
     SubqueueSnapshot,
 };
-pub use ids::{IdBlock, ID_BLOCK_SIZE};
+pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]

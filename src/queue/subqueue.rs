@@ -218,8 +218,7 @@ impl Subqueue {
 
     /// The level to delete through, when enough acks or time have gone by.
     pub fn gc_due(&mut self, now: UnixMillis, min_acks: u64, interval_ms: i64) -> Option<FairLevel> {
-        let due = self.acks_since_gc >= min_acks
-            || (self.acks_since_gc > 0 && now - self.last_gc_ms >= interval_ms);
+        let due = self.acks_since_gc >= min_acks || (self.acks_since_gc > 0 && now - self.last_gc_ms >= interval_ms);
         due.then(|| {
             self.acks_since_gc = 0;
             self.last_gc_ms = now;
@@ -260,17 +259,10 @@ impl Subqueue {
             .map(|(key, buffered)| KeyBacklog {
                 fairness_key: key.to_owned(),
                 buffered,
-                pass_ahead: self
-                    .counters
-                    .peek(key)
-                    .map_or(0, |next| (next - self.ack.pass).max(0)),
+                pass_ahead: self.counters.peek(key).map_or(0, |next| (next - self.ack.pass).max(0)),
             })
             .collect();
-        keys.sort_by(|a, b| {
-            b.buffered
-                .cmp(&a.buffered)
-                .then_with(|| a.fairness_key.cmp(&b.fairness_key))
-        });
+        keys.sort_by(|a, b| b.buffered.cmp(&a.buffered).then_with(|| a.fairness_key.cmp(&b.fairness_key)));
         keys.truncate(n);
         keys
     }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use proptest::prelude::*;
 
 use super::{AppendPlan, EngineConfig, PartitionEngine, ReadRequest};
-use crate::fairness::{effective_weight, CounterConfig, Weights};
+use crate::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 use crate::store::PartitionMeta;
 
@@ -51,12 +51,7 @@ impl ModelStore {
 }
 
 fn spec(key: &str, priority: Priority) -> TaskSpec {
-    TaskSpec {
-        fairness_key: key.to_owned(),
-        fairness_weight: None,
-        priority,
-        payload: key.as_bytes().to_vec(),
-    }
+    TaskSpec { fairness_key: key.to_owned(), fairness_weight: None, priority, payload: key.as_bytes().to_vec() }
 }
 
 fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> EngineConfig {
@@ -64,10 +59,7 @@ fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> Engi
         buffer_tasks,
         reload_at,
         gc_min_acks: 3,
-        counters: CounterConfig {
-            exact_keys: 4,
-            sketch_width: 8,
-        },
+        counters: CounterConfig { exact_keys: 4, sketch_width: 8 },
         weights,
         ..EngineConfig::default()
     }
@@ -75,7 +67,11 @@ fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> Engi
 
 /// The smallest task the store holds that this owner has not dispatched and
 /// that is above the ack level it loaded: what must be dispatched next.
-fn expected_next(store: &ModelStore, loaded: &PartitionMeta, dispatched: &HashSet<i64>) -> Option<(Priority, FairLevel)> {
+fn expected_next(
+    store: &ModelStore,
+    loaded: &PartitionMeta,
+    dispatched: &HashSet<i64>,
+) -> Option<(Priority, FairLevel)> {
     store
         .tasks
         .keys()
@@ -159,10 +155,8 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
     for op in ops {
         match op {
             Op::Add(items) => {
-                let specs: Vec<TaskSpec> = items
-                    .iter()
-                    .map(|&(k, p)| spec(&format!("k{k}"), Priority::new(u32::from(p)).unwrap()))
-                    .collect();
+                let specs: Vec<TaskSpec> =
+                    items.iter().map(|&(k, p)| spec(&format!("k{k}"), Priority::new(u32::from(p)).unwrap())).collect();
                 appends.push(engine.prepare_append(&specs, now).expect("the id block is large"));
             }
             Op::FinishAppend(i, outcome) if !appends.is_empty() => {
@@ -238,9 +232,12 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
             let previous = last_ack.insert(subqueue.priority, subqueue.ack_level).unwrap_or(FairLevel::ZERO);
             prop_assert!(subqueue.ack_level >= previous, "ack level moved back");
             prop_assert!(subqueue.buffered as usize <= config.buffer_tasks, "buffer over capacity");
-            for ((priority, level), _) in &store.tasks {
+            for (priority, level) in store.tasks.keys() {
                 if *priority == subqueue.priority && *level <= subqueue.ack_level {
-                    prop_assert!(dispatched_ever.contains(&level.id), "task {level} below the ack level was never dispatched");
+                    prop_assert!(
+                        dispatched_ever.contains(&level.id),
+                        "task {level} below the ack level was never dispatched"
+                    );
                 }
             }
         }
@@ -365,10 +362,8 @@ fn backlogged_run(weights: &[f64], depth: usize, dispatches: usize, config: Engi
     let mut pending = vec![0usize; keys.len()];
     let index: HashMap<String, usize> = keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect();
     let refill = |backlog: &mut Backlog, pending: &mut [usize], which: &[usize]| {
-        let specs: Vec<TaskSpec> = which
-            .iter()
-            .flat_map(|&i| std::iter::repeat_n(spec(&keys[i], Priority::DEFAULT), depth))
-            .collect();
+        let specs: Vec<TaskSpec> =
+            which.iter().flat_map(|&i| std::iter::repeat_n(spec(&keys[i], Priority::DEFAULT), depth)).collect();
         backlog.add(&specs);
         for &i in which {
             pending[i] += depth;
@@ -420,10 +415,7 @@ fn fairness_bound_holds_exactly_with_ten_thousand_keys() {
     let keys = 10_000;
     let weights: Vec<f64> = (0..keys).map(|i| [1.0, 2.0, 3.0, 5.0, 0.5][i % 5]).collect();
     let config = EngineConfig {
-        counters: CounterConfig {
-            exact_keys: keys,
-            ..CounterConfig::default()
-        },
+        counters: CounterConfig { exact_keys: keys, ..CounterConfig::default() },
         ..EngineConfig::default()
     };
     let (sequence, backlogged) = backlogged_run(&weights, 2, 60_000, config);
@@ -452,13 +444,7 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
     let exact_keys = 10_000;
     let sketch_width = CounterConfig::default().sketch_width;
     let weights: Vec<f64> = (0..keys).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
-    let config = EngineConfig {
-        counters: CounterConfig {
-            exact_keys,
-            sketch_width,
-        },
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig { counters: CounterConfig { exact_keys, sketch_width }, ..EngineConfig::default() };
     let names: Vec<String> = (0..keys).map(|i| format!("key-{i}")).collect();
     let (sequence, backlogged) = backlogged_run(&weights, 3, 50_000, config);
 
@@ -471,9 +457,8 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
             *occupancy.entry(cell).or_default() += 1;
         }
     }
-    let shared_everywhere: HashSet<usize> = (exact_keys..keys)
-        .filter(|&i| sketch.cells_of(&names[i]).iter().all(|c| occupancy[c] > 1))
-        .collect();
+    let shared_everywhere: HashSet<usize> =
+        (exact_keys..keys).filter(|&i| sketch.cells_of(&names[i]).iter().all(|c| occupancy[c] > 1)).collect();
     let fraction = shared_everywhere.len() as f64 / keys as f64;
     let others = (keys - exact_keys - 1) as f64;
     let epsilon = (1.0 - (1.0 - 1.0 / sketch_width as f64).powf(others)).powi(4);
@@ -502,9 +487,8 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
 #[test]
 fn a_new_key_does_not_wait_behind_backlogs() {
     let mut backlog = Backlog::new(EngineConfig::default());
-    let heavy: Vec<TaskSpec> = (0..5)
-        .flat_map(|k| std::iter::repeat_n(spec(&format!("busy-{k}"), Priority::DEFAULT), 500))
-        .collect();
+    let heavy: Vec<TaskSpec> =
+        (0..5).flat_map(|k| std::iter::repeat_n(spec(&format!("busy-{k}"), Priority::DEFAULT), 500)).collect();
     backlog.add(&heavy);
     for _ in 0..700 {
         backlog.dispatch().unwrap();
@@ -520,11 +504,7 @@ fn a_new_key_does_not_wait_behind_backlogs() {
 /// even when the higher level's tasks are still in the store only.
 #[test]
 fn strict_priority_between_levels() {
-    let config = EngineConfig {
-        buffer_tasks: 4,
-        reload_at: 1,
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig { buffer_tasks: 4, reload_at: 1, ..EngineConfig::default() };
     let mut backlog = Backlog::new(config);
     let specs: Vec<TaskSpec> = (0..20)
         .map(|i| spec(&format!("k{}", i % 3), Priority::LOWEST))
@@ -544,10 +524,8 @@ fn fifo_within_a_key() {
     for round in 0..50 {
         backlog.add(&[spec("a", Priority::DEFAULT), spec(&format!("other-{round}"), Priority::DEFAULT)]);
     }
-    let ids: Vec<i64> = std::iter::from_fn(|| backlog.dispatch())
-        .filter(|t| t.fairness_key == "a")
-        .map(|t| t.level.id)
-        .collect();
+    let ids: Vec<i64> =
+        std::iter::from_fn(|| backlog.dispatch()).filter(|t| t.fairness_key == "a").map(|t| t.level.id).collect();
     assert_eq!(ids.len(), 50);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
 }

@@ -4,7 +4,7 @@
 use prost::Message;
 
 use super::{PartitionMeta, StoreError, SubqueueMeta};
-use crate::model::{FairLevel, Priority, StoredTask, PRIORITY_LEVELS};
+use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask};
 use crate::proto::storage as pb;
 
 pub fn encode_task(task: &StoredTask) -> Vec<u8> {
@@ -20,8 +20,7 @@ pub fn encode_task(task: &StoredTask) -> Vec<u8> {
 }
 
 pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result<StoredTask, StoreError> {
-    let row = pb::StoredTask::decode(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("task row at {level}: {e}")))?;
+    let row = pb::StoredTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("task row at {level}: {e}")))?;
     Ok(StoredTask {
         level,
         priority,
@@ -34,10 +33,7 @@ pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result
 }
 
 fn level_to_pb(level: FairLevel) -> Option<pb::StoredLevel> {
-    Some(pb::StoredLevel {
-        pass: level.pass,
-        id: level.id,
-    })
+    Some(pb::StoredLevel { pass: level.pass, id: level.id })
 }
 
 fn level_from_pb(level: Option<pb::StoredLevel>) -> FairLevel {
@@ -57,10 +53,7 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
                 top_keys: s
                     .top_keys
                     .iter()
-                    .map(|(key, pass)| pb::KeyPass {
-                        fairness_key: key.clone(),
-                        pass: *pass,
-                    })
+                    .map(|(key, pass)| pb::KeyPass { fairness_key: key.clone(), pass: *pass })
                     .collect(),
             })
             .collect(),
@@ -69,8 +62,8 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
 }
 
 pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
-    let row = pb::StoredPartitionMeta::decode(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("partition metadata: {e}")))?;
+    let row =
+        pb::StoredPartitionMeta::decode(bytes).map_err(|e| StoreError::Corrupt(format!("partition metadata: {e}")))?;
     let mut subqueues: [SubqueueMeta; PRIORITY_LEVELS] = Default::default();
     for s in row.subqueues {
         let priority = Priority::new(s.priority)
@@ -82,10 +75,7 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
             top_keys: s.top_keys.into_iter().map(|k| (k.fairness_key, k.pass)).collect(),
         };
     }
-    Ok(PartitionMeta {
-        range_id: row.range_id,
-        subqueues,
-    })
+    Ok(PartitionMeta { range_id: row.range_id, subqueues })
 }
 
 #[cfg(test)]
@@ -94,10 +84,7 @@ mod tests {
 
     #[test]
     fn metadata_round_trips() {
-        let mut meta = PartitionMeta {
-            range_id: 7,
-            ..Default::default()
-        };
+        let mut meta = PartitionMeta { range_id: 7, ..Default::default() };
         meta.subqueues[2] = SubqueueMeta {
             ack_level: FairLevel::new(5, 9),
             max_level: FairLevel::new(50, 90),

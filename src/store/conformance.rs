@@ -45,10 +45,7 @@ macro_rules! store_conformance_suite {
 }
 
 fn partition(queue: &str, partition: u32) -> PartitionId {
-    PartitionId {
-        queue: validate::queue_name("queue", queue).expect("a valid test queue name"),
-        partition,
-    }
+    PartitionId { queue: validate::queue_name("queue", queue).expect("a valid test queue name"), partition }
 }
 
 fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
@@ -73,10 +70,7 @@ async fn owned(store: &dyn Store, p: &PartitionId) -> i64 {
 
 pub async fn absent_partition_loads_as_none(store: &dyn Store) {
     assert_eq!(store.load_partition(&partition("absent", 0)).await.unwrap(), None);
-    let empty = store
-        .read(&partition("absent", 0), Priority::DEFAULT, FairLevel::ZERO, 10)
-        .await
-        .unwrap();
+    let empty = store.read(&partition("absent", 0), Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap();
     assert!(empty.is_empty());
 }
 
@@ -85,16 +79,10 @@ pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
     let first = store.take_ownership(&p, 0).await.unwrap();
     assert_eq!(first.range_id, 1);
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap().range_id, 1);
-    assert_eq!(
-        store.take_ownership(&p, 0).await.unwrap_err(),
-        StoreError::Fenced { current_range_id: 1 }
-    );
+    assert_eq!(store.take_ownership(&p, 0).await.unwrap_err(), StoreError::Fenced { current_range_id: 1 });
     let second = store.take_ownership(&p, 1).await.unwrap();
     assert_eq!(second.range_id, 2);
-    assert_eq!(
-        store.take_ownership(&p, 1).await.unwrap_err(),
-        StoreError::Fenced { current_range_id: 2 }
-    );
+    assert_eq!(store.take_ownership(&p, 1).await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
 }
 
 pub async fn append_is_conditional_on_the_range_id(store: &dyn Store) {
@@ -111,8 +99,10 @@ pub async fn read_is_ordered_strictly_above_and_limited(store: &dyn Store) {
     let p = partition("order", 0);
     let range = owned(store, &p).await;
     // Written out of order, in two appends.
-    let batch_one: Vec<StoredTask> = [(30, 1), (10, 2), (20, 3)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
-    let batch_two: Vec<StoredTask> = [(10, 4), (5, 5), (30, 0)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
+    let batch_one: Vec<StoredTask> =
+        [(30, 1), (10, 2), (20, 3)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
+    let batch_two: Vec<StoredTask> =
+        [(10, 4), (5, 5), (30, 0)].iter().map(|&(pass, id)| task(Priority::DEFAULT, pass, id)).collect();
     store.append(&p, range, &batch_one, None).await.unwrap();
     store.append(&p, range, &batch_two, None).await.unwrap();
     let expected = vec![
@@ -143,7 +133,8 @@ pub async fn subqueues_partitions_and_queues_are_separate(store: &dyn Store) {
     store.append(&a0, 1, &[task(Priority::HIGHEST, 1, 1), task(Priority::LOWEST, 1, 2)], None).await.unwrap();
     store.append(&a1, 1, &[task(Priority::HIGHEST, 1, 3)], None).await.unwrap();
     store.append(&b0, 1, &[task(Priority::HIGHEST, 1, 4)], None).await.unwrap();
-    let read = |p: PartitionId, priority| async move { levels(&store.read(&p, priority, FairLevel::ZERO, 10).await.unwrap()) };
+    let read =
+        |p: PartitionId, priority| async move { levels(&store.read(&p, priority, FairLevel::ZERO, 10).await.unwrap()) };
     assert_eq!(read(a0.clone(), Priority::HIGHEST).await, vec![FairLevel::new(1, 1)]);
     assert_eq!(read(a0.clone(), Priority::LOWEST).await, vec![FairLevel::new(1, 2)]);
     assert!(read(a0.clone(), Priority::DEFAULT).await.is_empty());
@@ -168,10 +159,7 @@ pub async fn delete_through_is_inclusive_and_idempotent(store: &dyn Store) {
 pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
     let p = partition("meta", 0);
     let range = owned(store, &p).await;
-    let mut meta = PartitionMeta {
-        range_id: range,
-        ..Default::default()
-    };
+    let mut meta = PartitionMeta { range_id: range, ..Default::default() };
     meta.subqueues[0] = SubqueueMeta {
         ack_level: FairLevel::new(7, 8),
         max_level: FairLevel::new(70, 80),
@@ -187,10 +175,7 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
 
     let taken = store.take_ownership(&p, range).await.unwrap();
     assert_eq!(taken.subqueues, meta.subqueues, "a new owner gets the saved levels");
-    assert_eq!(
-        store.update_metadata(&p, &meta).await.unwrap_err(),
-        StoreError::Fenced { current_range_id: range + 1 }
-    );
+    assert_eq!(store.update_metadata(&p, &meta).await.unwrap_err(), StoreError::Fenced { current_range_id: range + 1 });
 }
 
 pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {

@@ -47,10 +47,7 @@ pub enum OpenError {
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
-        let io = |message: String| OpenError::Io {
-            dir: dir.to_owned(),
-            message,
-        };
+        let io = |message: String| OpenError::Io { dir: dir.to_owned(), message };
         std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create it: {e}")))?;
         let path = dir.join(DATA_FILE);
         let db = Database::create(&path).map_err(|e| match e {
@@ -61,10 +58,7 @@ impl EmbeddedStore {
         txn.open_table(META).map_err(|e| io(e.to_string()))?;
         txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
-        Ok(EmbeddedStore {
-            db: Arc::new(db),
-            path,
-        })
+        Ok(EmbeddedStore { db: Arc::new(db), path })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -88,7 +82,10 @@ fn uncertain(e: impl std::fmt::Display) -> StoreError {
     StoreError::Uncertain(e.to_string())
 }
 
-fn stored_range_id(meta: &redb::Table<(&str, u32), &[u8]>, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
+fn stored_range_id(
+    meta: &redb::Table<(&str, u32), &[u8]>,
+    partition: &PartitionId,
+) -> StoreResult<Option<PartitionMeta>> {
     meta.get((partition.queue.as_str(), partition.partition))
         .map_err(unavailable)?
         .map(|row| decode_meta(row.value()))
@@ -160,10 +157,8 @@ impl Store for EmbeddedStore {
             )));
         }
         let partition = partition.clone();
-        let rows: Vec<(u8, FairLevel, Vec<u8>)> = tasks
-            .iter()
-            .map(|t| (priority_byte(t.priority), t.level, encode_task(t)))
-            .collect();
+        let rows: Vec<(u8, FairLevel, Vec<u8>)> =
+            tasks.iter().map(|t| (priority_byte(t.priority), t.level, encode_task(t))).collect();
         let meta_row = metadata.map(encode_meta);
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
@@ -178,9 +173,7 @@ impl Store for EmbeddedStore {
                         .map_err(unavailable)?;
                 }
                 if let Some(meta_row) = &meta_row {
-                    meta_table
-                        .insert((queue, partition.partition), meta_row.as_slice())
-                        .map_err(unavailable)?;
+                    meta_table.insert((queue, partition.partition), meta_row.as_slice()).map_err(unavailable)?;
                 }
             }
             txn.commit().map_err(uncertain)
@@ -204,7 +197,10 @@ impl Store for EmbeddedStore {
             let upper = (queue, p, prio, i64::MAX, i64::MAX);
             let mut tasks = Vec::with_capacity(limit.min(1024));
             let range = table
-                .range::<(&str, u32, u8, i64, i64)>((std::ops::Bound::Excluded(lower), std::ops::Bound::Included(upper)))
+                .range::<(&str, u32, u8, i64, i64)>((
+                    std::ops::Bound::Excluded(lower),
+                    std::ops::Bound::Included(upper),
+                ))
                 .map_err(unavailable)?;
             for row in range.take(limit) {
                 let (key, value) = row.map_err(unavailable)?;
@@ -225,9 +221,7 @@ impl Store for EmbeddedStore {
                 let (queue, p, prio) = (partition.queue.as_str(), partition.partition, priority_byte(priority));
                 let lower = (queue, p, prio, i64::MIN, i64::MIN);
                 let upper = (queue, p, prio, through.pass, through.id);
-                table
-                    .retain_in::<(&str, u32, u8, i64, i64), _>(lower..=upper, |_, _| false)
-                    .map_err(unavailable)?;
+                table.retain_in::<(&str, u32, u8, i64, i64), _>(lower..=upper, |_, _| false).map_err(unavailable)?;
             }
             txn.commit().map_err(uncertain)
         })

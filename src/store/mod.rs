@@ -23,7 +23,7 @@ use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult};
 
-use crate::model::{FairLevel, PartitionId, Priority, StoredTask, PRIORITY_LEVELS};
+use crate::model::{FairLevel, PRIORITY_LEVELS, PartitionId, Priority, StoredTask};
 
 /// What a store keeps per subqueue besides its tasks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-use crate::support::{add, poll, spec, ServerProcess};
+use crate::support::{ServerProcess, add, poll, spec};
 
 /// Every AddTask acknowledged before a SIGKILL is dispatched after a restart
 /// on the same data directory.
@@ -22,9 +22,10 @@ async fn acknowledged_adds_survive_sigkill() {
             let mut ids = Vec::new();
             for i in 0..60 {
                 let payload = format!("{p}-{i}");
-                let added = add(&mut client, "durable", spec(&format!("producer-{p}"), 0.0, 1 + i % 5, payload.as_bytes()))
-                    .await
-                    .expect("AddTask");
+                let added =
+                    add(&mut client, "durable", spec(&format!("producer-{p}"), 0.0, 1 + i % 5, payload.as_bytes()))
+                        .await
+                        .expect("AddTask");
                 ids.push(added.task_id);
             }
             ids

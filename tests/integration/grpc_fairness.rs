@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fairway::fairness::effective_weight;
 
-use crate::support::{add_all, poll, spec, TestServer};
+use crate::support::{TestServer, add_all, poll, spec};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -32,7 +32,8 @@ async fn three_keys_get_their_weighted_shares() {
         for (i, (ki, wi)) in weights.iter().enumerate() {
             for (kj, wj) in &weights[i + 1..] {
                 let (wi, wj) = (effective_weight(*wi), effective_weight(*wj));
-                let gap = (counts.get(*ki).copied().unwrap_or(0.0) / wi - counts.get(*kj).copied().unwrap_or(0.0) / wj).abs();
+                let gap =
+                    (counts.get(*ki).copied().unwrap_or(0.0) / wi - counts.get(*kj).copied().unwrap_or(0.0) / wj).abs();
                 worst = worst.max(gap - (1.0 / wi + 1.0 / wj));
             }
         }

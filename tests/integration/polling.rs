@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fairway::config::Config;
 
-use crate::support::{add, add_all, describe, poll, spec, TestServer};
+use crate::support::{TestServer, add, add_all, describe, poll, spec};
 
 #[tokio::test]
 async fn a_poll_that_finds_nothing_ends_empty_not_in_error() {

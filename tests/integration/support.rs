@@ -44,12 +44,7 @@ impl TestServer {
             .expect("the server runs and stops cleanly");
         });
         let client = MatchingClient::connect(format!("http://{addr}")).await.expect("connect");
-        TestServer {
-            client,
-            stop: Some(stop),
-            served,
-            _dir: dir,
-        }
+        TestServer { client, stop: Some(stop), served, _dir: dir }
     }
 
     /// Shuts down in order and waits until the server has stopped.
@@ -72,20 +67,11 @@ pub fn spec(key: &str, weight: f64, priority: u32, payload: &[u8]) -> pb::TaskSp
 }
 
 pub fn wait(d: Duration) -> Option<prost_types::Duration> {
-    Some(prost_types::Duration {
-        seconds: d.as_secs() as i64,
-        nanos: d.subsec_nanos() as i32,
-    })
+    Some(prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 })
 }
 
 pub async fn add(client: &mut Client, queue: &str, spec: pb::TaskSpec) -> Result<pb::AddTaskResponse, tonic::Status> {
-    client
-        .add_task(pb::AddTaskRequest {
-            queue: queue.to_owned(),
-            task: Some(spec),
-        })
-        .await
-        .map(|r| r.into_inner())
+    client.add_task(pb::AddTaskRequest { queue: queue.to_owned(), task: Some(spec) }).await.map(|r| r.into_inner())
 }
 
 /// Adds tasks in AddTasks batches; panics on any item error.
@@ -93,10 +79,7 @@ pub async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>)
     let mut ids = Vec::with_capacity(specs.len());
     for chunk in specs.chunks(1000) {
         let response = client
-            .add_tasks(pb::AddTasksRequest {
-                queue: queue.to_owned(),
-                tasks: chunk.to_vec(),
-            })
+            .add_tasks(pb::AddTasksRequest { queue: queue.to_owned(), tasks: chunk.to_vec() })
             .await
             .expect("AddTasks")
             .into_inner();
@@ -112,11 +95,7 @@ pub async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>)
 
 pub async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Option<pb::Task> {
     client
-        .poll_task(pb::PollTaskRequest {
-            queue: queue.to_owned(),
-            worker_id: "test".into(),
-            max_wait: wait(max_wait),
-        })
+        .poll_task(pb::PollTaskRequest { queue: queue.to_owned(), worker_id: "test".into(), max_wait: wait(max_wait) })
         .await
         .expect("PollTask")
         .into_inner()
@@ -125,10 +104,7 @@ pub async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Optio
 
 pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResponse {
     client
-        .describe_queue(pb::DescribeQueueRequest {
-            queue: queue.to_owned(),
-            top_keys: 0,
-        })
+        .describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 })
         .await
         .expect("DescribeQueue")
         .into_inner()

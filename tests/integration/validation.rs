@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairway::proto::v1 as pb;
 use tonic::Code;
 
-use crate::support::{add, describe, spec, wait, Client, TestServer};
+use crate::support::{Client, TestServer, add, describe, spec, wait};
 
 const QUEUE: &str = "checked";
 
@@ -72,12 +72,7 @@ async fn payload_at_most_the_limit() {
 async fn task_must_be_present() {
     let server = TestServer::start().await;
     let mut client = server.client.clone();
-    let result = client
-        .add_task(pb::AddTaskRequest {
-            queue: QUEUE.into(),
-            task: None,
-        })
-        .await;
+    let result = client.add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: None }).await;
     assert_invalid(result, &["task", "missing"]);
     assert_nothing_stored(&mut client).await;
     server.stop().await;
@@ -97,19 +92,10 @@ async fn dedup_and_delay_are_refused_until_supported() {
 async fn batches_are_bounded_and_judged_per_item() {
     let server = TestServer::start().await;
     let mut client = server.client.clone();
-    let empty = client
-        .add_tasks(pb::AddTasksRequest {
-            queue: QUEUE.into(),
-            tasks: vec![],
-        })
-        .await;
+    let empty = client.add_tasks(pb::AddTasksRequest { queue: QUEUE.into(), tasks: vec![] }).await;
     assert_invalid(empty, &["tasks", "at least one"]);
-    let too_many = client
-        .add_tasks(pb::AddTasksRequest {
-            queue: QUEUE.into(),
-            tasks: vec![spec("k", 0.0, 0, b""); 1001],
-        })
-        .await;
+    let too_many =
+        client.add_tasks(pb::AddTasksRequest { queue: QUEUE.into(), tasks: vec![spec("k", 0.0, 0, b""); 1001] }).await;
     assert_invalid(too_many, &["tasks", "1000", "limits.max_batch_tasks"]);
     assert_nothing_stored(&mut client).await;
 
@@ -153,13 +139,8 @@ async fn poll_wait_and_worker_id_are_bounded() {
         })
         .await;
     assert_invalid(negative, &["max_wait", "non-negative"]);
-    let long_worker = client
-        .poll_task(pb::PollTaskRequest {
-            queue: QUEUE.into(),
-            worker_id: "w".repeat(257),
-            max_wait: None,
-        })
-        .await;
+    let long_worker =
+        client.poll_task(pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "w".repeat(257), max_wait: None }).await;
     assert_invalid(long_worker, &["worker_id", "256"]);
     server.stop().await;
 }
@@ -168,19 +149,10 @@ async fn poll_wait_and_worker_id_are_bounded() {
 async fn lease_tokens_and_describe_limits_are_checked() {
     let server = TestServer::start().await;
     let mut client = server.client.clone();
-    let bad_token = client
-        .complete_task(pb::CompleteTaskRequest {
-            lease_token: "forged".into(),
-            result: vec![],
-        })
-        .await;
+    let bad_token =
+        client.complete_task(pb::CompleteTaskRequest { lease_token: "forged".into(), result: vec![] }).await;
     assert_invalid(bad_token, &["lease_token"]);
-    let too_many_keys = client
-        .describe_queue(pb::DescribeQueueRequest {
-            queue: QUEUE.into(),
-            top_keys: 101,
-        })
-        .await;
+    let too_many_keys = client.describe_queue(pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 101 }).await;
     assert_invalid(too_many_keys, &["top_keys", "100"]);
     server.stop().await;
 }
