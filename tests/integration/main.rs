@@ -5,5 +5,6 @@ mod conformance_embedded;
 mod durability;
 mod grpc_fairness;
 mod polling;
+mod services;
 mod support;
 mod validation;

@@ -19,6 +19,7 @@ pub type Client = MatchingClient<Channel>;
 /// A server in this process, on a fresh data directory.
 pub struct TestServer {
     pub client: Client,
+    channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
@@ -43,8 +44,14 @@ impl TestServer {
             .await
             .expect("the server runs and stops cleanly");
         });
-        let client = MatchingClient::connect(format!("http://{addr}")).await.expect("connect");
-        TestServer { client, stop: Some(stop), served, _dir: dir }
+        let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
+        let client = MatchingClient::new(channel.clone());
+        TestServer { client, channel, stop: Some(stop), served, _dir: dir }
+    }
+
+    /// A channel to the server, for other services' clients.
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
     }
 
     /// Shuts down in order and waits until the server has stopped.
