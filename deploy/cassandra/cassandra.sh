@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Runs real Apache Cassandra nodes on loopback, from the Maven Central
+# artifact, with plain `java` (JDK 17) — no tarball, no Docker.
+#
+#   deploy/cassandra/cassandra.sh fetch             download the jars (once; ~/.m2 is reused)
+#   deploy/cassandra/cassandra.sh start [NODES]     start 1 (default) or 3 nodes, wait until CQL is up
+#   deploy/cassandra/cassandra.sh stop              stop every node this script started (SIGTERM, then SIGKILL)
+#   deploy/cassandra/cassandra.sh status            which nodes run
+#   deploy/cassandra/cassandra.sh pid N             the pid of node N (for fault tests)
+#   deploy/cassandra/cassandra.sh restart-node N    start node N again on its data (after a kill)
+#
+# Node N listens on 127.0.0.N:9042 (CQL) and 127.0.0.N:7000 (gossip), JMX on
+# 7N99. State lives in $FAIRWAY_CASSANDRA_HOME (default: .deploy/cassandra
+# at the repository root): lib/ holds the jars, nodeN/ each node's data and logs.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+home="${FAIRWAY_CASSANDRA_HOME:-$root/.deploy/cassandra}"
+lib="$home/lib"
+version="5.0.8"
+heap="${FAIRWAY_CASSANDRA_HEAP:-768m}"
+start_timeout="${FAIRWAY_CASSANDRA_START_TIMEOUT:-240}"
+
+say() { printf 'cassandra: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+fetch() {
+  if [ -f "$lib/.complete-$version" ]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn (Maven 3) is needed to fetch Cassandra from Maven Central"
+  command -v java >/dev/null || die "java (JDK 17) is needed to run Cassandra"
+  say "fetching org.apache.cassandra:cassandra-all:$version and its runtime dependencies into $lib"
+  mkdir -p "$lib"
+  mvn -B -q -f "$here/pom.xml" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$lib"
+  ls "$lib"/cassandra-all-"$version".jar >/dev/null || die "the fetch did not produce cassandra-all-$version.jar"
+  touch "$lib/.complete-$version"
+}
+
+node_dir() { echo "$home/node$1"; }
+
+write_config() {
+  local n="$1" nodes="$2" dir tokens token
+  dir="$(node_dir "$n")"
+  mkdir -p "$dir/data" "$dir/commitlog" "$dir/saved_caches" "$dir/hints" "$dir/cdc_raw" "$dir/logs"
+  if [ "$nodes" = 1 ]; then
+    token=0
+  else
+    tokens=(-9223372036854775808 -3074457345618258603 3074457345618258602)
+    token="${tokens[$((n - 1))]}"
+  fi
+  cat > "$dir/cassandra.yaml" <<YAML
+cluster_name: fairway-test
+num_tokens: 1
+initial_token: $token
+auto_bootstrap: false
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+listen_address: 127.0.0.$n
+rpc_address: 127.0.0.$n
+storage_port: 7000
+native_transport_port: 9042
+start_native_transport: true
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters: [{seeds: "127.0.0.1:7000"}]
+data_file_directories: [$dir/data]
+commitlog_directory: $dir/commitlog
+saved_caches_directory: $dir/saved_caches
+hints_directory: $dir/hints
+cdc_raw_directory: $dir/cdc_raw
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+commitlog_segment_size: 8MiB
+concurrent_reads: 8
+concurrent_writes: 16
+concurrent_counter_writes: 4
+concurrent_compactors: 1
+memtable_heap_space: 64MiB
+memtable_offheap_space: 64MiB
+key_cache_size: 8MiB
+file_cache_size: 32MiB
+auto_snapshot: false
+phi_convict_threshold: 5
+read_request_timeout: 15000ms
+write_request_timeout: 15000ms
+range_request_timeout: 15000ms
+cas_contention_timeout: 5000ms
+paxos_variant: v2
+paxos_state_purging: gc_grace
+batch_size_warn_threshold: 64KiB
+batch_size_fail_threshold: 1024KiB
+tombstone_warn_threshold: ${FAIRWAY_CASSANDRA_TOMBSTONE_WARN:-1000}
+tombstone_failure_threshold: 100000
+YAML
+  cat > "$dir/logback.xml" <<XML
+<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>$dir/logs/system.log</file>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+XML
+}
+
+is_running() {
+  local pidfile
+  pidfile="$(node_dir "$1")/pid"
+  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+cql_up() {
+  # A TCP connect to the CQL port of node $1.
+  (exec 3<>"/dev/tcp/127.0.0.$1/9042") 2>/dev/null
+}
+
+launch() {
+  local n="$1" nodes="$2" dir
+  dir="$(node_dir "$n")"
+  if is_running "$n"; then
+    say "node $n already runs (pid $(cat "$dir/pid"))"
+    return 0
+  fi
+  [ -f "$dir/cassandra.yaml" ] || write_config "$n" "$nodes"
+  local single=()
+  if [ "$nodes" = 1 ]; then
+    single=(-Dcassandra.system_distributed.default_rf=1 -Dcassandra.system_traces.default_rf=1)
+  fi
+  say "starting node $n on 127.0.0.$n:9042 (logs: $dir/logs)"
+  # setsid: the node outlives this script, in its own process group.
+  setsid java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
+    "-Dcassandra.config=file://$dir/cassandra.yaml" \
+    "-Dcassandra.storagedir=$dir" \
+    "-Dcassandra.logdir=$dir/logs" \
+    "-Dlogback.configurationFile=$dir/logback.xml" \
+    -Dcassandra-foreground=yes \
+    "-Dcassandra.jmx.local.port=7${n}99" \
+    -Dcassandra.skip_wait_for_gossip_to_settle=0 \
+    -Dcassandra.ring_delay_ms=5000 \
+    "${single[@]}" \
+    -cp "$lib/*" org.apache.cassandra.service.CassandraDaemon \
+    > "$dir/logs/stdout.log" 2>&1 < /dev/null &
+  echo $! > "$dir/pid"
+}
+
+wait_up() {
+  local n="$1" dir waited=0
+  dir="$(node_dir "$n")"
+  until grep -q "Startup complete" "$dir/logs/system.log" 2>/dev/null && cql_up "$n"; do
+    if ! is_running "$n"; then
+      tail -n 30 "$dir/logs/stdout.log" >&2 || true
+      die "node $n exited during startup; see $dir/logs"
+    fi
+    if [ "$waited" -ge "$start_timeout" ]; then
+      die "node $n did not accept CQL within ${start_timeout}s; see $dir/logs"
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  say "node $n is up (${waited}s)"
+}
+
+start() {
+  local nodes="${1:-1}"
+  case "$nodes" in 1|3) ;; *) die "start takes 1 or 3 nodes, not $nodes" ;; esac
+  fetch
+  if [ -f "$home/nodes" ] && [ "$(cat "$home/nodes")" != "$nodes" ]; then
+    say "the data in $home was made for $(cat "$home/nodes") node(s); wiping it for $nodes"
+    stop
+    rm -rf "$home"/node*
+  fi
+  echo "$nodes" > "$home/nodes"
+  # On 2 cores: the first node alone, then the others.
+  launch 1 "$nodes"
+  wait_up 1
+  for n in $(seq 2 "$nodes"); do
+    launch "$n" "$nodes"
+  done
+  for n in $(seq 2 "$nodes"); do
+    wait_up "$n"
+  done
+}
+
+restart_node() {
+  local n="$1"
+  launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)"
+  wait_up "$n"
+}
+
+stop() {
+  local n pid waited
+  for n in 1 2 3; do
+    is_running "$n" || continue
+    pid="$(cat "$(node_dir "$n")/pid")"
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    waited=0
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 30 ]; do
+      sleep 1
+      waited=$((waited + 1))
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    say "node $n stopped"
+  done
+}
+
+status() {
+  local n
+  for n in 1 2 3; do
+    if is_running "$n"; then
+      echo "node $n: running (pid $(cat "$(node_dir "$n")/pid")), CQL $(cql_up "$n" && echo up || echo down)"
+    fi
+  done
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  start) start "${2:-1}" ;;
+  stop) stop ;;
+  status) status ;;
+  pid) cat "$(node_dir "${2:?node number}")/pid" ;;
+  restart-node) restart_node "${2:?node number}" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
