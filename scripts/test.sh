@@ -17,4 +17,4 @@ awk '/^test result:/ {
          if ($(i + 1) ~ /^ignored/) ignored += $i
        }
      }
-     END { printf "all tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
+     END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
