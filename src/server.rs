@@ -8,6 +8,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
 
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -18,6 +21,7 @@ use crate::config::{Config, StoreUrl};
 use crate::matcher::Queues;
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::store::Store;
+use crate::store::cassandra::{CassandraConfig, CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
 
 /// Why a node could not start or stopped badly.
@@ -25,19 +29,34 @@ use crate::store::embedded::{EmbeddedStore, OpenError};
 pub enum ServeError {
     #[error(transparent)]
     Open(#[from] OpenError),
-    #[error("store {0}: this build does not include the Cassandra backend yet")]
-    UnsupportedStore(String),
+    #[error(transparent)]
+    Cassandra(#[from] ConnectError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
 }
 
-/// Opens the store a URL names.
-pub fn open_store(url: &StoreUrl) -> Result<Arc<dyn Store>, ServeError> {
+/// Opens the store a URL names. Cassandra is tried again with backoff for up
+/// to `cassandra.connect_patience` while it cannot be reached, so that a
+/// node may start before its database.
+pub async fn open_store(url: &StoreUrl, cassandra: &CassandraConfig) -> Result<Arc<dyn Store>, ServeError> {
     match url {
         StoreUrl::Embedded(dir) => Ok(Arc::new(EmbeddedStore::open(dir)?)),
-        StoreUrl::Cassandra { .. } => Err(ServeError::UnsupportedStore(url.to_string())),
+        StoreUrl::Cassandra { contact_point, keyspace } => {
+            let connect = || CassandraStore::connect(contact_point, keyspace, cassandra);
+            let backoff = ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(Duration::from_secs(10))
+                .with_total_delay(Some(cassandra.connect_patience))
+                .without_max_times();
+            let store = connect
+                .retry(backoff)
+                .when(|e| matches!(e, ConnectError::Unreachable { .. }))
+                .notify(|error, wait| tracing::warn!(%error, "retrying in {wait:?}"))
+                .await?;
+            Ok(Arc::new(store))
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod client;
 mod demo;
+mod schema;
 mod serve;
 
 use std::process::ExitCode;
@@ -25,6 +26,9 @@ enum Command {
     /// Inspect queues on a running server.
     #[command(subcommand)]
     Queue(client::QueueCommand),
+    /// Manage the Cassandra schema.
+    #[command(subcommand)]
+    Schema(schema::SchemaCommand),
     /// An in-process server, producers and workers, with a live view of
     /// each fairness key's share of dispatches against its weighted target.
     Demo(demo::DemoArgs),
@@ -45,6 +49,7 @@ pub fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Task(command) => client::task(command).await,
             Command::Queue(command) => client::queue(command).await,
+            Command::Schema(command) => schema::run(command).await,
             Command::Demo(args) => demo::run(args).await,
         }
     });

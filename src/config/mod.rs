@@ -20,6 +20,7 @@ use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits};
 use crate::partition::WriterConfig;
 use crate::queue::EngineConfig;
+use crate::store::cassandra::CassandraConfig;
 
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
@@ -35,6 +36,8 @@ pub struct Config {
     pub partition: EngineConfig,
     pub writer: WriterConfig,
     pub matcher: MatcherConfig,
+    /// Used when `store` is a `cassandra://` URL.
+    pub cassandra: CassandraConfig,
 }
 
 impl Default for Config {
@@ -46,6 +49,7 @@ impl Default for Config {
             partition: EngineConfig::default(),
             writer: WriterConfig::default(),
             matcher: MatcherConfig::default(),
+            cassandra: CassandraConfig::default(),
         }
     }
 }
@@ -156,6 +160,14 @@ impl Config {
         }
         if !(1..=256).contains(&self.matcher.partitions_per_queue) {
             return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
+        }
+        self.cassandra.consistency().map_err(|m| ConfigError::new("cassandra.consistency", m))?;
+        self.cassandra.serial_consistency().map_err(|m| ConfigError::new("cassandra.serial_consistency", m))?;
+        if self.cassandra.request_timeout.is_zero() {
+            return Err(ConfigError::new("cassandra.request_timeout", "must be longer than 0s"));
+        }
+        if !(1..=10_000).contains(&self.cassandra.read_page_size) {
+            return Err(ConfigError::new("cassandra.read_page_size", "must be in [1, 10000]"));
         }
         if self.matcher.default_poll_wait > limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));

@@ -14,6 +14,7 @@
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
 
+pub mod cassandra;
 pub mod codec;
 pub mod conformance;
 pub mod embedded;

@@ -33,7 +33,7 @@ impl TestServer {
     pub async fn start_with(mut config: Config) -> TestServer {
         let dir = tempfile::tempdir().expect("temporary directory");
         config.store = format!("embedded:{}", dir.path().display());
-        let store = fairway::server::open_store(&config.store_url().unwrap()).expect("open the embedded store");
+        let store = fairway::server::open_store(&config.store_url().unwrap(), &config.cassandra).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -1,0 +1,26 @@
+use clap::Subcommand;
+
+use fairway::store::cassandra::{apply_schema, connect_session, CassandraConfig};
+
+#[derive(Subcommand, Debug)]
+pub enum SchemaCommand {
+    /// Create the keyspace and tables of schema.cql if they do not exist (idempotent).
+    Apply {
+        /// A Cassandra node, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9042")]
+        cassandra: String,
+        #[arg(long, default_value = "fairway")]
+        keyspace: String,
+        /// The keyspace's replication, as CQL.
+        #[arg(long, default_value = "{'class': 'SimpleStrategy', 'replication_factor': 1}")]
+        replication: String,
+    },
+}
+
+pub async fn run(command: SchemaCommand) -> anyhow::Result<()> {
+    let SchemaCommand::Apply { cassandra, keyspace, replication } = command;
+    let session = connect_session(&cassandra, &CassandraConfig::default()).await?;
+    apply_schema(&session, &keyspace, &replication).await?;
+    println!("schema applied to keyspace {keyspace} at {cassandra}");
+    Ok(())
+}

@@ -1,0 +1,67 @@
+use scylla::errors::{ExecutionError, RequestAttemptError};
+use scylla::errors::DbError;
+
+use crate::store::StoreError;
+
+/// Why the store could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot reach Cassandra at {contact_point}: {message}")]
+    Unreachable { contact_point: String, message: String },
+    #[error("cannot prepare `{statement}`: {message} (was the schema applied? see `fairway schema apply`)")]
+    Prepare { statement: String, message: String },
+    #[error("config cassandra: {0}")]
+    Config(String),
+}
+
+impl From<String> for ConnectError {
+    fn from(message: String) -> Self {
+        ConnectError::Config(message)
+    }
+}
+
+/// The server answered before doing anything: nothing was applied.
+fn refused_up_front(error: &DbError) -> bool {
+    matches!(
+        error,
+        DbError::Unavailable { .. } | DbError::Overloaded | DbError::IsBootstrapping | DbError::RateLimitReached { .. }
+    )
+}
+
+fn invalid_request(error: &DbError) -> bool {
+    matches!(
+        error,
+        DbError::SyntaxError
+            | DbError::Invalid
+            | DbError::AlreadyExists { .. }
+            | DbError::ConfigError
+            | DbError::Unauthorized
+            | DbError::AuthenticationError
+    )
+}
+
+/// A write's error: certainly not applied only when the request never
+/// reached a replica or was refused before it ran.
+pub(super) fn write_error(error: ExecutionError) -> StoreError {
+    let message = error.to_string();
+    match &error {
+        ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) | ExecutionError::PrepareError(_) => {
+            StoreError::Unavailable(message)
+        }
+        ExecutionError::BadQuery(_) => StoreError::Invalid(message),
+        ExecutionError::LastAttemptError(attempt) => match attempt {
+            RequestAttemptError::DbError(db, _) if refused_up_front(db) => StoreError::Unavailable(message),
+            RequestAttemptError::DbError(db, _) if invalid_request(db) => StoreError::Invalid(message),
+            RequestAttemptError::UnableToAllocStreamId
+            | RequestAttemptError::SerializationError(_)
+            | RequestAttemptError::CqlRequestSerialization(_) => StoreError::Unavailable(message),
+            _ => StoreError::Uncertain(message),
+        },
+        _ => StoreError::Uncertain(message),
+    }
+}
+
+/// A read applies nothing: whatever went wrong, it may be tried again.
+pub(super) fn read_error(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}

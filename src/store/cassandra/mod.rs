@@ -1,0 +1,350 @@
+//! The Cassandra store: queues shared by several nodes, fenced by
+//! lightweight transactions on the range id.
+//!
+//! Layout (`schema.cql`): one table, one Cassandra partition per queue
+//! partition, holding the metadata row (`kind = 0`) and the tasks (`kind` =
+//! priority) clustered by `(kind, pass, id)`. Every append is one conditional
+//! batch (`IF range_id = ?` on the metadata row) in that partition, so tasks
+//! and the fence commit together or not at all. Reads slice strictly above a
+//! level; deletes are one range delete at or below the ack level; no row
+//! carries a TTL. The `[applied]` column of a conditional result is read
+//! generically: Cassandra adds the current values only when it did not apply.
+
+mod error;
+mod schema;
+mod statements;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::response::query_result::QueryResult;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::value::{CqlValue, Row};
+use serde::{Deserialize, Serialize};
+
+pub use error::ConnectError;
+pub use schema::{apply_schema, SchemaError};
+
+use self::error::{read_error, write_error};
+use self::statements::Statements;
+use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
+use super::{PartitionMeta, Store, StoreError, StoreResult};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
+
+/// Section `[cassandra]` of the config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CassandraConfig {
+    /// Consistency of reads and writes: `QUORUM`, `LOCAL_QUORUM`, `ONE`, …
+    pub consistency: String,
+    /// Consistency of the range-id fence: `SERIAL` or `LOCAL_SERIAL` (only
+    /// for a queue homed in one region).
+    pub serial_consistency: String,
+    /// Client-side limit for one request.
+    #[serde(with = "crate::config::duration_serde")]
+    pub request_timeout: Duration,
+    /// How long to keep trying to reach Cassandra at startup.
+    #[serde(with = "crate::config::duration_serde")]
+    pub connect_patience: Duration,
+    /// The replication clause of the keyspace `fairway schema apply` creates.
+    pub replication: String,
+    /// Page size of task reads.
+    pub read_page_size: i32,
+}
+
+impl Default for CassandraConfig {
+    fn default() -> Self {
+        CassandraConfig {
+            consistency: "QUORUM".into(),
+            serial_consistency: "SERIAL".into(),
+            request_timeout: Duration::from_secs(12),
+            connect_patience: Duration::from_secs(120),
+            replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            read_page_size: 256,
+        }
+    }
+}
+
+impl CassandraConfig {
+    pub fn consistency(&self) -> Result<scylla::statement::Consistency, String> {
+        use scylla::statement::Consistency::*;
+        Ok(match self.consistency.to_ascii_uppercase().as_str() {
+            "ONE" => One,
+            "TWO" => Two,
+            "THREE" => Three,
+            "QUORUM" => Quorum,
+            "ALL" => All,
+            "LOCAL_QUORUM" => LocalQuorum,
+            "EACH_QUORUM" => EachQuorum,
+            "LOCAL_ONE" => LocalOne,
+            other => return Err(format!("{other:?} is not a consistency level; use QUORUM, LOCAL_QUORUM, ONE, …")),
+        })
+    }
+
+    pub fn serial_consistency(&self) -> Result<scylla::statement::SerialConsistency, String> {
+        use scylla::statement::SerialConsistency::*;
+        Ok(match self.serial_consistency.to_ascii_uppercase().as_str() {
+            "SERIAL" => Serial,
+            "LOCAL_SERIAL" => LocalSerial,
+            other => return Err(format!("{other:?} is not a serial consistency; use SERIAL or LOCAL_SERIAL")),
+        })
+    }
+}
+
+/// A connected Cassandra store on one keyspace.
+pub struct CassandraStore {
+    session: Session,
+    statements: Statements,
+    keyspace: String,
+}
+
+impl std::fmt::Debug for CassandraStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CassandraStore").field("keyspace", &self.keyspace).finish()
+    }
+}
+
+fn kind(priority: Priority) -> i32 {
+    priority.get() as i32
+}
+
+fn partition_number(partition: &PartitionId) -> i32 {
+    partition.partition as i32
+}
+
+impl CassandraStore {
+    /// Connects to `contact_point` and prepares the statements on `keyspace`,
+    /// which must exist (see [`apply_schema`]). Fails at once if Cassandra
+    /// cannot be reached; callers retry (see `server::open_store`).
+    pub async fn connect(contact_point: &str, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
+        let session = connect_session(contact_point, config).await?;
+        let statements = Statements::prepare(&session, keyspace, config).await?;
+        Ok(CassandraStore { session, statements, keyspace: keyspace.to_owned() })
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    async fn read_meta(&self, partition: &PartitionId, serial: bool) -> StoreResult<Option<(i64, PartitionMeta)>> {
+        let statement = if serial { &self.statements.load_meta_serial } else { &self.statements.load_meta };
+        let result = self
+            .session
+            .execute_unpaged(statement, (partition.queue.as_str(), partition_number(partition)))
+            .await
+            .map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let Some((range_id, meta)) =
+            rows.maybe_first_row::<(Option<i64>, Option<Vec<u8>>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        let range_id = range_id.ok_or_else(|| StoreError::Corrupt(format!("partition {partition}: no range id")))?;
+        let mut meta = match meta {
+            Some(bytes) => decode_meta(&bytes)?,
+            None => PartitionMeta::default(),
+        };
+        meta.range_id = range_id;
+        Ok(Some((range_id, meta)))
+    }
+}
+
+/// Whether a conditional statement applied; if not, the range id it found.
+fn applied(result: QueryResult) -> StoreResult<Result<(), i64>> {
+    let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("conditional result: {e}"));
+    let rows = result.into_rows_result().map_err(|e| corrupt(&e))?;
+    let range_column = rows.column_specs().iter().position(|c| c.name() == "range_id");
+    let row: Row = rows.first_row().map_err(|e| corrupt(&e))?;
+    match row.columns.first() {
+        Some(Some(CqlValue::Boolean(true))) => Ok(Ok(())),
+        Some(Some(CqlValue::Boolean(false))) => {
+            let current = range_column
+                .and_then(|i| row.columns.get(i).cloned().flatten())
+                .and_then(|v| v.as_bigint())
+                .unwrap_or(0);
+            Ok(Err(current))
+        }
+        other => Err(corrupt(&format!("[applied] is {other:?}"))),
+    }
+}
+
+/// A driver session with the configured consistency levels and timeout.
+pub async fn connect_session(contact_point: &str, config: &CassandraConfig) -> Result<Session, ConnectError> {
+    let consistency = config.consistency().map_err(ConnectError::Config)?;
+    let serial = config.serial_consistency().map_err(ConnectError::Config)?;
+    let profile = ExecutionProfile::builder()
+        .consistency(consistency)
+        .serial_consistency(Some(serial))
+        .request_timeout(Some(config.request_timeout))
+        .build();
+    SessionBuilder::new()
+        .known_node(contact_point)
+        .connection_timeout(Duration::from_secs(5))
+        .default_execution_profile_handle(profile.into_handle())
+        .build()
+        .await
+        .map_err(|e| ConnectError::Unreachable { contact_point: contact_point.to_owned(), message: e.to_string() })
+}
+
+#[async_trait]
+impl Store for CassandraStore {
+    async fn load_partition(&self, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
+        Ok(self.read_meta(partition, false).await?.map(|(_, meta)| meta))
+    }
+
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64) -> StoreResult<PartitionMeta> {
+        let (queue, number) = (partition.queue.as_str(), partition_number(partition));
+        if expected == 0 {
+            let created = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
+            let result = self
+                .session
+                .execute_unpaged(&self.statements.create_meta, (queue, number, 1i64, encode_meta(&created)))
+                .await
+                .map_err(write_error)?;
+            return match applied(result)? {
+                Ok(()) => Ok(created),
+                Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
+            };
+        }
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.set_range, (expected + 1, queue, number, expected))
+            .await
+            .map_err(write_error)?;
+        if let Err(current_range_id) = applied(result)? {
+            return Err(StoreError::Fenced { current_range_id });
+        }
+        // No write of an earlier owner can land from now on: a serial read
+        // sees the metadata as it stays.
+        match self.read_meta(partition, true).await? {
+            Some((range_id, meta)) if range_id == expected + 1 => Ok(meta),
+            Some((current_range_id, _)) => Err(StoreError::Fenced { current_range_id }),
+            None => Err(StoreError::Corrupt(format!("partition {partition}: metadata vanished"))),
+        }
+    }
+
+    async fn append(
+        &self,
+        partition: &PartitionId,
+        range_id: i64,
+        tasks: &[StoredTask],
+        metadata: Option<&PartitionMeta>,
+    ) -> StoreResult<()> {
+        if let Some(meta) = metadata
+            && meta.range_id != range_id
+        {
+            return Err(StoreError::Invalid(format!(
+                "metadata of range {} written under range {range_id}",
+                meta.range_id
+            )));
+        }
+        let queue = CqlValue::Text(partition.queue.as_str().to_owned());
+        let number = CqlValue::Int(partition_number(partition));
+        let mut batch = Batch::new(BatchType::Logged);
+        let mut values: Vec<Vec<CqlValue>> = Vec::with_capacity(tasks.len() + 1);
+        for task in tasks {
+            batch.append_statement(self.statements.insert_task.clone());
+            values.push(vec![
+                queue.clone(),
+                number.clone(),
+                CqlValue::Int(kind(task.priority)),
+                CqlValue::BigInt(task.level.pass),
+                CqlValue::BigInt(task.level.id),
+                CqlValue::Blob(encode_task(task)),
+            ]);
+        }
+        match metadata {
+            Some(meta) => {
+                batch.append_statement(self.statements.write_meta.clone());
+                values.push(vec![
+                    CqlValue::BigInt(range_id),
+                    CqlValue::Blob(encode_meta(meta)),
+                    queue,
+                    number,
+                    CqlValue::BigInt(range_id),
+                ]);
+            }
+            None => {
+                batch.append_statement(self.statements.set_range.clone());
+                values.push(vec![CqlValue::BigInt(range_id), queue, number, CqlValue::BigInt(range_id)]);
+            }
+        }
+        let result = self.session.batch(&batch, values).await.map_err(write_error)?;
+        match applied(result)? {
+            Ok(()) => Ok(()),
+            Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
+        }
+    }
+
+    async fn read(
+        &self,
+        partition: &PartitionId,
+        priority: Priority,
+        after: FairLevel,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredTask>> {
+        use futures::TryStreamExt;
+        let values = (
+            partition.queue.as_str(),
+            partition_number(partition),
+            kind(priority),
+            after.pass,
+            after.id,
+            kind(priority),
+            i64::MAX,
+            i64::MAX,
+            i32::try_from(limit).unwrap_or(i32::MAX),
+        );
+        let pager = self.session.execute_iter(self.statements.read_tasks.clone(), values).await.map_err(read_error)?;
+        let mut rows = pager.rows_stream::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut tasks = Vec::with_capacity(limit.min(1024));
+        while tasks.len() < limit {
+            let Some((pass, id, bytes)) = rows.try_next().await.map_err(|e| StoreError::Unavailable(e.to_string()))?
+            else {
+                break;
+            };
+            tasks.push(decode_task(FairLevel::new(pass, id), priority, &bytes)?);
+        }
+        Ok(tasks)
+    }
+
+    async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()> {
+        let values = (
+            partition.queue.as_str(),
+            partition_number(partition),
+            kind(priority),
+            i64::MIN,
+            i64::MIN,
+            kind(priority),
+            through.pass,
+            through.id,
+        );
+        self.session.execute_unpaged(&self.statements.delete_through, values).await.map_err(write_error)?;
+        Ok(())
+    }
+
+    async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
+        let result = self
+            .session
+            .execute_unpaged(
+                &self.statements.write_meta,
+                (
+                    metadata.range_id,
+                    encode_meta(metadata),
+                    partition.queue.as_str(),
+                    partition_number(partition),
+                    metadata.range_id,
+                ),
+            )
+            .await
+            .map_err(write_error)?;
+        match applied(result)? {
+            Ok(()) => Ok(()),
+            Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
+        }
+    }
+}
+

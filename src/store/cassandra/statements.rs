@@ -1,0 +1,66 @@
+use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
+
+use super::error::ConnectError;
+use super::CassandraConfig;
+
+/// Every statement of the store, prepared once per session.
+pub(super) struct Statements {
+    pub load_meta: PreparedStatement,
+    /// The same read at serial consistency: linearizable with the fence.
+    pub load_meta_serial: PreparedStatement,
+    pub create_meta: PreparedStatement,
+    /// `SET range_id = ? … IF range_id = ?`: the fence (same value) or the steal (next value).
+    pub set_range: PreparedStatement,
+    pub write_meta: PreparedStatement,
+    pub insert_task: PreparedStatement,
+    pub read_tasks: PreparedStatement,
+    pub delete_through: PreparedStatement,
+}
+
+impl Statements {
+    pub async fn prepare(session: &Session, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
+        let prepare = |cql: String| async move {
+            session.prepare(cql.clone()).await.map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
+        };
+        let meta_key = "queue = ? AND partition = ? AND kind = 0 AND pass = 0 AND id = 0";
+        let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");
+        let load_meta = prepare(load.clone()).await?;
+        let mut load_meta_serial = prepare(load).await?;
+        load_meta_serial.set_consistency(scylla::statement::Consistency::Serial);
+        if config.serial_consistency()? == scylla::statement::SerialConsistency::LocalSerial {
+            load_meta_serial.set_consistency(scylla::statement::Consistency::LocalSerial);
+        }
+        let mut read_tasks = prepare(format!(
+            "SELECT pass, id, task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
+             AND (kind, pass, id) > (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?) LIMIT ?"
+        ))
+        .await?;
+        read_tasks.set_page_size(config.read_page_size);
+        Ok(Statements {
+            load_meta,
+            load_meta_serial,
+            create_meta: prepare(format!(
+                "INSERT INTO {keyspace}.tasks (queue, partition, kind, pass, id, range_id, meta) \
+                 VALUES (?, ?, 0, 0, 0, ?, ?) IF NOT EXISTS"
+            ))
+            .await?,
+            set_range: prepare(format!("UPDATE {keyspace}.tasks SET range_id = ? WHERE {meta_key} IF range_id = ?"))
+                .await?,
+            write_meta: prepare(format!(
+                "UPDATE {keyspace}.tasks SET range_id = ?, meta = ? WHERE {meta_key} IF range_id = ?"
+            ))
+            .await?,
+            insert_task: prepare(format!(
+                "INSERT INTO {keyspace}.tasks (queue, partition, kind, pass, id, task) VALUES (?, ?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            read_tasks,
+            delete_through: prepare(format!(
+                "DELETE FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
+                 AND (kind, pass, id) >= (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?)"
+            ))
+            .await?,
+        })
+    }
+}
