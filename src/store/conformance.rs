@@ -4,16 +4,47 @@
 //! async function that returns a fresh, empty [`TestStore`].
 
 use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use super::{PartitionMeta, Store, StoreError, SubqueueMeta};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
-/// A fresh store for one test, and whatever must live as long as it (a
-/// temporary directory, a keyspace to drop).
+/// A fresh store for one test, whatever must live as long as it (a
+/// temporary directory), and what must be done after it (drop a keyspace).
 pub struct TestStore {
     pub store: Arc<dyn Store>,
-    pub _guard: Box<dyn Any + Send>,
+    guard: Box<dyn Any + Send>,
+    cleanup: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl TestStore {
+    pub fn new(store: Arc<dyn Store>, guard: impl Any + Send) -> Self {
+        TestStore { store, guard: Box::new(guard), cleanup: None }
+    }
+
+    /// Runs `cleanup` after the test, whether it passed or not.
+    pub fn with_cleanup(mut self, cleanup: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.cleanup = Some(Box::pin(cleanup));
+        self
+    }
+
+    /// Runs `test` on the store, then the cleanup, then reports the test's outcome.
+    pub async fn run<Fut: Future<Output = ()>>(self, test: impl FnOnce(Arc<dyn Store>) -> Fut) {
+        let outcome = AssertUnwindSafe(test(self.store.clone())).catch_unwind().await;
+        drop(self.store);
+        if let Some(cleanup) = self.cleanup {
+            cleanup.await;
+        }
+        drop(self.guard);
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
 }
 
 /// Expands to one `#[tokio::test]` per conformance test, each with a fresh store
@@ -37,8 +68,10 @@ macro_rules! store_conformance_suite {
         $(
             #[tokio::test]
             async fn $name() {
-                let test_store = $factory().await;
-                $crate::store::conformance::$name(test_store.store.as_ref()).await;
+                $factory()
+                    .await
+                    .run(|store| async move { $crate::store::conformance::$name(store.as_ref()).await })
+                    .await;
             }
         )+
     };

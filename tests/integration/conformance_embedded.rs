@@ -8,7 +8,7 @@ use fairway::store::embedded::EmbeddedStore;
 async fn embedded_store() -> TestStore {
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = EmbeddedStore::open(dir.path()).expect("open the embedded store");
-    TestStore { store: Arc::new(store), _guard: Box::new(dir) }
+    TestStore::new(Arc::new(store), dir)
 }
 
 fairway::store_conformance_suite!(embedded_store);

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per concern. Servers run on port 0
 //! over real gRPC; process tests run the real `fairway` binary.
 
+mod cassandra;
 mod conformance_embedded;
 mod durability;
 mod grpc_fairness;

@@ -14,15 +14,32 @@ use fairway::proto::v1::matching_client::MatchingClient;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
+use crate::cassandra::Keyspace;
+
 pub type Client = MatchingClient<Channel>;
 
-/// A server in this process, on a fresh data directory.
+/// Which store a test server runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    /// A fresh data directory.
+    Embedded,
+    /// A fresh keyspace on the test Cassandra node.
+    Cassandra,
+}
+
+/// Where a test server keeps its data, removed when it stops.
+enum Home {
+    Dir(#[allow(dead_code)] tempfile::TempDir),
+    Keyspace(Keyspace),
+}
+
+/// A server in this process, on a fresh store.
 pub struct TestServer {
     pub client: Client,
     channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
+    home: Option<Home>,
 }
 
 impl TestServer {
@@ -30,9 +47,23 @@ impl TestServer {
         TestServer::start_with(Config::default()).await
     }
 
-    pub async fn start_with(mut config: Config) -> TestServer {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        config.store = format!("embedded:{}", dir.path().display());
+    pub async fn start_with(config: Config) -> TestServer {
+        TestServer::start_on(Backend::Embedded, config).await
+    }
+
+    pub async fn start_on(backend: Backend, mut config: Config) -> TestServer {
+        let home = match backend {
+            Backend::Embedded => {
+                let dir = tempfile::tempdir().expect("temporary directory");
+                config.store = format!("embedded:{}", dir.path().display());
+                Home::Dir(dir)
+            }
+            Backend::Cassandra => {
+                let keyspace = Keyspace::create().await;
+                config.store = keyspace.store_url();
+                Home::Keyspace(keyspace)
+            }
+        };
         let store = fairway::server::open_store(&config.store_url().unwrap(), &config.cassandra).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -46,7 +77,7 @@ impl TestServer {
         });
         let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
         let client = MatchingClient::new(channel.clone());
-        TestServer { client, channel, stop: Some(stop), served, _dir: dir }
+        TestServer { client, channel, stop: Some(stop), served, home: Some(home) }
     }
 
     /// A channel to the server, for other services' clients.
@@ -60,6 +91,9 @@ impl TestServer {
             let _ = stop.send(());
         }
         (&mut self.served).await.expect("the server task ends");
+        if let Some(Home::Keyspace(keyspace)) = self.home.take() {
+            keyspace.drop_keyspace().await;
+        }
     }
 }
 

@@ -1,0 +1,75 @@
+//! Tests against a real Apache Cassandra node. `bash scripts/test.sh` starts
+//! one (deploy/cassandra/cassandra.sh); `FAIRWAY_TEST_CASSANDRA=HOST:PORT`
+//! points them at another. Each test works in a keyspace of its own, dropped
+//! afterwards. Without a reachable node they fail, saying how to start one.
+
+mod conformance;
+mod end_to_end;
+mod startup;
+mod tombstones;
+
+use std::sync::Arc;
+
+use fairway::store::cassandra::{apply_schema, connect_session, CassandraConfig, CassandraStore};
+use fairway::store::conformance::TestStore;
+use scylla::client::session::Session;
+
+/// Where the test node listens.
+pub fn contact_point() -> String {
+    std::env::var("FAIRWAY_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
+}
+
+pub async fn session() -> Session {
+    let contact_point = contact_point();
+    connect_session(&contact_point, &CassandraConfig::default()).await.unwrap_or_else(|error| {
+        panic!(
+            "{error}\nThis test needs a Cassandra node at {contact_point}. `bash scripts/test.sh` starts one; \
+             or start it with `deploy/cassandra/cassandra.sh start` (set FAIRWAY_TEST_CASSANDRA=HOST:PORT \
+             for a node elsewhere)."
+        )
+    })
+}
+
+/// A keyspace with Fairway's schema, for one test.
+pub struct Keyspace {
+    pub name: String,
+    session: Session,
+}
+
+impl Keyspace {
+    pub async fn create() -> Keyspace {
+        let session = session().await;
+        let name = format!("fw_test_{:012x}", rand::random::<u64>() >> 16);
+        apply_schema(&session, &name, "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+            .await
+            .expect("apply the schema to a fresh keyspace");
+        Keyspace { name, session }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub fn store_url(&self) -> String {
+        format!("cassandra://{}/{}", contact_point(), self.name)
+    }
+
+    pub async fn store(&self) -> CassandraStore {
+        CassandraStore::connect(&contact_point(), &self.name, &CassandraConfig::default())
+            .await
+            .expect("connect to the test keyspace")
+    }
+
+    pub async fn drop_keyspace(self) {
+        let statement = format!("DROP KEYSPACE IF EXISTS {}", self.name);
+        if let Err(error) = self.session.query_unpaged(statement, ()).await {
+            eprintln!("could not drop test keyspace {}: {error}", self.name);
+        }
+    }
+}
+
+pub async fn cassandra_store() -> TestStore {
+    let keyspace = Keyspace::create().await;
+    let store = keyspace.store().await;
+    TestStore::new(Arc::new(store), ()).with_cleanup(keyspace.drop_keyspace())
+}
