@@ -1,14 +1,42 @@
 #!/usr/bin/env bash
 # Runs every test of the project: unit and property tests of the core, the
-# store conformance suite, and the integration tests (real gRPC servers and
-# real `fairway serve` processes). Ends with one line counting them all.
+# store conformance suite on the embedded store and on a real Apache
+# Cassandra, and the integration tests (real gRPC servers, real `fairway
+# serve` processes, Cassandra outages). Ends with one line counting them all.
+#
+# Cassandra: uses the node at $FAIRWAY_TEST_CASSANDRA (default
+# 127.0.0.1:9042) if one listens there; otherwise fetches Cassandra from
+# Maven Central (once) and starts a node with deploy/cassandra/cassandra.sh,
+# and stops it at the end, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+contact="${FAIRWAY_TEST_CASSANDRA:-127.0.0.1:9042}"
+host="${contact%:*}"
+port="${contact##*:}"
+started_cassandra=""
 
-cargo test --locked --all-targets 2>&1 | tee "$log"
+cleanup() {
+  if [ -n "$started_cassandra" ]; then
+    bash deploy/cassandra/cassandra.sh stop || true
+  fi
+  rm -f "${log:-}"
+}
+trap cleanup EXIT
+
+if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+  echo "test: using the Cassandra node already listening at $contact"
+else
+  echo "test: starting a Cassandra node at 127.0.0.1:9042"
+  # A node of our own starts from empty data.
+  rm -rf .deploy/cassandra/node* .deploy/cassandra/nodes
+  started_cassandra=yes
+  bash deploy/cassandra/cassandra.sh start 1
+fi
+
+log="$(mktemp)"
+status=0
+cargo test --locked --all-targets 2>&1 | tee "$log" || status=$?
 
 awk '/^test result:/ {
        for (i = 1; i <= NF; i++) {
@@ -18,3 +46,4 @@ awk '/^test result:/ {
        }
      }
      END { printf "tests: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
+exit "$status"

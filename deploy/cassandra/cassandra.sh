@@ -131,6 +131,8 @@ launch() {
     single=(-Dcassandra.system_distributed.default_rf=1 -Dcassandra.system_traces.default_rf=1)
   fi
   say "starting node $n on 127.0.0.$n:9042 (logs: $dir/logs)"
+  # A fresh log, so that readiness is judged on this start only.
+  [ -f "$dir/logs/system.log" ] && mv "$dir/logs/system.log" "$dir/logs/system.log.previous"
   # setsid: the node outlives this script, in its own process group.
   setsid java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
     "-Dcassandra.config=file://$dir/cassandra.yaml" \
@@ -186,7 +188,13 @@ start() {
 }
 
 restart_node() {
-  local n="$1"
+  local n="$1" waited=0
+  # A node that was just killed may take a moment to go.
+  while is_running "$n"; do
+    [ "$waited" -lt 60 ] || die "node $n still runs; stop it before restarting it"
+    sleep 0.5
+    waited=$((waited + 1))
+  done
   launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)"
   wait_up "$n"
 }

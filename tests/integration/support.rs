@@ -25,6 +25,8 @@ pub enum Backend {
     Embedded,
     /// A fresh keyspace on the test Cassandra node.
     Cassandra,
+    /// The same, for a test that holds the node alone (`cassandra::exclusive`).
+    CassandraHeldAlone,
 }
 
 /// Where a test server keeps its data, removed when it stops.
@@ -58,8 +60,11 @@ impl TestServer {
                 config.store = format!("embedded:{}", dir.path().display());
                 Home::Dir(dir)
             }
-            Backend::Cassandra => {
-                let keyspace = Keyspace::create().await;
+            Backend::Cassandra | Backend::CassandraHeldAlone => {
+                let keyspace = match backend {
+                    Backend::CassandraHeldAlone => Keyspace::create_unguarded().await,
+                    _ => Keyspace::create().await,
+                };
                 config.store = keyspace.store_url();
                 Home::Keyspace(keyspace)
             }

@@ -5,14 +5,29 @@
 
 mod conformance;
 mod end_to_end;
+mod outage;
 mod startup;
 mod tombstones;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use fairway::store::cassandra::{apply_schema, connect_session, CassandraConfig, CassandraStore};
 use fairway::store::conformance::TestStore;
 use scylla::client::session::Session;
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+
+/// Tests that use the node share it; the outage test takes it alone.
+static NODE: LazyLock<Arc<RwLock<()>>> = LazyLock::new(|| Arc::new(RwLock::new(())));
+
+/// Held for as long as a test needs the node to stay up.
+async fn shared() -> OwnedRwLockReadGuard<()> {
+    NODE.clone().read_owned().await
+}
+
+/// Held by a test that pauses or kills the node.
+pub async fn exclusive() -> OwnedRwLockWriteGuard<()> {
+    NODE.clone().write_owned().await
+}
 
 /// Where the test node listens.
 pub fn contact_point() -> String {
@@ -34,16 +49,26 @@ pub async fn session() -> Session {
 pub struct Keyspace {
     pub name: String,
     session: Session,
+    _node: Option<OwnedRwLockReadGuard<()>>,
 }
 
 impl Keyspace {
+    /// A keyspace on a node that stays up while it is used.
     pub async fn create() -> Keyspace {
+        let node = shared().await;
+        let mut keyspace = Keyspace::create_unguarded().await;
+        keyspace._node = Some(node);
+        keyspace
+    }
+
+    /// A keyspace for a test that holds the node alone (see [`exclusive`]).
+    pub async fn create_unguarded() -> Keyspace {
         let session = session().await;
         let name = format!("fw_test_{:012x}", rand::random::<u64>() >> 16);
         apply_schema(&session, &name, "{'class': 'SimpleStrategy', 'replication_factor': 1}")
             .await
             .expect("apply the schema to a fresh keyspace");
-        Keyspace { name, session }
+        Keyspace { name, session, _node: None }
     }
 
     pub fn session(&self) -> &Session {

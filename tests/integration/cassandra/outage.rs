@@ -1,0 +1,166 @@
+//! Cassandra goes away while producers and workers run: first paused
+//! (SIGSTOP, then SIGCONT), then killed (SIGKILL, then restarted on its
+//! data). Callers get UNAVAILABLE (nothing written) or UNKNOWN (may have been
+//! written) meanwhile, the service recovers when Cassandra returns, and every
+//! acknowledged task is dispatched.
+//!
+//! It controls the node started by `deploy/cassandra/cassandra.sh`, so it
+//! holds every other Cassandra test off while it runs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fairway::config::Config;
+use tokio::sync::watch;
+use tonic::Code;
+
+use super::exclusive;
+use crate::support::{add, poll, spec, Backend, TestServer};
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cassandra/cassandra.sh")
+}
+
+fn node_pid() -> i32 {
+    let output = Command::new("bash").arg(script()).args(["pid", "1"]).output().expect("run cassandra.sh pid");
+    let pid = String::from_utf8_lossy(&output.stdout).trim().parse().ok();
+    pid.filter(|_| output.status.success()).unwrap_or_else(|| {
+        panic!(
+            "the outage test pauses and kills the Cassandra node that deploy/cassandra/cassandra.sh started, \
+             and found none (`cassandra.sh pid 1`: {}). Run it through `bash scripts/test.sh`.",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )
+    })
+}
+
+fn signal(pid: i32, name: &str) {
+    let status = Command::new("kill").args([format!("-{name}"), pid.to_string()]).status().expect("run kill");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// What the producers and workers saw.
+#[derive(Default)]
+struct Observed {
+    acknowledged: HashSet<i64>,
+    errors: HashMap<Code, u64>,
+    dispatched: HashMap<i64, u32>,
+}
+
+/// Waits until `done` holds for what was observed, re-checking on every change.
+async fn until(changes: &mut watch::Receiver<()>, observed: &Mutex<Observed>, done: impl Fn(&Observed) -> bool) {
+    loop {
+        if done(&observed.lock().unwrap()) {
+            return;
+        }
+        tokio::time::timeout(Duration::from_secs(180), changes.changed())
+            .await
+            .expect("nothing changed for three minutes")
+            .expect("the observers stopped");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
+    let _alone = exclusive().await;
+    let pid = node_pid();
+    let mut config = Config::default();
+    config.cassandra.request_timeout = Duration::from_secs(3);
+    let server = TestServer::start_on(Backend::CassandraHeldAlone, config).await;
+    let observed = Arc::new(Mutex::new(Observed::default()));
+    let (changed, mut changes) = watch::channel(());
+    let changed = Arc::new(changed);
+    let producing = Arc::new(AtomicBool::new(true));
+
+    let mut producers = Vec::new();
+    for p in 0..4 {
+        let (mut client, observed, changed, producing) =
+            (server.client.clone(), observed.clone(), changed.clone(), producing.clone());
+        producers.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while producing.load(Ordering::Relaxed) {
+                n += 1;
+                let outcome = add(&mut client, "outage", spec(&format!("p{p}"), 0.0, 0, format!("{p}/{n}").as_bytes())).await;
+                let seen_ok = outcome.is_ok();
+                {
+                    let mut seen = observed.lock().unwrap();
+                    match outcome {
+                        Ok(added) => {
+                            seen.acknowledged.insert(added.task_id);
+                        }
+                        Err(status) => *seen.errors.entry(status.code()).or_default() += 1,
+                    }
+                }
+                changed.send_replace(());
+                if !seen_ok {
+                    // Backoff before retrying, as a real producer would.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }));
+    }
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let (mut client, observed, changed, producing) =
+            (server.client.clone(), observed.clone(), changed.clone(), producing.clone());
+        workers.push(tokio::spawn(async move {
+            loop {
+                match poll(&mut client, "outage", Duration::from_secs(2)).await {
+                    Some(task) => *observed.lock().unwrap().dispatched.entry(task.task_id).or_default() += 1,
+                    None if !producing.load(Ordering::Relaxed) => return,
+                    None => {}
+                }
+                changed.send_replace(());
+            }
+        }));
+    }
+    let acknowledged = |o: &Observed| o.acknowledged.len();
+    let failed = |o: &Observed| o.errors.values().sum::<u64>();
+
+    until(&mut changes, &observed, |o| acknowledged(o) >= 300).await;
+
+    // A pause: requests time out, then all is well again.
+    let errors_before = failed(&observed.lock().unwrap());
+    signal(pid, "STOP");
+    until(&mut changes, &observed, |o| failed(o) > errors_before).await;
+    signal(pid, "CONT");
+    let resumed_at = acknowledged(&observed.lock().unwrap());
+    until(&mut changes, &observed, |o| acknowledged(o) >= resumed_at + 300).await;
+
+    // A crash: connections drop; the node comes back on its data.
+    let errors_before = failed(&observed.lock().unwrap());
+    signal(pid, "KILL");
+    until(&mut changes, &observed, |o| failed(o) > errors_before).await;
+    let restart = tokio::task::spawn_blocking(|| {
+        Command::new("bash").arg(script()).args(["restart-node", "1"]).status().expect("run cassandra.sh")
+    });
+    assert!(restart.await.unwrap().success(), "the Cassandra node did not restart");
+    let restarted_at = acknowledged(&observed.lock().unwrap());
+    until(&mut changes, &observed, |o| acknowledged(o) >= restarted_at + 300).await;
+
+    producing.store(false, Ordering::Relaxed);
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    server.stop().await;
+
+    let seen = observed.lock().unwrap();
+    let lost: Vec<_> = seen.acknowledged.iter().filter(|id| !seen.dispatched.contains_key(id)).collect();
+    let duplicates: u32 = seen.dispatched.values().map(|n| n - 1).sum();
+    println!(
+        "acknowledged {}, dispatched {} distinct ({duplicates} duplicates), errors by code {:?}",
+        seen.acknowledged.len(),
+        seen.dispatched.len(),
+        seen.errors
+    );
+    assert!(lost.is_empty(), "{} acknowledged tasks were never dispatched: {lost:?}", lost.len());
+    for code in seen.errors.keys() {
+        assert!(matches!(code, Code::Unavailable | Code::Unknown), "callers saw {code:?}: {:?}", seen.errors);
+    }
+}
