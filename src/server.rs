@@ -90,7 +90,7 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection)
         .add_service(matching)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopping)
+        .serve_with_incoming_shutdown(incoming(listener), stopping)
         .await;
     tracing::info!("shutting down: flushing writes and ack levels");
     queues.close().await;
@@ -99,6 +99,19 @@ pub async fn serve(
     }
     tracing::info!("stopped");
     Ok(served?)
+}
+
+/// Accepted connections, with Nagle's algorithm off: a small response must
+/// not wait for the client's delayed acknowledgement.
+fn incoming(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> + Send + 'static {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
 }
 
 /// The largest request: a full batch of full payloads, plus framing.

@@ -1,5 +1,6 @@
 //! Command-line interface. `anyhow` lives here and nowhere else.
 
+mod bench;
 mod client;
 mod demo;
 mod schema;
@@ -26,6 +27,9 @@ enum Command {
     /// Inspect queues on a running server.
     #[command(subcommand)]
     Queue(client::QueueCommand),
+    /// Load generators: throughput against a store, over real gRPC.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Manage the Cassandra schema.
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
@@ -50,6 +54,7 @@ pub fn main() -> ExitCode {
             Command::Task(command) => client::task(command).await,
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
+            Command::Bench(command) => bench::run(command).await,
             Command::Demo(args) => demo::run(args).await,
         }
     });
