@@ -348,7 +348,9 @@ async fn end_to_end(
                     .await?
                     .into_inner();
                 if let Some(task) = polled.task {
-                    client.complete_task(pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] }).await?;
+                    client
+                        .complete_task(pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] })
+                        .await?;
                     completed.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -1,6 +1,6 @@
 use clap::Subcommand;
 
-use fairway::store::cassandra::{apply_schema, connect_session, CassandraConfig};
+use fairway::store::cassandra::{CassandraConfig, apply_schema, connect_session};
 
 #[derive(Subcommand, Debug)]
 pub enum SchemaCommand {

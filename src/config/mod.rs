@@ -158,6 +158,9 @@ impl Config {
         if self.writer.max_batch_tasks == 0 {
             return Err(ConfigError::new("writer.max_batch_tasks", "must be at least 1"));
         }
+        if self.writer.max_batch_bytes == 0 {
+            return Err(ConfigError::new("writer.max_batch_bytes", "must be at least 1"));
+        }
         if !(1..=256).contains(&self.matcher.partitions_per_queue) {
             return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
         }

@@ -18,6 +18,11 @@ use crate::store::{Store, StoreError};
 pub struct WriterConfig {
     /// The most tasks in one append.
     pub max_batch_tasks: usize,
+    /// The most bytes (payloads and keys, roughly) in one append. On
+    /// Cassandra an append is one mutation: keep this well below the
+    /// cluster's largest mutation (half of `commitlog_segment_size`). A
+    /// single task larger than this is written alone.
+    pub max_batch_bytes: usize,
     /// How often the keeper looks at ack levels and deletes.
     #[serde(with = "crate::config::duration_serde")]
     pub keeper_interval: Duration,
@@ -25,7 +30,7 @@ pub struct WriterConfig {
 
 impl Default for WriterConfig {
     fn default() -> Self {
-        WriterConfig { max_batch_tasks: 1000, keeper_interval: Duration::from_millis(500) }
+        WriterConfig { max_batch_tasks: 1000, max_batch_bytes: 512 * 1024, keeper_interval: Duration::from_millis(500) }
     }
 }
 

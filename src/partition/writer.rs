@@ -12,52 +12,69 @@ type Reply = tokio::sync::oneshot::Sender<Result<Vec<i64>, PartitionError>>;
 /// The writer: one conditional write at a time, appends grouped in batches.
 /// On stop it finishes what is queued and writes the ack levels a last time.
 pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteCommand>, stop: CancellationToken) {
+    let mut carried = None;
     loop {
-        let first = tokio::select! {
-            biased;
-            command = commands.recv() => match command {
-                Some(command) => command,
-                None => break,
+        let first = match carried.take() {
+            Some(command) => command,
+            None => tokio::select! {
+                biased;
+                command = commands.recv() => match command {
+                    Some(command) => command,
+                    None => break,
+                },
+                _ = stop.cancelled() => break,
             },
-            _ = stop.cancelled() => break,
         };
-        let batch = gather(&shared, first, &mut commands);
+        let batch = gather(&shared, first, &mut commands, &mut carried);
         if !process(&shared, batch).await {
             fail_queued(&shared, &mut commands);
             return;
         }
     }
     commands.close();
-    let mut rest = Vec::new();
-    while let Ok(command) = commands.try_recv() {
-        rest.push(command);
-    }
-    if !rest.is_empty() && !process(&shared, rest).await {
-        return;
+    while let Some(first) = carried.take().or_else(|| commands.try_recv().ok()) {
+        let batch = gather(&shared, first, &mut commands, &mut carried);
+        if !process(&shared, batch).await {
+            return;
+        }
     }
     sync_metadata(&shared, true).await;
 }
 
-/// Takes whatever else is queued, up to the batch limit.
-fn gather(shared: &Shared, first: WriteCommand, commands: &mut mpsc::Receiver<WriteCommand>) -> Vec<WriteCommand> {
-    let mut tasks = task_count(&first);
+/// Takes whatever else is queued, while the batch stays within
+/// `max_batch_tasks` and `max_batch_bytes`; the first command that would
+/// break a limit is `carried` to the next batch. A batch always has at least
+/// one command.
+fn gather(
+    shared: &Shared,
+    first: WriteCommand,
+    commands: &mut mpsc::Receiver<WriteCommand>,
+    carried: &mut Option<WriteCommand>,
+) -> Vec<WriteCommand> {
+    let (max_tasks, max_bytes) = (shared.config.max_batch_tasks, shared.config.max_batch_bytes);
+    let (mut tasks, mut bytes) = size(&first);
     let mut batch = vec![first];
-    while tasks < shared.config.max_batch_tasks {
-        match commands.try_recv() {
-            Ok(command) => {
-                tasks += task_count(&command);
-                batch.push(command);
-            }
-            Err(_) => break,
+    while tasks < max_tasks && bytes < max_bytes {
+        let Ok(command) = commands.try_recv() else { break };
+        let (more_tasks, more_bytes) = size(&command);
+        if tasks + more_tasks > max_tasks || bytes + more_bytes > max_bytes {
+            *carried = Some(command);
+            break;
         }
+        tasks += more_tasks;
+        bytes += more_bytes;
+        batch.push(command);
     }
     batch
 }
 
-fn task_count(command: &WriteCommand) -> usize {
+/// Tasks in a command, and roughly the bytes they take in a store batch.
+fn size(command: &WriteCommand) -> (usize, usize) {
     match command {
-        WriteCommand::Append { specs, .. } => specs.len(),
-        WriteCommand::SyncMetadata => 0,
+        WriteCommand::Append { specs, .. } => {
+            (specs.len(), specs.iter().map(|s| s.payload.len() + s.fairness_key.len() + 64).sum())
+        }
+        WriteCommand::SyncMetadata => (0, 0),
     }
 }
 

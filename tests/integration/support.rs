@@ -32,7 +32,7 @@ pub enum Backend {
 /// Where a test server keeps its data, removed when it stops.
 enum Home {
     Dir(#[allow(dead_code)] tempfile::TempDir),
-    Keyspace(Keyspace),
+    Keyspace(Box<Keyspace>),
 }
 
 /// A server in this process, on a fresh store.
@@ -66,10 +66,11 @@ impl TestServer {
                     _ => Keyspace::create().await,
                 };
                 config.store = keyspace.store_url();
-                Home::Keyspace(keyspace)
+                Home::Keyspace(Box::new(keyspace))
             }
         };
-        let store = fairway::server::open_store(&config.store_url().unwrap(), &config.cassandra).await.expect("open the store");
+        let store =
+            fairway::server::open_store(&config.store_url().unwrap(), &config.cassandra).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -1,5 +1,5 @@
-use scylla::errors::{ExecutionError, RequestAttemptError};
 use scylla::errors::DbError;
+use scylla::errors::{ExecutionError, RequestAttemptError};
 
 use crate::store::StoreError;
 

@@ -26,7 +26,7 @@ use scylla::value::{CqlValue, Row};
 use serde::{Deserialize, Serialize};
 
 pub use error::ConnectError;
-pub use schema::{apply_schema, SchemaError};
+pub use schema::{SchemaError, apply_schema};
 
 use self::error::{read_error, write_error};
 use self::statements::Statements;
@@ -347,4 +347,3 @@ impl Store for CassandraStore {
         }
     }
 }
-

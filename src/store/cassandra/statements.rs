@@ -1,8 +1,8 @@
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 
-use super::error::ConnectError;
 use super::CassandraConfig;
+use super::error::ConnectError;
 
 /// Every statement of the store, prepared once per session.
 pub(super) struct Statements {
@@ -21,7 +21,10 @@ pub(super) struct Statements {
 impl Statements {
     pub async fn prepare(session: &Session, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
         let prepare = |cql: String| async move {
-            session.prepare(cql.clone()).await.map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
+            session
+                .prepare(cql.clone())
+                .await
+                .map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
         };
         let meta_key = "queue = ? AND partition = ? AND kind = 0 AND pass = 0 AND id = 0";
         let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");

@@ -11,7 +11,7 @@ mod tombstones;
 
 use std::sync::{Arc, LazyLock};
 
-use fairway::store::cassandra::{apply_schema, connect_session, CassandraConfig, CassandraStore};
+use fairway::store::cassandra::{CassandraConfig, CassandraStore, apply_schema, connect_session};
 use fairway::store::conformance::TestStore;
 use scylla::client::session::Session;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tonic::Code;
 
 use super::exclusive;
-use crate::support::{add, poll, spec, Backend, TestServer};
+use crate::support::{Backend, TestServer, add, poll, spec};
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cassandra/cassandra.sh")
@@ -83,7 +83,8 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
             let mut n = 0u64;
             while producing.load(Ordering::Relaxed) {
                 n += 1;
-                let outcome = add(&mut client, "outage", spec(&format!("p{p}"), 0.0, 0, format!("{p}/{n}").as_bytes())).await;
+                let outcome =
+                    add(&mut client, "outage", spec(&format!("p{p}"), 0.0, 0, format!("{p}/{n}").as_bytes())).await;
                 let seen_ok = outcome.is_ok();
                 {
                     let mut seen = observed.lock().unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fairway::clock::SystemClock;
 use fairway::matcher::{Queues, Settings};
-use fairway::model::{validate, FairLevel, PartitionId, Priority, TaskSpec};
+use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
 use fairway::store::Store;
 use futures::future::join_all;
 use scylla::client::session::Session;
