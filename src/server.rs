@@ -69,7 +69,11 @@ pub async fn serve(
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let queues = Arc::new(Queues::new(store.clone(), clock, config.settings()));
+    let mut settings = config.settings();
+    if let Ok(address) = listener.local_addr() {
+        settings.node = address.to_string();
+    }
+    let queues = Arc::new(Queues::new(store.clone(), clock, settings));
     let matching = MatchingServer::new(MatchingService::new(queues.clone(), config.limits.clone()))
         .max_decoding_message_size(grpc_message_limit(config));
     let (health_reporter, health) = tonic_health::server::health_reporter();

@@ -137,7 +137,8 @@ impl Matching for MatchingService {
                 pb::PartitionState {
                     partition: report.partition,
                     range_id,
-                    owner: format!("{:?}", report.state).to_lowercase(),
+                    owner: self.queues.settings().node.clone(),
+                    state: format!("{:?}", report.state).to_lowercase(),
                     subqueues,
                     dispatched,
                     added,

@@ -152,8 +152,8 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
     for p in response.partitions {
         println!(
-            "partition {} ({}), range id {}: {} added, {} dispatched since loaded",
-            p.partition, p.owner, p.range_id, p.added, p.dispatched
+            "partition {} ({}, owner {}), range id {}: {} added, {} dispatched since taken",
+            p.partition, p.state, p.owner, p.range_id, p.added, p.dispatched
         );
         println!(
             "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",

@@ -183,7 +183,12 @@ impl Config {
     }
 
     pub fn settings(&self) -> Settings {
-        Settings { engine: self.partition.clone(), writer: self.writer.clone(), matcher: self.matcher.clone() }
+        Settings {
+            node: self.listen.to_string(),
+            engine: self.partition.clone(),
+            writer: self.writer.clone(),
+            matcher: self.matcher.clone(),
+        }
     }
 }
 

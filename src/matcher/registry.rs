@@ -14,6 +14,8 @@ use crate::store::Store;
 /// What every queue of a node is opened with.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
+    /// How this node names itself to others (its listening address).
+    pub node: String,
     pub engine: EngineConfig,
     pub writer: WriterConfig,
     pub matcher: MatcherConfig,

@@ -67,6 +67,7 @@ async fn a_queue_of_several_partitions_serves_all_of_them() {
     let state = describe(&mut client, "wide").await;
     assert_eq!(state.partitions.len(), 4);
     assert!(state.partitions.iter().all(|p| p.added > 0), "round robin reaches every partition");
+    assert!(state.partitions.iter().all(|p| p.state == "active" && p.owner.starts_with("127.0.0.1:")), "{state:?}");
     let mut seen = std::collections::HashSet::new();
     while let Some(task) = poll(&mut client, "wide", Duration::from_millis(200)).await {
         assert!(seen.insert((task.partition, task.task_id)), "dispatched twice");
