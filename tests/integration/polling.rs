@@ -25,8 +25,14 @@ async fn a_waiting_poller_gets_a_new_task_by_sync_match() {
     // Open the queue first, so the poll below parks on it.
     describe(&mut producer, "sync").await;
     let waiting = tokio::spawn(async move { poll(&mut poller, "sync", Duration::from_secs(30)).await });
-    // Wait until the poller is parked, by asking the server.
-    while describe(&mut producer, "sync").await.waiting_pollers == 0 {
+    // Wait, by asking the server, until the poller is parked and the reader
+    // has seen that nothing else is queued (the backlog is negligible).
+    loop {
+        let state = describe(&mut producer, "sync").await;
+        let all_read = state.partitions.iter().flat_map(|p| &p.subqueues).all(|s| s.reader_at_end);
+        if state.waiting_pollers > 0 && all_read {
+            break;
+        }
         tokio::task::yield_now().await;
     }
     let added = add(&mut producer, "sync", spec("k", 0.0, 0, b"now")).await.unwrap();
