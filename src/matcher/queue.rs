@@ -191,15 +191,7 @@ impl QueueMatcher {
             return None;
         }
         let task_id = partition.with_engine(|e| e.allocate_unstored_id())??;
-        let task = StoredTask {
-            level: FairLevel::new(0, task_id),
-            priority: spec.priority,
-            fairness_key: spec.fairness_key.clone(),
-            fairness_weight: spec.fairness_weight,
-            payload: spec.payload.clone(),
-            created_at_unix_ms: now,
-            attempt: 1,
-        };
+        let task = spec.at_level(FairLevel::new(0, task_id), now);
         let mut offer = self.dispatched(partition.id().partition, task);
         while let Some(waiter) = waiters.pop_front() {
             match waiter.deliver.send(offer) {

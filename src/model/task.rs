@@ -47,6 +47,21 @@ pub struct TaskSpec {
     pub payload: Vec<u8>,
 }
 
+impl TaskSpec {
+    /// The task as it is stored, at `level`, first attempt.
+    pub fn at_level(&self, level: FairLevel, created_at_unix_ms: i64) -> StoredTask {
+        StoredTask {
+            level,
+            priority: self.priority,
+            fairness_key: self.fairness_key.clone(),
+            fairness_weight: self.fairness_weight,
+            payload: self.payload.clone(),
+            created_at_unix_ms,
+            attempt: 1,
+        }
+    }
+}
+
 /// A task as written to a store: its spec plus the level and bookkeeping the
 /// partition gave it.
 #[derive(Clone, Debug, PartialEq)]

@@ -179,15 +179,7 @@ impl PartitionEngine {
             let weight = self.config.weights.resolve(&spec.fairness_key, spec.fairness_weight);
             let pass = subqueue.counters.next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
             let id = self.ids.take().expect("checked the block has room");
-            tasks.push(StoredTask {
-                level: FairLevel::new(pass, id),
-                priority: spec.priority,
-                fairness_key: spec.fairness_key.clone(),
-                fairness_weight: spec.fairness_weight,
-                payload: spec.payload.clone(),
-                created_at_unix_ms: now,
-                attempt: 1,
-            });
+            tasks.push(spec.at_level(FairLevel::new(pass, id), now));
         }
         let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
         let metadata = (piggyback && self.ack_moved()).then(|| self.metadata());

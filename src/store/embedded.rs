@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{PartitionMeta, Store, StoreError, StoreResult};
+use super::{PartitionMeta, Store, StoreError, StoreResult, check_metadata_range};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
 
 /// (queue, partition) → encoded `PartitionMeta`.
@@ -148,14 +148,7 @@ impl Store for EmbeddedStore {
         tasks: &[StoredTask],
         metadata: Option<&PartitionMeta>,
     ) -> StoreResult<()> {
-        if let Some(meta) = metadata
-            && meta.range_id != range_id
-        {
-            return Err(StoreError::Invalid(format!(
-                "metadata of range {} written under range {range_id}",
-                meta.range_id
-            )));
-        }
+        check_metadata_range(range_id, metadata)?;
         let partition = partition.clone();
         let rows: Vec<(u8, FairLevel, Vec<u8>)> =
             tasks.iter().map(|t| (priority_byte(t.priority), t.level, encode_task(t))).collect();

@@ -47,6 +47,16 @@ pub struct PartitionMeta {
     pub subqueues: [SubqueueMeta; PRIORITY_LEVELS],
 }
 
+/// Metadata written with an append must carry the range id it is written under.
+pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMeta>) -> StoreResult<()> {
+    match metadata {
+        Some(meta) if meta.range_id != range_id => {
+            Err(StoreError::Invalid(format!("metadata of range {} written under range {range_id}", meta.range_id)))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The partition's metadata as stored, `None` if it was never created.

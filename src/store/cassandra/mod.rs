@@ -31,7 +31,7 @@ pub use schema::{SchemaError, apply_schema};
 use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{PartitionMeta, Store, StoreError, StoreResult};
+use super::{PartitionMeta, Store, StoreError, StoreResult, check_metadata_range};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
 
 /// Section `[cassandra]` of the config.
@@ -233,14 +233,7 @@ impl Store for CassandraStore {
         tasks: &[StoredTask],
         metadata: Option<&PartitionMeta>,
     ) -> StoreResult<()> {
-        if let Some(meta) = metadata
-            && meta.range_id != range_id
-        {
-            return Err(StoreError::Invalid(format!(
-                "metadata of range {} written under range {range_id}",
-                meta.range_id
-            )));
-        }
+        check_metadata_range(range_id, metadata)?;
         let queue = CqlValue::Text(partition.queue.as_str().to_owned());
         let number = CqlValue::Int(partition_number(partition));
         let mut batch = Batch::new(BatchType::Logged);
