@@ -198,7 +198,7 @@ fn print_report(report: &Report) {
 async fn raw_appends(url: &StoreUrl, config: &Config, args: &ThroughputArgs, run_id: &str) -> anyhow::Result<Vec<Row>> {
     let store = fairway::server::open_store(url, &config.cassandra).await?;
     let partition = PartitionId { queue: validate::queue_name("queue", &format!("raw-{run_id}"))?, partition: 0 };
-    let range_id = store.take_ownership(&partition, 0).await?.range_id;
+    let range_id = store.take_ownership(&partition, 0, "bench").await?.range_id;
     let batches = args.tasks.div_ceil(args.batch);
     let payload = vec![0x5A; args.payload];
     let make_batch = |b: u64| -> Vec<StoredTask> {

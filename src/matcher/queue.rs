@@ -115,6 +115,7 @@ impl QueueMatcher {
             let id = PartitionId { queue: name.clone(), partition };
             let opened = Partition::open(
                 id,
+                settings.node.clone(),
                 store.clone(),
                 clock.clone(),
                 settings.engine.clone(),

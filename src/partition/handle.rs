@@ -75,6 +75,8 @@ pub(super) enum WriteCommand {
 
 pub(super) struct Shared {
     pub id: PartitionId,
+    /// This node's name, recorded as the owner when it takes the partition.
+    pub node: String,
     pub engine: Mutex<PartitionEngine>,
     pub store: Arc<dyn Store>,
     pub clock: SharedClock,
@@ -125,6 +127,7 @@ impl Partition {
     /// its writer, reader and keeper.
     pub async fn open(
         id: PartitionId,
+        node: String,
         store: Arc<dyn Store>,
         clock: SharedClock,
         engine_config: EngineConfig,
@@ -132,11 +135,12 @@ impl Partition {
         on_ready: ReadyHook,
     ) -> Result<Arc<Partition>, PartitionError> {
         let stored_range = store.load_partition(&id).await?.map_or(0, |m| m.range_id);
-        let meta = store.take_ownership(&id, stored_range).await?;
+        let meta = store.take_ownership(&id, stored_range, &node).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, "took ownership");
         let engine = PartitionEngine::load(&meta, engine_config, clock.now_ms());
         let shared = Arc::new(Shared {
             id,
+            node,
             engine: Mutex::new(engine),
             store,
             clock,

@@ -113,6 +113,8 @@ pub struct PartitionSnapshot {
 #[derive(Debug)]
 pub struct PartitionEngine {
     range_id: i64,
+    /// The node that owns the partition, as written in its metadata.
+    owner: String,
     ids: IdBlock,
     subqueues: Vec<Subqueue>,
     config: EngineConfig,
@@ -136,6 +138,7 @@ impl PartitionEngine {
             .collect();
         PartitionEngine {
             range_id: meta.range_id,
+            owner: meta.owner.clone(),
             ids: IdBlock::for_range(meta.range_id),
             subqueues,
             config,
@@ -325,6 +328,7 @@ impl PartitionEngine {
     pub fn metadata(&self) -> PartitionMeta {
         PartitionMeta {
             range_id: self.range_id,
+            owner: self.owner.clone(),
             subqueues: std::array::from_fn(|i| self.subqueues[i].meta(self.config.saved_top_keys)),
         }
     }

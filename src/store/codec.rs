@@ -43,6 +43,7 @@ fn level_from_pb(level: Option<pb::StoredLevel>) -> FairLevel {
 pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
     pb::StoredPartitionMeta {
         range_id: meta.range_id,
+        owner: meta.owner.clone(),
         subqueues: Priority::all()
             .zip(&meta.subqueues)
             .map(|(priority, s)| pb::StoredSubqueue {
@@ -75,7 +76,7 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
             top_keys: s.top_keys.into_iter().map(|k| (k.fairness_key, k.pass)).collect(),
         };
     }
-    Ok(PartitionMeta { range_id: row.range_id, subqueues })
+    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
-use super::{PartitionMeta, Store, StoreError, SubqueueMeta};
+use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, SubqueueMeta};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
 /// A fresh store for one test, whatever must live as long as it (a
@@ -62,6 +62,8 @@ macro_rules! store_conformance_suite {
             metadata_round_trips_and_is_fenced,
             new_owner_sees_every_write_of_the_old_one,
             task_contents_round_trip,
+            queues_are_created_once,
+            members_heartbeat_and_leave,
         );
     };
     (@tests $factory:path; $($name:ident),+ $(,)?) => {
@@ -76,6 +78,9 @@ macro_rules! store_conformance_suite {
         )+
     };
 }
+
+/// The node name the tests take partitions as.
+const OWNER: &str = "127.0.0.1:7070";
 
 fn partition(queue: &str, partition: u32) -> PartitionId {
     PartitionId { queue: validate::queue_name("queue", queue).expect("a valid test queue name"), partition }
@@ -98,7 +103,7 @@ fn levels(tasks: &[StoredTask]) -> Vec<FairLevel> {
 }
 
 async fn owned(store: &dyn Store, p: &PartitionId) -> i64 {
-    store.take_ownership(p, 0).await.expect("take a new partition").range_id
+    store.take_ownership(p, 0, OWNER).await.expect("take a new partition").range_id
 }
 
 pub async fn absent_partition_loads_as_none(store: &dyn Store) {
@@ -109,13 +114,16 @@ pub async fn absent_partition_loads_as_none(store: &dyn Store) {
 
 pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
     let p = partition("own", 0);
-    let first = store.take_ownership(&p, 0).await.unwrap();
+    let first = store.take_ownership(&p, 0, OWNER).await.unwrap();
     assert_eq!(first.range_id, 1);
+    assert_eq!(first.owner, OWNER);
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap().range_id, 1);
-    assert_eq!(store.take_ownership(&p, 0).await.unwrap_err(), StoreError::Fenced { current_range_id: 1 });
-    let second = store.take_ownership(&p, 1).await.unwrap();
+    assert_eq!(store.take_ownership(&p, 0, OWNER).await.unwrap_err(), StoreError::Fenced { current_range_id: 1 });
+    let second = store.take_ownership(&p, 1, "127.0.0.2:7070").await.unwrap();
     assert_eq!(second.range_id, 2);
-    assert_eq!(store.take_ownership(&p, 1).await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
+    assert_eq!(second.owner, "127.0.0.2:7070");
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap().owner, "127.0.0.2:7070");
+    assert_eq!(store.take_ownership(&p, 1, OWNER).await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
 }
 
 pub async fn append_is_conditional_on_the_range_id(store: &dyn Store) {
@@ -206,7 +214,7 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
     store.append(&p, range, &[task(Priority::DEFAULT, 1, 1)], Some(&meta)).await.unwrap();
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), meta, "metadata written with an append");
 
-    let taken = store.take_ownership(&p, range).await.unwrap();
+    let taken = store.take_ownership(&p, range, OWNER).await.unwrap();
     assert_eq!(taken.subqueues, meta.subqueues, "a new owner gets the saved levels");
     assert_eq!(store.update_metadata(&p, &meta).await.unwrap_err(), StoreError::Fenced { current_range_id: range + 1 });
 }
@@ -217,7 +225,7 @@ pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {
     for id in 1..=20 {
         store.append(&p, old, &[task(Priority::DEFAULT, id, id)], None).await.unwrap();
     }
-    let new = store.take_ownership(&p, old).await.unwrap().range_id;
+    let new = store.take_ownership(&p, old, OWNER).await.unwrap().range_id;
     let late = store.append(&p, old, &[task(Priority::DEFAULT, 100, 100)], None).await;
     assert_eq!(late.unwrap_err(), StoreError::Fenced { current_range_id: new });
     let read = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap();
@@ -246,4 +254,30 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
     store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();
     let read = store.read(&p, Priority::LOWEST, FairLevel::ZERO, 10).await.unwrap();
     assert_eq!(read, vec![big, empty]);
+}
+
+pub async fn queues_are_created_once(store: &dyn Store) {
+    let name = validate::queue_name("queue", "configured").unwrap();
+    let created = store.create_queue(&name, QueueConfig { partitions: 8 }).await.unwrap();
+    assert_eq!(created.partitions, 8);
+    let again = store.create_queue(&name, QueueConfig { partitions: 2 }).await.unwrap();
+    assert_eq!(again.partitions, 8, "the first creation's config stays");
+    let other = validate::queue_name("queue", "other").unwrap();
+    store.create_queue(&other, QueueConfig { partitions: 1 }).await.unwrap();
+    let mut listed = store.list_queues().await.unwrap();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(listed, vec![(name, QueueConfig { partitions: 8 }), (other, QueueConfig { partitions: 1 })]);
+}
+
+pub async fn members_heartbeat_and_leave(store: &dyn Store) {
+    let member =
+        |node: &str, heartbeat| Member { node: node.into(), started_unix_ms: 1_000, heartbeat_unix_ms: heartbeat };
+    store.heartbeat(&member("127.0.0.1:7001", 2_000)).await.unwrap();
+    store.heartbeat(&member("127.0.0.1:7002", 2_500)).await.unwrap();
+    store.heartbeat(&member("127.0.0.1:7001", 3_000)).await.unwrap();
+    let mut members = store.members().await.unwrap();
+    members.sort_by(|a, b| a.node.cmp(&b.node));
+    assert_eq!(members, vec![member("127.0.0.1:7001", 3_000), member("127.0.0.1:7002", 2_500)]);
+    store.leave("127.0.0.1:7001").await.unwrap();
+    assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", 2_500)]);
 }

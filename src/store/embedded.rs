@@ -12,13 +12,17 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{PartitionMeta, Store, StoreError, StoreResult, check_metadata_range};
-use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
+use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, StoreResult, check_metadata_range};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
 /// (queue, partition) → encoded `PartitionMeta`.
 const META: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("partition_meta");
 /// (queue, partition, priority, pass, id) → encoded task.
 const TASKS: TableDefinition<(&str, u32, u8, i64, i64), &[u8]> = TableDefinition::new("tasks");
+/// queue → partition count.
+const QUEUES: TableDefinition<&str, u32> = TableDefinition::new("queues");
+/// node → (started, last heartbeat), in Unix ms.
+const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members");
 
 /// The file inside the data directory.
 pub const DATA_FILE: &str = "fairway.redb";
@@ -57,6 +61,8 @@ impl EmbeddedStore {
         let txn = db.begin_write().map_err(|e| io(e.to_string()))?;
         txn.open_table(META).map_err(|e| io(e.to_string()))?;
         txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(QUEUES).map_err(|e| io(e.to_string()))?;
+        txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
     }
@@ -120,8 +126,9 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64) -> StoreResult<PartitionMeta> {
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
         let partition = partition.clone();
+        let owner = owner.to_owned();
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
             let taken = {
@@ -130,6 +137,7 @@ impl Store for EmbeddedStore {
                 check_range(current.as_ref(), expected)?;
                 let mut taken = current.unwrap_or_default();
                 taken.range_id = expected + 1;
+                taken.owner = owner;
                 table
                     .insert((partition.queue.as_str(), partition.partition), encode_meta(&taken).as_slice())
                     .map_err(unavailable)?;
@@ -223,5 +231,80 @@ impl Store for EmbeddedStore {
 
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
         self.append(partition, metadata.range_id, &[], Some(metadata)).await
+    }
+
+    async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
+        let queue = queue.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let stored = {
+                let mut table = txn.open_table(QUEUES).map_err(unavailable)?;
+                let existing = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
+                match existing {
+                    Some(partitions) => QueueConfig { partitions },
+                    None => {
+                        table.insert(queue.as_str(), config.partitions).map_err(unavailable)?;
+                        config
+                    }
+                }
+            };
+            txn.commit().map_err(uncertain)?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(QUEUES).map_err(unavailable)?;
+            let mut queues = Vec::new();
+            for row in table.iter().map_err(unavailable)? {
+                let (name, partitions) = row.map_err(unavailable)?;
+                let name = validate::queue_name("queue", name.value())
+                    .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
+                queues.push((name, QueueConfig { partitions: partitions.value() }));
+            }
+            Ok(queues)
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
+        let member = member.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            txn.open_table(MEMBERS)
+                .map_err(unavailable)?
+                .insert(member.node.as_str(), (member.started_unix_ms, member.heartbeat_unix_ms))
+                .map_err(unavailable)?;
+            txn.commit().map_err(uncertain)
+        })
+        .await
+    }
+
+    async fn members(&self) -> StoreResult<Vec<Member>> {
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(MEMBERS).map_err(unavailable)?;
+            let mut members = Vec::new();
+            for row in table.iter().map_err(unavailable)? {
+                let (node, times) = row.map_err(unavailable)?;
+                let (started_unix_ms, heartbeat_unix_ms) = times.value();
+                members.push(Member { node: node.value().to_owned(), started_unix_ms, heartbeat_unix_ms });
+            }
+            Ok(members)
+        })
+        .await
+    }
+
+    async fn leave(&self, node: &str) -> StoreResult<()> {
+        let node = node.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            txn.open_table(MEMBERS).map_err(unavailable)?.remove(node.as_str()).map_err(unavailable)?;
+            txn.commit().map_err(uncertain)
+        })
+        .await
     }
 }

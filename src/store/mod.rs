@@ -13,6 +13,9 @@
 //! | [`Store::read`] | levels strictly above `after`, ascending, at most `limit` | retry |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
+//! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
+//! | [`Store::list_queues`] | every queue, in no particular order | retry |
+//! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
 
 pub mod cassandra;
 pub mod codec;
@@ -24,7 +27,7 @@ use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult};
 
-use crate::model::{FairLevel, PRIORITY_LEVELS, PartitionId, Priority, StoredTask};
+use crate::model::{FairLevel, PRIORITY_LEVELS, PartitionId, Priority, QueueName, StoredTask};
 
 /// What a store keeps per subqueue besides its tasks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +47,8 @@ pub struct SubqueueMeta {
 pub struct PartitionMeta {
     /// The fencing token: every write is conditional on it.
     pub range_id: i64,
+    /// The node that took it last (informational: the range id decides).
+    pub owner: String,
     pub subqueues: [SubqueueMeta; PRIORITY_LEVELS],
 }
 
@@ -55,6 +60,21 @@ pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMet
         }
         _ => Ok(()),
     }
+}
+
+/// A queue's settings, fixed when it is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub partitions: u32,
+}
+
+/// A node of the cluster as the store records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The address other nodes and clients reach it at; also its identity.
+    pub node: String,
+    pub started_unix_ms: i64,
+    pub heartbeat_unix_ms: i64,
 }
 
 #[async_trait]
@@ -72,7 +92,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ///
     /// Errors: `Fenced` if the range id is not `expected` (nothing changed);
     /// `Uncertain` if the outcome is unknown (load and try again).
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64) -> StoreResult<PartitionMeta>;
+    /// `owner` is recorded in the metadata, for operators.
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta>;
 
     /// Writes `tasks` (and `metadata`, if given) at once, if the range id is
     /// still `range_id`. Tasks' levels are unique; writing a level twice
@@ -108,6 +129,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Writes the metadata if the range id is still `metadata.range_id`.
     /// Errors as for [`Store::append`].
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()>;
+
+    /// Creates the queue with `config` unless it exists; the queue's config
+    /// as stored (the existing one, if it did).
+    async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig>;
+
+    /// Every queue and its config.
+    async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>>;
+
+    /// Records that `member` is alive (replaces its previous record).
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()>;
+
+    /// Every node's last record, live or not.
+    async fn members(&self) -> StoreResult<Vec<Member>>;
+
+    /// Forgets a node (on graceful shutdown).
+    async fn leave(&self, node: &str) -> StoreResult<()>;
 
     /// Orderly close: flush and release what the backend holds.
     async fn close(&self) -> StoreResult<()> {

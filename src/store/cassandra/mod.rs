@@ -31,8 +31,8 @@ pub use schema::{SchemaError, apply_schema};
 use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{PartitionMeta, Store, StoreError, StoreResult, check_metadata_range};
-use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
+use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, StoreResult, check_metadata_range};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
 /// Section `[cassandra]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,22 +152,34 @@ impl CassandraStore {
     }
 }
 
-/// Whether a conditional statement applied; if not, the range id it found.
-fn applied(result: QueryResult) -> StoreResult<Result<(), i64>> {
+/// Whether a conditional statement applied; if not, the values it found,
+/// by column name. (Cassandra adds them only when it did not apply.)
+fn conditional(result: QueryResult) -> StoreResult<Option<Vec<(String, CqlValue)>>> {
     let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("conditional result: {e}"));
     let rows = result.into_rows_result().map_err(|e| corrupt(&e))?;
-    let range_column = rows.column_specs().iter().position(|c| c.name() == "range_id");
+    let names: Vec<String> = rows.column_specs().iter().map(|c| c.name().to_owned()).collect();
     let row: Row = rows.first_row().map_err(|e| corrupt(&e))?;
     match row.columns.first() {
-        Some(Some(CqlValue::Boolean(true))) => Ok(Ok(())),
+        Some(Some(CqlValue::Boolean(true))) => Ok(None),
         Some(Some(CqlValue::Boolean(false))) => {
-            let current = range_column
-                .and_then(|i| row.columns.get(i).cloned().flatten())
-                .and_then(|v| v.as_bigint())
-                .unwrap_or(0);
-            Ok(Err(current))
+            Ok(Some(names.into_iter().zip(row.columns).filter_map(|(name, value)| Some((name, value?))).collect()))
         }
         other => Err(corrupt(&format!("[applied] is {other:?}"))),
+    }
+}
+
+fn column<'a>(found: &'a [(String, CqlValue)], name: &str) -> Option<&'a CqlValue> {
+    found.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+}
+
+/// A conditional write on the range id: applied, or fenced at the range id it found.
+fn fenced(result: QueryResult) -> StoreResult<()> {
+    match conditional(result)? {
+        None => Ok(()),
+        Some(found) => {
+            let current_range_id = column(&found, "range_id").and_then(CqlValue::as_bigint).unwrap_or(0);
+            Err(StoreError::Fenced { current_range_id })
+        }
     }
 }
 
@@ -195,35 +207,35 @@ impl Store for CassandraStore {
         Ok(self.read_meta(partition, false).await?.map(|(_, meta)| meta))
     }
 
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64) -> StoreResult<PartitionMeta> {
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
         let (queue, number) = (partition.queue.as_str(), partition_number(partition));
         if expected == 0 {
-            let created = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
+            let created = PartitionMeta { range_id: 1, owner: owner.to_owned(), ..PartitionMeta::default() };
             let result = self
                 .session
                 .execute_unpaged(&self.statements.create_meta, (queue, number, 1i64, encode_meta(&created)))
                 .await
                 .map_err(write_error)?;
-            return match applied(result)? {
-                Ok(()) => Ok(created),
-                Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
-            };
+            return fenced(result).map(|()| created);
         }
+        // The metadata as it stands, then the steal: conditional on the range
+        // id read, so that no earlier owner can write after it.
+        let mut taken = match self.read_meta(partition, true).await? {
+            Some((range_id, meta)) if range_id == expected => meta,
+            Some((current_range_id, _)) => return Err(StoreError::Fenced { current_range_id }),
+            None => return Err(StoreError::Fenced { current_range_id: 0 }),
+        };
+        taken.range_id = expected + 1;
+        taken.owner = owner.to_owned();
         let result = self
             .session
-            .execute_unpaged(&self.statements.set_range, (expected + 1, queue, number, expected))
+            .execute_unpaged(
+                &self.statements.write_meta,
+                (taken.range_id, encode_meta(&taken), queue, number, expected),
+            )
             .await
             .map_err(write_error)?;
-        if let Err(current_range_id) = applied(result)? {
-            return Err(StoreError::Fenced { current_range_id });
-        }
-        // No write of an earlier owner can land from now on: a serial read
-        // sees the metadata as it stays.
-        match self.read_meta(partition, true).await? {
-            Some((range_id, meta)) if range_id == expected + 1 => Ok(meta),
-            Some((current_range_id, _)) => Err(StoreError::Fenced { current_range_id }),
-            None => Err(StoreError::Corrupt(format!("partition {partition}: metadata vanished"))),
-        }
+        fenced(result).map(|()| taken)
     }
 
     async fn append(
@@ -266,10 +278,7 @@ impl Store for CassandraStore {
             }
         }
         let result = self.session.batch(&batch, values).await.map_err(write_error)?;
-        match applied(result)? {
-            Ok(()) => Ok(()),
-            Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
-        }
+        fenced(result)
     }
 
     async fn read(
@@ -334,9 +343,58 @@ impl Store for CassandraStore {
             )
             .await
             .map_err(write_error)?;
-        match applied(result)? {
-            Ok(()) => Ok(()),
-            Err(current_range_id) => Err(StoreError::Fenced { current_range_id }),
+        fenced(result)
+    }
+
+    async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.create_queue, (queue.as_str(), config.partitions as i32))
+            .await
+            .map_err(write_error)?;
+        match conditional(result)? {
+            None => Ok(config),
+            Some(found) => match column(&found, "partitions").and_then(CqlValue::as_int) {
+                Some(partitions) => Ok(QueueConfig { partitions: partitions as u32 }),
+                None => Err(StoreError::Corrupt(format!("queue {queue} has no partition count"))),
+            },
         }
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
+        use futures::TryStreamExt;
+        let pager = self.session.execute_iter(self.statements.list_queues.clone(), ()).await.map_err(read_error)?;
+        let mut rows = pager.rows_stream::<(String, Option<i32>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut queues = Vec::new();
+        while let Some((name, partitions)) = rows.try_next().await.map_err(read_error)? {
+            let name = validate::queue_name("queue", &name)
+                .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
+            queues.push((name, QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32 }));
+        }
+        Ok(queues)
+    }
+
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
+        let values = (member.node.as_str(), member.started_unix_ms, member.heartbeat_unix_ms);
+        self.session.execute_unpaged(&self.statements.heartbeat, values).await.map_err(write_error)?;
+        Ok(())
+    }
+
+    async fn members(&self) -> StoreResult<Vec<Member>> {
+        let result = self.session.execute_unpaged(&self.statements.members, ()).await.map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let typed =
+            rows.rows::<(String, Option<i64>, Option<i64>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        typed
+            .map(|row| {
+                let (node, started, heartbeat) = row.map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok(Member { node, started_unix_ms: started.unwrap_or(0), heartbeat_unix_ms: heartbeat.unwrap_or(0) })
+            })
+            .collect()
+    }
+
+    async fn leave(&self, node: &str) -> StoreResult<()> {
+        self.session.execute_unpaged(&self.statements.leave, (node,)).await.map_err(write_error)?;
+        Ok(())
     }
 }

@@ -10,13 +10,21 @@ pub(super) struct Statements {
     /// The same read at serial consistency: linearizable with the fence.
     pub load_meta_serial: PreparedStatement,
     pub create_meta: PreparedStatement,
-    /// `SET range_id = ? … IF range_id = ?`: the fence (same value) or the steal (next value).
+    /// `SET range_id = ? … IF range_id = ?` with the same value: the fence of an append.
     pub set_range: PreparedStatement,
     pub write_meta: PreparedStatement,
     pub insert_task: PreparedStatement,
     pub read_tasks: PreparedStatement,
     pub delete_through: PreparedStatement,
+    pub create_queue: PreparedStatement,
+    pub list_queues: PreparedStatement,
+    pub heartbeat: PreparedStatement,
+    pub members: PreparedStatement,
+    pub leave: PreparedStatement,
 }
+
+/// The one cluster of a keyspace, as the partition key of `members`.
+const CLUSTER: &str = "'default'";
 
 impl Statements {
     pub async fn prepare(session: &Session, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
@@ -64,6 +72,20 @@ impl Statements {
                  AND (kind, pass, id) >= (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?)"
             ))
             .await?,
+            create_queue: prepare(format!(
+                "INSERT INTO {keyspace}.queues (queue, partitions) VALUES (?, ?) IF NOT EXISTS"
+            ))
+            .await?,
+            list_queues: prepare(format!("SELECT queue, partitions FROM {keyspace}.queues")).await?,
+            heartbeat: prepare(format!(
+                "INSERT INTO {keyspace}.members (cluster, node, started_ms, heartbeat_ms) VALUES ({CLUSTER}, ?, ?, ?)"
+            ))
+            .await?,
+            members: prepare(format!(
+                "SELECT node, started_ms, heartbeat_ms FROM {keyspace}.members WHERE cluster = {CLUSTER}"
+            ))
+            .await?,
+            leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
         })
     }
 }
