@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod fairness;
 pub mod matcher;

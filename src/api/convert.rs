@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use crate::matcher::DispatchedTask;
-use crate::model::{FairLevel, Limits, TaskSpec, ValidationError, validate};
+use crate::matcher::{DispatchedTask, PartitionReport};
+use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::queue::{KeyBacklog, PartitionSnapshot};
+use crate::store::PartitionMeta;
 
 /// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
 pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
@@ -80,4 +81,45 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
             approximate_keys: s.approximate_keys,
         })
         .collect()
+}
+
+/// A partition this node holds, from its engine.
+pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
+    let (range_id, added, dispatched, subqueues) = match report.snapshot.clone() {
+        Some(s) => (s.range_id, s.added, s.dispatched, self::subqueues(s)),
+        None => (0, 0, 0, Vec::new()),
+    };
+    pb::PartitionState {
+        partition: report.partition,
+        range_id,
+        owner: node.to_owned(),
+        subqueues,
+        dispatched,
+        added,
+        state: format!("{:?}", report.state).to_lowercase(),
+    }
+}
+
+/// A partition held elsewhere (or by no one), from its stored metadata.
+pub fn stored_partition(partition: u32, stored: Option<PartitionMeta>) -> pb::PartitionState {
+    let meta = stored.unwrap_or_default();
+    let subqueues = Priority::all()
+        .zip(&meta.subqueues)
+        .map(|(priority, s)| pb::SubqueueState {
+            priority: priority.get(),
+            ack_level: level(s.ack_level),
+            max_level: level(s.max_level),
+            backlog: s.approx_backlog.max(0) as u64,
+            ..Default::default()
+        })
+        .collect();
+    let state = if meta.owner.is_empty() { "unowned" } else { "remote" };
+    pb::PartitionState {
+        partition,
+        range_id: meta.range_id,
+        owner: meta.owner,
+        subqueues,
+        state: state.to_owned(),
+        ..Default::default()
+    }
 }

@@ -3,9 +3,10 @@ use std::sync::Arc;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
+use super::routing::{Origin, Router};
 use super::{convert, status};
 use crate::matcher::{LeaseToken, Queues};
-use crate::model::{Limits, ValidationError, validate};
+use crate::model::{Limits, PartitionId, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
 
@@ -14,21 +15,21 @@ const MAX_WORKER_ID_BYTES: usize = 256;
 /// The most keys DescribeQueue lists per priority level.
 const MAX_TOP_KEYS: u32 = 100;
 
-/// `fairway.v1.Matching` over the queues of this node.
+/// `fairway.v1.Matching` on this node, routing to the others as needed.
 #[derive(Clone, Debug)]
 pub struct MatchingService {
-    queues: Arc<Queues>,
+    router: Arc<Router>,
     limits: Limits,
 }
 
 impl MatchingService {
     pub fn new(queues: Arc<Queues>, limits: Limits) -> Self {
-        MatchingService { queues, limits }
+        MatchingService { router: Arc::new(Router::new(queues)), limits }
     }
-}
 
-fn added(outcome: crate::matcher::AddOutcome) -> pb::AddTaskResponse {
-    pb::AddTaskResponse { task_id: outcome.task_id, sync_matched: outcome.sync_matched }
+    fn queues(&self) -> &Arc<Queues> {
+        self.router.queues()
+    }
 }
 
 fn item_error(status: Status) -> pb::AddTaskResult {
@@ -43,12 +44,11 @@ fn item_error(status: Status) -> pb::AddTaskResult {
 #[tonic::async_trait]
 impl Matching for MatchingService {
     async fn add_task(&self, request: Request<pb::AddTaskRequest>) -> Result<Response<pb::AddTaskResponse>, Status> {
+        let origin = Origin::of(&request)?;
         let request = request.into_inner();
         let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
-        let matcher = self.queues.get(&queue).await.map_err(status::from_match)?;
-        let outcome = matcher.add(spec).await.map_err(status::from_match)?;
-        Ok(Response::new(added(outcome)))
+        Ok(Response::new(self.router.add(&queue, spec, origin).await?))
     }
 
     async fn add_tasks(&self, request: Request<pb::AddTasksRequest>) -> Result<Response<pb::AddTasksResponse>, Status> {
@@ -61,20 +61,14 @@ impl Matching for MatchingService {
             .enumerate()
             .map(|(i, spec)| convert::task_spec(&format!("tasks[{i}]"), Some(spec), &self.limits))
             .collect();
-        let matcher = self.queues.get(&queue).await.map_err(status::from_match)?;
-        let results = join_all(specs.into_iter().map(|spec| {
-            let matcher = matcher.clone();
-            async move {
-                let spec = match spec {
-                    Ok(spec) => spec,
-                    Err(invalid) => return item_error(status::invalid(invalid)),
-                };
-                match matcher.add(spec).await {
-                    Ok(outcome) => {
-                        pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added(outcome))) }
-                    }
-                    Err(error) => item_error(status::from_match(error)),
-                }
+        let results = join_all(specs.into_iter().map(|spec| async {
+            let spec = match spec {
+                Ok(spec) => spec,
+                Err(invalid) => return item_error(status::invalid(invalid)),
+            };
+            match self.router.add(&queue, spec, Origin::Client).await {
+                Ok(added) => pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added)) },
+                Err(error) => item_error(error),
             }
         }))
         .await;
@@ -82,6 +76,7 @@ impl Matching for MatchingService {
     }
 
     async fn poll_task(&self, request: Request<pb::PollTaskRequest>) -> Result<Response<pb::PollTaskResponse>, Status> {
+        let origin = Origin::of(&request)?;
         let request = request.into_inner();
         let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
         if request.worker_id.len() > MAX_WORKER_ID_BYTES {
@@ -91,10 +86,9 @@ impl Matching for MatchingService {
             )));
         }
         let wait = convert::duration("max_wait", request.max_wait).map_err(status::invalid)?;
-        let default_wait = self.queues.settings().matcher.default_poll_wait;
+        let default_wait = self.queues().settings().matcher.default_poll_wait;
         let wait = validate::poll_wait("max_wait", wait, default_wait, &self.limits).map_err(status::invalid)?;
-        let matcher = self.queues.get(&queue).await.map_err(status::from_match)?;
-        let task = matcher.poll(wait).await.map(convert::task);
+        let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTaskResponse { task }))
     }
 
@@ -125,26 +119,21 @@ impl Matching for MatchingService {
             )));
         }
         let top_keys = if request.top_keys == 0 { 10 } else { request.top_keys as usize };
-        let matcher = self.queues.get(&queue).await.map_err(status::from_match)?;
-        let partitions = matcher
-            .describe(top_keys)
-            .into_iter()
-            .map(|report| {
-                let (range_id, added, dispatched, subqueues) = match report.snapshot {
-                    Some(s) => (s.range_id, s.added, s.dispatched, convert::subqueues(s)),
-                    None => (0, 0, 0, Vec::new()),
-                };
-                pb::PartitionState {
-                    partition: report.partition,
-                    range_id,
-                    owner: self.queues.settings().node.clone(),
-                    state: format!("{:?}", report.state).to_lowercase(),
-                    subqueues,
-                    dispatched,
-                    added,
+        let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
+        let held: std::collections::HashMap<u32, _> =
+            matcher.describe(top_keys).into_iter().map(|report| (report.partition, report)).collect();
+        let mut partitions = Vec::new();
+        for partition in 0..matcher.config().partitions {
+            let state = match held.get(&partition) {
+                Some(report) => convert::held_partition(report, self.queues().view().node()),
+                None => {
+                    let id = PartitionId { queue: queue.clone(), partition };
+                    let stored = self.queues().store().load_partition(&id).await.map_err(status::from_store)?;
+                    convert::stored_partition(partition, stored)
                 }
-            })
-            .collect();
+            };
+            partitions.push(state);
+        }
         Ok(Response::new(pb::DescribeQueueResponse {
             queue: queue.to_string(),
             partitions,

@@ -7,6 +7,7 @@
 
 mod convert;
 mod matching;
+mod routing;
 pub mod status;
 
 pub use matching::MatchingService;

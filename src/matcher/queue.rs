@@ -1,6 +1,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -8,10 +8,11 @@ use tokio::sync::oneshot;
 use super::LeaseToken;
 use super::registry::Settings;
 use crate::clock::SharedClock;
+use crate::cluster::DispatchGate;
 use crate::model::{FairLevel, PartitionId, QueueName, StoredTask, TaskSpec};
 use crate::partition::{Partition, PartitionError, PartitionState, ReadyHook};
 use crate::queue::{Candidate, PartitionSnapshot};
-use crate::store::Store;
+use crate::store::{QueueConfig, Store};
 
 /// A task handed to a worker.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,15 +64,22 @@ enum Dispatch {
     Refused,
 }
 
-/// One queue as this node serves it. See the module docs.
+/// One queue as this node serves it: the partitions of the queue this node
+/// owns, and the pollers waiting on them. See the module docs.
 pub struct QueueMatcher {
     name: QueueName,
+    config: QueueConfig,
     partitions: RwLock<Vec<Arc<Partition>>>,
+    /// Adoptions and releases, one at a time.
+    ownership: tokio::sync::Mutex<()>,
     waiters: Mutex<VecDeque<Waiter>>,
     next_partition: AtomicUsize,
     closing: AtomicBool,
     settings: Arc<Settings>,
+    store: Arc<dyn Store>,
     clock: SharedClock,
+    gate: Arc<DispatchGate>,
+    on_ready: ReadyHook,
 }
 
 impl std::fmt::Debug for QueueMatcher {
@@ -80,7 +88,7 @@ impl std::fmt::Debug for QueueMatcher {
     }
 }
 
-/// What `describe` reports of one partition.
+/// What `describe` reports of one partition this node holds.
 #[derive(Clone, Debug)]
 pub struct PartitionReport {
     pub partition: u32,
@@ -89,53 +97,118 @@ pub struct PartitionReport {
 }
 
 impl QueueMatcher {
-    /// Opens every partition of the queue on this node.
-    pub(super) async fn open(
+    /// A queue with none of its partitions taken yet (see [`Self::adopt`]).
+    pub(super) fn new(
         name: QueueName,
+        config: QueueConfig,
         store: Arc<dyn Store>,
         clock: SharedClock,
         settings: Arc<Settings>,
-    ) -> Result<Arc<QueueMatcher>, PartitionError> {
-        let matcher = Arc::new(QueueMatcher {
-            name: name.clone(),
-            partitions: RwLock::new(Vec::new()),
-            waiters: Mutex::new(VecDeque::new()),
-            next_partition: AtomicUsize::new(0),
-            closing: AtomicBool::new(false),
-            settings: settings.clone(),
-            clock: clock.clone(),
-        });
-        let weak = Arc::downgrade(&matcher);
-        let on_ready: ReadyHook = Arc::new(move || {
-            if let Some(matcher) = weak.upgrade() {
-                matcher.dispatch_waiting();
+        gate: Arc<DispatchGate>,
+    ) -> Arc<QueueMatcher> {
+        Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
+            let weak = weak.clone();
+            QueueMatcher {
+                name,
+                config,
+                partitions: RwLock::new(Vec::new()),
+                ownership: tokio::sync::Mutex::new(()),
+                waiters: Mutex::new(VecDeque::new()),
+                next_partition: AtomicUsize::new(0),
+                closing: AtomicBool::new(false),
+                settings,
+                store,
+                clock,
+                gate,
+                on_ready: Arc::new(move || {
+                    if let Some(matcher) = weak.upgrade() {
+                        matcher.dispatch_waiting();
+                    }
+                }),
             }
-        });
-        for partition in 0..settings.matcher.partitions_per_queue {
-            let id = PartitionId { queue: name.clone(), partition };
-            let opened = Partition::open(
-                id,
-                settings.node.clone(),
-                store.clone(),
-                clock.clone(),
-                settings.engine.clone(),
-                settings.writer.clone(),
-                on_ready.clone(),
-            )
-            .await;
-            match opened {
-                Ok(partition) => matcher.write_partitions().push(partition),
-                Err(error) => {
-                    matcher.close().await;
-                    return Err(error);
-                }
-            }
-        }
-        Ok(matcher)
+        })
     }
 
     pub fn name(&self) -> &QueueName {
         &self.name
+    }
+
+    pub fn config(&self) -> QueueConfig {
+        self.config
+    }
+
+    /// The partitions this node holds, and in which state.
+    pub fn held(&self) -> Vec<(u32, PartitionState)> {
+        self.partitions().iter().map(|p| (p.id().partition, p.state())).collect()
+    }
+
+    /// Whether this node holds `partition` and may write to it.
+    pub fn holds(&self, partition: u32) -> bool {
+        self.partitions().iter().any(|p| p.id().partition == partition && p.state() == PartitionState::Active)
+    }
+
+    /// Takes `partition` if this node does not hold it yet and `may_take`
+    /// accepts its stored owner (a previous owner that is gone or has handed
+    /// it over). Returns whether it took it.
+    pub async fn adopt(&self, partition: u32, may_take: impl Fn(&str) -> bool) -> Result<bool, MatchError> {
+        let _one_at_a_time = self.ownership.lock().await;
+        if self.closing.load(Ordering::Acquire) {
+            return Err(MatchError::ShuttingDown);
+        }
+        if self.holds(partition) {
+            return Ok(false);
+        }
+        self.write_partitions().retain(|p| p.id().partition != partition);
+        let id = PartitionId { queue: self.name.clone(), partition };
+        let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+        if let Some(meta) = &stored
+            && !meta.owner.is_empty()
+            && meta.owner != self.settings.node
+            && !may_take(&meta.owner)
+        {
+            return Ok(false);
+        }
+        let opened = Partition::open(
+            id,
+            stored.map_or(0, |m| m.range_id),
+            self.settings.node.clone(),
+            self.store.clone(),
+            self.clock.clone(),
+            self.settings.engine.clone(),
+            self.settings.writer.clone(),
+            self.on_ready.clone(),
+        )
+        .await?;
+        self.write_partitions().push(opened);
+        Ok(true)
+    }
+
+    /// Hands `partition` over: finishes its writes and writes its ack levels
+    /// with no owner, so that the next owner takes it at once.
+    pub async fn release(&self, partition: u32) {
+        let _one_at_a_time = self.ownership.lock().await;
+        let released: Vec<Arc<Partition>> = {
+            let mut partitions = self.write_partitions();
+            let (gone, kept) = partitions.drain(..).partition(|p| p.id().partition == partition);
+            *partitions = kept;
+            gone
+        };
+        for partition in released {
+            tracing::info!(partition = %partition.id(), "handing over");
+            partition.release().await;
+        }
+        self.dispatch_waiting();
+    }
+
+    /// Drops every partition without writing: this node may have been
+    /// declared dead, and others may own them now.
+    pub async fn abandon_all(&self) {
+        let _one_at_a_time = self.ownership.lock().await;
+        let partitions = std::mem::take(&mut *self.write_partitions());
+        for partition in partitions {
+            tracing::warn!(partition = %partition.id(), "abandoning");
+            partition.abandon().await;
+        }
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {
@@ -151,12 +224,20 @@ impl QueueMatcher {
     }
 
     /// Adds a task: to a waiting poller while the backlog is negligible,
-    /// else durably to one of the queue's partitions (round robin).
-    pub async fn add(&self, spec: TaskSpec) -> Result<AddOutcome, MatchError> {
+    /// else durably to one of the partitions this node holds (round robin),
+    /// or to `partition` if given.
+    pub async fn add(&self, spec: TaskSpec, partition: Option<u32>) -> Result<AddOutcome, MatchError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
-        let partition = self.pick_partition()?;
+        let partition = match partition {
+            Some(number) => self
+                .partitions()
+                .into_iter()
+                .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
+                .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))?,
+            None => self.pick_partition()?,
+        };
         if self.settings.matcher.sync_match
             && let Some(outcome) = self.try_sync_match(&partition, &spec)
         {
@@ -181,10 +262,10 @@ impl QueueMatcher {
     fn try_sync_match(&self, partition: &Partition, spec: &TaskSpec) -> Option<AddOutcome> {
         let mut waiters = self.waiters();
         drop_gone(&mut waiters);
-        if waiters.is_empty() {
+        let now = self.clock.now_ms();
+        if waiters.is_empty() || !self.gate.is_open(now) {
             return None;
         }
-        let now = self.clock.now_ms();
         let age = self.settings.matcher.backlog_negligible_age;
         let negligible =
             self.partitions().iter().all(|p| p.with_engine(|e| e.backlog_negligible(now, age)).unwrap_or(true));
@@ -235,7 +316,8 @@ impl QueueMatcher {
         }
     }
 
-    fn take_now(&self) -> Option<DispatchedTask> {
+    /// A task if one is ready now, without waiting.
+    pub fn take_now(&self) -> Option<DispatchedTask> {
         let mut taken = None;
         let outcome = self.dispatch_one(|task| {
             taken = Some(task);
@@ -268,6 +350,9 @@ impl QueueMatcher {
     /// which hands it back if its taker is gone; a task handed back is put
     /// back in the buffer before the partition is unlocked.
     fn dispatch_one(&self, deliver: impl FnOnce(DispatchedTask) -> Option<DispatchedTask>) -> Dispatch {
+        if !self.gate.is_open(self.clock.now_ms()) {
+            return Dispatch::NoTask;
+        }
         let partitions = self.partitions();
         loop {
             let mut best: Option<(usize, Candidate)> = None;
@@ -330,12 +415,13 @@ impl QueueMatcher {
             .collect()
     }
 
-    /// Answers parked polls (empty), then closes every partition in turn.
+    /// Answers parked polls (empty), then hands every partition over in turn.
     pub async fn close(&self) {
         self.stop_polls();
+        let _one_at_a_time = self.ownership.lock().await;
         let partitions = std::mem::take(&mut *self.write_partitions());
         for partition in partitions {
-            partition.close().await;
+            partition.release().await;
         }
     }
 

@@ -6,10 +6,12 @@ use tokio::sync::OnceCell;
 
 use super::{MatchError, MatcherConfig, QueueMatcher};
 use crate::clock::SharedClock;
+use crate::cluster::{ClusterView, DispatchGate};
+use crate::model::PartitionId;
 use crate::model::QueueName;
 use crate::partition::WriterConfig;
 use crate::queue::EngineConfig;
-use crate::store::Store;
+use crate::store::{QueueConfig, Store, StoreError};
 
 /// What every queue of a node is opened with.
 #[derive(Clone, Debug, Default)]
@@ -23,23 +25,41 @@ pub struct Settings {
 
 type Slot = Arc<OnceCell<Arc<QueueMatcher>>>;
 
-/// The queues of a node, opened on first use. A queue whose opening failed
-/// is tried again on the next request.
+/// The queues of a node, opened on first use or when the cluster gives this
+/// node some of their partitions. A queue whose opening failed is tried
+/// again on the next request.
 #[derive(Debug)]
 pub struct Queues {
     store: Arc<dyn Store>,
     clock: SharedClock,
     settings: Arc<Settings>,
+    view: Arc<ClusterView>,
+    gate: Arc<DispatchGate>,
     queues: Mutex<HashMap<QueueName, Slot>>,
     closing: AtomicBool,
 }
 
 impl Queues {
+    /// The queues of the one node of an unshared store: it owns everything.
     pub fn new(store: Arc<dyn Store>, clock: SharedClock, settings: Settings) -> Self {
+        let view = Arc::new(ClusterView::single(settings.node.clone()));
+        Queues::in_cluster(store, clock, settings, view, Arc::new(DispatchGate::always_open()))
+    }
+
+    /// The queues of a node that shares its store with others.
+    pub fn in_cluster(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        settings: Settings,
+        view: Arc<ClusterView>,
+        gate: Arc<DispatchGate>,
+    ) -> Self {
         Queues {
             store,
             clock,
             settings: Arc::new(settings),
+            view,
+            gate,
             queues: Mutex::new(HashMap::new()),
             closing: AtomicBool::new(false),
         }
@@ -49,17 +69,112 @@ impl Queues {
         &self.settings
     }
 
+    pub fn view(&self) -> &Arc<ClusterView> {
+        &self.view
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The queue, created in the store with the default partition count if
+    /// it is new; on first use, this node takes the partitions it should own.
     pub async fn get(&self, name: &QueueName) -> Result<Arc<QueueMatcher>, MatchError> {
+        self.get_with(name, self.settings.matcher.partitions_per_queue).await
+    }
+
+    /// [`Self::get`], creating a new queue with `partitions` partitions.
+    pub async fn get_with(&self, name: &QueueName, partitions: u32) -> Result<Arc<QueueMatcher>, MatchError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
         let slot = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().clone();
         let matcher = slot
-            .get_or_try_init(|| {
-                QueueMatcher::open(name.clone(), self.store.clone(), self.clock.clone(), self.settings.clone())
+            .get_or_try_init(|| async {
+                let config = self
+                    .store
+                    .create_queue(name, QueueConfig { partitions })
+                    .await
+                    .map_err(|e| MatchError::Partition(e.into()))?;
+                let matcher = QueueMatcher::new(
+                    name.clone(),
+                    config,
+                    self.store.clone(),
+                    self.clock.clone(),
+                    self.settings.clone(),
+                    self.gate.clone(),
+                );
+                // Before anyone else sees the queue: take what this node should own.
+                self.claim(&matcher).await;
+                Ok::<_, MatchError>(matcher)
             })
-            .await?;
-        Ok(matcher.clone())
+            .await?
+            .clone();
+        Ok(matcher)
+    }
+
+    /// Takes the partitions of `matcher` that this node should own and does
+    /// not hold, and hands over those it holds and should not.
+    async fn claim(&self, matcher: &QueueMatcher) {
+        for partition in 0..matcher.config().partitions {
+            let id = PartitionId { queue: matcher.name().clone(), partition };
+            let rightful = self.view.owns(&id);
+            let held = matcher.holds(partition);
+            if rightful && !held {
+                let view = &self.view;
+                match matcher.adopt(partition, |owner| !view.is_live(owner)).await {
+                    Ok(true) => tracing::info!(partition = %id, "took over"),
+                    Ok(false) => tracing::debug!(partition = %id, "waiting for the previous owner to hand over"),
+                    Err(error) => tracing::warn!(partition = %id, %error, "could not take the partition"),
+                }
+            } else if held && !rightful {
+                matcher.release(partition).await;
+            } else if !held && matcher.held().iter().any(|(p, _)| *p == partition) {
+                // Held but lost (fenced): forget it; a later pass takes it again if it is ours.
+                matcher.release(partition).await;
+            }
+        }
+    }
+
+    /// One pass of ownership: every queue in the store, every partition.
+    pub async fn rebalance(&self) -> Result<(), StoreError> {
+        let queues = self.store.list_queues().await?;
+        for (name, config) in queues {
+            if self.closing.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let opened = self.opened_queue(&name);
+            let matcher = match opened {
+                Some(matcher) => matcher,
+                None => {
+                    let ours = (0..config.partitions)
+                        .any(|partition| self.view.owns(&PartitionId { queue: name.clone(), partition }));
+                    if !ours {
+                        continue;
+                    }
+                    match self.get_with(&name, config.partitions).await {
+                        Ok(matcher) => matcher,
+                        Err(error) => {
+                            tracing::warn!(queue = %name, %error, "could not open the queue");
+                            continue;
+                        }
+                    }
+                }
+            };
+            self.claim(&matcher).await;
+        }
+        Ok(())
+    }
+
+    /// Drops every partition without writing (see [`QueueMatcher::abandon_all`]).
+    pub async fn abandon_all(&self) {
+        for queue in self.opened() {
+            queue.abandon_all().await;
+        }
+    }
+
+    fn opened_queue(&self, name: &QueueName) -> Option<Arc<QueueMatcher>> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).get(name).and_then(|slot| slot.get().cloned())
     }
 
     fn opened(&self) -> Vec<Arc<QueueMatcher>> {
@@ -75,7 +190,7 @@ impl Queues {
         }
     }
 
-    /// Finishes queued writes, writes the ack levels and closes every queue.
+    /// Finishes queued writes, hands every partition over and closes every queue.
     pub async fn close(&self) {
         self.stop_polls();
         for queue in self.opened() {

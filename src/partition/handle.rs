@@ -123,10 +123,13 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
-    /// Takes ownership of the partition (creating it if needed) and starts
-    /// its writer, reader and keeper.
+    /// Takes ownership of the partition from range id `stored_range` (0: it
+    /// does not exist yet, and is created) and starts its writer, reader and
+    /// keeper.
+    #[allow(clippy::too_many_arguments)]
     pub async fn open(
         id: PartitionId,
+        stored_range: i64,
         node: String,
         store: Arc<dyn Store>,
         clock: SharedClock,
@@ -134,7 +137,6 @@ impl Partition {
         config: WriterConfig,
         on_ready: ReadyHook,
     ) -> Result<Arc<Partition>, PartitionError> {
-        let stored_range = store.load_partition(&id).await?.map_or(0, |m| m.range_id);
         let meta = store.take_ownership(&id, stored_range, &node).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, "took ownership");
         let engine = PartitionEngine::load(&meta, engine_config, clock.now_ms());
@@ -205,10 +207,23 @@ impl Partition {
         self.shared.clock.now_ms()
     }
 
-    /// Stops in order: no new writes; queued writes are finished; the ack
-    /// levels are written a last time; reader and keeper stop.
-    pub async fn close(&self) {
+    /// Stops in order and hands the partition over: no new writes; queued
+    /// writes are finished; the ack levels are written a last time with no
+    /// owner, so that the next owner may take it at once; reader and keeper stop.
+    pub async fn release(&self) {
+        self.shared.engine().set_owner(String::new());
         self.shared.set_state(PartitionState::Closed);
+        self.stop_tasks().await;
+    }
+
+    /// Stops without writing anything more: for when this node may have been
+    /// declared dead and another may own the partition now.
+    pub async fn abandon(&self) {
+        self.shared.set_state(PartitionState::Lost);
+        self.stop_tasks().await;
+    }
+
+    async fn stop_tasks(&self) {
         self.stop.cancel();
         let mut tasks = self.tasks.lock().await;
         while tasks.join_next().await.is_some() {}

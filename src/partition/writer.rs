@@ -31,6 +31,10 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteC
             return;
         }
     }
+    if shared.state() == PartitionState::Lost {
+        fail_queued(&shared, &mut commands);
+        return;
+    }
     commands.close();
     while let Some(first) = carried.take().or_else(|| commands.try_recv().ok()) {
         let batch = gather(&shared, first, &mut commands, &mut carried);

@@ -152,6 +152,11 @@ impl PartitionEngine {
         self.range_id
     }
 
+    /// The owner written with the next metadata ("" to hand the partition over).
+    pub fn set_owner(&mut self, owner: String) {
+        self.owner = owner;
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }

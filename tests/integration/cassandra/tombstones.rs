@@ -60,12 +60,15 @@ async fn reads_from_the_ack_level_scan_no_tombstones() {
 
     for chunk in 0..TASKS / 1000 {
         let adds = (0..1000).map(|i| {
-            matcher.add(TaskSpec {
-                fairness_key: format!("key-{}", i % 64),
-                fairness_weight: None,
-                priority: Priority::DEFAULT,
-                payload: format!("{chunk}/{i}").into_bytes(),
-            })
+            matcher.add(
+                TaskSpec {
+                    fairness_key: format!("key-{}", i % 64),
+                    fairness_weight: None,
+                    priority: Priority::DEFAULT,
+                    payload: format!("{chunk}/{i}").into_bytes(),
+                },
+                None,
+            )
         });
         for added in join_all(adds).await {
             added.expect("add a task");

@@ -1,0 +1,166 @@
+//! Routing requests between nodes: any node accepts any request; adds go to
+//! a partition this node holds, or are forwarded to the owner of one; polls
+//! are served from the partitions this node holds, then from the others'
+//! (a probe that does not wait), then wait where the queue's partitions are.
+//!
+//! Invariant: a forwarded request is never forwarded again, so a stale view
+//! of ownership costs one failed hop, never a loop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tonic::{Request, Status};
+
+use super::{convert, status};
+use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
+use crate::matcher::{QueueMatcher, Queues};
+use crate::model::{PartitionId, QueueName, TaskSpec};
+use crate::proto::v1 as pb;
+
+/// Where a request came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// From a client: may be forwarded.
+    Client,
+    /// From another node, for the partition named (adds) or for this node's
+    /// partitions only (polls).
+    Forwarded(Option<u32>),
+}
+
+impl Origin {
+    pub fn of<T>(request: &Request<T>) -> Result<Origin, Status> {
+        let metadata = request.metadata();
+        if let Some(partition) = metadata.get(FORWARDED_PARTITION) {
+            let partition =
+                partition.to_str().ok().and_then(|p| p.parse().ok()).ok_or_else(|| {
+                    Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))
+                })?;
+            return Ok(Origin::Forwarded(Some(partition)));
+        }
+        Ok(if metadata.contains_key(FORWARDED) { Origin::Forwarded(None) } else { Origin::Client })
+    }
+}
+
+/// The routing decisions of one node.
+#[derive(Debug)]
+pub struct Router {
+    queues: Arc<Queues>,
+    peers: Peers,
+    turn: AtomicUsize,
+}
+
+impl Router {
+    pub fn new(queues: Arc<Queues>) -> Router {
+        Router { queues, peers: Peers::default(), turn: AtomicUsize::new(0) }
+    }
+
+    pub fn queues(&self) -> &Arc<Queues> {
+        &self.queues
+    }
+
+    fn next_turn(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub async fn add(&self, queue: &QueueName, spec: TaskSpec, origin: Origin) -> Result<pb::AddTaskResponse, Status> {
+        let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        let local = match origin {
+            Origin::Forwarded(partition) => Some(partition),
+            Origin::Client if matcher.held().is_empty() => None,
+            Origin::Client => Some(None),
+        };
+        if let Some(partition) = local {
+            let outcome = matcher.add(spec, partition).await.map_err(status::from_match)?;
+            return Ok(pb::AddTaskResponse { task_id: outcome.task_id, sync_matched: outcome.sync_matched });
+        }
+        let partition = (self.next_turn() % matcher.config().partitions as usize) as u32;
+        let owner = self.remote_owner(&matcher, partition)?;
+        let mut forwarded = Request::new(pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) });
+        forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
+        Ok(self.peers.client(&owner)?.add_task(forwarded).await?.into_inner())
+    }
+
+    /// The owner of `partition` when it is another node.
+    fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
+        let id = PartitionId { queue: matcher.name().clone(), partition };
+        let view = self.queues.view();
+        match view.owner(&id) {
+            Some(owner) if owner != view.node() => Ok(owner),
+            _ => Err(Status::unavailable(format!("partition {id} is changing owner; nothing was written, retry"))),
+        }
+    }
+
+    pub async fn poll(
+        &self,
+        queue: &QueueName,
+        wait: Duration,
+        worker_id: &str,
+        origin: Origin,
+    ) -> Result<Option<pb::Task>, Status> {
+        let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        if origin != Origin::Client {
+            return Ok(matcher.poll(wait).await.map(convert::task));
+        }
+        if let Some(task) = matcher.take_now() {
+            return Ok(Some(convert::task(task)));
+        }
+        let others = self.other_owners(&matcher);
+        for owner in &others {
+            if let Some(task) = self.forward_poll(owner, queue, Duration::ZERO, worker_id).await? {
+                return Ok(Some(task));
+            }
+        }
+        if !matcher.held().is_empty() || others.is_empty() {
+            return Ok(matcher.poll(wait).await.map(convert::task));
+        }
+        let owner = &others[self.next_turn() % others.len()];
+        self.forward_poll(owner, queue, wait, worker_id).await
+    }
+
+    /// The other live nodes that own partitions of the queue.
+    fn other_owners(&self, matcher: &QueueMatcher) -> Vec<String> {
+        let view = self.queues.view();
+        let mut owners: Vec<String> = (0..matcher.config().partitions)
+            .filter_map(|partition| view.owner(&PartitionId { queue: matcher.name().clone(), partition }))
+            .filter(|owner| owner != view.node())
+            .collect();
+        owners.sort();
+        owners.dedup();
+        owners
+    }
+
+    async fn forward_poll(
+        &self,
+        owner: &str,
+        queue: &QueueName,
+        wait: Duration,
+        worker_id: &str,
+    ) -> Result<Option<pb::Task>, Status> {
+        let mut request = Request::new(pb::PollTaskRequest {
+            queue: queue.to_string(),
+            worker_id: worker_id.to_owned(),
+            max_wait: Some(prost_types::Duration::try_from(wait).unwrap_or_default()),
+        });
+        request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
+        match self.peers.client(owner)?.poll_task(request).await {
+            Ok(response) => Ok(response.into_inner().task),
+            // A peer that cannot be reached has no task for us now.
+            Err(error) if error.code() == tonic::Code::Unavailable => {
+                tracing::debug!(%owner, %error, "peer unavailable for a poll");
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
+    pb::TaskSpec {
+        fairness_key: spec.fairness_key,
+        fairness_weight: spec.fairness_weight.unwrap_or(0.0),
+        priority: spec.priority.get(),
+        payload: spec.payload,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,76 @@
+use std::sync::Arc;
+
+use super::assignment::live_nodes;
+use super::{ClusterConfig, ClusterView, DispatchGate};
+use crate::clock::{SharedClock, UnixMillis, millis};
+use crate::store::{Member, Store, StoreError};
+
+/// What a heartbeat found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Written in time: the others still count this node live.
+    Fresh,
+    /// Written after a gap longer than the member timeout: the others may
+    /// have declared this node dead and taken its partitions.
+    AfterLapse,
+}
+
+/// This node's membership: it writes the heartbeats, reads the live set,
+/// and keeps the dispatch gate open only while its own heartbeat is fresh.
+#[derive(Debug)]
+pub struct Membership {
+    me: Member,
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    config: ClusterConfig,
+    view: Arc<ClusterView>,
+    gate: Arc<DispatchGate>,
+    last_written: std::sync::Mutex<Option<UnixMillis>>,
+}
+
+impl Membership {
+    pub fn new(
+        view: Arc<ClusterView>,
+        gate: Arc<DispatchGate>,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        config: ClusterConfig,
+    ) -> Membership {
+        let now = clock.now_ms();
+        let me = Member { node: view.node().to_owned(), started_unix_ms: now, heartbeat_unix_ms: now };
+        Membership { me, store, clock, config, view, gate, last_written: std::sync::Mutex::new(None) }
+    }
+
+    pub fn view(&self) -> &Arc<ClusterView> {
+        &self.view
+    }
+
+    /// Writes this node's heartbeat and reads the live set. The gate opens
+    /// until the heartbeat could go stale in the others' eyes, less a
+    /// margin of one heartbeat interval.
+    pub async fn beat(&self) -> Result<Heartbeat, StoreError> {
+        let started = self.clock.now_ms();
+        let member = Member { heartbeat_unix_ms: started, ..self.me.clone() };
+        self.store.heartbeat(&member).await?;
+        let members = self.store.members().await?;
+        let now = self.clock.now_ms();
+        let timeout = millis(self.config.member_timeout);
+        let mut live = live_nodes(&members, now, timeout);
+        if !live.contains(&self.me.node) {
+            live.push(self.me.node.clone());
+            live.sort();
+        }
+        self.view.set_live(live);
+        let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
+        self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
+        let lapsed = previous.is_some_and(|previous| started - previous >= timeout);
+        Ok(if lapsed { Heartbeat::AfterLapse } else { Heartbeat::Fresh })
+    }
+
+    /// Removes this node from the members, so that others take its
+    /// partitions at once rather than after the timeout.
+    pub async fn leave(&self) -> Result<(), StoreError> {
+        self.gate.open_until(i64::MIN);
+        self.store.leave(&self.me.node).await
+    }
+}

@@ -1,0 +1,139 @@
+//! Several nodes on one store: who is alive, who should own which partition,
+//! and when this node must stop handing out tasks.
+//!
+//! Each node writes a heartbeat to the store and reads everyone's; a node is
+//! live while its heartbeat is fresher than `cluster.member_timeout`. Every
+//! partition has one rightful owner among the live nodes (rendezvous
+//! hashing, [`assignment`]); that node takes it with the range-id
+//! compare-and-set, and a node that is no longer the rightful owner hands it
+//! over. Invariant kept by [`DispatchGate`]: a node whose own heartbeat may
+//! have gone stale (it paused, or lost the store) hands out nothing until it
+//! has written a fresh one, so that it does not dispatch from partitions that
+//! others may have taken meanwhile.
+//!
+//! On the embedded store there is one node, which owns everything.
+
+pub mod assignment;
+mod membership;
+mod peers;
+
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use membership::{Heartbeat, Membership};
+pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
+
+use crate::clock::UnixMillis;
+use crate::model::PartitionId;
+
+/// Section `[cluster]` of the config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The address other nodes reach this one at; its name in the cluster.
+    /// Empty: the address the server listens on.
+    pub advertise: String,
+    /// How often this node writes its heartbeat and reads the others'.
+    #[serde(with = "crate::config::duration_serde")]
+    pub heartbeat_interval: Duration,
+    /// A node whose heartbeat is older than this is dead to the others.
+    #[serde(with = "crate::config::duration_serde")]
+    pub member_timeout: Duration,
+    /// How often a node takes and hands over partitions to match the live set.
+    #[serde(with = "crate::config::duration_serde")]
+    pub rebalance_interval: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            advertise: String::new(),
+            heartbeat_interval: Duration::from_secs(1),
+            member_timeout: Duration::from_secs(6),
+            rebalance_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// This node's view of the cluster: its own name and the live nodes.
+#[derive(Debug)]
+pub struct ClusterView {
+    node: String,
+    /// False on a store only one node can use: that node owns everything.
+    shared: bool,
+    live: RwLock<Vec<String>>,
+}
+
+impl ClusterView {
+    /// The one node of an unshared store.
+    pub fn single(node: String) -> ClusterView {
+        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: false }
+    }
+
+    /// A node of a cluster; it sees only itself until the first heartbeat.
+    pub fn shared(node: String) -> ClusterView {
+        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: true }
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    pub fn live(&self) -> Vec<String> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn is_live(&self, node: &str) -> bool {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).iter().any(|n| n == node)
+    }
+
+    /// Replaces the live set (ignored on an unshared store).
+    pub fn set_live(&self, live: Vec<String>) {
+        if self.shared {
+            *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        }
+    }
+
+    /// The rightful owner of a partition, if any node is live.
+    pub fn owner(&self, partition: &PartitionId) -> Option<String> {
+        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
+        assignment::owner(partition, &live).map(str::to_owned)
+    }
+
+    pub fn owns(&self, partition: &PartitionId) -> bool {
+        self.owner(partition).as_deref() == Some(self.node.as_str())
+    }
+}
+
+/// Open while this node is surely still a live member in everyone's eyes.
+#[derive(Debug)]
+pub struct DispatchGate {
+    open_until: AtomicI64,
+}
+
+impl DispatchGate {
+    /// A gate that never closes (one node on an unshared store).
+    pub fn always_open() -> DispatchGate {
+        DispatchGate { open_until: AtomicI64::new(i64::MAX) }
+    }
+
+    /// A gate closed until the first heartbeat.
+    pub fn closed() -> DispatchGate {
+        DispatchGate { open_until: AtomicI64::new(i64::MIN) }
+    }
+
+    pub fn open_until(&self, until: UnixMillis) {
+        self.open_until.store(until, Ordering::Release);
+    }
+
+    pub fn is_open(&self, now: UnixMillis) -> bool {
+        now < self.open_until.load(Ordering::Acquire)
+    }
+}

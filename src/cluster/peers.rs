@@ -1,0 +1,35 @@
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::proto::v1::matching_client::MatchingClient;
+
+/// gRPC metadata on a request one node forwards to another: the partition
+/// an AddTask must go to, or that a PollTask must be served locally.
+pub const FORWARDED_PARTITION: &str = "fairway-partition";
+pub const FORWARDED: &str = "fairway-forwarded";
+
+/// Clients of the other nodes, connected lazily and kept.
+#[derive(Debug, Default)]
+pub struct Peers {
+    clients: Mutex<HashMap<String, MatchingClient<Channel>>>,
+}
+
+impl Peers {
+    /// A client of the node at `address`.
+    pub fn client(&self, address: &str) -> Result<MatchingClient<Channel>, tonic::Status> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(address) {
+            return Ok(client.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| tonic::Status::internal(format!("peer address {address:?}: {e}")))?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true);
+        let client = MatchingClient::new(endpoint.connect_lazy());
+        clients.insert(address.to_owned(), client.clone());
+        Ok(client)
+    }
+}
