@@ -2,9 +2,10 @@
 //! taking it apart again in a fixed order.
 //!
 //! Shutdown order: (1) stop accepting connections and answer every parked
-//! poll with an empty response; (2) let in-flight requests finish; (3) flush
-//! queued writes and write the ack levels of every partition; (4) close the
-//! store.
+//! poll with an empty response; (2) let in-flight requests finish; (3) stop
+//! taking partitions; (4) for every partition, finish its queued writes and
+//! write its ack levels with no owner (a hand-over); (5) leave the cluster,
+//! so that the others take over at once; (6) close the store.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,12 +14,15 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::MatchingService;
 use crate::clock::SharedClock;
+use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
 use crate::config::{Config, StoreUrl};
-use crate::matcher::Queues;
+use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::store::Store;
 use crate::store::cassandra::{CassandraConfig, CassandraStore, ConnectError};
@@ -62,6 +66,7 @@ pub async fn open_store(url: &StoreUrl, cassandra: &CassandraConfig) -> Result<A
 
 /// Serves `fairway.v1.Matching`, gRPC health and reflection on `listener`
 /// until `shutdown` completes, then shuts down in the order of the module docs.
+/// On a shared store (Cassandra) the node joins the cluster first.
 pub async fn serve(
     listener: TcpListener,
     config: &Config,
@@ -70,10 +75,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let mut settings = config.settings();
-    if let Ok(address) = listener.local_addr() {
-        settings.node = address.to_string();
-    }
-    let queues = Arc::new(Queues::new(store.clone(), clock, settings));
+    settings.node = match (config.cluster.advertise.as_str(), listener.local_addr()) {
+        ("", Ok(address)) => address.to_string(),
+        (advertised, _) => advertised.to_owned(),
+    };
+    let node = Node::start(store.clone(), clock, settings, &config.cluster).await;
+    let queues = node.queues.clone();
     let matching = MatchingServer::new(MatchingService::new(queues.clone(), config.limits.clone()))
         .max_decoding_message_size(grpc_message_limit(config));
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -96,13 +103,92 @@ pub async fn serve(
         .add_service(matching)
         .serve_with_incoming_shutdown(incoming(listener), stopping)
         .await;
-    tracing::info!("shutting down: flushing writes and ack levels");
-    queues.close().await;
+    tracing::info!("shutting down: flushing writes and ack levels, handing partitions over");
+    node.stop().await;
     if let Err(error) = store.close().await {
         tracing::warn!(%error, "closing the store");
     }
     tracing::info!("stopped");
     Ok(served?)
+}
+
+/// The queues of this node and, on a shared store, the loops that keep its
+/// membership and its partitions up to date.
+struct Node {
+    queues: Arc<Queues>,
+    membership: Option<Arc<Membership>>,
+    loops: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Node {
+    async fn start(store: Arc<dyn Store>, clock: SharedClock, settings: Settings, config: &ClusterConfig) -> Node {
+        let mut tasks = JoinSet::new();
+        let loops = CancellationToken::new();
+        if !store.is_shared() {
+            let queues = Arc::new(Queues::new(store.clone(), clock, settings));
+            tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
+            return Node { queues, membership: None, loops, tasks };
+        }
+        let view = Arc::new(ClusterView::shared(settings.node.clone()));
+        let gate = Arc::new(DispatchGate::closed());
+        let membership =
+            Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));
+        if let Err(error) = membership.beat().await {
+            tracing::warn!(%error, "first heartbeat failed; handing out nothing until one succeeds");
+        }
+        tracing::info!(node = view.node(), live = ?view.live(), "joined the cluster");
+        let queues = Arc::new(Queues::in_cluster(store, clock, settings, view, gate));
+        tasks.spawn(heartbeat_loop(membership.clone(), queues.clone(), config.heartbeat_interval, loops.clone()));
+        tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
+        Node { queues, membership: Some(membership), loops, tasks }
+    }
+
+    /// Stops taking partitions, hands over every partition it holds, then
+    /// leaves the cluster, so that others take over at once.
+    async fn stop(mut self) {
+        self.loops.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        self.queues.close().await;
+        if let Some(membership) = &self.membership
+            && let Err(error) = membership.leave().await
+        {
+            tracing::warn!(%error, "could not leave the cluster; the others take over after the member timeout");
+        }
+    }
+}
+
+async fn heartbeat_loop(membership: Arc<Membership>, queues: Arc<Queues>, every: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        match membership.beat().await {
+            Ok(Heartbeat::Fresh) => {}
+            Ok(Heartbeat::AfterLapse) => {
+                tracing::warn!("this node's heartbeat lapsed: others may own its partitions now");
+                queues.abandon_all().await;
+            }
+            Err(error) => tracing::warn!(%error, "heartbeat failed"),
+        }
+    }
+}
+
+async fn rebalance_loop(queues: Arc<Queues>, every: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        if let Err(error) = queues.rebalance().await {
+            tracing::warn!(%error, "could not list the queues");
+        }
+    }
 }
 
 /// Accepted connections, with Nagle's algorithm off: a small response must

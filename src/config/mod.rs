@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use store_url::StoreUrl;
 
+use crate::cluster::ClusterConfig;
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits};
 use crate::partition::WriterConfig;
@@ -38,6 +39,8 @@ pub struct Config {
     pub matcher: MatcherConfig,
     /// Used when `store` is a `cassandra://` URL.
     pub cassandra: CassandraConfig,
+    /// Used when several nodes share the store.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             writer: WriterConfig::default(),
             matcher: MatcherConfig::default(),
             cassandra: CassandraConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -171,6 +175,32 @@ impl Config {
         }
         if !(1..=10_000).contains(&self.cassandra.read_page_size) {
             return Err(ConfigError::new("cassandra.read_page_size", "must be in [1, 10000]"));
+        }
+        let cluster = &self.cluster;
+        for (key, d) in [
+            ("cluster.heartbeat_interval", cluster.heartbeat_interval),
+            ("cluster.rebalance_interval", cluster.rebalance_interval),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::new(key, "must be longer than 0s"));
+            }
+        }
+        if cluster.member_timeout < cluster.heartbeat_interval * 3 {
+            return Err(ConfigError::new(
+                "cluster.member_timeout",
+                "must be at least three cluster.heartbeat_interval, so that one late heartbeat does not evict a node",
+            ));
+        }
+        let advertise_ok = cluster.advertise.is_empty()
+            || cluster
+                .advertise
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
+        if !advertise_ok {
+            return Err(ConfigError::new(
+                "cluster.advertise",
+                "must be HOST:PORT, e.g. 10.0.0.5:7070 or fairway-0.fairway:7070",
+            ));
         }
         if self.matcher.default_poll_wait > limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));

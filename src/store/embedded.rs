@@ -229,6 +229,10 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
         self.append(partition, metadata.range_id, &[], Some(metadata)).await
     }

@@ -146,6 +146,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Forgets a node (on graceful shutdown).
     async fn leave(&self, node: &str) -> StoreResult<()>;
 
+    /// Whether several nodes can use this store at once (and so need
+    /// membership and fencing), or only one process can open it.
+    fn is_shared(&self) -> bool;
+
     /// Orderly close: flush and release what the backend holds.
     async fn close(&self) -> StoreResult<()> {
         Ok(())

@@ -328,6 +328,10 @@ impl Store for CassandraStore {
         Ok(())
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
         let result = self
             .session
