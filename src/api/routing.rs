@@ -15,7 +15,7 @@ use tonic::{Request, Status};
 use super::{convert, status};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
 use crate::matcher::{QueueMatcher, Queues};
-use crate::model::{PartitionId, QueueName, TaskSpec};
+use crate::model::{QueueName, TaskSpec};
 use crate::proto::v1 as pb;
 
 /// Where a request came from.
@@ -83,11 +83,14 @@ impl Router {
 
     /// The owner of `partition` when it is another node.
     fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
-        let id = PartitionId { queue: matcher.name().clone(), partition };
         let view = self.queues.view();
-        match view.owner(&id) {
+        let owners = view.owners(matcher.name(), matcher.config().partitions);
+        match owners.into_iter().nth(partition as usize).flatten() {
             Some(owner) if owner != view.node() => Ok(owner),
-            _ => Err(Status::unavailable(format!("partition {id} is changing owner; nothing was written, retry"))),
+            _ => Err(Status::unavailable(format!(
+                "partition {}/{partition} is changing owner; nothing was written, retry",
+                matcher.name()
+            ))),
         }
     }
 
@@ -121,8 +124,10 @@ impl Router {
     /// The other live nodes that own partitions of the queue.
     fn other_owners(&self, matcher: &QueueMatcher) -> Vec<String> {
         let view = self.queues.view();
-        let mut owners: Vec<String> = (0..matcher.config().partitions)
-            .filter_map(|partition| view.owner(&PartitionId { queue: matcher.name().clone(), partition }))
+        let mut owners: Vec<String> = view
+            .owners(matcher.name(), matcher.config().partitions)
+            .into_iter()
+            .flatten()
             .filter(|owner| owner != view.node())
             .collect();
         owners.sort();

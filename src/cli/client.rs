@@ -59,6 +59,16 @@ pub enum TaskCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum QueueCommand {
+    /// Create a queue with a number of partitions (kept if it exists).
+    Create {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// 1 to 256; more partitions spread a queue over more nodes.
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+    },
     /// Levels, backlog per priority and top keys of a queue.
     Describe {
         #[command(flatten)]
@@ -145,7 +155,19 @@ fn level(level: Option<pb::FairLevel>) -> String {
 }
 
 pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
-    let QueueCommand::Describe { server, queue, top } = command;
+    let (server, queue, top) = match command {
+        QueueCommand::Create { server, queue, partitions } => {
+            let mut client = connect(&server).await?;
+            let response = client
+                .create_queue(pb::CreateQueueRequest { queue: queue.clone(), partitions })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!("queue {queue}: {} partition(s)", response.partitions);
+            return Ok(());
+        }
+        QueueCommand::Describe { server, queue, top } => (server, queue, top),
+    };
     let mut client = connect(&server).await?;
     let response =
         client.describe_queue(pb::DescribeQueueRequest { queue, top_keys: top }).await.map_err(status)?.into_inner();

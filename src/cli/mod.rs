@@ -72,5 +72,9 @@ fn init_logging(server: bool) {
     let default = if server { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRWAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }

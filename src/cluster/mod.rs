@@ -27,7 +27,7 @@ pub use membership::{Heartbeat, Membership};
 pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
 
 use crate::clock::UnixMillis;
-use crate::model::PartitionId;
+use crate::model::QueueName;
 
 /// Section `[cluster]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,14 +101,11 @@ impl ClusterView {
         }
     }
 
-    /// The rightful owner of a partition, if any node is live.
-    pub fn owner(&self, partition: &PartitionId) -> Option<String> {
+    /// The rightful owner of each partition of a queue of `partitions`
+    /// partitions (`None` if no node is live).
+    pub fn owners(&self, queue: &QueueName, partitions: u32) -> Vec<Option<String>> {
         let live = self.live.read().unwrap_or_else(|p| p.into_inner());
-        assignment::owner(partition, &live).map(str::to_owned)
-    }
-
-    pub fn owns(&self, partition: &PartitionId) -> bool {
-        self.owner(partition).as_deref() == Some(self.node.as_str())
+        assignment::owners(queue, partitions, &live)
     }
 }
 

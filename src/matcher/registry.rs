@@ -116,9 +116,10 @@ impl Queues {
     /// Takes the partitions of `matcher` that this node should own and does
     /// not hold, and hands over those it holds and should not.
     async fn claim(&self, matcher: &QueueMatcher) {
-        for partition in 0..matcher.config().partitions {
+        let owners = self.view.owners(matcher.name(), matcher.config().partitions);
+        for (partition, owner) in (0..).zip(owners) {
             let id = PartitionId { queue: matcher.name().clone(), partition };
-            let rightful = self.view.owns(&id);
+            let rightful = owner.as_deref() == Some(self.view.node());
             let held = matcher.holds(partition);
             if rightful && !held {
                 let view = &self.view;
@@ -147,8 +148,8 @@ impl Queues {
             let matcher = match opened {
                 Some(matcher) => matcher,
                 None => {
-                    let ours = (0..config.partitions)
-                        .any(|partition| self.view.owns(&PartitionId { queue: name.clone(), partition }));
+                    let node = self.view.node();
+                    let ours = self.view.owners(&name, config.partitions).iter().any(|o| o.as_deref() == Some(node));
                     if !ours {
                         continue;
                     }

@@ -157,21 +157,29 @@ pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResp
         .into_inner()
 }
 
-/// A `fairway serve` process on port 0.
+/// A `fairway serve` process on port 0; its log goes to a temporary file.
 pub struct ServerProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    log: tempfile::NamedTempFile,
 }
 
 impl ServerProcess {
     /// Starts the real binary on `data_dir` and waits for its `listening on` line.
     pub fn start(data_dir: &Path) -> ServerProcess {
+        ServerProcess::start_on(&format!("embedded:{}", data_dir.display()), &[])
+    }
+
+    /// Starts the real binary on a store URL, with extra `FAIRWAY_*` settings.
+    pub fn start_on(store: &str, env: &[(&str, &str)]) -> ServerProcess {
+        let log = tempfile::NamedTempFile::new().expect("a log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-            .arg(format!("embedded:{}", data_dir.display()))
-            .env("FAIRWAY_LOG", "warn")
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .env("FAIRWAY_LOG", "info")
+            .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(log.reopen().expect("the log file"))
             .spawn()
             .expect("start fairway serve");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -179,11 +187,32 @@ impl ServerProcess {
         BufReader::new(stdout).read_line(&mut line).expect("read the first line");
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             let _ = child.kill();
-            let stderr = child.wait_with_output().map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
-            panic!("fairway serve did not say where it listens: {line:?}; stderr: {stderr:?}")
+            let _ = child.wait();
+            let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
+            panic!("fairway serve did not say where it listens: {line:?}; stderr: {stderr}")
         };
         let addr = addr.parse().expect("an address");
-        ServerProcess { child, addr }
+        ServerProcess { child, addr, log }
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, `TERM`) to the process.
+    pub fn signal(&self, name: &str) {
+        let status =
+            Command::new("kill").args([format!("-{name}"), self.child.id().to_string()]).status().expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// SIGTERM, then waits for the orderly shutdown; returns what it logged.
+    pub fn terminate(mut self) -> String {
+        self.signal("TERM");
+        let status = self.child.wait().expect("wait for the server");
+        assert!(status.success(), "fairway serve exited with {status}: {}", self.log());
+        self.log()
+    }
+
+    /// What the process has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
     pub async fn client(&self) -> Client {

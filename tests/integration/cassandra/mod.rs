@@ -3,6 +3,7 @@
 //! points them at another. Each test works in a keyspace of its own, dropped
 //! afterwards. Without a reachable node they fail, saying how to start one.
 
+mod cluster;
 mod conformance;
 mod end_to_end;
 mod outage;

@@ -1,0 +1,417 @@
+//! Several `fairway serve` processes on one keyspace of a real Cassandra:
+//! ownership spreads, a killed node's partitions are taken over, a paused
+//! node is fenced and rejoins, and a rolling restart loses and duplicates
+//! nothing. Clients spread their requests over the live nodes; every
+//! acknowledged task must be dispatched.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::Keyspace;
+use crate::support::{Client, ServerProcess, spec, wait};
+
+const QUEUE: &str = "spread";
+const PARTITIONS: u32 = 8;
+/// Fast membership for tests: a node is dead 3 s after its last heartbeat.
+const CLUSTER_ENV: &[(&str, &str)] = &[
+    ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
+    ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
+    ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
+];
+
+async fn client(addr: SocketAddr) -> Client {
+    MatchingClient::connect(format!("http://{addr}")).await.expect("connect")
+}
+
+async fn describe(addr: SocketAddr) -> Option<pb::DescribeQueueResponse> {
+    let mut client = MatchingClient::connect(format!("http://{addr}")).await.ok()?;
+    let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 };
+    client.describe_queue(request).await.ok().map(|r| r.into_inner())
+}
+
+/// Each partition's owner as a node reports it ("" when none is active).
+async fn owners(addr: SocketAddr) -> Vec<String> {
+    describe(addr)
+        .await
+        .map(|d| {
+            d.partitions
+                .into_iter()
+                .map(|p| if p.state == "active" || p.state == "remote" { p.owner } else { String::new() })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (re-asking every 100 ms, at most two minutes) until `done` holds
+/// for the owners node `addr` reports.
+async fn until_owners(nodes: &[ServerProcess], what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let addr = nodes[0].addr;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        ticks.tick().await;
+        let owners = owners(addr).await;
+        if owners.len() == PARTITIONS as usize && done(&owners) {
+            return owners;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = nodes.iter().map(|n| format!("--- {}\n{}", n.addr, n.log())).collect();
+            panic!("{what}: owners still {owners:?}\n{}", logs.join("\n"));
+        }
+    }
+}
+
+struct Cluster {
+    keyspace: Keyspace,
+    nodes: Vec<ServerProcess>,
+}
+
+impl Cluster {
+    async fn start(keyspace: Keyspace, size: usize) -> Cluster {
+        let nodes: Vec<ServerProcess> =
+            (0..size).map(|_| ServerProcess::start_on(&keyspace.store_url(), CLUSTER_ENV)).collect();
+        let mut first = client(nodes[0].addr).await;
+        first
+            .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS })
+            .await
+            .expect("create the queue");
+        let cluster = Cluster { keyspace, nodes };
+        let all = cluster.addresses();
+        until_owners(&cluster.nodes, "spread over every node", |owners| all.iter().all(|node| owners.contains(node)))
+            .await;
+        cluster
+    }
+
+    fn addresses(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.addr.to_string()).collect()
+    }
+}
+
+/// Producers and workers spread over the nodes in `targets`, and what they saw.
+struct Load {
+    targets: Arc<Mutex<Vec<SocketAddr>>>,
+    running: Arc<AtomicBool>,
+    seen: Arc<Mutex<Seen>>,
+    changes: watch::Receiver<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Seen {
+    acknowledged: HashSet<String>,
+    dispatched: HashMap<String, u32>,
+    /// When each task was received, and from which partition.
+    log: Vec<(Instant, u32)>,
+    errors: u64,
+}
+
+impl Load {
+    /// 3 producers at about 150 tasks/s each; 2 workers at most 100 tasks/s
+    /// each, so that a backlog builds on every partition.
+    fn start(targets: Vec<SocketAddr>) -> Load {
+        let targets = Arc::new(Mutex::new(targets));
+        let running = Arc::new(AtomicBool::new(true));
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (changed, changes) = watch::channel(());
+        let changed = Arc::new(changed);
+        let mut tasks = Vec::new();
+        for p in 0..3 {
+            let (targets, running, seen, changed) = (targets.clone(), running.clone(), seen.clone(), changed.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(Duration::from_millis(7));
+                let mut clients = Clients::default();
+                let mut n = 0u64;
+                while running.load(Ordering::Relaxed) {
+                    ticks.tick().await;
+                    n += 1;
+                    let target = pick(&targets, n as usize + p);
+                    let payload = format!("{p}/{n}");
+                    let added = match clients.get(target).await {
+                        Some(mut client) => {
+                            let request = pb::AddTaskRequest {
+                                queue: QUEUE.into(),
+                                task: Some(spec(&format!("k{}", n % 5), 0.0, 0, payload.as_bytes())),
+                            };
+                            client.add_task(request).await.ok()
+                        }
+                        None => None,
+                    };
+                    if added.is_none() {
+                        clients.forget(target);
+                    }
+                    let mut seen = seen.lock().unwrap();
+                    match added {
+                        Some(_) => {
+                            seen.acknowledged.insert(payload);
+                        }
+                        None => seen.errors += 1,
+                    }
+                    drop(seen);
+                    changed.send_replace(());
+                }
+            }));
+        }
+        for w in 0..2 {
+            let (targets, running, seen, changed) = (targets.clone(), running.clone(), seen.clone(), changed.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(Duration::from_millis(10));
+                let mut clients = Clients::default();
+                let mut n = 0usize;
+                while running.load(Ordering::Relaxed) {
+                    ticks.tick().await;
+                    n += 1;
+                    let target = pick(&targets, n + w);
+                    match poll_with(&mut clients, target, Duration::from_millis(500)).await {
+                        Ok(Some(task)) => record(&seen, task),
+                        Ok(None) => {}
+                        Err(()) => {
+                            clients.forget(target);
+                            seen.lock().unwrap().errors += 1;
+                        }
+                    }
+                    changed.send_replace(());
+                }
+            }));
+        }
+        Load { targets, running, seen, changes, tasks }
+    }
+
+    /// Waits until `done` holds for what the clients saw (at most two minutes).
+    async fn until(&mut self, what: &str, done: impl Fn(&Seen) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !done(&self.seen.lock().unwrap()) {
+            tokio::time::timeout_at(deadline, self.changes.changed())
+                .await
+                .unwrap_or_else(|_| panic!("timed out waiting until {what}"))
+                .expect("the load stopped");
+        }
+    }
+
+    fn acknowledged(&self) -> usize {
+        self.seen.lock().unwrap().acknowledged.len()
+    }
+
+    fn set_targets(&self, targets: Vec<SocketAddr>) {
+        *self.targets.lock().unwrap() = targets;
+    }
+
+    /// Stops the load, then takes every task left from every node.
+    async fn finish(self) -> Seen {
+        self.running.store(false, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        let targets = self.targets.lock().unwrap().clone();
+        let mut clients = Clients::default();
+        let mut quiet_rounds = 0;
+        while quiet_rounds < 3 {
+            let mut got = false;
+            for &target in &targets {
+                while let Ok(Some(task)) = poll_with(&mut clients, target, Duration::from_millis(300)).await {
+                    record(&self.seen, task);
+                    got = true;
+                }
+            }
+            quiet_rounds = if got { 0 } else { quiet_rounds + 1 };
+        }
+        Arc::try_unwrap(self.seen).ok().expect("no one else holds it").into_inner().unwrap()
+    }
+}
+
+/// One client per node, made on first use and dropped after an error.
+#[derive(Default)]
+struct Clients(HashMap<SocketAddr, Client>);
+
+impl Clients {
+    async fn get(&mut self, target: SocketAddr) -> Option<Client> {
+        if let Some(client) = self.0.get(&target) {
+            return Some(client.clone());
+        }
+        let client = MatchingClient::connect(format!("http://{target}")).await.ok()?;
+        self.0.insert(target, client.clone());
+        Some(client)
+    }
+
+    fn forget(&mut self, target: SocketAddr) {
+        self.0.remove(&target);
+    }
+}
+
+fn pick(targets: &Mutex<Vec<SocketAddr>>, turn: usize) -> SocketAddr {
+    let targets = targets.lock().unwrap();
+    targets[turn % targets.len()]
+}
+
+async fn poll_with(clients: &mut Clients, target: SocketAddr, max_wait: Duration) -> Result<Option<pb::Task>, ()> {
+    let mut client = clients.get(target).await.ok_or(())?;
+    let request =
+        pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "cluster-test".into(), max_wait: wait(max_wait) };
+    client.poll_task(request).await.map(|r| r.into_inner().task).map_err(|_| ())
+}
+
+fn record(seen: &Mutex<Seen>, task: pb::Task) {
+    let mut seen = seen.lock().unwrap();
+    *seen.dispatched.entry(String::from_utf8_lossy(&task.payload).into_owned()).or_default() += 1;
+    seen.log.push((Instant::now(), task.partition));
+}
+
+/// Every acknowledged task was dispatched; returns the number of duplicates.
+fn check_nothing_lost(seen: &Seen) -> u32 {
+    let lost: Vec<&String> = seen.acknowledged.iter().filter(|p| !seen.dispatched.contains_key(*p)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged tasks were never dispatched, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    seen.dispatched.values().map(|n| n - 1).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ownership_spreads_and_every_node_reports_the_same_owners() {
+    let cluster = Cluster::start(Keyspace::create().await, 3).await;
+    let reports: Vec<Vec<String>> = futures::future::join_all(cluster.nodes.iter().map(|n| owners(n.addr))).await;
+    for (node, report) in cluster.nodes.iter().zip(&reports) {
+        assert_eq!(report, &reports[0], "node {} sees other owners", node.addr);
+    }
+    for node in cluster.addresses() {
+        assert!(reports[0].contains(&node), "{node} owns nothing: {:?}", reports[0]);
+    }
+    println!("owners of the 8 partitions: {:?}", reports[0]);
+    let Cluster { keyspace, nodes } = cluster;
+    for node in nodes {
+        node.terminate();
+    }
+    keyspace.drop_keyspace().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_is_taken_over_and_nothing_acknowledged_is_lost() {
+    let mut cluster = Cluster::start(Keyspace::create().await, 3).await;
+    let mut load = Load::start(cluster.nodes.iter().map(|n| n.addr).collect());
+    load.until("300 tasks are acknowledged", |s| s.acknowledged.len() >= 300).await;
+
+    let victim = cluster.nodes.remove(1);
+    let victim_name = victim.addr.to_string();
+    let before = owners(cluster.nodes[0].addr).await;
+    let orphaned: HashSet<u32> = (0..PARTITIONS).filter(|&p| before[p as usize] == victim_name).collect();
+    load.set_targets(cluster.nodes.iter().map(|n| n.addr).collect());
+    let killed_at = Instant::now();
+    victim.kill();
+
+    let survivors = cluster.addresses();
+    until_owners(&cluster.nodes, "the survivors own every partition", |owners| {
+        owners.iter().all(|o| survivors.contains(o))
+    })
+    .await;
+    load.until("a task of a taken-over partition is dispatched", |s| {
+        s.log.iter().any(|(at, partition)| *at > killed_at && orphaned.contains(partition))
+    })
+    .await;
+    let resumed_after = {
+        let seen = load.seen.lock().unwrap();
+        let resumed =
+            seen.log.iter().filter(|(at, p)| *at > killed_at && orphaned.contains(p)).map(|(at, _)| *at).min();
+        resumed.expect("checked above") - killed_at
+    };
+    let at_kill = load.acknowledged();
+    load.until("300 more tasks are acknowledged", |s| s.acknowledged.len() >= at_kill + 300).await;
+    let seen = load.finish().await;
+    let duplicates = check_nothing_lost(&seen);
+    println!(
+        "kill -9 of {victim_name} (partitions {orphaned:?}): dispatch of its partitions resumed after {:.1} s; \
+         {} acknowledged, {} dispatched, {duplicates} duplicates, {} client errors",
+        resumed_after.as_secs_f64(),
+        seen.acknowledged.len(),
+        seen.dispatched.len(),
+        seen.errors
+    );
+    for node in cluster.nodes {
+        node.terminate();
+    }
+    cluster.keyspace.drop_keyspace().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_is_fenced_and_rejoins() {
+    let cluster = Cluster::start(Keyspace::create().await, 3).await;
+    let mut load = Load::start(cluster.nodes.iter().map(|n| n.addr).collect());
+    load.until("200 tasks are acknowledged", |s| s.acknowledged.len() >= 200).await;
+
+    let paused = &cluster.nodes[2];
+    let paused_name = paused.addr.to_string();
+    load.set_targets(cluster.nodes[..2].iter().map(|n| n.addr).collect());
+    paused.signal("STOP");
+    until_owners(&cluster.nodes[..2], "the others take the paused node's partitions", |owners| {
+        owners.iter().all(|o| *o != paused_name && !o.is_empty())
+    })
+    .await;
+    let during = load.acknowledged();
+    load.until("200 more tasks are acknowledged", |s| s.acknowledged.len() >= during + 200).await;
+    paused.signal("CONT");
+    until_owners(&cluster.nodes, "the paused node gets partitions back", |owners| owners.contains(&paused_name)).await;
+    load.set_targets(cluster.nodes.iter().map(|n| n.addr).collect());
+    let after = load.acknowledged();
+    load.until("200 more tasks are acknowledged", |s| s.acknowledged.len() >= after + 200).await;
+    let seen = load.finish().await;
+    let duplicates = check_nothing_lost(&seen);
+    let log = cluster.nodes[2].log();
+    assert!(
+        log.contains("heartbeat lapsed") || log.contains("fenced"),
+        "the paused node did not notice it had lost its partitions:\n{log}"
+    );
+    println!(
+        "SIGSTOP/SIGCONT of {paused_name}: {} acknowledged, {duplicates} duplicates, {} client errors",
+        seen.acknowledged.len(),
+        seen.errors
+    );
+    let Cluster { keyspace, nodes } = cluster;
+    for node in nodes {
+        node.terminate();
+    }
+    keyspace.drop_keyspace().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_loses_and_duplicates_nothing() {
+    let mut cluster = Cluster::start(Keyspace::create().await, 3).await;
+    let mut load = Load::start(cluster.nodes.iter().map(|n| n.addr).collect());
+    load.until("200 tasks are acknowledged", |s| s.acknowledged.len() >= 200).await;
+    for i in 0..cluster.nodes.len() {
+        let others: Vec<SocketAddr> =
+            cluster.nodes.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.addr).collect();
+        load.set_targets(others);
+        cluster.nodes.remove(i).terminate();
+        cluster.nodes.insert(i, ServerProcess::start_on(&cluster.keyspace.store_url(), CLUSTER_ENV));
+        let joined = cluster.nodes[i].addr.to_string();
+        let first_other = if i == 0 { 1 } else { 0 };
+        until_owners(&cluster.nodes[first_other..], "the restarted node owns partitions again", |owners| {
+            owners.contains(&joined) && owners.iter().all(|o| !o.is_empty())
+        })
+        .await;
+        load.set_targets(cluster.nodes.iter().map(|n| n.addr).collect());
+        let now = load.acknowledged();
+        load.until("100 more tasks are acknowledged", |s| s.acknowledged.len() >= now + 100).await;
+    }
+    let seen = load.finish().await;
+    let duplicates = check_nothing_lost(&seen);
+    println!(
+        "rolling restart: {} acknowledged, {duplicates} duplicates, {} client errors",
+        seen.acknowledged.len(),
+        seen.errors
+    );
+    assert_eq!(duplicates, 0, "a graceful hand-over dispatched tasks twice");
+    let Cluster { keyspace, nodes } = cluster;
+    for node in nodes {
+        node.terminate();
+    }
+    keyspace.drop_keyspace().await;
+}
