@@ -324,6 +324,29 @@ mod tests {
         assert_eq!(config.partition.weights.keys["acme"], 3.0);
     }
 
+    fn load_text(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("fairway.toml");
+        std::fs::write(&file, text).unwrap();
+        Config::load(Some(&file), env(&[]), &[])
+    }
+
+    /// The config files shipped in deploy/ are valid.
+    #[test]
+    fn deployment_configs_parse() {
+        let systemd = load_text(include_str!("../../deploy/systemd/fairway.toml")).unwrap();
+        assert_eq!(systemd.cluster.advertise, "10.0.0.5:7070");
+        let manifest = include_str!("../../deploy/k8s/fairway.yaml");
+        let start = manifest.find("fairway.toml: |").expect("the config map") + "fairway.toml: |\n".len();
+        let block: String = manifest[start..]
+            .lines()
+            .take_while(|line| line.is_empty() || line.starts_with("    "))
+            .map(|line| format!("{}\n", line.get(4..).unwrap_or("")))
+            .collect();
+        let k8s = load_text(&block).unwrap();
+        assert_eq!(k8s.matcher.partitions_per_queue, 8);
+    }
+
     #[test]
     fn weights_are_validated() {
         let err = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__noisy", "5000")]), &[]).unwrap_err();
