@@ -54,6 +54,11 @@ pub struct ThroughputArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Drive these running servers (HOST:PORT, comma-separated) instead of
+    /// one in this process; producers and workers spread over them.
+    /// `--store` then names their store, for the raw rate.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
 }
 
 #[derive(Serialize, Debug)]
@@ -133,23 +138,31 @@ async fn throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     // 1. The raw append rate of the store: the same batches, no service around them.
     let raw = raw_appends(&bench_store.url, &config, &args, &run_id).await?;
 
-    // 2. End to end over gRPC.
-    let store = fairway::server::open_store(&bench_store.url, &config.cassandra).await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_config = config.clone();
-    let server = tokio::spawn(async move {
-        fairway::server::serve(listener, &server_config, store, Arc::new(SystemClock), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))?.connect().await?;
+    // 2. End to end over gRPC, on servers given or one in this process.
     let queue = format!("bench-{run_id}");
-    let end_to_end = end_to_end(MatchingClient::new(channel), &queue, &args).await?;
-    let _ = stop.send(());
-    server.await??;
+    let end_to_end = if args.servers.is_empty() {
+        let store = fairway::server::open_store(&bench_store.url, &config.cassandra).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server_config = config.clone();
+        let server = tokio::spawn(async move {
+            fairway::server::serve(listener, &server_config, store, Arc::new(SystemClock), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        let row = end_to_end(vec![connect(&addr.to_string()).await?], &queue, &args).await?;
+        let _ = stop.send(());
+        server.await??;
+        row
+    } else {
+        let mut clients = Vec::new();
+        for server in &args.servers {
+            clients.push(connect(server).await?);
+        }
+        end_to_end(clients, &queue, &args).await?
+    };
 
     let efficiency = end_to_end.tasks_per_second / raw[0].tasks_per_second;
     let mut rows = raw;
@@ -159,7 +172,8 @@ async fn throughput(args: ThroughputArgs) -> anyhow::Result<()> {
         store: bench_store.url.to_string(),
         machine: machine(),
         settings: format!(
-            "{} tasks, {} producers × AddTasks of {}, {} workers, {}-byte payloads, {} partition(s), sync match {}",
+            "{} node(s), {} tasks, {} producers × AddTasks of {}, {} workers, {}-byte payloads, {} partition(s), sync match {}",
+            args.servers.len().max(1),
             args.tasks,
             args.producers,
             args.batch,
@@ -265,6 +279,20 @@ async fn plain_batch(
     Ok(())
 }
 
+/// Waits until every partition of the queue has an active owner.
+async fn wait_until_owned(client: &mut MatchingClient<tonic::transport::Channel>, queue: &str) -> anyhow::Result<()> {
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    for _ in 0..600 {
+        ticks.tick().await;
+        let state =
+            client.describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?.into_inner();
+        if state.partitions.iter().all(|p| p.state == "active" || p.state == "remote") {
+            return Ok(());
+        }
+    }
+    bail!("the partitions of {queue} found no owner within a minute")
+}
+
 /// A progress line on stderr, redrawn at most every 200 ms.
 struct Progress {
     what: &'static str,
@@ -292,21 +320,32 @@ impl Progress {
     }
 }
 
+async fn connect(server: &str) -> anyhow::Result<MatchingClient<tonic::transport::Channel>> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{server}"))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach {server}"))?;
+    Ok(MatchingClient::new(channel))
+}
+
 /// Producers add `tasks` in AddTasks batches while workers poll and complete
-/// them; the time from the first add to the last completion.
+/// them, spread over `clients`; the time from the first add to the last completion.
 async fn end_to_end(
-    client: MatchingClient<tonic::transport::Channel>,
+    clients: Vec<MatchingClient<tonic::transport::Channel>>,
     queue: &str,
     args: &ThroughputArgs,
 ) -> anyhow::Result<Row> {
-    // Open the queue (take its partitions) before the clock starts.
-    client.clone().describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?;
+    // Create the queue and let its partitions find their owners before the clock starts.
+    let mut first = clients[0].clone();
+    first.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions: args.partitions }).await?;
+    wait_until_owned(&mut first, queue).await?;
+    let client_for = |n: u64| clients[n as usize % clients.len()].clone();
     let completed = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let per_producer = args.tasks.div_ceil(args.producers);
     let payload = vec![0x5A; args.payload];
     let producers = (0..args.producers).map(|p| {
-        let (mut client, payload) = (client.clone(), payload.clone());
+        let (mut client, payload) = (client_for(p), payload.clone());
         let queue = queue.to_owned();
         let (batch, tasks) = (args.batch, args.tasks);
         tokio::spawn(async move {
@@ -333,8 +372,8 @@ async fn end_to_end(
             anyhow::Ok(())
         })
     });
-    let workers = (0..args.workers).map(|_| {
-        let mut client = client.clone();
+    let workers = (0..args.workers).map(|w| {
+        let mut client = client_for(w);
         let queue = queue.to_owned();
         let (completed, total) = (completed.clone(), args.tasks);
         tokio::spawn(async move {
