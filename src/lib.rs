@@ -32,6 +32,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod fairness;
+pub mod hash;
 pub mod matcher;
 pub mod model;
 pub mod partition;

@@ -158,14 +158,20 @@ impl Node {
     }
 }
 
-async fn heartbeat_loop(membership: Arc<Membership>, queues: Arc<Queues>, every: Duration, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(every);
+/// Runs `step` every `interval` until `stop`; a slow step delays the next.
+async fn every<F: Future<Output = ()>>(interval: Duration, stop: CancellationToken, mut step: impl FnMut() -> F) {
+    let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = ticks.tick() => step().await,
             _ = stop.cancelled() => return,
         }
+    }
+}
+
+async fn heartbeat_loop(membership: Arc<Membership>, queues: Arc<Queues>, interval: Duration, stop: CancellationToken) {
+    every(interval, stop, || async {
         match membership.beat().await {
             Ok(Heartbeat::Fresh) => {}
             Ok(Heartbeat::AfterLapse) => {
@@ -174,21 +180,17 @@ async fn heartbeat_loop(membership: Arc<Membership>, queues: Arc<Queues>, every:
             }
             Err(error) => tracing::warn!(%error, "heartbeat failed"),
         }
-    }
+    })
+    .await;
 }
 
-async fn rebalance_loop(queues: Arc<Queues>, every: Duration, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.cancelled() => return,
-        }
+async fn rebalance_loop(queues: Arc<Queues>, interval: Duration, stop: CancellationToken) {
+    every(interval, stop, || async {
         if let Err(error) = queues.rebalance().await {
             tracing::warn!(%error, "could not list the queues");
         }
-    }
+    })
+    .await;
 }
 
 /// Accepted connections, with Nagle's algorithm off: a small response must

@@ -284,8 +284,10 @@ async fn wait_until_owned(client: &mut MatchingClient<tonic::transport::Channel>
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     for _ in 0..600 {
         ticks.tick().await;
-        let state =
-            client.describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?.into_inner();
+        let state = client
+            .describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 })
+            .await?
+            .into_inner();
         if state.partitions.iter().all(|p| p.state == "active" || p.state == "remote") {
             return Ok(());
         }

@@ -7,6 +7,7 @@
 //! nodes that came or went.
 
 use crate::clock::UnixMillis;
+use crate::hash::{fnv1a, splitmix64};
 use crate::model::{PartitionId, QueueName};
 use crate::store::Member;
 
@@ -46,17 +47,8 @@ pub fn owners(queue: &QueueName, partitions: u32, live: &[String]) -> Vec<Option
 }
 
 fn score(node: &str, partition: &PartitionId) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in node.bytes().chain([0]).chain(partition.queue.as_str().bytes()).chain([0]) {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^= u64::from(partition.partition);
-    // splitmix64 finaliser: spreads nearby inputs.
-    h = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^ (h >> 31)
+    let key = node.bytes().chain([0]).chain(partition.queue.as_str().bytes()).chain([0]);
+    splitmix64(fnv1a(key) ^ u64::from(partition.partition))
 }
 
 #[cfg(test)]

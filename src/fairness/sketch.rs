@@ -1,3 +1,5 @@
+use crate::hash::{fnv1a, splitmix64};
+
 /// A count-min-shaped sketch of next passes for keys not tracked exactly.
 ///
 /// Each of `DEPTH` rows maps a key to one cell by its own hash; a cell holds
@@ -28,7 +30,7 @@ impl PassSketch {
 
     /// The cell index of `key` in each row.
     pub fn cells_of(&self, key: &str) -> [usize; DEPTH] {
-        let h = fnv1a(key.as_bytes());
+        let h = fnv1a(key.bytes());
         std::array::from_fn(|row| {
             let mixed = splitmix64(h ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             row * self.width + (mixed % self.width as u64) as usize
@@ -60,22 +62,6 @@ impl PassSketch {
     pub fn memory_bytes(&self) -> usize {
         self.cells.len() * std::mem::size_of::<i64>()
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
