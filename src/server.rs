@@ -130,7 +130,7 @@ impl Node {
             tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             return Node { queues, membership: None, loops, tasks };
         }
-        let view = Arc::new(ClusterView::shared(settings.node.clone()));
+        let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout));
         let gate = Arc::new(DispatchGate::closed());
         let membership =
             Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));

@@ -65,17 +65,25 @@ pub struct ClusterView {
     /// False on a store only one node can use: that node owns everything.
     shared: bool,
     live: RwLock<Vec<String>>,
+    /// A node whose heartbeat is older than this is dead.
+    member_timeout_ms: i64,
 }
 
 impl ClusterView {
     /// The one node of an unshared store.
     pub fn single(node: String) -> ClusterView {
-        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: false }
+        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: false, member_timeout_ms: 0 }
     }
 
     /// A node of a cluster; it sees only itself until the first heartbeat.
-    pub fn shared(node: String) -> ClusterView {
-        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: true }
+    pub fn shared(node: String, member_timeout: Duration) -> ClusterView {
+        let member_timeout_ms = crate::clock::millis(member_timeout);
+        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: true, member_timeout_ms }
+    }
+
+    /// The nodes live now according to `members` as just read from the store.
+    pub fn live_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<String> {
+        assignment::live_nodes(members, now, self.member_timeout_ms)
     }
 
     pub fn node(&self) -> &str {

@@ -183,6 +183,18 @@ impl QueueMatcher {
         Ok(true)
     }
 
+    /// Checks that every partition this node holds is still its own (see
+    /// [`Partition::verify`]).
+    pub async fn verify_held(&self) {
+        for partition in self.partitions() {
+            if partition.state() == PartitionState::Active
+                && let Err(error) = partition.verify().await
+            {
+                tracing::debug!(partition = %partition.id(), %error, "could not verify ownership");
+            }
+        }
+    }
+
     /// Hands `partition` over: finishes its writes and writes its ack levels
     /// with no owner, so that the next owner takes it at once.
     pub async fn release(&self, partition: u32) {

@@ -113,17 +113,39 @@ impl Queues {
         Ok(matcher)
     }
 
+    /// The nodes live right now, read from the store rather than from the
+    /// view, which can lag (a node that just started may not have seen a
+    /// peer yet, and must not take that peer's partitions). On an unshared
+    /// store: none but this node.
+    async fn live_now(&self) -> Vec<String> {
+        if !self.view.is_shared() {
+            return Vec::new();
+        }
+        match self.store.members().await {
+            Ok(members) => self.view.live_among(&members, self.clock.now_ms()),
+            // Unknown: take nothing from anyone.
+            Err(_) => self.view.live(),
+        }
+    }
+
     /// Takes the partitions of `matcher` that this node should own and does
     /// not hold, and hands over those it holds and should not.
     async fn claim(&self, matcher: &QueueMatcher) {
+        if self.view.is_shared() {
+            matcher.verify_held().await;
+        }
+        let mut live_now: Option<Vec<String>> = None;
         let owners = self.view.owners(matcher.name(), matcher.config().partitions);
         for (partition, owner) in (0..).zip(owners) {
             let id = PartitionId { queue: matcher.name().clone(), partition };
             let rightful = owner.as_deref() == Some(self.view.node());
             let held = matcher.holds(partition);
             if rightful && !held {
-                let view = &self.view;
-                match matcher.adopt(partition, |owner| !view.is_live(owner)).await {
+                if live_now.is_none() {
+                    live_now = Some(self.live_now().await);
+                }
+                let live = live_now.as_deref().unwrap_or_default();
+                match matcher.adopt(partition, |owner| !live.iter().any(|n| n == owner)).await {
                     Ok(true) => tracing::info!(partition = %id, "took over"),
                     Ok(false) => tracing::debug!(partition = %id, "waiting for the previous owner to hand over"),
                     Err(error) => tracing::warn!(partition = %id, %error, "could not take the partition"),

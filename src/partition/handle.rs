@@ -207,6 +207,24 @@ impl Partition {
         self.shared.clock.now_ms()
     }
 
+    /// Checks the stored range id: if another node took the partition (and
+    /// this one has not written since, so has not been fenced yet), stop
+    /// handing out its tasks now. Returns whether this node still owns it.
+    pub async fn verify(&self) -> Result<bool, PartitionError> {
+        let ours = self.shared.engine().range_id();
+        let Some(stored) = self.shared.store.load_partition(&self.shared.id).await? else {
+            return Ok(true);
+        };
+        // A higher range id under this node's name is its own id-block renewal.
+        if stored.range_id > ours && stored.owner != self.shared.node {
+            let stored = stored.range_id;
+            tracing::warn!(partition = %self.shared.id, ours, stored, "taken by another node: dropping it");
+            self.shared.set_state(PartitionState::Lost);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// Stops in order and hands the partition over: no new writes; queued
     /// writes are finished; the ack levels are written a last time with no
     /// owner, so that the next owner may take it at once; reader and keeper stop.
