@@ -221,6 +221,7 @@ impl QueueMatcher {
             tracing::warn!(partition = %partition.id(), "abandoning");
             partition.abandon().await;
         }
+        self.dispatch_waiting();
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {
@@ -339,9 +340,15 @@ impl QueueMatcher {
         taken
     }
 
-    /// Serves waiting pollers, oldest first, while there are tasks.
+    /// Serves waiting pollers, oldest first, while there are tasks. When
+    /// this node holds no partition of the queue any more, they are answered
+    /// empty, so that their workers poll again where the partitions are.
     pub fn dispatch_waiting(&self) {
         let mut waiters = self.waiters();
+        if !self.partitions().iter().any(|p| p.state() == PartitionState::Active) {
+            waiters.clear();
+            return;
+        }
         loop {
             drop_gone(&mut waiters);
             let Some(waiter) = waiters.pop_front() else { return };
