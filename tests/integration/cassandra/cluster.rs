@@ -278,7 +278,18 @@ fn check_nothing_lost(seen: &Seen) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ownership_spreads_and_every_node_reports_the_same_owners() {
     let cluster = Cluster::start(Keyspace::create().await, 3).await;
-    let reports: Vec<Vec<String>> = futures::future::join_all(cluster.nodes.iter().map(|n| owners(n.addr))).await;
+    // Hand-overs settle within a few rebalance intervals; then every node
+    // must report the same owners (waited for, at most two minutes).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    let reports = loop {
+        ticks.tick().await;
+        let reports: Vec<Vec<String>> = futures::future::join_all(cluster.nodes.iter().map(|n| owners(n.addr))).await;
+        let settled = reports.iter().all(|r| r == &reports[0] && r.iter().all(|o| !o.is_empty()));
+        if settled || Instant::now() >= deadline {
+            break reports;
+        }
+    };
     for (node, report) in cluster.nodes.iter().zip(&reports) {
         assert_eq!(report, &reports[0], "node {} sees other owners", node.addr);
     }

@@ -108,10 +108,20 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
         let (mut client, observed, changed, producing) =
             (server.client.clone(), observed.clone(), changed.clone(), producing.clone());
         workers.push(tokio::spawn(async move {
+            // After the producers stop: drain until three polls in a row find nothing.
+            let mut empty_after_stop = 0;
             loop {
                 match poll(&mut client, "outage", Duration::from_secs(2)).await {
-                    Some(task) => *observed.lock().unwrap().dispatched.entry(task.task_id).or_default() += 1,
-                    None if !producing.load(Ordering::Relaxed) => return,
+                    Some(task) => {
+                        *observed.lock().unwrap().dispatched.entry(task.task_id).or_default() += 1;
+                        empty_after_stop = 0;
+                    }
+                    None if !producing.load(Ordering::Relaxed) => {
+                        empty_after_stop += 1;
+                        if empty_after_stop == 3 {
+                            return;
+                        }
+                    }
                     None => {}
                 }
                 changed.send_replace(());
