@@ -5,6 +5,7 @@ mod cassandra;
 mod conformance_embedded;
 mod durability;
 mod grpc_fairness;
+mod keeper;
 mod polling;
 mod services;
 mod support;
