@@ -54,6 +54,13 @@ pub(super) struct Subqueue {
 
 impl Subqueue {
     pub fn load(priority: Priority, meta: &SubqueueMeta, counters: CounterConfig, now: UnixMillis) -> Self {
+        // What the previous owner dispatched above its ack level stays dispatched.
+        let buffer: BTreeMap<FairLevel, Slot> = meta
+            .dispatched_above_ack
+            .iter()
+            .filter(|level| **level > meta.ack_level)
+            .map(|level| (*level, Slot::Dispatched))
+            .collect();
         Subqueue {
             priority,
             ack: meta.ack_level,
@@ -63,7 +70,7 @@ impl Subqueue {
             counters: KeyCounters::seeded(counters, meta.top_keys.iter().cloned()),
             approx_backlog: meta.approx_backlog.max(0),
             persisted_ack: meta.ack_level,
-            buffer: BTreeMap::new(),
+            buffer,
             ready: 0,
             pins: 0,
             read_in_flight: None,
@@ -244,6 +251,12 @@ impl Subqueue {
             max_level: self.max,
             approx_backlog: self.approx_backlog.max(0),
             top_keys: self.counters.top(saved_top_keys, self.ack.pass),
+            dispatched_above_ack: self
+                .buffer
+                .iter()
+                .filter(|(_, slot)| matches!(slot, Slot::Dispatched))
+                .map(|(level, _)| *level)
+                .collect(),
         }
     }
 

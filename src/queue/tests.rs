@@ -76,7 +76,8 @@ fn expected_next(
         .tasks
         .keys()
         .find(|(priority, level)| {
-            *level > loaded.subqueues[priority.index()].ack_level && !dispatched.contains(&level.id)
+            let saved = &loaded.subqueues[priority.index()];
+            *level > saved.ack_level && !saved.dispatched_above_ack.contains(level) && !dispatched.contains(&level.id)
         })
         .copied()
 }
@@ -553,4 +554,30 @@ fn a_new_owner_resumes_from_saved_metadata() {
         "the heavy key stays behind its own backlog"
     );
     assert!(plan.tasks[0].level.id > backlog.store.tasks.keys().last().unwrap().1.id, "ids come from the new block");
+}
+
+/// A task dispatched above the ack level (out of level order, because a new
+/// key's task was written below it) is not dispatched again by the next owner.
+#[test]
+fn a_new_owner_does_not_repeat_what_was_dispatched_above_the_ack_level() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    backlog.add(&[spec("a", Priority::DEFAULT), spec("a", Priority::DEFAULT), spec("a", Priority::DEFAULT)]);
+    let first = backlog.dispatch().unwrap();
+    // An append in flight pins the ack level while the next task of "a" goes.
+    let plan = backlog.engine.prepare_append(&[spec("b", Priority::DEFAULT)], 0).unwrap();
+    let second = backlog.dispatch().unwrap();
+    backlog.store.land(&plan);
+    backlog.engine.append_succeeded(plan, 0);
+    let meta = backlog.engine.metadata();
+    let saved = &meta.subqueues[Priority::DEFAULT.index()];
+    assert_eq!(saved.ack_level, first.level, "the new task of b sits below the second dispatch");
+    assert_eq!(saved.dispatched_above_ack, vec![second.level]);
+
+    backlog.store.meta = meta;
+    let taken = backlog.store.take_ownership();
+    backlog.engine = PartitionEngine::load(&taken, EngineConfig::default(), 0);
+    let rest: Vec<String> =
+        std::iter::from_fn(|| backlog.dispatch()).map(|t| format!("{}@{}", t.fairness_key, t.level.id)).collect();
+    assert_eq!(rest.len(), 2, "b and the last task of a, not the second one again: {rest:?}");
+    assert!(!rest.contains(&format!("a@{}", second.level.id)), "{rest:?}");
 }

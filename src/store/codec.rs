@@ -56,6 +56,7 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
                     .iter()
                     .map(|(key, pass)| pb::KeyPass { fairness_key: key.clone(), pass: *pass })
                     .collect(),
+                dispatched_above_ack: s.dispatched_above_ack.iter().filter_map(|l| level_to_pb(*l)).collect(),
             })
             .collect(),
     }
@@ -74,6 +75,7 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
             max_level: level_from_pb(s.max_level),
             approx_backlog: s.approx_backlog,
             top_keys: s.top_keys.into_iter().map(|k| (k.fairness_key, k.pass)).collect(),
+            dispatched_above_ack: s.dispatched_above_ack.into_iter().map(|l| level_from_pb(Some(l))).collect(),
         };
     }
     Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues })
@@ -90,6 +92,7 @@ mod tests {
             ack_level: FairLevel::new(5, 9),
             max_level: FairLevel::new(50, 90),
             approx_backlog: 12,
+            dispatched_above_ack: vec![FairLevel::new(60, 1)],
             top_keys: vec![("a".into(), 100)],
         };
         assert_eq!(decode_meta(&encode_meta(&meta)).unwrap(), meta);

@@ -205,6 +205,7 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
         ack_level: FairLevel::new(7, 8),
         max_level: FairLevel::new(70, 80),
         approx_backlog: 3,
+        dispatched_above_ack: vec![FairLevel::new(9, 1), FairLevel::new(12, 4)],
         top_keys: vec![("tenant".into(), 99)],
     };
     store.update_metadata(&p, &meta).await.unwrap();

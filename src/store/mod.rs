@@ -40,6 +40,9 @@ pub struct SubqueueMeta {
     pub approx_backlog: i64,
     /// The keys furthest ahead and their next passes, for the next owner.
     pub top_keys: Vec<(String, i64)>,
+    /// Levels above the ack level already dispatched (tasks dispatched out
+    /// of level order); the next owner does not hand them out again.
+    pub dispatched_above_ack: Vec<FairLevel>,
 }
 
 /// The metadata row of a partition.
