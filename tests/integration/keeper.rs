@@ -13,14 +13,15 @@ use fairway::store::Store;
 use fairway::store::embedded::EmbeddedStore;
 
 /// Lets the partition's tasks run, in virtual time, until `done` holds
-/// (at most 60 virtual seconds).
+/// (at most 60 virtual seconds). A paused runtime does not move its time
+/// while a store call runs on the blocking pool, so a slow disk cannot make
+/// the virtual deadline pass before the work it waits for is done.
 async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
     for _ in 0..600 {
         if done().await {
             return;
         }
-        tokio::time::advance(Duration::from_millis(100)).await;
-        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("never happened: {what}");
 }
