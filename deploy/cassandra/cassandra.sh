@@ -9,6 +9,10 @@
 #   deploy/cassandra/cassandra.sh pid N             the pid of node N (for fault tests)
 #   deploy/cassandra/cassandra.sh restart-node N    start node N again on its data (after a kill)
 #
+# The commit log is synced before each write is acknowledged (`commitlog_sync:
+# batch`): with the default periodic sync, a killed single node forgets the
+# writes of its last sync period, which the outage test would see as lost tasks.
+#
 # Node N listens on 127.0.0.N:9042 (CQL) and 127.0.0.N:7000 (gossip), JMX on
 # 7N99. State lives in $FAIRWAY_CASSANDRA_HOME (default: .deploy/cassandra
 # at the repository root): lib/ holds the jars, nodeN/ each node's data and logs.
@@ -72,8 +76,7 @@ commitlog_directory: $dir/commitlog
 saved_caches_directory: $dir/saved_caches
 hints_directory: $dir/hints
 cdc_raw_directory: $dir/cdc_raw
-commitlog_sync: periodic
-commitlog_sync_period: 10000ms
+commitlog_sync: batch
 commitlog_segment_size: 8MiB
 concurrent_reads: 8
 concurrent_writes: 16
@@ -125,7 +128,8 @@ launch() {
     say "node $n already runs (pid $(cat "$dir/pid"))"
     return 0
   fi
-  [ -f "$dir/cassandra.yaml" ] || write_config "$n" "$nodes"
+  # Written on every start, so that a change of this script reaches existing nodes.
+  write_config "$n" "$nodes"
   local single=()
   if [ "$nodes" = 1 ]; then
     single=(-Dcassandra.system_distributed.default_rf=1 -Dcassandra.system_traces.default_rf=1)

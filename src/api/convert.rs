@@ -7,6 +7,7 @@ use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, valid
 use crate::proto::v1 as pb;
 use crate::queue::{KeyBacklog, PartitionSnapshot};
 use crate::store::PartitionMeta;
+use crate::store::codec::RecordTask;
 
 /// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
 pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
@@ -15,19 +16,10 @@ pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Re
     let fairness_weight = validate::fairness_weight(&format!("{field}.fairness_weight"), spec.fairness_weight)?;
     let priority = validate::priority(&format!("{field}.priority"), spec.priority)?;
     validate::payload(&format!("{field}.payload"), spec.payload.len(), limits)?;
-    if !spec.dedup_id.is_empty() {
-        return Err(ValidationError::new(
-            format!("{field}.dedup_id"),
-            "is not supported yet by this server; leave it empty",
-        ));
-    }
-    if spec.delay.is_some_and(|d| d.seconds != 0 || d.nanos != 0) {
-        return Err(ValidationError::new(
-            format!("{field}.delay"),
-            "is not supported yet by this server; leave it unset",
-        ));
-    }
-    Ok(TaskSpec { fairness_key: spec.fairness_key, fairness_weight, priority, payload: spec.payload })
+    let dedup_id = validate::dedup_id(&format!("{field}.dedup_id"), spec.dedup_id)?;
+    let delay = duration(&format!("{field}.delay"), spec.delay)?;
+    let delay = validate::delay(&format!("{field}.delay"), delay, limits)?;
+    Ok(TaskSpec { fairness_key: spec.fairness_key, fairness_weight, priority, payload: spec.payload, dedup_id, delay })
 }
 
 /// A protobuf duration as a `Duration`; negative or malformed is invalid.
@@ -43,17 +35,37 @@ pub fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<Option<
 }
 
 pub fn task(dispatched: DispatchedTask) -> pb::Task {
-    let DispatchedTask { partition, task, token } = dispatched;
+    let DispatchedTask { partition, task, token, lease_deadline } = dispatched;
     pb::Task {
-        task_id: task.level.id,
+        task_id: task.task_id,
         lease_token: token.to_string(),
         fairness_key: task.fairness_key,
         priority: task.priority.get(),
         payload: task.payload,
         attempt: task.attempt,
-        lease_deadline: None,
+        lease_deadline: Some(timestamp(lease_deadline)),
         partition,
     }
+}
+
+pub fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
+    let RecordTask { task, at_unix_ms, message } = dead;
+    pb::DeadLetter {
+        task_id: task.task_id,
+        partition,
+        fairness_key: task.fairness_key,
+        priority: task.priority.get(),
+        payload: task.payload,
+        attempts: task.attempt,
+        failed_at: Some(timestamp(at_unix_ms)),
+        message,
+        dedup_id: task.dedup_id.unwrap_or_default(),
+    }
+}
+
+/// A Unix time in milliseconds as a protobuf timestamp.
+pub fn timestamp(unix_ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: unix_ms.div_euclid(1000), nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32 }
 }
 
 fn level(level: FairLevel) -> Option<pb::FairLevel> {
@@ -85,9 +97,9 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 
 /// A partition this node holds, from its engine.
 pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
-    let (range_id, added, dispatched, subqueues) = match report.snapshot.clone() {
-        Some(s) => (s.range_id, s.added, s.dispatched, self::subqueues(s)),
-        None => (0, 0, 0, Vec::new()),
+    let (range_id, added, dispatched, leased, delayed, subqueues) = match report.snapshot.clone() {
+        Some(s) => (s.range_id, s.added, s.dispatched, s.leased, s.delayed, self::subqueues(s)),
+        None => (0, 0, 0, 0, 0, Vec::new()),
     };
     pb::PartitionState {
         partition: report.partition,
@@ -96,6 +108,8 @@ pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionStat
         subqueues,
         dispatched,
         added,
+        leased,
+        delayed,
         state: format!("{:?}", report.state).to_lowercase(),
     }
 }

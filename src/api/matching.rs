@@ -3,12 +3,13 @@ use std::sync::Arc;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
-use super::routing::{Origin, Router};
+use super::routing::{Origin, Router, Target, forwarded};
 use super::{convert, status};
 use crate::matcher::{LeaseToken, Queues};
 use crate::model::{Limits, PartitionId, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
+use crate::queue::{Finished, Outcome};
 
 /// The longest worker id, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;
@@ -32,6 +33,23 @@ impl MatchingService {
     fn queues(&self) -> &Arc<Queues> {
         self.router.queues()
     }
+}
+
+/// The most dead letters one ListDeadLetters returns.
+const MAX_DEAD_LETTERS_LISTED: u32 = 1000;
+/// The most dead letters one RedriveDeadLetters puts back per partition.
+const MAX_REDRIVE: u32 = 10_000;
+
+fn lease_token(token: &str) -> Result<LeaseToken, Status> {
+    token.parse::<LeaseToken>().map_err(|message| status::invalid(ValidationError::new("lease_token", message)))
+}
+
+/// `value`, or `default` when 0; at most `max`.
+fn bounded(field: &str, value: u32, default: u32, max: u32) -> Result<usize, Status> {
+    if value > max {
+        return Err(status::invalid(ValidationError::new(field, format!("is {value}; the limit is {max}"))));
+    }
+    Ok(if value == 0 { default } else { value } as usize)
 }
 
 fn item_error(status: Status) -> pb::AddTaskResult {
@@ -98,14 +116,85 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::CompleteTaskRequest>,
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
+        let origin = Origin::of(&request)?;
         let request = request.into_inner();
-        request
-            .lease_token
-            .parse::<LeaseToken>()
-            .map_err(|message| status::invalid(ValidationError::new("lease_token", message)))?;
+        let token = lease_token(&request.lease_token)?;
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
-        // Until worker leases exist, a dispatched task is already acknowledged.
-        Ok(Response::new(pb::CompleteTaskResponse {}))
+        match self.router.lease_target(&token, origin).await? {
+            Target::Here(matcher) => {
+                matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
+                Ok(Response::new(pb::CompleteTaskResponse {}))
+            }
+            Target::There(mut owner) => owner.complete_task(forwarded(request)).await,
+        }
+    }
+
+    async fn fail_task(&self, request: Request<pb::FailTaskRequest>) -> Result<Response<pb::FailTaskResponse>, Status> {
+        let origin = Origin::of(&request)?;
+        let request = request.into_inner();
+        let token = lease_token(&request.lease_token)?;
+        validate::failure_message("message", &request.message).map_err(status::invalid)?;
+        let retry_after = convert::duration("retry_after", request.retry_after).map_err(status::invalid)?;
+        let retry_after = validate::delay("retry_after", retry_after, &self.limits).map_err(status::invalid)?;
+        match self.router.lease_target(&token, origin).await? {
+            Target::Here(matcher) => {
+                let outcome = Outcome::Fail {
+                    retryable: request.retryable,
+                    message: request.message,
+                    retry_after: (!retry_after.is_zero()).then_some(retry_after),
+                };
+                let finished = matcher.finish(&token, outcome).await.map_err(status::from_match)?;
+                Ok(Response::new(match finished {
+                    Finished::Retrying { not_before } => {
+                        pb::FailTaskResponse { will_retry: true, next_attempt_at: Some(convert::timestamp(not_before)) }
+                    }
+                    Finished::Buried | Finished::Completed => pb::FailTaskResponse::default(),
+                }))
+            }
+            Target::There(mut owner) => owner.fail_task(forwarded(request)).await,
+        }
+    }
+
+    async fn heartbeat_task(
+        &self,
+        request: Request<pb::HeartbeatTaskRequest>,
+    ) -> Result<Response<pb::HeartbeatTaskResponse>, Status> {
+        let origin = Origin::of(&request)?;
+        let request = request.into_inner();
+        let token = lease_token(&request.lease_token)?;
+        match self.router.lease_target(&token, origin).await? {
+            Target::Here(matcher) => {
+                let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
+                Ok(Response::new(pb::HeartbeatTaskResponse { lease_deadline: Some(convert::timestamp(deadline)) }))
+            }
+            Target::There(mut owner) => owner.heartbeat_task(forwarded(request)).await,
+        }
+    }
+
+    async fn list_dead_letters(
+        &self,
+        request: Request<pb::ListDeadLettersRequest>,
+    ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
+        let request = request.into_inner();
+        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let limit = bounded("limit", request.limit, 100, MAX_DEAD_LETTERS_LISTED)?;
+        let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
+        let dead = matcher.dead_letters(limit).await.map_err(status::from_match)?;
+        Ok(Response::new(pb::ListDeadLettersResponse {
+            dead_letters: dead.into_iter().map(|(partition, d)| convert::dead_letter(partition, d)).collect(),
+        }))
+    }
+
+    async fn redrive_dead_letters(
+        &self,
+        request: Request<pb::RedriveDeadLettersRequest>,
+    ) -> Result<Response<pb::RedriveDeadLettersResponse>, Status> {
+        let origin = Origin::of(&request)?;
+        let request = request.into_inner();
+        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
+        let redriven = self.router.redrive(&queue, limit, origin).await?;
+        Ok(Response::new(pb::RedriveDeadLettersResponse { redriven }))
     }
 
     async fn create_queue(

@@ -10,13 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use super::{convert, status};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
-use crate::matcher::{QueueMatcher, Queues};
+use crate::matcher::{LeaseToken, QueueMatcher, Queues};
 use crate::model::{QueueName, TaskSpec};
 use crate::proto::v1 as pb;
+use crate::proto::v1::matching_client::MatchingClient;
 
 /// Where a request came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,16 +67,23 @@ impl Router {
 
     pub async fn add(&self, queue: &QueueName, spec: TaskSpec, origin: Origin) -> Result<pb::AddTaskResponse, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
-        let local = match origin {
-            Origin::Forwarded(partition) => Some(partition),
-            Origin::Client if matcher.held().is_empty() => None,
-            Origin::Client => Some(None),
+        // A task with a dedup id must go to its id's partition.
+        let required = matcher.partition_for(&spec);
+        let local = match (origin, required) {
+            (Origin::Forwarded(partition), _) => Some(partition),
+            (Origin::Client, Some(partition)) => matcher.holds(partition).then_some(Some(partition)),
+            (Origin::Client, None) if matcher.held().is_empty() => None,
+            (Origin::Client, None) => Some(None),
         };
         if let Some(partition) = local {
             let outcome = matcher.add(spec, partition).await.map_err(status::from_match)?;
-            return Ok(pb::AddTaskResponse { task_id: outcome.task_id, sync_matched: outcome.sync_matched });
+            return Ok(pb::AddTaskResponse {
+                task_id: outcome.task_id,
+                sync_matched: outcome.sync_matched,
+                duplicate: outcome.duplicate,
+            });
         }
-        let partition = (self.next_turn() % matcher.config().partitions as usize) as u32;
+        let partition = required.unwrap_or_else(|| (self.next_turn() % matcher.config().partitions as usize) as u32);
         let owner = self.remote_owner(&matcher, partition)?;
         let mut forwarded = Request::new(pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) });
         forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
@@ -105,7 +114,7 @@ impl Router {
         if origin != Origin::Client {
             return Ok(matcher.poll(wait).await.map(convert::task));
         }
-        if let Some(task) = matcher.take_now() {
+        if let Some(task) = matcher.try_take().await {
             return Ok(Some(convert::task(task)));
         }
         let others = self.other_owners(&matcher);
@@ -158,6 +167,53 @@ impl Router {
             Err(error) => Err(error),
         }
     }
+
+    /// Where a request on the lease of `token` must be served: here when
+    /// this node holds its partition (or the request was forwarded), else by
+    /// the partition's owner.
+    pub async fn lease_target(&self, token: &LeaseToken, origin: Origin) -> Result<Target, Status> {
+        let matcher = self.queues.get(&token.queue).await.map_err(status::from_match)?;
+        if origin != Origin::Client || matcher.holds(token.partition) {
+            return Ok(Target::Here(matcher));
+        }
+        let owner = self.remote_owner(&matcher, token.partition)?;
+        Ok(Target::There(self.peers.client(&owner)?))
+    }
+
+    /// Puts up to `limit` dead letters of each partition back in the queue
+    /// (only of the partition named, when forwarded); how many.
+    pub async fn redrive(&self, queue: &QueueName, limit: usize, origin: Origin) -> Result<u64, Status> {
+        let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        if let Origin::Forwarded(Some(partition)) = origin {
+            return Ok(matcher.redrive(partition, limit).await.map_err(status::from_match)? as u64);
+        }
+        let mut redriven = 0;
+        for partition in 0..matcher.config().partitions {
+            if matcher.holds(partition) {
+                redriven += matcher.redrive(partition, limit).await.map_err(status::from_match)? as u64;
+                continue;
+            }
+            let owner = self.remote_owner(&matcher, partition)?;
+            let mut forwarded =
+                Request::new(pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 });
+            forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
+            redriven += self.peers.client(&owner)?.redrive_dead_letters(forwarded).await?.into_inner().redriven;
+        }
+        Ok(redriven)
+    }
+}
+
+/// Where a lease request is served.
+pub enum Target {
+    Here(Arc<QueueMatcher>),
+    There(MatchingClient<Channel>),
+}
+
+/// `message` as a request forwarded by this node (never forwarded again).
+pub fn forwarded<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
+    request
 }
 
 fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
@@ -166,6 +222,7 @@ fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
         fairness_weight: spec.fairness_weight.unwrap_or(0.0),
         priority: spec.priority.get(),
         payload: spec.payload,
-        ..Default::default()
+        dedup_id: spec.dedup_id.unwrap_or_default(),
+        delay: (!spec.delay.is_zero()).then(|| prost_types::Duration::try_from(spec.delay).unwrap_or_default()),
     }
 }

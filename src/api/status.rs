@@ -7,12 +7,15 @@
 //! | outcome unknown (e.g. write timeout) | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
 //! | store refused the request as too large | `INVALID_ARGUMENT` | no |
 //! | corrupt stored data | `DATA_LOSS` | no |
+//! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
+//! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
 
 use tonic::{Code, Status};
 
 use crate::matcher::MatchError;
 use crate::model::ValidationError;
 use crate::partition::PartitionError;
+use crate::queue::LeaseError;
 use crate::store::StoreError;
 
 /// Metadata key set on errors whose write may have happened.
@@ -32,6 +35,8 @@ pub fn from_match(error: MatchError) -> Status {
             Status::unavailable("the server is shutting down; nothing was written, retry elsewhere")
         }
         MatchError::NoPartition(_) => Status::unavailable(format!("{error}; nothing was written, retry")),
+        MatchError::Lease(LeaseError::Stale) => Status::failed_precondition(format!("lease_token: {error}")),
+        MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
     }
 }
 
@@ -62,5 +67,6 @@ mod tests {
         assert_eq!(uncertain.metadata().get(MAYBE_APPLIED).unwrap(), "true");
         assert_eq!(from_match(MatchError::ShuttingDown).code(), Code::Unavailable);
         assert_eq!(from_match(MatchError::Partition(PartitionError::Lost("q/0".into()))).code(), Code::Unavailable);
+        assert_eq!(from_match(MatchError::Lease(LeaseError::Stale)).code(), Code::FailedPrecondition);
     }
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use fairway::clock::SystemClock;
 use fairway::config::{Config, StoreUrl};
-use fairway::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
+use fairway::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec, validate};
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::store::cassandra::{CassandraStore, apply_schema};
@@ -217,14 +217,9 @@ async fn raw_appends(url: &StoreUrl, config: &Config, args: &ThroughputArgs, run
     let payload = vec![0x5A; args.payload];
     let make_batch = |b: u64| -> Vec<StoredTask> {
         (0..args.batch)
-            .map(|i| StoredTask {
-                level: FairLevel::new(0, (b * args.batch + i + 1) as i64),
-                priority: Priority::DEFAULT,
-                fairness_key: format!("key-{}", i % 16),
-                fairness_weight: None,
-                payload: payload.clone(),
-                created_at_unix_ms: 0,
-                attempt: 1,
+            .map(|i| {
+                let spec = TaskSpec::new(format!("key-{}", i % 16), Priority::DEFAULT, payload.clone());
+                spec.at_level(FairLevel::new(0, (b * args.batch + i + 1) as i64), 0)
             })
             .collect()
     };

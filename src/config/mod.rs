@@ -9,6 +9,7 @@
 pub mod duration_serde;
 mod store_url;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -20,7 +21,7 @@ use crate::cluster::ClusterConfig;
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits};
 use crate::partition::WriterConfig;
-use crate::queue::EngineConfig;
+use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::cassandra::CassandraConfig;
 
 /// Environment variables of the CLI itself, not config keys.
@@ -41,6 +42,12 @@ pub struct Config {
     pub cassandra: CassandraConfig,
     /// Used when several nodes share the store.
     pub cluster: ClusterConfig,
+    /// How queues treat dispatched tasks: leases, retries, per-key limits.
+    pub tasks: TaskPolicy,
+    /// Per-queue overrides of `tasks`, by queue name (every node should
+    /// have the same). A queue's section replaces `[tasks]` as a whole:
+    /// unset keys take the built-in defaults.
+    pub queues: BTreeMap<String, TaskPolicy>,
 }
 
 impl Default for Config {
@@ -54,6 +61,8 @@ impl Default for Config {
             matcher: MatcherConfig::default(),
             cassandra: CassandraConfig::default(),
             cluster: ClusterConfig::default(),
+            tasks: TaskPolicy::default(),
+            queues: BTreeMap::new(),
         }
     }
 }
@@ -159,6 +168,12 @@ impl Config {
             validate::fairness_key(&format!("partition.weights.keys.{key:?}"), key)
                 .map_err(|e| ConfigError::new(e.field, e.message))?;
         }
+        self.tasks.validate("tasks").map_err(|m| ConfigError::new("tasks", m))?;
+        for (name, policy) in &self.queues {
+            let section = format!("queues.{name:?}");
+            validate::queue_name(&section, name).map_err(|e| ConfigError::new(e.field, e.message))?;
+            policy.validate(&section).map_err(|m| ConfigError::new(&section, m))?;
+        }
         if self.writer.max_batch_tasks == 0 {
             return Err(ConfigError::new("writer.max_batch_tasks", "must be at least 1"));
         }
@@ -218,6 +233,8 @@ impl Config {
             engine: self.partition.clone(),
             writer: self.writer.clone(),
             matcher: self.matcher.clone(),
+            tasks: self.tasks.clone(),
+            queues: self.queues.clone(),
         }
     }
 }

@@ -1,5 +1,5 @@
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
@@ -7,12 +7,14 @@ use tokio::sync::oneshot;
 
 use super::LeaseToken;
 use super::registry::Settings;
-use crate::clock::SharedClock;
+use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
-use crate::model::{FairLevel, PartitionId, QueueName, StoredTask, TaskSpec};
-use crate::partition::{Partition, PartitionError, PartitionState, ReadyHook};
-use crate::queue::{Candidate, PartitionSnapshot};
-use crate::store::{QueueConfig, Store};
+use crate::model::{PartitionId, QueueName, StoredTask, TaskSpec};
+use crate::partition::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook};
+use crate::queue::dedup::bucket_of;
+use crate::queue::{Added, Candidate, Finish, Finished, LeaseError, Outcome, PartitionSnapshot};
+use crate::store::codec::{RecordTask, decode_record_task};
+use crate::store::{QueueConfig, Section, Store};
 
 /// A task handed to a worker.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +22,7 @@ pub struct DispatchedTask {
     pub partition: u32,
     pub task: StoredTask,
     pub token: LeaseToken,
+    pub lease_deadline: UnixMillis,
 }
 
 /// Where an added task went.
@@ -27,8 +30,10 @@ pub struct DispatchedTask {
 pub struct AddOutcome {
     pub task_id: i64,
     pub partition: u32,
-    /// Handed straight to a waiting poller, not stored.
+    /// Handed straight to a waiting poller (its lease written, not a backlog row).
     pub sync_matched: bool,
+    /// Nothing added: `task_id` already holds the dedup id.
+    pub duplicate: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -41,27 +46,32 @@ pub enum MatchError {
     /// No partition of the queue can take writes on this node.
     #[error("no partition of queue {0} is available on this node")]
     NoPartition(String),
+    /// The lease token does not hold the lease (nothing was written).
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+}
+
+impl From<FinishError> for MatchError {
+    fn from(error: FinishError) -> Self {
+        match error {
+            FinishError::Lease(lease) => MatchError::Lease(lease),
+            FinishError::Partition(partition) => MatchError::Partition(partition),
+        }
+    }
 }
 
 impl MatchError {
     pub fn certainly_not_applied(&self) -> bool {
         match self {
             MatchError::Partition(e) => e.certainly_not_applied(),
-            MatchError::ShuttingDown | MatchError::NoPartition(_) => true,
+            MatchError::ShuttingDown | MatchError::NoPartition(_) | MatchError::Lease(_) => true,
         }
     }
 }
 
 struct Waiter {
-    deliver: oneshot::Sender<DispatchedTask>,
-}
-
-/// How an attempt to hand out one task ended.
-enum Dispatch {
-    Delivered,
-    NoTask,
-    /// The taker was gone; the task was put back.
-    Refused,
+    id: u64,
+    deliver: oneshot::Sender<Delivery>,
 }
 
 /// One queue as this node serves it: the partitions of the queue this node
@@ -74,6 +84,7 @@ pub struct QueueMatcher {
     ownership: tokio::sync::Mutex<()>,
     waiters: Mutex<VecDeque<Waiter>>,
     next_partition: AtomicUsize,
+    next_waiter: AtomicU64,
     closing: AtomicBool,
     settings: Arc<Settings>,
     store: Arc<dyn Store>,
@@ -115,6 +126,7 @@ impl QueueMatcher {
                 ownership: tokio::sync::Mutex::new(()),
                 waiters: Mutex::new(VecDeque::new()),
                 next_partition: AtomicUsize::new(0),
+                next_waiter: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
                 settings,
                 store,
@@ -174,7 +186,7 @@ impl QueueMatcher {
             self.settings.node.clone(),
             self.store.clone(),
             self.clock.clone(),
-            self.settings.engine.clone(),
+            self.settings.engine_for(&self.name),
             self.settings.writer.clone(),
             self.on_ready.clone(),
         )
@@ -236,14 +248,14 @@ impl QueueMatcher {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds a task: to a waiting poller while the backlog is negligible,
-    /// else durably to one of the partitions this node holds (round robin),
-    /// or to `partition` if given.
+    /// Adds a task durably to `partition` if given, else to the partition
+    /// its dedup id belongs to, else to one of the partitions this node
+    /// holds (round robin).
     pub async fn add(&self, spec: TaskSpec, partition: Option<u32>) -> Result<AddOutcome, MatchError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
-        let partition = match partition {
+        let partition = match partition.or_else(|| self.partition_for(&spec)) {
             Some(number) => self
                 .partitions()
                 .into_iter()
@@ -251,28 +263,32 @@ impl QueueMatcher {
                 .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))?,
             None => self.pick_partition()?,
         };
-        if self.settings.matcher.sync_match
-            && let Some(outcome) = self.try_sync_match(&partition, &spec)
-        {
-            return Ok(outcome);
+        if let Some(poller) = self.sync_match_poller(&spec) {
+            let added = partition.append_to(spec, poller).await?;
+            return Ok(AddOutcome {
+                task_id: added.task_id(),
+                partition: partition.id().partition,
+                sync_matched: true,
+                duplicate: false,
+            });
         }
-        let ids = partition.append(vec![spec]).await?;
-        Ok(AddOutcome { task_id: ids[0], partition: partition.id().partition, sync_matched: false })
+        let added = partition.append(vec![spec]).await?[0];
+        Ok(AddOutcome {
+            task_id: added.task_id(),
+            partition: partition.id().partition,
+            sync_matched: false,
+            duplicate: matches!(added, Added::Duplicate { .. }),
+        })
     }
 
-    fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
-        let active: Vec<Arc<Partition>> =
-            self.partitions().into_iter().filter(|p| p.state() == PartitionState::Active).collect();
-        if active.is_empty() {
-            return Err(MatchError::NoPartition(self.name.to_string()));
+    /// The oldest waiting poller, taken from the line, when a new task may
+    /// go straight to it: sync match is on, the task is ready now and has no
+    /// dedup id, and nothing older than `backlog_negligible_age` waits in
+    /// any partition (so that it passes no one).
+    fn sync_match_poller(&self, spec: &TaskSpec) -> Option<oneshot::Sender<Delivery>> {
+        if !self.settings.matcher.sync_match || !spec.delay.is_zero() || spec.dedup_id.is_some() {
+            return None;
         }
-        let turn = self.next_partition.fetch_add(1, Ordering::Relaxed);
-        Ok(active[turn % active.len()].clone())
-    }
-
-    /// Hands the task to the first live waiting poller, if there is one and
-    /// nothing older than `backlog_negligible_age` waits in any partition.
-    fn try_sync_match(&self, partition: &Partition, spec: &TaskSpec) -> Option<AddOutcome> {
         let mut waiters = self.waiters();
         drop_gone(&mut waiters);
         let now = self.clock.now_ms();
@@ -285,59 +301,119 @@ impl QueueMatcher {
         if !negligible {
             return None;
         }
-        let task_id = partition.with_engine(|e| e.allocate_unstored_id())??;
-        let task = spec.at_level(FairLevel::new(0, task_id), now);
-        let mut offer = self.dispatched(partition.id().partition, task);
-        while let Some(waiter) = waiters.pop_front() {
-            match waiter.deliver.send(offer) {
-                Ok(()) => {
-                    return Some(AddOutcome { task_id, partition: partition.id().partition, sync_matched: true });
-                }
-                Err(back) => offer = back,
+        waiters.pop_front().map(|w| w.deliver)
+    }
+
+    /// The partition a task must go to: the one of its dedup id, if it has one.
+    pub fn partition_for(&self, spec: &TaskSpec) -> Option<u32> {
+        let dedup_id = spec.dedup_id.as_deref()?;
+        Some((bucket_of(dedup_id) as u64 % u64::from(self.config.partitions)) as u32)
+    }
+
+    fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
+        let active: Vec<Arc<Partition>> =
+            self.partitions().into_iter().filter(|p| p.state() == PartitionState::Active).collect();
+        if active.is_empty() {
+            return Err(MatchError::NoPartition(self.name.to_string()));
+        }
+        let turn = self.next_partition.fetch_add(1, Ordering::Relaxed);
+        Ok(active[turn % active.len()].clone())
+    }
+
+    /// The active partition `number`, if this node holds it.
+    fn held_partition(&self, number: u32) -> Result<Arc<Partition>, MatchError> {
+        self.partitions()
+            .into_iter()
+            .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
+            .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))
+    }
+
+    /// Records a worker's report on the lease of `token`.
+    pub async fn finish(&self, token: &LeaseToken, outcome: Outcome) -> Result<Finished, MatchError> {
+        let partition = self.held_partition(token.partition)?;
+        Ok(partition.finish(Finish { lease_id: token.lease_id, attempt: token.attempt, outcome }).await?)
+    }
+
+    /// Extends the lease of `token`; its new deadline.
+    pub fn heartbeat(&self, token: &LeaseToken) -> Result<UnixMillis, MatchError> {
+        Ok(self.held_partition(token.partition)?.heartbeat(token.lease_id, token.attempt)?)
+    }
+
+    /// Puts up to `limit` dead letters of `partition` back in the queue.
+    pub async fn redrive(&self, partition: u32, limit: usize) -> Result<usize, MatchError> {
+        Ok(self.held_partition(partition)?.redrive(limit).await?)
+    }
+
+    /// Up to `limit` dead letters of the queue, oldest failure first, with
+    /// their partitions (read from the store: any node can list them).
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<(u32, RecordTask)>, MatchError> {
+        let mut dead = Vec::new();
+        for partition in 0..self.config.partitions {
+            let id = PartitionId { queue: self.name.clone(), partition };
+            let records = self
+                .store
+                .read_records(&id, Section::DeadLetters, (i64::MIN, i64::MIN), limit)
+                .await
+                .map_err(PartitionError::from)?;
+            for record in records {
+                dead.push((partition, decode_record_task(&record.value).map_err(PartitionError::from)?));
             }
         }
-        None
+        dead.sort_by_key(|(partition, d)| (d.at_unix_ms, *partition, d.task.task_id));
+        dead.truncate(limit);
+        Ok(dead)
+    }
+
+    /// A task if one is ready now (waiting only for its lease to be written).
+    pub async fn try_take(&self) -> Option<DispatchedTask> {
+        if self.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        let (deliver, delivery) = oneshot::channel();
+        if !self.dispatch_one(&mut Some(deliver)) {
+            return None;
+        }
+        delivery.await.ok().map(|d| self.dispatched(d))
     }
 
     /// Waits up to `wait` for a task. `None` when the wait ends empty or the
-    /// server shuts down.
+    /// server shuts down. A task taken for this poll is waited for until its
+    /// lease is durable, however short `wait` is.
     pub async fn poll(&self, wait: Duration) -> Option<DispatchedTask> {
         if self.closing.load(Ordering::Acquire) {
             return None;
         }
-        if let Some(task) = self.take_now() {
-            return Some(task);
+        let (deliver, mut delivery) = oneshot::channel();
+        let mut deliver = Some(deliver);
+        if self.dispatch_one(&mut deliver) {
+            return delivery.await.ok().map(|d| self.dispatched(d));
         }
-        let mut delivery = {
+        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        {
             let mut waiters = self.waiters();
             // Checked again under the lock that dispatchers take first, so a
             // task that became ready just now is not missed.
-            if let Some(task) = self.take_now() {
-                return Some(task);
+            if self.dispatch_one(&mut deliver) {
+                drop(waiters);
+                return delivery.await.ok().map(|d| self.dispatched(d));
             }
             drop_gone(&mut waiters);
-            let (deliver, delivery) = oneshot::channel();
-            waiters.push_back(Waiter { deliver });
-            delivery
-        };
-        tokio::select! {
-            task = &mut delivery => task.ok(),
-            _ = tokio::time::sleep(wait) => {
-                delivery.close();
-                delivery.try_recv().ok()
-            }
+            waiters.push_back(Waiter { id, deliver: deliver.take().expect("not used") });
         }
-    }
-
-    /// A task if one is ready now, without waiting.
-    pub fn take_now(&self) -> Option<DispatchedTask> {
-        let mut taken = None;
-        let outcome = self.dispatch_one(|task| {
-            taken = Some(task);
-            None
-        });
-        debug_assert!(!matches!(outcome, Dispatch::Refused));
-        taken
+        tokio::select! {
+            delivered = &mut delivery => return delivered.ok().map(|d| self.dispatched(d)),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let still_waiting = {
+            let mut waiters = self.waiters();
+            let position = waiters.iter().position(|w| w.id == id);
+            position.map(|at| waiters.remove(at)).is_some()
+        };
+        if still_waiting {
+            return None;
+        }
+        // A dispatcher took a task for this poll just now: it comes once its lease is written.
+        delivery.await.ok().map(|d| self.dispatched(d))
     }
 
     /// Serves waiting pollers, oldest first, while there are tasks. When
@@ -353,30 +429,26 @@ impl QueueMatcher {
             drop_gone(&mut waiters);
             let Some(waiter) = waiters.pop_front() else { return };
             let mut deliver = Some(waiter.deliver);
-            let outcome = self.dispatch_one(|task| deliver.take().expect("delivered once").send(task).err());
-            match outcome {
-                Dispatch::Delivered | Dispatch::Refused => continue,
-                Dispatch::NoTask => {
-                    let deliver = deliver.expect("not used without a task");
-                    waiters.push_front(Waiter { deliver });
-                    return;
-                }
+            if !self.dispatch_one(&mut deliver) {
+                waiters.push_front(Waiter { id: waiter.id, deliver: deliver.expect("not used without a task") });
+                return;
             }
         }
     }
 
-    /// Takes the best task across the partitions and offers it to `deliver`,
-    /// which hands it back if its taker is gone; a task handed back is put
-    /// back in the buffer before the partition is unlocked.
-    fn dispatch_one(&self, deliver: impl FnOnce(DispatchedTask) -> Option<DispatchedTask>) -> Dispatch {
-        if !self.gate.is_open(self.clock.now_ms()) {
-            return Dispatch::NoTask;
+    /// Takes the best task across the partitions and starts its lease; the
+    /// partition sends it to `deliver` once the lease is durable. False
+    /// (and `deliver` left in place) when there is no task.
+    fn dispatch_one(&self, deliver: &mut Option<oneshot::Sender<Delivery>>) -> bool {
+        let now = self.clock.now_ms();
+        if !self.gate.is_open(now) {
+            return false;
         }
         let partitions = self.partitions();
         loop {
             let mut best: Option<(usize, Candidate)> = None;
             for (index, partition) in partitions.iter().enumerate() {
-                let candidate = partition.with_engine(|e| e.peek()).flatten();
+                let candidate = partition.with_engine(|e| e.peek(now)).flatten();
                 if let Some(candidate) = candidate
                     && best.is_none_or(|(_, b)| candidate < b)
                 {
@@ -384,36 +456,29 @@ impl QueueMatcher {
                 }
             }
             let Some((index, candidate)) = best else {
-                return Dispatch::NoTask;
+                return false;
             };
             let partition = &partitions[index];
             let Some(mut engine) = partition.lock_engine() else {
                 continue;
             };
-            let Some(task) = engine.take(candidate) else {
+            let Some((task, _)) = engine.take(candidate, now) else {
                 continue;
             };
-            let outcome = match deliver(self.dispatched(partition.id().partition, task)) {
-                None => {
-                    engine.settle();
-                    Dispatch::Delivered
-                }
-                Some(back) => {
-                    engine.restore(back.task);
-                    Dispatch::Refused
-                }
-            };
+            partition.await_lease(task.level.id, deliver.take().expect("one delivery per dispatch"));
             drop(engine);
             partition.after_dispatch();
-            return outcome;
+            return true;
         }
     }
 
-    fn dispatched(&self, partition: u32, task: StoredTask) -> DispatchedTask {
+    fn dispatched(&self, delivery: Delivery) -> DispatchedTask {
+        let Delivery { partition, task, lease_deadline } = delivery;
         DispatchedTask {
             partition,
-            token: LeaseToken { queue: self.name.clone(), partition, task_id: task.level.id, attempt: task.attempt },
+            token: LeaseToken { queue: self.name.clone(), partition, lease_id: task.level.id, attempt: task.attempt },
             task,
+            lease_deadline,
         }
     }
 

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -10,7 +10,7 @@ use crate::cluster::{ClusterView, DispatchGate};
 use crate::model::PartitionId;
 use crate::model::QueueName;
 use crate::partition::WriterConfig;
-use crate::queue::EngineConfig;
+use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::{QueueConfig, Store, StoreError};
 
 /// What every queue of a node is opened with.
@@ -21,6 +21,17 @@ pub struct Settings {
     pub engine: EngineConfig,
     pub writer: WriterConfig,
     pub matcher: MatcherConfig,
+    /// The default task policy, and the queues that override it.
+    pub tasks: TaskPolicy,
+    pub queues: BTreeMap<String, TaskPolicy>,
+}
+
+impl Settings {
+    /// The engine config of `queue`'s partitions: the node's, with the queue's task policy.
+    pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
+        let tasks = self.queues.get(queue.as_str()).unwrap_or(&self.tasks).clone();
+        EngineConfig { tasks, ..self.engine.clone() }
+    }
 }
 
 type Slot = Arc<OnceCell<Arc<QueueMatcher>>>;

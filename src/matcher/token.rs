@@ -3,13 +3,13 @@ use std::str::FromStr;
 
 use crate::model::{PartitionId, QueueName, validate};
 
-/// Identifies one delivery of a task: `v1/<partition>/<task id>/<attempt>/<queue>`.
-/// Opaque to workers.
+/// Identifies one delivery of a task: `v1/<partition>/<lease id>/<attempt>/<queue>`,
+/// where the lease id is the level id the task was dispatched from. Opaque to workers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseToken {
     pub queue: QueueName,
     pub partition: u32,
-    pub task_id: i64,
+    pub lease_id: i64,
     pub attempt: u32,
 }
 
@@ -21,7 +21,7 @@ impl LeaseToken {
 
 impl fmt::Display for LeaseToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v1/{}/{}/{}/{}", self.partition, self.task_id, self.attempt, self.queue)
+        write!(f, "v1/{}/{}/{}/{}", self.partition, self.lease_id, self.attempt, self.queue)
     }
 }
 
@@ -36,11 +36,11 @@ impl FromStr for LeaseToken {
         }
         let mut number = || parts.next().ok_or_else(bad);
         let partition = number()?.parse().map_err(|_| bad())?;
-        let task_id = number()?.parse().map_err(|_| bad())?;
+        let lease_id = number()?.parse().map_err(|_| bad())?;
         let attempt = number()?.parse().map_err(|_| bad())?;
         let queue = parts.next().ok_or_else(bad)?;
         let queue = validate::queue_name("lease_token", queue).map_err(|_| bad())?;
-        Ok(LeaseToken { queue, partition, task_id, attempt })
+        Ok(LeaseToken { queue, partition, lease_id, attempt })
     }
 }
 
@@ -53,7 +53,7 @@ mod tests {
         let token = LeaseToken {
             queue: validate::queue_name("q", "visits.git").unwrap(),
             partition: 3,
-            task_id: 1 << 40,
+            lease_id: 1 << 40,
             attempt: 2,
         };
         assert_eq!(token.to_string().parse::<LeaseToken>().unwrap(), token);

@@ -45,19 +45,38 @@ pub struct TaskSpec {
     pub fairness_weight: Option<f64>,
     pub priority: Priority,
     pub payload: Vec<u8>,
+    /// At most one pending or running task per dedup id and queue.
+    pub dedup_id: Option<String>,
+    /// The task becomes ready this long after it is added.
+    pub delay: std::time::Duration,
 }
 
 impl TaskSpec {
-    /// The task as it is stored, at `level`, first attempt.
+    /// A ready task with no dedup id.
+    pub fn new(fairness_key: impl Into<String>, priority: Priority, payload: Vec<u8>) -> Self {
+        TaskSpec {
+            fairness_key: fairness_key.into(),
+            fairness_weight: None,
+            priority,
+            payload,
+            dedup_id: None,
+            delay: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The task as it is stored, at `level`, first attempt; its id is the level's.
     pub fn at_level(&self, level: FairLevel, created_at_unix_ms: i64) -> StoredTask {
         StoredTask {
             level,
+            task_id: level.id,
             priority: self.priority,
             fairness_key: self.fairness_key.clone(),
             fairness_weight: self.fairness_weight,
             payload: self.payload.clone(),
             created_at_unix_ms,
             attempt: 1,
+            dedup_id: self.dedup_id.clone(),
+            dedup_slot: 0,
         }
     }
 }
@@ -66,11 +85,19 @@ impl TaskSpec {
 /// partition gave it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredTask {
+    /// Where it sits in its subqueue; a retried task gets a new level.
     pub level: FairLevel,
+    /// The id producers and workers see: the level id of its first write,
+    /// kept across retries.
+    pub task_id: i64,
     pub priority: Priority,
     pub fairness_key: String,
     pub fairness_weight: Option<f64>,
     pub payload: Vec<u8>,
     pub created_at_unix_ms: i64,
+    /// 1 for the first delivery, one more for each retry.
     pub attempt: u32,
+    pub dedup_id: Option<String>,
+    /// Where its dedup record is (see `crate::queue::dedup`).
+    pub dedup_slot: i64,
 }

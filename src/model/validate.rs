@@ -27,11 +27,19 @@ pub struct Limits {
     /// The longest a PollTask may wait.
     #[serde(with = "crate::config::duration_serde")]
     pub max_poll_wait: Duration,
+    /// The longest delay of a task or a `retry_after`.
+    #[serde(with = "crate::config::duration_serde")]
+    pub max_delay: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_payload_bytes: 1024 * 1024, max_batch_tasks: 1000, max_poll_wait: Duration::from_secs(300) }
+        Limits {
+            max_payload_bytes: 1024 * 1024,
+            max_batch_tasks: 1000,
+            max_poll_wait: Duration::from_secs(300),
+            max_delay: Duration::from_secs(30 * 24 * 3600),
+        }
     }
 }
 
@@ -114,6 +122,45 @@ pub fn payload(field: &str, len: usize, limits: &Limits) -> Result<()> {
         return Err(ValidationError::new(
             field,
             format!("is {len} bytes; the limit is {} bytes (limits.max_payload_bytes)", limits.max_payload_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest dedup id, in bytes.
+pub const MAX_DEDUP_ID_BYTES: usize = 512;
+/// The longest failure message, in bytes.
+pub const MAX_FAILURE_MESSAGE_BYTES: usize = 4096;
+
+/// Empty means none; else at most 512 bytes of any UTF-8.
+pub fn dedup_id(field: &str, id: String) -> Result<Option<String>> {
+    if id.len() > MAX_DEDUP_ID_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes long; the limit is {MAX_DEDUP_ID_BYTES} bytes", id.len()),
+        ));
+    }
+    Ok((!id.is_empty()).then_some(id))
+}
+
+/// A delay (of a task, or before a retry): at most `limits.max_delay`.
+pub fn delay(field: &str, delay: Option<Duration>, limits: &Limits) -> Result<Duration> {
+    let delay = delay.unwrap_or(Duration::ZERO);
+    if delay > limits.max_delay {
+        return Err(ValidationError::new(
+            field,
+            format!("is {delay:?}; the limit is {:?} (limits.max_delay)", limits.max_delay),
+        ));
+    }
+    Ok(delay)
+}
+
+/// A failure message: at most 4096 bytes.
+pub fn failure_message(field: &str, message: &str) -> Result<()> {
+    if message.len() > MAX_FAILURE_MESSAGE_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes long; the limit is {MAX_FAILURE_MESSAGE_BYTES} bytes", message.len()),
         ));
     }
     Ok(())

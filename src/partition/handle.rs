@@ -7,10 +7,14 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::SharedClock;
-use crate::model::{PartitionId, TaskSpec};
-use crate::queue::{EngineConfig, PartitionEngine};
-use crate::store::{Store, StoreError};
+use std::collections::HashMap;
+
+use super::writer::{AppendReply, FinishReply, RedriveReply};
+use crate::clock::{SharedClock, UnixMillis};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
+use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine};
+use crate::store::codec::decode_lease;
+use crate::store::{Section, Store, StoreError};
 
 /// Group commit (section `[writer]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,9 +72,58 @@ pub enum PartitionState {
     Closed = 2,
 }
 
+/// Why a finish (complete or fail) was not recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FinishError {
+    /// The token no longer holds the lease: nothing was written.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+}
+
+/// A task on its way to the worker that polled for it: sent once its lease
+/// record is durable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub partition: u32,
+    pub task: StoredTask,
+    pub lease_deadline: UnixMillis,
+}
+
 pub(super) enum WriteCommand {
-    Append { specs: Vec<TaskSpec>, reply: oneshot::Sender<Result<Vec<i64>, PartitionError>> },
+    /// New tasks; with `deliver`, a single task to lease at once to that poller.
+    Append {
+        specs: Vec<TaskSpec>,
+        deliver: Option<oneshot::Sender<Delivery>>,
+        reply: AppendReply,
+    },
+    Finish {
+        finish: Finish,
+        reply: FinishReply,
+    },
+    Redrive {
+        limit: usize,
+        reply: RedriveReply,
+    },
     SyncMetadata,
+}
+
+impl WriteCommand {
+    pub fn fail(self, error: PartitionError) {
+        match self {
+            WriteCommand::Append { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            WriteCommand::Finish { reply, .. } => {
+                let _ = reply.send(Err(FinishError::Partition(error)));
+            }
+            WriteCommand::Redrive { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            WriteCommand::SyncMetadata => {}
+        }
+    }
 }
 
 pub(super) struct Shared {
@@ -81,6 +134,10 @@ pub(super) struct Shared {
     pub store: Arc<dyn Store>,
     pub clock: SharedClock,
     pub wake_reader: Notify,
+    /// Wakes the writer when the engine has a write due without a command.
+    pub wake_writer: Notify,
+    /// Pollers waiting for tasks whose lease records are being written, by lease id.
+    pub deliveries: Mutex<HashMap<i64, oneshot::Sender<Delivery>>>,
     pub on_ready: ReadyHook,
     pub state: AtomicU8,
     pub config: WriterConfig,
@@ -105,6 +162,52 @@ impl Shared {
 
     pub fn lost(&self) -> PartitionError {
         PartitionError::Lost(self.id.to_string())
+    }
+
+    fn deliveries(&self) -> MutexGuard<'_, HashMap<i64, oneshot::Sender<Delivery>>> {
+        self.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands leases now durable to their pollers; a lease whose poller has
+    /// gone goes back to the queue.
+    pub fn deliver(&self, leases: Vec<(i64, StoredTask, UnixMillis)>) {
+        let mut undelivered = Vec::new();
+        {
+            let mut deliveries = self.deliveries();
+            for (id, task, lease_deadline) in leases {
+                let delivery = Delivery { partition: self.id.partition, task, lease_deadline };
+                let sent = deliveries.remove(&id).is_some_and(|to| to.send(delivery).is_ok());
+                if !sent {
+                    undelivered.push(id);
+                }
+            }
+        }
+        if !undelivered.is_empty() {
+            let now = self.clock.now_ms();
+            let mut engine = self.engine();
+            for id in undelivered {
+                engine.lease_undelivered(id, now);
+            }
+            drop(engine);
+            self.wake_writer.notify_one();
+        }
+    }
+
+    /// Pollers to send the tasks of these leases to, once they are durable.
+    pub fn await_leases(&self, pollers: impl Iterator<Item = (i64, oneshot::Sender<Delivery>)>) {
+        self.deliveries().extend(pollers);
+    }
+
+    /// Leases that were not written: their pollers get nothing.
+    pub fn forget_deliveries(&self, ids: &[i64]) {
+        let mut deliveries = self.deliveries();
+        for id in ids {
+            deliveries.remove(id);
+        }
+    }
+
+    pub fn drop_deliveries(&self) {
+        self.deliveries().clear();
     }
 }
 
@@ -138,8 +241,9 @@ impl Partition {
         on_ready: ReadyHook,
     ) -> Result<Arc<Partition>, PartitionError> {
         let meta = store.take_ownership(&id, stored_range, &node).await?;
-        tracing::info!(partition = %id, range_id = meta.range_id, "took ownership");
-        let engine = PartitionEngine::load(&meta, engine_config, clock.now_ms());
+        let (leases, finished) = load_leases(store.as_ref(), &id).await?;
+        tracing::info!(partition = %id, range_id = meta.range_id, leases = leases.len(), "took ownership");
+        let engine = PartitionEngine::load_with_leases(&meta, leases, finished, engine_config, clock.now_ms());
         let shared = Arc::new(Shared {
             id,
             node,
@@ -147,6 +251,8 @@ impl Partition {
             store,
             clock,
             wake_reader: Notify::new(),
+            wake_writer: Notify::new(),
+            deliveries: Mutex::new(HashMap::new()),
             on_ready,
             state: AtomicU8::new(PartitionState::Active as u8),
             config,
@@ -168,8 +274,30 @@ impl Partition {
         self.shared.state()
     }
 
-    /// Writes the tasks durably; their ids in order.
-    pub async fn append(&self, specs: Vec<TaskSpec>) -> Result<Vec<i64>, PartitionError> {
+    /// Writes the tasks durably; what became of each, in order.
+    pub async fn append(&self, specs: Vec<TaskSpec>) -> Result<Vec<Added>, PartitionError> {
+        self.command(|reply| WriteCommand::Append { specs, deliver: None, reply }).await?
+    }
+
+    /// Writes one task as a lease of the poller behind `deliver` (sync
+    /// match): the task goes to it once durable, and comes back to the
+    /// queue if its lease expires.
+    pub async fn append_to(&self, spec: TaskSpec, deliver: oneshot::Sender<Delivery>) -> Result<Added, PartitionError> {
+        let added = self.command(|reply| WriteCommand::Append { specs: vec![spec], deliver: Some(deliver), reply });
+        Ok(added.await??[0])
+    }
+
+    /// Records a worker's report on a lease.
+    pub async fn finish(&self, finish: Finish) -> Result<Finished, FinishError> {
+        self.command(|reply| WriteCommand::Finish { finish, reply }).await?
+    }
+
+    /// Puts up to `limit` dead letters back in the queue; how many.
+    pub async fn redrive(&self, limit: usize) -> Result<usize, PartitionError> {
+        self.command(|reply| WriteCommand::Redrive { limit, reply }).await?
+    }
+
+    async fn command<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> WriteCommand) -> Result<T, PartitionError> {
         match self.state() {
             PartitionState::Active => {}
             PartitionState::Lost => return Err(self.shared.lost()),
@@ -177,8 +305,25 @@ impl Partition {
         }
         let (reply, result) = oneshot::channel();
         let closed = || PartitionError::Closed(self.shared.id.to_string());
-        self.writes.send(WriteCommand::Append { specs, reply }).await.map_err(|_| closed())?;
-        result.await.map_err(|_| closed())?
+        self.writes.send(command(reply)).await.map_err(|_| closed())?;
+        result.await.map_err(|_| closed())
+    }
+
+    /// Extends a lease (in memory: a new owner gives every lease it loads a
+    /// full timeout, so heartbeats need no write).
+    pub fn heartbeat(&self, lease_id: i64, attempt: u32) -> Result<UnixMillis, FinishError> {
+        let now = self.shared.clock.now_ms();
+        match self.with_engine(|e| e.heartbeat(lease_id, attempt, now)) {
+            Some(result) => Ok(result?),
+            None => Err(FinishError::Partition(self.shared.lost())),
+        }
+    }
+
+    /// Sends `delivery`'s task to it once the lease of `lease_id` is durable.
+    /// Call with the engine locked, right after taking the task.
+    pub fn await_lease(&self, lease_id: i64, delivery: oneshot::Sender<Delivery>) {
+        self.shared.await_leases(std::iter::once((lease_id, delivery)));
+        self.shared.wake_writer.notify_one();
     }
 
     /// Runs `f` on the engine, if the partition may still hand out tasks.
@@ -198,7 +343,7 @@ impl Partition {
 
     /// After tasks were taken: refill if the buffer runs low.
     pub fn after_dispatch(&self) {
-        if self.shared.engine().wants_read() {
+        if self.shared.engine().wants_read(self.shared.clock.now_ms()) {
             self.shared.wake_reader.notify_one();
         }
     }
@@ -245,6 +390,31 @@ impl Partition {
         self.stop.cancel();
         let mut tasks = self.tasks.lock().await;
         while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// The lease records of the partition: running leases (task, deadline,
+/// seq), and finished ones (seq, priority, level).
+type LeaseRecords = (Vec<(StoredTask, UnixMillis, i64)>, Vec<(i64, Priority, FairLevel)>);
+
+async fn load_leases(store: &dyn Store, id: &PartitionId) -> Result<LeaseRecords, PartitionError> {
+    const PAGE: usize = 1000;
+    let (mut running, mut finished) = (Vec::new(), Vec::new());
+    let mut after = (i64::MIN, i64::MIN);
+    loop {
+        let page = store.read_records(id, Section::Leases, after, PAGE).await?;
+        let short = page.len() < PAGE;
+        for record in page {
+            after = record.at.key;
+            let seq = record.at.key.1;
+            match decode_lease(&record.value)? {
+                Ok(lease) => running.push((lease.task, lease.at_unix_ms, seq)),
+                Err((priority, level)) => finished.push((seq, priority, level)),
+            }
+        }
+        if short {
+            return Ok((running, finished));
+        }
     }
 }
 

@@ -2,17 +2,19 @@
 //! [`PartitionEngine`](crate::queue::PartitionEngine) against a [`Store`].
 //!
 //! Three tasks per partition:
-//! - the **writer** turns concurrent adds into one append per batch (group
-//!   commit) and performs every conditional write of the partition, one at a
-//!   time, so that appends and metadata writes never race each other;
+//! - the **writer** turns concurrent adds, completions, failures and the
+//!   leases of dispatched tasks into one conditional write per batch (group
+//!   commit), one at a time, so that no two writes of a partition race;
 //! - the **reader** refills the buffer when it runs low;
-//! - the **keeper** persists ack levels and deletes acknowledged tasks.
+//! - the **keeper** persists ack levels, deletes acknowledged tasks, and wakes
+//!   the writer when leases expire or delayed tasks become ready.
 //!
-//! Invariant: the engine is only touched under its mutex, never across an
-//! await; once a write comes back `Fenced` the partition hands out nothing more.
+//! Invariants: the engine is only touched under its mutex, never across an
+//! await; a task reaches a worker only after its lease record is durable;
+//! once a write comes back `Fenced` the partition hands out nothing more.
 
 mod handle;
 mod reader;
 mod writer;
 
-pub use handle::{Partition, PartitionError, PartitionState, ReadyHook, WriterConfig};
+pub use handle::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook, WriterConfig};

@@ -13,7 +13,7 @@ pub(super) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         if stop.is_cancelled() || shared.state() != PartitionState::Active {
             return;
         }
-        let requests = shared.engine().read_requests();
+        let requests = shared.engine().read_requests(shared.clock.now_ms());
         if requests.is_empty() {
             tokio::select! {
                 _ = shared.wake_reader.notified() => continue,

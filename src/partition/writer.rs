@@ -3,29 +3,41 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::handle::{PartitionError, PartitionState, Shared, WriteCommand};
+use tokio::sync::oneshot;
+
+use super::handle::{Delivery, FinishError, PartitionError, PartitionState, Shared, WriteCommand};
+
 use crate::model::TaskSpec;
-use crate::store::StoreError;
+use crate::queue::dedup::DedupEntry;
+use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput};
+use crate::store::codec::{decode_dedup, decode_record_task};
+use crate::store::{RecordKey, Section, StoreError};
 
-type Reply = tokio::sync::oneshot::Sender<Result<Vec<i64>, PartitionError>>;
-
-/// The writer: one conditional write at a time, appends grouped in batches.
-/// On stop it finishes what is queued and writes the ack levels a last time.
+/// The writer: one conditional write at a time, commands grouped in
+/// batches, each batch also carrying what the engine has due (lease records,
+/// expired leases, delayed tasks now ready). Woken by commands, and by
+/// [`Shared::wake_writer`] when the engine has something due. On stop it
+/// finishes what is queued and writes the ack levels a last time.
 pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteCommand>, stop: CancellationToken) {
     let mut carried = None;
     loop {
         let first = match carried.take() {
-            Some(command) => command,
+            Some(command) => Some(command),
             None => tokio::select! {
                 biased;
                 command = commands.recv() => match command {
-                    Some(command) => command,
+                    Some(command) => Some(command),
                     None => break,
                 },
+                _ = shared.wake_writer.notified() => None,
                 _ = stop.cancelled() => break,
             },
         };
-        let batch = gather(&shared, first, &mut commands, &mut carried);
+        let batch = match first {
+            Some(first) => gather(&shared, first, &mut commands, &mut carried),
+            None if shared.engine().write_due(shared.clock.now_ms()) => Vec::new(),
+            None => continue,
+        };
         if !process(&shared, batch).await {
             fail_queued(&shared, &mut commands);
             return;
@@ -42,6 +54,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteC
             return;
         }
     }
+    shared.drop_deliveries();
     sync_metadata(&shared, true).await;
 }
 
@@ -72,12 +85,14 @@ fn gather(
     batch
 }
 
-/// Tasks in a command, and roughly the bytes they take in a store batch.
+/// Rows in a command, and roughly the bytes they take in a store batch.
 fn size(command: &WriteCommand) -> (usize, usize) {
     match command {
         WriteCommand::Append { specs, .. } => {
             (specs.len(), specs.iter().map(|s| s.payload.len() + s.fairness_key.len() + 64).sum())
         }
+        WriteCommand::Finish { .. } => (2, 256),
+        WriteCommand::Redrive { limit, .. } => (*limit * 2, 0),
         WriteCommand::SyncMetadata => (0, 0),
     }
 }
@@ -85,40 +100,76 @@ fn size(command: &WriteCommand) -> (usize, usize) {
 fn fail_queued(shared: &Shared, commands: &mut mpsc::Receiver<WriteCommand>) {
     commands.close();
     while let Ok(command) = commands.try_recv() {
-        if let WriteCommand::Append { reply, .. } = command {
-            let _ = reply.send(Err(shared.lost()));
+        command.fail(shared.lost());
+    }
+    shared.drop_deliveries();
+}
+
+/// What a batch asks for, and whom to answer.
+#[derive(Default)]
+struct Requests {
+    specs: Vec<TaskSpec>,
+    /// Indexes of specs handed straight to a poller, ascending, and the pollers.
+    direct: Vec<usize>,
+    pollers: Vec<oneshot::Sender<Delivery>>,
+    appends: Vec<(usize, AppendReply)>,
+    finishes: Vec<Finish>,
+    finish_replies: Vec<FinishReply>,
+    redrive: Option<(usize, RedriveReply)>,
+    sync: bool,
+}
+
+impl Requests {
+    fn new(batch: Vec<WriteCommand>) -> Self {
+        let mut requests = Requests::default();
+        for command in batch {
+            match command {
+                WriteCommand::Append { specs, deliver, reply } => {
+                    if let Some(deliver) = deliver {
+                        requests.direct.push(requests.specs.len());
+                        requests.pollers.push(deliver);
+                    }
+                    requests.appends.push((specs.len(), reply));
+                    requests.specs.extend(specs);
+                }
+                WriteCommand::Finish { finish, reply } => {
+                    requests.finishes.push(finish);
+                    requests.finish_replies.push(reply);
+                }
+                WriteCommand::Redrive { limit, reply } => match &requests.redrive {
+                    // One re-drive per write; a second one waits for the next.
+                    Some(_) => {
+                        let _ = reply.send(Ok(0));
+                    }
+                    None => requests.redrive = Some((limit, reply)),
+                },
+                WriteCommand::SyncMetadata => requests.sync = true,
+            }
+        }
+        requests
+    }
+
+    fn fail(self, error: PartitionError) {
+        for (_, reply) in self.appends {
+            let _ = reply.send(Err(error.clone()));
+        }
+        for reply in self.finish_replies {
+            let _ = reply.send(Err(FinishError::Partition(error.clone())));
+        }
+        if let Some((_, reply)) = self.redrive {
+            let _ = reply.send(Err(error));
         }
     }
 }
 
-/// Performs a batch of commands; false once the partition is lost.
+/// Performs a batch of commands in one write; false once the partition is lost.
 async fn process(shared: &Shared, batch: Vec<WriteCommand>) -> bool {
-    let mut sync = false;
-    let mut specs: Vec<TaskSpec> = Vec::new();
-    let mut replies: Vec<(usize, Reply)> = Vec::new();
-    for command in batch {
-        match command {
-            WriteCommand::Append { specs: more, reply } => {
-                replies.push((more.len(), reply));
-                specs.extend(more);
-            }
-            WriteCommand::SyncMetadata => sync = true,
-        }
-    }
-    if !specs.is_empty() {
-        match append(shared, &specs).await {
-            Ok(ids) => {
-                let mut ids = ids.into_iter();
-                for (count, reply) in replies {
-                    let _ = reply.send(Ok(ids.by_ref().take(count).collect()));
-                }
-            }
-            Err(error) => {
-                for (_, reply) in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
-        }
+    let mut requests = Requests::new(batch);
+    let sync = requests.sync;
+    if let Err(error) = prepare(shared, &mut requests).await {
+        requests.fail(error);
+    } else {
+        write(shared, requests).await;
     }
     if sync {
         sync_metadata(shared, false).await;
@@ -126,33 +177,126 @@ async fn process(shared: &Shared, batch: Vec<WriteCommand>) -> bool {
     shared.state() != PartitionState::Lost
 }
 
-/// One append for the whole batch; the ids it got, in order.
-async fn append(shared: &Shared, specs: &[TaskSpec]) -> Result<Vec<i64>, PartitionError> {
-    let plan = loop {
-        let prepared = shared.engine().prepare_append(specs, shared.clock.now_ms());
-        match prepared {
-            Ok(plan) => break plan,
-            Err(exhausted) => renew_range(shared, exhausted.range_id).await?,
+/// Reads what planning needs from the store: the dedup buckets of the new
+/// tasks, delayed tasks when their buffer runs low, the dead letters to re-drive.
+async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), PartitionError> {
+    let buckets = shared.engine().unresolved_buckets(&requests.specs);
+    for bucket in buckets {
+        let records = shared.store.read_records(&shared.id, Section::Dedup, (bucket, i64::MIN), 1024).await?;
+        let mut entries = Vec::new();
+        for record in records.into_iter().take_while(|r| r.at.key.0 == bucket) {
+            let (dedup_id, task_id) = decode_dedup(&record.value)?;
+            entries.push(DedupEntry { slot: record.at.key.1, dedup_id, task_id });
         }
+        shared.engine().resolve_bucket(bucket, entries);
+    }
+    let delayed_read = shared.engine().delayed_read();
+    if let Some((after, limit)) = delayed_read {
+        let records = shared.store.read_records(&shared.id, Section::Delayed, after, limit).await?;
+        let tasks = records
+            .into_iter()
+            .map(|r| decode_record_task(&r.value).map(|t| (r.at.key, t.task)))
+            .collect::<Result<Vec<_>, _>>()?;
+        shared.engine().apply_delayed_read(after, tasks, limit);
+    }
+    Ok(())
+}
+
+/// Dead letters to put back, oldest first.
+async fn dead_letters(
+    shared: &Shared,
+    limit: usize,
+) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
+    let records = shared.store.read_records(&shared.id, Section::DeadLetters, (i64::MIN, i64::MIN), limit).await?;
+    let dead = records
+        .into_iter()
+        .map(|r| decode_record_task(&r.value).map(|t| (r.at, t.task)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(dead)
+}
+
+async fn write(shared: &Shared, mut requests: Requests) {
+    let redrive = match &requests.redrive {
+        Some((limit, _)) => match dead_letters(shared, *limit).await {
+            Ok(dead) => dead,
+            Err(error) => {
+                if let Some((_, reply)) = requests.redrive.take() {
+                    let _ = reply.send(Err(error));
+                }
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
     };
-    let written = shared.store.append(&shared.id, plan.range_id, &plan.tasks, plan.metadata.as_ref()).await;
+    let plan = match plan(shared, &requests, redrive).await {
+        Ok(plan) => plan,
+        Err(error) => return requests.fail(error),
+    };
+    shared.await_leases(
+        requests.direct.iter().map(|index| plan.added[*index].task_id()).zip(std::mem::take(&mut requests.pollers)),
+    );
+    let written =
+        if plan.write.is_empty() { Ok(()) } else { shared.store.write(&shared.id, plan.range_id, &plan.write).await };
+    let now = shared.clock.now_ms();
     match written {
         Ok(()) => {
-            let ids = plan.tasks.iter().map(|t| t.level.id).collect();
-            shared.engine().append_succeeded(plan, shared.clock.now_ms());
-            (shared.on_ready)();
-            Ok(ids)
+            let added = plan.added.clone();
+            let finished = plan.finished.clone();
+            let redriven = plan.redriven;
+            let leases = plan.leases.clone();
+            shared.engine().write_succeeded(plan, now);
+            let mut added = added.into_iter();
+            for (count, reply) in requests.appends {
+                let _ = reply.send(Ok(added.by_ref().take(count).collect()));
+            }
+            for (reply, finished) in requests.finish_replies.into_iter().zip(finished) {
+                let _ = reply.send(finished.map_err(FinishError::Lease));
+            }
+            if let Some((_, reply)) = requests.redrive {
+                let _ = reply.send(Ok(redriven));
+            }
+            shared.deliver(leases);
         }
         Err(error) => {
             let may_have_applied = !error.certainly_not_applied();
-            shared.engine().append_failed(plan, may_have_applied);
+            let leases: Vec<i64> = plan.leases.iter().map(|(id, _, _)| *id).collect();
+            shared.engine().write_failed(plan, may_have_applied, now);
+            shared.forget_deliveries(&leases);
             if may_have_applied {
                 shared.wake_reader.notify_one();
+                shared.wake_writer.notify_one();
             }
-            Err(on_write_error(shared, error))
+            requests.fail(on_write_error(shared, error));
+        }
+    }
+    (shared.on_ready)();
+}
+
+/// Plans the write, renewing the range id when the id block runs out.
+async fn plan(
+    shared: &Shared,
+    requests: &Requests,
+    redrive: Vec<(RecordKey, crate::model::StoredTask)>,
+) -> Result<AppendPlan, PartitionError> {
+    loop {
+        let mut unit = || rand::random::<f64>();
+        let input = PlanInput {
+            specs: &requests.specs,
+            direct: &requests.direct,
+            finishes: &requests.finishes,
+            redrive: redrive.clone(),
+        };
+        let prepared = shared.engine().plan(input, shared.clock.now_ms(), &mut unit);
+        match prepared {
+            Ok(plan) => return Ok(plan),
+            Err(exhausted) => renew_range(shared, exhausted.range_id).await?,
         }
     }
 }
+
+pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
+pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
+pub(super) type RedriveReply = oneshot::Sender<Result<usize, PartitionError>>;
 
 /// Takes the next range id, and with it a new block of task ids.
 async fn renew_range(shared: &Shared, range_id: i64) -> Result<(), PartitionError> {
@@ -193,8 +337,9 @@ fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {
     PartitionError::Store(error)
 }
 
-/// The keeper: deletes acknowledged tasks and asks the writer to persist
-/// the ack levels when they are due.
+/// The keeper: deletes acknowledged tasks, asks the writer to persist the
+/// ack levels when they are due, and wakes it for expired leases and delayed
+/// tasks that are ready.
 pub(super) async fn keep(shared: Arc<Shared>, writes: mpsc::Sender<WriteCommand>, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(shared.config.keeper_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -207,10 +352,29 @@ pub(super) async fn keep(shared: Arc<Shared>, writes: mpsc::Sender<WriteCommand>
             return;
         }
         let now = shared.clock.now_ms();
-        let (deletes, metadata_due) = {
+        let (deletes, record_deletes, metadata_due, write_due, keys_limited) = {
             let mut engine = shared.engine();
-            (engine.gc_requests(now), engine.metadata_due(now).is_some())
+            let deletes = engine.gc_requests(now);
+            (
+                deletes,
+                engine.record_deletes(),
+                engine.metadata_due(now).is_some(),
+                engine.write_due(now),
+                engine.keys_limited(),
+            )
         };
+        for through in record_deletes {
+            if let Err(error) = shared.store.delete_records_through(&shared.id, through.section, through.key).await {
+                tracing::warn!(partition = %shared.id, %error, "delete of finished records failed; the next one covers it");
+            }
+        }
+        if write_due {
+            shared.wake_writer.notify_one();
+        }
+        if keys_limited {
+            // Keys held back by their rate may start again as time passes.
+            (shared.on_ready)();
+        }
         for delete in deletes {
             if let Err(error) = shared.store.delete_through(&shared.id, delete.priority, delete.through).await {
                 tracing::warn!(partition = %shared.id, %error, "delete of acknowledged tasks failed; the next one covers it");

@@ -1,13 +1,36 @@
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::IdBlock;
+use super::dedup::{DedupEntry, DedupIndex, bucket_of};
+use super::delayed::{DelayKey, Delayed};
+use super::key_rates::KeyRates;
+use super::leases::{LeaseError, Leases};
+use super::policy::{AfterFailure, TaskPolicy};
 use super::subqueue::{KeyBacklog, Subqueue};
 use crate::clock::{UnixMillis, millis};
 use crate::fairness::{CounterConfig, Weights, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
-use crate::store::PartitionMeta;
+use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task};
+use crate::store::{PartitionMeta, PartitionWrite, Record, RecordKey, Section};
+
+/// Where the lease record of sequence number `seq` lives.
+fn lease_key(seq: i64) -> RecordKey {
+    RecordKey { section: Section::Leases, key: (0, seq) }
+}
+
+/// A finished lease: a record of where its task was, over the lease's (an
+/// overwrite, not a tombstone), so that a new owner does not hand the task
+/// out again before the persisted ack level covers it. Removed later by a
+/// range delete below the oldest lease still needed.
+fn lease_done(seq: i64, task: &StoredTask) -> Record {
+    Record { at: lease_key(seq), value: encode_finished_lease(task.priority, task.level) }
+}
+
+/// The most expired leases and due delayed tasks one write handles.
+pub const MAX_MAINTENANCE_PER_WRITE: usize = 256;
 
 /// How a partition buffers, persists and collects (section `[partition]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,6 +56,9 @@ pub struct EngineConfig {
     pub saved_top_keys: usize,
     pub counters: CounterConfig,
     pub weights: Weights,
+    /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
+    #[serde(skip)]
+    pub tasks: TaskPolicy,
 }
 
 impl Default for EngineConfig {
@@ -47,20 +73,95 @@ impl Default for EngineConfig {
             saved_top_keys: 100,
             counters: CounterConfig::default(),
             weights: Weights::default(),
+            tasks: TaskPolicy::default(),
         }
     }
 }
 
-/// A batch of tasks with ids and passes assigned, to be written in one append.
-/// Their subqueues' ack levels stay pinned until the engine hears how it went.
+/// How a worker ended its attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Complete,
+    Fail { retryable: bool, message: String, retry_after: Option<Duration> },
+}
+
+/// A worker's report on the lease of task level id `lease_id`, attempt `attempt`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finish {
+    pub lease_id: i64,
+    pub attempt: u32,
+    pub outcome: Outcome,
+}
+
+/// What became of a finished lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    Completed,
+    Retrying { not_before: UnixMillis },
+    Buried,
+}
+
+/// What became of an added task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Added {
+    Added {
+        task_id: i64,
+    },
+    /// Its dedup id is held by this pending or running task: nothing added.
+    Duplicate {
+        task_id: i64,
+    },
+}
+
+impl Added {
+    pub fn task_id(self) -> i64 {
+        match self {
+            Added::Added { task_id } | Added::Duplicate { task_id } => task_id,
+        }
+    }
+}
+
+/// What one write should carry besides what the engine itself has due
+/// (lease records to write, expired leases, delayed tasks now ready).
+#[derive(Debug, Default)]
+pub struct PlanInput<'a> {
+    pub specs: &'a [TaskSpec],
+    /// Indexes (ascending) of specs to hand straight to a waiting worker:
+    /// their lease is written instead of a backlog row ("sync match"). Such
+    /// specs have no delay and no dedup id.
+    pub direct: &'a [usize],
+    pub finishes: &'a [Finish],
+    /// Dead letters to put back in the queue, as read from the store.
+    pub redrive: Vec<(RecordKey, StoredTask)>,
+}
+
+/// One write, planned: tasks with ids and passes assigned, records to put
+/// and delete. The ack levels of the subqueues it adds to stay pinned until
+/// the engine hears how it went ([`PartitionEngine::write_succeeded`] or
+/// [`PartitionEngine::write_failed`]).
 #[derive(Debug)]
 pub struct AppendPlan {
     pub range_id: i64,
-    /// In the order of the specs they came from.
-    pub tasks: Vec<StoredTask>,
-    /// Metadata to write with the append, when it is due.
-    pub metadata: Option<PartitionMeta>,
+    pub write: PartitionWrite,
+    /// One per spec, in order.
+    pub added: Vec<Added>,
+    /// One per finish, in order.
+    pub finished: Vec<Result<Finished, LeaseError>>,
+    pub redriven: usize,
+    /// Leases written by this write, to be delivered once it is durable.
+    pub leases: Vec<(i64, StoredTask, UnixMillis)>,
+    /// Of those, the ones of new tasks handed straight to a worker.
+    direct: Vec<i64>,
     pinned: [bool; PRIORITY_LEVELS],
+    /// Delayed records written.
+    delayed: Vec<(DelayKey, StoredTask)>,
+    /// Delayed records made ready (taken out of the delayed buffer).
+    promoted: Vec<(DelayKey, StoredTask)>,
+    /// Leases this write ends.
+    ending: Vec<i64>,
+    buckets: Vec<i64>,
+    /// The delayed floor written with this plan (promotions up to it).
+    delayed_floor: Option<DelayKey>,
 }
 
 /// A read the reader should perform: tasks of `priority` strictly above `after`.
@@ -107,6 +208,10 @@ pub struct PartitionSnapshot {
     pub subqueues: Vec<SubqueueSnapshot>,
     pub added: u64,
     pub dispatched: u64,
+    /// Tasks out with workers (leases held or being written).
+    pub leased: u64,
+    /// Delayed tasks known in memory (all of them unless more wait unread).
+    pub delayed: u64,
 }
 
 /// The engine of one owned partition. See the module docs for its invariants.
@@ -121,6 +226,20 @@ pub struct PartitionEngine {
     last_meta_sync: UnixMillis,
     added: u64,
     dispatched: u64,
+    leases: Leases,
+    /// Leases taken and not written yet.
+    unwritten_leases: Vec<i64>,
+    delayed: Delayed,
+    /// The highest lease seq planned, and what the last range deletes of
+    /// finished leases and promoted delayed records covered.
+    max_lease_seq: i64,
+    lease_gc_through: i64,
+    delayed_gc_through: DelayKey,
+    /// Finished leases (seq → priority and level) whose tasks the persisted
+    /// ack level does not cover yet: their records must stay.
+    finished: BTreeMap<i64, (Priority, FairLevel)>,
+    dedup: DedupIndex,
+    rates: KeyRates,
 }
 
 /// The append needs more ids than the block has left: take a new range id first.
@@ -131,12 +250,42 @@ pub struct IdsExhausted {
 }
 
 impl PartitionEngine {
-    /// Starts from the metadata returned by a successful `take_ownership`.
+    /// Starts from the metadata returned by a successful `take_ownership`,
+    /// with no lease out.
     pub fn load(meta: &PartitionMeta, config: EngineConfig, now: UnixMillis) -> Self {
+        Self::load_with_leases(meta, Vec::new(), Vec::new(), config, now)
+    }
+
+    /// Starts from the metadata and the lease records (task, deadline) of the partition.
+    /// `finished` are the records of finished leases: (seq, priority, level).
+    pub fn load_with_leases(
+        meta: &PartitionMeta,
+        leased: Vec<(StoredTask, UnixMillis, i64)>,
+        finished: Vec<(i64, Priority, FairLevel)>,
+        config: EngineConfig,
+        now: UnixMillis,
+    ) -> Self {
+        let leases = Leases::load(leased, now, config.tasks.lease_ms());
+        let finished: BTreeMap<i64, (Priority, FairLevel)> =
+            finished.into_iter().map(|(seq, priority, level)| (seq, (priority, level))).collect();
         let subqueues = Priority::all()
-            .map(|p| Subqueue::load(p, &meta.subqueues[p.index()], config.counters.clone(), now))
+            .map(|p| {
+                let leased = leases.levels().filter(|t| t.priority == p).map(|t| t.level);
+                let done = finished.values().filter(|(priority, _)| *priority == p).map(|(_, level)| *level);
+                Subqueue::load(p, &meta.subqueues[p.index()], leased.chain(done), config.counters.clone(), now)
+            })
             .collect();
+        let rates = KeyRates::new(config.tasks.key_rate_per_second, config.tasks.key_burst);
         PartitionEngine {
+            leases,
+            unwritten_leases: Vec::new(),
+            delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
+            max_lease_seq: 0,
+            lease_gc_through: 0,
+            delayed_gc_through: meta.delayed_through,
+            finished,
+            dedup: DedupIndex::default(),
+            rates,
             range_id: meta.range_id,
             owner: meta.owner.clone(),
             ids: IdBlock::for_range(meta.range_id),
@@ -168,53 +317,311 @@ impl PartitionEngine {
         self.ids = IdBlock::for_range(range_id);
     }
 
-    /// Assigns ids and passes to a batch and pins the ack levels it touches.
-    /// Every plan must be concluded with [`Self::append_succeeded`] or
-    /// [`Self::append_failed`].
+    /// Plans a write of new tasks alone (see [`Self::plan`]).
     pub fn prepare_append(&mut self, specs: &[TaskSpec], now: UnixMillis) -> Result<AppendPlan, IdsExhausted> {
-        if self.ids.remaining() < specs.len() as i64 {
-            return Err(IdsExhausted { range_id: self.range_id });
-        }
-        let mut pinned = [false; PRIORITY_LEVELS];
-        let mut tasks = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let index = spec.priority.index();
-            let subqueue = &mut self.subqueues[index];
-            if !pinned[index] {
-                subqueue.pin();
-                pinned[index] = true;
-            }
-            let weight = self.config.weights.resolve(&spec.fairness_key, spec.fairness_weight);
-            let pass = subqueue.counters.next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
-            let id = self.ids.take().expect("checked the block has room");
-            tasks.push(spec.at_level(FairLevel::new(pass, id), now));
-        }
-        let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
-        let metadata = (piggyback && self.ack_moved()).then(|| self.metadata());
-        Ok(AppendPlan { range_id: self.range_id, tasks, metadata, pinned })
+        self.plan(PlanInput { specs, ..PlanInput::default() }, now, &mut || 0.5)
     }
 
-    /// The append is durable: merge its tasks and release the pins.
-    pub fn append_succeeded(&mut self, plan: AppendPlan, now: UnixMillis) {
-        if let Some(meta) = &plan.metadata {
+    /// Plans one write: the new tasks of `input.specs` (delayed ones to the
+    /// delayed records; duplicates of a held dedup id not at all), the
+    /// finishes, the re-driven dead letters, and what is due: lease records
+    /// to write, expired leases, delayed tasks now ready, the metadata.
+    /// `unit` draws random numbers in `[0, 1)` for the backoff jitter.
+    ///
+    /// The dedup buckets of the specs must be resolved first (see
+    /// [`Self::unresolved_buckets`]). Every plan must be concluded with
+    /// [`Self::write_succeeded`] or [`Self::write_failed`].
+    pub fn plan(
+        &mut self,
+        input: PlanInput<'_>,
+        now: UnixMillis,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Result<AppendPlan, IdsExhausted> {
+        let ids_needed =
+            2 * input.specs.len() + input.redrive.len() + self.unwritten_leases.len() + MAX_MAINTENANCE_PER_WRITE;
+        if self.ids.remaining() < ids_needed as i64 {
+            return Err(IdsExhausted { range_id: self.range_id });
+        }
+        let mut plan = AppendPlan {
+            range_id: self.range_id,
+            write: PartitionWrite::default(),
+            added: Vec::with_capacity(input.specs.len()),
+            finished: Vec::with_capacity(input.finishes.len()),
+            redriven: input.redrive.len(),
+            leases: Vec::new(),
+            direct: Vec::new(),
+            pinned: [false; PRIORITY_LEVELS],
+            delayed: Vec::new(),
+            promoted: Vec::new(),
+            ending: Vec::new(),
+            buckets: Vec::new(),
+            delayed_floor: None,
+        };
+        // Promotions first: the floor they raise bounds the keys of new
+        // delayed records below.
+        for (key, dead) in self.delayed.take_due(now, MAX_MAINTENANCE_PER_WRITE) {
+            plan.write.delete.push(RecordKey { section: Section::Delayed, key });
+            let task = self.relevel(&mut plan, dead.clone());
+            plan.write.tasks.push(task);
+            plan.promoted.push((key, dead));
+            plan.delayed_floor = Some(key);
+        }
+        for (index, spec) in input.specs.iter().enumerate() {
+            let added = if input.direct.binary_search(&index).is_ok() {
+                self.plan_direct(&mut plan, spec, now)
+            } else {
+                self.plan_add(&mut plan, spec, now)
+            };
+            plan.added.push(added);
+        }
+        for (key, dead) in input.redrive {
+            plan.write.delete.push(key);
+            let fresh = StoredTask { attempt: 1, dedup_id: None, dedup_slot: 0, ..dead };
+            let task = self.relevel(&mut plan, fresh);
+            plan.write.tasks.push(task);
+        }
+        for finish in input.finishes {
+            let finished = self.plan_finish(&mut plan, finish, now, unit);
+            plan.finished.push(finished);
+        }
+        for lease in self.leases.take_expired(now, MAX_MAINTENANCE_PER_WRITE) {
+            let id = lease.task.level.id;
+            if lease.delivered {
+                let fail = Outcome::Fail { retryable: true, message: "lease expired".into(), retry_after: None };
+                self.plan_ending(&mut plan, lease.task, lease.seq, &fail, now, unit);
+            } else {
+                // Nobody got it: back to the queue without counting an attempt.
+                plan.write.put.push(lease_done(lease.seq, &lease.task));
+                self.plan_delayed(&mut plan, (now, id), lease.task);
+                plan.ending.push(id);
+            }
+        }
+        for id in std::mem::take(&mut self.unwritten_leases) {
+            let Some(lease) = self.leases.get(id) else { continue };
+            let (task, deadline) = (lease.task.clone(), lease.deadline);
+            let seq = self.ids.take().expect("checked the block has room");
+            self.leases.set_seq(id, seq);
+            self.max_lease_seq = self.max_lease_seq.max(seq);
+            plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+            plan.leases.push((id, task, deadline));
+        }
+        let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
+        if plan.delayed_floor.is_some() || (piggyback && self.ack_moved()) {
+            let mut meta = self.metadata();
+            meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
+            plan.write.metadata = Some(meta);
+        }
+        Ok(plan)
+    }
+
+    fn plan_add(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, now: UnixMillis) -> Added {
+        if let Some(dedup_id) = &spec.dedup_id
+            && let Some(held) = self.dedup.find(dedup_id)
+        {
+            return Added::Duplicate { task_id: held.task_id };
+        }
+        let id = self.ids.take().expect("checked the block has room");
+        let mut task = spec.at_level(FairLevel::new(0, id), now);
+        if let Some(dedup_id) = &spec.dedup_id {
+            let key = self.dedup.insert(dedup_id, id);
+            task.dedup_slot = key.1;
+            plan.buckets.push(key.0);
+            plan.write
+                .put
+                .push(Record { at: RecordKey { section: Section::Dedup, key }, value: encode_dedup(dedup_id, id) });
+        }
+        if spec.delay.is_zero() {
+            let index = spec.priority.index();
+            self.pin(plan, index);
+            let subqueue = &mut self.subqueues[index];
+            let weight = self.config.weights.resolve(&spec.fairness_key, spec.fairness_weight);
+            task.level.pass = subqueue.counters.next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
+            plan.write.tasks.push(task);
+        } else {
+            self.plan_delayed(plan, (now + millis(spec.delay), id), task);
+        }
+        Added::Added { task_id: id }
+    }
+
+    /// A new task leased at once to a waiting worker: no backlog row, its
+    /// lease record holds it (and brings it back if the lease expires).
+    fn plan_direct(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, now: UnixMillis) -> Added {
+        debug_assert!(spec.delay.is_zero() && spec.dedup_id.is_none(), "sync match of a delayed or dedup task");
+        let id = self.ids.take().expect("checked the block has room");
+        let seq = self.ids.take().expect("checked the block has room");
+        // Pass -1: below every backlog level, so no subqueue ever marks it.
+        let task = spec.at_level(FairLevel::new(-1, id), now);
+        let deadline = now + self.config.tasks.lease_ms();
+        self.leases.start(task.clone(), deadline);
+        self.leases.set_seq(id, seq);
+        self.max_lease_seq = self.max_lease_seq.max(seq);
+        self.dispatched += 1;
+        self.rates.consume(&task.fairness_key, now);
+        plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+        plan.leases.push((id, task, deadline));
+        plan.direct.push(id);
+        Added::Added { task_id: id }
+    }
+
+    fn plan_delayed(&mut self, plan: &mut AppendPlan, key: DelayKey, task: StoredTask) {
+        let key = self.delayed.key_above_floor(key, plan.delayed_floor);
+        plan.write.put.push(Record {
+            at: RecordKey { section: Section::Delayed, key },
+            value: encode_record_task(&task, key.0, ""),
+        });
+        plan.delayed.push((key, task));
+    }
+
+    fn plan_finish(
+        &mut self,
+        plan: &mut AppendPlan,
+        finish: &Finish,
+        now: UnixMillis,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Result<Finished, LeaseError> {
+        let task = self.leases.begin_finish(finish.lease_id, finish.attempt)?;
+        let seq = self.leases.get(finish.lease_id).map_or(0, |l| l.seq);
+        Ok(self.plan_ending(plan, task, seq, &finish.outcome, now, unit))
+    }
+
+    /// Ends the lease of `task`: done, retried later, or buried.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_ending(
+        &mut self,
+        plan: &mut AppendPlan,
+        task: StoredTask,
+        seq: i64,
+        outcome: &Outcome,
+        now: UnixMillis,
+        unit: &mut dyn FnMut() -> f64,
+    ) -> Finished {
+        let id = task.level.id;
+        plan.ending.push(id);
+        plan.write.put.push(lease_done(seq, &task));
+        let (retryable, message, retry_after) = match outcome {
+            Outcome::Complete => {
+                self.free_dedup(plan, &task);
+                return Finished::Completed;
+            }
+            Outcome::Fail { retryable, message, retry_after } => (*retryable, message.as_str(), *retry_after),
+        };
+        match self.config.tasks.after_failure(task.attempt, retryable, retry_after, now, unit()) {
+            AfterFailure::Retry { not_before } => {
+                let retry = StoredTask { attempt: task.attempt + 1, ..task };
+                self.plan_delayed(plan, (not_before, id), retry);
+                Finished::Retrying { not_before }
+            }
+            AfterFailure::Bury => {
+                self.free_dedup(plan, &task);
+                plan.write.put.push(Record {
+                    at: RecordKey { section: Section::DeadLetters, key: (now, id) },
+                    value: encode_record_task(&task, now, message),
+                });
+                Finished::Buried
+            }
+        }
+    }
+
+    fn free_dedup(&mut self, plan: &mut AppendPlan, task: &StoredTask) {
+        let Some(dedup_id) = &task.dedup_id else { return };
+        let key = (bucket_of(dedup_id), task.dedup_slot);
+        if self.dedup.is_resolved(key.0) {
+            self.dedup.remove(dedup_id);
+            plan.buckets.push(key.0);
+        }
+        plan.write.delete.push(RecordKey { section: Section::Dedup, key });
+    }
+
+    /// Gives a task a new level (a fresh id, and a pass from its key's
+    /// counter: it counts against its key's share like any new task).
+    fn relevel(&mut self, plan: &mut AppendPlan, mut task: StoredTask) -> StoredTask {
+        let index = task.priority.index();
+        self.pin(plan, index);
+        let subqueue = &mut self.subqueues[index];
+        let weight = self.config.weights.resolve(&task.fairness_key, task.fairness_weight);
+        let pass = subqueue.counters.next_pass(&task.fairness_key, subqueue.ack.pass, stride(weight));
+        task.level = FairLevel::new(pass, self.ids.take().expect("checked the block has room"));
+        task
+    }
+
+    fn pin(&mut self, plan: &mut AppendPlan, index: usize) {
+        if !plan.pinned[index] {
+            self.subqueues[index].pin();
+            plan.pinned[index] = true;
+        }
+    }
+
+    /// The write is durable: merge its tasks, start its leases, end the
+    /// leases it finished, release the pins.
+    pub fn write_succeeded(&mut self, plan: AppendPlan, now: UnixMillis) {
+        if let Some(meta) = &plan.write.metadata {
             self.metadata_persisted(meta, now);
         }
-        self.added += plan.tasks.len() as u64;
+        self.added += plan.write.tasks.len() as u64;
+        if let Some(floor) = plan.delayed_floor {
+            self.delayed.raise_floor(floor);
+        }
+        for (key, task) in plan.delayed {
+            self.delayed.added(key, task);
+        }
+        for id in plan.ending {
+            if let Some(lease) = self.leases.get(id) {
+                self.finished.insert(lease.seq, (lease.task.priority, lease.task.level));
+            }
+            self.leases.finished(id);
+        }
+        for (id, task, _) in &plan.leases {
+            self.leases.written(*id, true, now);
+            self.subqueues[task.priority.index()].leased(task.level);
+        }
         let capacity = self.config.buffer_tasks;
         for subqueue in &mut self.subqueues {
-            if !plan.pinned[subqueue.priority.index()] {
-                continue;
+            if plan.pinned[subqueue.priority.index()] {
+                let priority = subqueue.priority;
+                subqueue.merge_written(plan.write.tasks.iter().filter(|t| t.priority == priority).cloned(), capacity);
+                subqueue.unpin();
             }
-            let priority = subqueue.priority;
-            subqueue.merge_written(plan.tasks.iter().filter(|t| t.priority == priority).cloned(), capacity);
-            subqueue.unpin();
             subqueue.advance_ack();
         }
     }
 
-    /// The append failed. If it `may_have_applied`, the reader looks again
-    /// from below its lowest level, so a write that landed is not missed.
-    pub fn append_failed(&mut self, plan: AppendPlan, may_have_applied: bool) {
+    /// The write failed. If it `may_have_applied`, whatever it touched is
+    /// read again from the store before it is trusted.
+    pub fn write_failed(&mut self, plan: AppendPlan, may_have_applied: bool, now: UnixMillis) {
+        for bucket in plan.buckets {
+            self.dedup.forget(bucket);
+        }
+        for id in plan.ending {
+            self.leases.finish_failed(id);
+        }
+        for (id, _, _) in plan.leases {
+            // Written or not, the task was not delivered: it is ready again.
+            // A lease record that landed is replaced when the task is leased
+            // again (same key); a new owner that loads it first treats it as
+            // held and retries the task when it expires.
+            if let Some(task) = self.leases.not_written(id) {
+                self.rates.refund(&task.fairness_key);
+                self.dispatched -= 1;
+                if plan.direct.contains(&id) {
+                    if may_have_applied {
+                        // The lease record alone holds this new task: keep
+                        // it, as undelivered, so that it goes to the queue.
+                        self.leases.start(task, now);
+                        self.leases.written(id, false, now);
+                    }
+                } else {
+                    self.subqueues[task.priority.index()].restore(task);
+                }
+            }
+        }
+        let delayed_lowest = plan.delayed.iter().chain(&plan.promoted).map(|(key, _)| *key).min();
+        if may_have_applied {
+            if let Some(lowest) = delayed_lowest {
+                self.delayed.promotion_uncertain(lowest);
+            }
+        } else {
+            self.delayed.promotion_failed(plan.promoted);
+        }
         for subqueue in &mut self.subqueues {
             if !plan.pinned[subqueue.priority.index()] {
                 continue;
@@ -222,6 +629,7 @@ impl PartitionEngine {
             if may_have_applied {
                 let priority = subqueue.priority;
                 let lowest = plan
+                    .write
                     .tasks
                     .iter()
                     .filter(|t| t.priority == priority)
@@ -235,14 +643,73 @@ impl PartitionEngine {
         }
     }
 
+    /// Compatibility names for a write of new tasks alone.
+    pub fn append_succeeded(&mut self, plan: AppendPlan, now: UnixMillis) {
+        self.write_succeeded(plan, now);
+    }
+
+    pub fn append_failed(&mut self, plan: AppendPlan, may_have_applied: bool) {
+        self.write_failed(plan, may_have_applied, self.last_meta_sync);
+    }
+
+    /// Dedup buckets of `specs` not known in memory: read them from the
+    /// store and pass them to [`Self::resolve_bucket`] before planning.
+    pub fn unresolved_buckets(&self, specs: &[TaskSpec]) -> Vec<i64> {
+        let mut buckets: Vec<i64> = specs
+            .iter()
+            .filter_map(|s| s.dedup_id.as_deref())
+            .map(bucket_of)
+            .filter(|b| !self.dedup.is_resolved(*b))
+            .collect();
+        buckets.sort_unstable();
+        buckets.dedup();
+        buckets
+    }
+
+    pub fn resolve_bucket(&mut self, bucket: i64, entries: Vec<DedupEntry>) {
+        self.dedup.resolve(bucket, entries);
+    }
+
+    /// Whether the writer has work without a command: lease records to
+    /// write, expired leases, delayed tasks now ready, or delayed records to
+    /// read (after taking the partition, or after a write of unknown outcome).
+    pub fn write_due(&self, now: UnixMillis) -> bool {
+        !self.unwritten_leases.is_empty()
+            || self.leases.next_deadline().is_some_and(|d| d <= now)
+            || self.delayed.next_due().is_some_and(|d| d <= now)
+            || self.delayed.read_request().is_some()
+    }
+
+    /// The read of delayed records to make before planning, if the buffer runs low.
+    pub fn delayed_read(&self) -> Option<(DelayKey, usize)> {
+        self.delayed.read_request()
+    }
+
+    pub fn apply_delayed_read(&mut self, after: DelayKey, records: Vec<(DelayKey, StoredTask)>, limit: usize) {
+        self.delayed.apply_read(after, records, limit);
+    }
+
+    /// Extends the lease of `lease_id` by the lease timeout from `now`.
+    pub fn heartbeat(&mut self, lease_id: i64, attempt: u32, now: UnixMillis) -> Result<UnixMillis, LeaseError> {
+        let deadline = now + self.config.tasks.lease_ms();
+        self.leases.heartbeat(lease_id, attempt, deadline)
+    }
+
+    /// A lease was written but its worker had gone: it goes back to the queue.
+    pub fn lease_undelivered(&mut self, lease_id: i64, now: UnixMillis) {
+        self.leases.undelivered(lease_id, now);
+    }
+
     /// Reads the reader should start now; each must be concluded with
     /// [`Self::apply_read`] or [`Self::read_failed`].
-    pub fn read_requests(&mut self) -> Vec<ReadRequest> {
+    pub fn read_requests(&mut self, now: UnixMillis) -> Vec<ReadRequest> {
         let (capacity, reload_at) = (self.config.buffer_tasks, self.config.reload_at);
+        let blocked = self.blocked_ready(now);
         self.subqueues
             .iter_mut()
-            .filter_map(|s| {
-                s.read_request(capacity, reload_at).map(|(after, limit)| ReadRequest {
+            .zip(blocked)
+            .filter_map(|(s, blocked)| {
+                s.read_request(capacity, reload_at, blocked).map(|(after, limit)| ReadRequest {
                     priority: s.priority,
                     after,
                     limit,
@@ -252,8 +719,18 @@ impl PartitionEngine {
     }
 
     /// Whether some level wants a read (without starting one).
-    pub fn wants_read(&self) -> bool {
-        self.subqueues.iter().any(|s| s.may_have_unread() && s.ready() <= self.config.reload_at)
+    pub fn wants_read(&self, now: UnixMillis) -> bool {
+        let blocked = self.blocked_ready(now);
+        self.subqueues
+            .iter()
+            .zip(blocked)
+            .any(|(s, blocked)| s.may_have_unread() && s.ready().saturating_sub(blocked) <= self.config.reload_at)
+    }
+
+    /// Per subqueue, the ready tasks of keys at their limits now.
+    fn blocked_ready(&self, now: UnixMillis) -> Vec<usize> {
+        let limited = self.keys_limited();
+        self.subqueues.iter().map(|s| if limited { s.blocked(|key| self.key_allowed(key, now)) } else { 0 }).collect()
     }
 
     /// Takes the result of a read; false if it was stale and ignored.
@@ -266,11 +743,23 @@ impl PartitionEngine {
         self.subqueues[request.priority.index()].read_failed();
     }
 
-    /// The task this partition would dispatch next. Strict priority: a level
-    /// is not passed over while it may hold unread tasks.
-    pub fn peek(&self) -> Option<Candidate> {
+    /// Whether the queue limits keys' concurrency or rate.
+    pub fn keys_limited(&self) -> bool {
+        self.config.tasks.key_concurrency > 0 || self.rates.limited()
+    }
+
+    /// Whether a task of `key` may start now (its concurrency and rate limits).
+    fn key_allowed(&self, key: &str, now: UnixMillis) -> bool {
+        let concurrency = self.config.tasks.key_concurrency;
+        (concurrency == 0 || self.leases.running(key) < concurrency) && self.rates.allows(key, now)
+    }
+
+    /// The task this partition would dispatch next, passing over keys at
+    /// their limits. Strict priority: a level is not passed over while it
+    /// may hold unread tasks.
+    pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         for subqueue in &self.subqueues {
-            if let Some(task) = subqueue.first_ready() {
+            if let Some(task) = subqueue.first_ready(|key| self.key_allowed(key, now)) {
                 return Some(Candidate {
                     priority: subqueue.priority,
                     pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass),
@@ -284,24 +773,39 @@ impl PartitionEngine {
         None
     }
 
-    /// Hands out the task of a candidate from [`Self::peek`]. The ack level
-    /// moves only at [`Self::settle`], so a task that finds no taker can be
-    /// given back with [`Self::restore`] first.
-    pub fn take(&mut self, candidate: Candidate) -> Option<StoredTask> {
+    /// Hands out the task of a candidate from [`Self::peek`] and starts its
+    /// lease, with the deadline returned. The lease record goes with the
+    /// next write ([`Self::plan`]); until it is durable the task must not
+    /// reach a worker, and the ack level does not pass it.
+    pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
         let task = self.subqueues[candidate.priority.index()].take(candidate.level)?;
         self.dispatched += 1;
+        self.rates.consume(&task.fairness_key, now);
+        let deadline = now + self.config.tasks.lease_ms();
+        self.leases.start(task.clone(), deadline);
+        self.unwritten_leases.push(task.level.id);
+        Some((task, deadline))
+    }
+
+    /// Takes the next task and treats its lease as written at once: for
+    /// drivers that persist nothing (tests and models of the engine).
+    pub fn take_next(&mut self, now: UnixMillis) -> Option<StoredTask> {
+        let candidate = self.peek(now)?;
+        let (task, _) = self.take(candidate, now)?;
+        self.unwritten_leases.retain(|id| *id != task.level.id);
+        self.leases.written(task.level.id, true, now);
+        self.subqueues[task.priority.index()].leased(task.level);
         Some(task)
     }
 
-    /// Peeks and takes in one step.
-    pub fn take_next(&mut self) -> Option<StoredTask> {
-        let candidate = self.peek()?;
-        self.take(candidate)
-    }
-
-    pub fn restore(&mut self, task: StoredTask) {
-        self.dispatched -= 1;
-        self.subqueues[task.priority.index()].restore(task);
+    /// Gives back a task from [`Self::take`] whose lease was not written yet.
+    pub fn untake(&mut self, task: StoredTask) {
+        self.unwritten_leases.retain(|id| *id != task.level.id);
+        if let Some(task) = self.leases.not_written(task.level.id) {
+            self.rates.refund(&task.fairness_key);
+            self.dispatched -= 1;
+            self.subqueues[task.priority.index()].restore(task);
+        }
     }
 
     /// Moves the ack levels over what has been dispatched.
@@ -309,6 +813,27 @@ impl PartitionEngine {
         for subqueue in &mut self.subqueues {
             subqueue.advance_ack();
         }
+    }
+
+    /// Range deletes of records no owner reads any more: finished leases
+    /// below the oldest running one, and delayed records below the floor
+    /// persisted in the metadata. Each is unconditional and idempotent.
+    pub fn record_deletes(&mut self) -> Vec<RecordKey> {
+        let mut deletes = Vec::new();
+        let subqueues = &self.subqueues;
+        self.finished.retain(|_, (priority, level)| *level > subqueues[priority.index()].persisted_ack);
+        let lowest = self.leases.lowest_seq().into_iter().chain(self.finished.keys().next().copied()).min();
+        let lease_floor = lowest.map_or(self.max_lease_seq, |lowest| lowest - 1);
+        if lease_floor > self.lease_gc_through {
+            self.lease_gc_through = lease_floor;
+            deletes.push(lease_key(lease_floor));
+        }
+        let delayed_floor = self.delayed.floor();
+        if delayed_floor > self.delayed_gc_through {
+            self.delayed_gc_through = delayed_floor;
+            deletes.push(RecordKey { section: Section::Delayed, key: delayed_floor });
+        }
+        deletes
     }
 
     /// Deletes that are due.
@@ -335,6 +860,7 @@ impl PartitionEngine {
             range_id: self.range_id,
             owner: self.owner.clone(),
             subqueues: std::array::from_fn(|i| self.subqueues[i].meta(self.config.saved_top_keys)),
+            delayed_through: self.delayed.floor(),
         }
     }
 
@@ -354,11 +880,6 @@ impl PartitionEngine {
     pub fn backlog_negligible(&self, now: UnixMillis, max_age: Duration) -> bool {
         let max_age = millis(max_age);
         self.subqueues.iter().all(|s| s.backlog_negligible(now, max_age))
-    }
-
-    /// An id for a task handed straight to a worker without being stored.
-    pub fn allocate_unstored_id(&mut self) -> Option<i64> {
-        self.ids.take()
     }
 
     pub fn snapshot(&self, top_keys: usize) -> PartitionSnapshot {
@@ -385,6 +906,8 @@ impl PartitionEngine {
                 .collect(),
             added: self.added,
             dispatched: self.dispatched,
+            leased: self.leases.len() as u64,
+            delayed: self.delayed.len() as u64,
         }
     }
 }

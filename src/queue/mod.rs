@@ -18,17 +18,28 @@
 //!    buffer, ready. The buffer holds at most `buffer_tasks` ready tasks.
 //! 3. When `at_end` is set, the store holds no task above `R` other than those
 //!    of appends still in flight, which are merged when they succeed.
-//! 4. A task is handed out at most once while one engine owns the partition.
+//! 4. A task is handed out at most once while one engine owns the partition,
+//!    and only once its lease record is durable; the ack level never passes a
+//!    task whose lease is being written. Leases, delayed tasks, dead letters
+//!    and dedup ids are records beside the backlog (`leases`, `delayed`,
+//!    `dedup`), changed in the same conditional writes as the tasks.
 
+pub mod dedup;
+pub mod delayed;
 mod engine;
 mod ids;
+pub mod key_rates;
+pub mod leases;
+pub mod policy;
 mod subqueue;
 
 pub use engine::{
-    AppendPlan, Candidate, EngineConfig, GcRequest, IdsExhausted, PartitionEngine, PartitionSnapshot, ReadRequest,
-    SubqueueSnapshot,
+    Added, AppendPlan, Candidate, EngineConfig, Finish, Finished, GcRequest, IdsExhausted, MAX_MAINTENANCE_PER_WRITE,
+    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot,
 };
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
+pub use leases::LeaseError;
+pub use policy::TaskPolicy;
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]

@@ -5,11 +5,13 @@ use crate::fairness::{CounterConfig, KeyCounters};
 use crate::model::{FairLevel, Priority, StoredTask};
 use crate::store::SubqueueMeta;
 
-/// A buffered level: a task waiting for dispatch, or the mark of one already
-/// dispatched that the ack level has not passed yet.
+/// A buffered level: a task waiting for dispatch, one whose lease is being
+/// written, or the mark of one dispatched (its lease durable) that the ack
+/// level has not passed yet. The ack level never passes a `Leasing` slot.
 #[derive(Clone, Debug)]
 enum Slot {
     Ready(StoredTask),
+    Leasing,
     Dispatched,
 }
 
@@ -50,16 +52,27 @@ pub(super) struct Subqueue {
     written_during_read: Vec<StoredTask>,
     acks_since_gc: u64,
     last_gc_ms: UnixMillis,
+    /// Ready tasks of keys at their limits, beyond the buffer's capacity.
+    blocked_room: usize,
 }
 
 impl Subqueue {
-    pub fn load(priority: Priority, meta: &SubqueueMeta, counters: CounterConfig, now: UnixMillis) -> Self {
+    /// `leased` are the levels of tasks out with workers (from the lease records).
+    pub fn load(
+        priority: Priority,
+        meta: &SubqueueMeta,
+        leased: impl Iterator<Item = FairLevel>,
+        counters: CounterConfig,
+        now: UnixMillis,
+    ) -> Self {
         // What the previous owner dispatched above its ack level stays dispatched.
         let buffer: BTreeMap<FairLevel, Slot> = meta
             .dispatched_above_ack
             .iter()
-            .filter(|level| **level > meta.ack_level)
-            .map(|level| (*level, Slot::Dispatched))
+            .copied()
+            .chain(leased)
+            .filter(|level| *level > meta.ack_level)
+            .map(|level| (level, Slot::Dispatched))
             .collect();
         Subqueue {
             priority,
@@ -78,6 +91,7 @@ impl Subqueue {
             written_during_read: Vec::new(),
             acks_since_gc: 0,
             last_gc_ms: now,
+            blocked_room: 0,
         }
     }
 
@@ -126,12 +140,23 @@ impl Subqueue {
     }
 
     /// What to read next, if the buffer runs low and the store may hold more.
-    pub fn read_request(&mut self, capacity: usize, reload_at: usize) -> Option<(FairLevel, usize)> {
-        if self.at_end || self.read_in_flight.is_some() || self.ready > reload_at {
+    /// `blocked` ready tasks (of keys at their limits) do not count as ready,
+    /// so that other keys' tasks are read past them.
+    pub fn read_request(&mut self, capacity: usize, reload_at: usize, blocked: usize) -> Option<(FairLevel, usize)> {
+        // Room for blocked tasks is bounded: past it, blocked keys do hold others back.
+        self.blocked_room = blocked.min(self.ready).min(3 * capacity);
+        let dispatchable = self.ready - self.blocked_room;
+        if self.at_end || self.read_in_flight.is_some() || dispatchable > reload_at {
             return None;
         }
+        let limit = (capacity + self.blocked_room).saturating_sub(self.ready).max(1);
         self.read_in_flight = Some(self.read);
-        Some((self.read, capacity - self.ready))
+        Some((self.read, limit))
+    }
+
+    /// Ready tasks of keys `allowed` refuses.
+    pub fn blocked(&self, allowed: impl Fn(&str) -> bool) -> usize {
+        self.buffer.values().filter(|slot| matches!(slot, Slot::Ready(task) if !allowed(&task.fairness_key))).count()
     }
 
     /// Takes a read's result. Returns false when the read is stale (`R`
@@ -173,38 +198,46 @@ impl Subqueue {
         !self.at_end
     }
 
-    pub fn first_ready(&self) -> Option<&StoredTask> {
+    /// The lowest ready task whose key `allowed` accepts; keys refused are
+    /// passed over and keep their levels.
+    pub fn first_ready(&self, allowed: impl Fn(&str) -> bool) -> Option<&StoredTask> {
         if self.ready == 0 {
             return None;
         }
         self.buffer.values().find_map(|slot| match slot {
-            Slot::Ready(task) => Some(task),
-            Slot::Dispatched => None,
+            Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
+            _ => None,
         })
     }
 
-    /// Hands out the ready task at `level`.
+    /// Hands out the ready task at `level`; its slot waits for its lease.
     pub fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
         let slot = self.buffer.get_mut(&level)?;
-        match std::mem::replace(slot, Slot::Dispatched) {
-            Slot::Ready(task) => {
-                self.ready -= 1;
-                self.approx_backlog -= 1;
-                Some(task)
-            }
-            Slot::Dispatched => None,
+        if !matches!(slot, Slot::Ready(_)) {
+            return None;
+        }
+        let Slot::Ready(task) = std::mem::replace(slot, Slot::Leasing) else { unreachable!("checked") };
+        self.ready -= 1;
+        self.approx_backlog -= 1;
+        Some(task)
+    }
+
+    /// The lease of the task taken at `level` is durable.
+    pub fn leased(&mut self, level: FairLevel) {
+        if let Some(slot @ Slot::Leasing) = self.buffer.get_mut(&level) {
+            *slot = Slot::Dispatched;
         }
     }
 
-    /// Puts back a task that was taken but could not be handed to anyone.
+    /// Puts back a task that was taken but whose lease was not written.
     pub fn restore(&mut self, task: StoredTask) {
         match self.buffer.get_mut(&task.level) {
-            Some(slot @ Slot::Dispatched) => {
+            Some(slot @ Slot::Leasing) => {
                 *slot = Slot::Ready(task);
                 self.ready += 1;
                 self.approx_backlog += 1;
             }
-            _ => debug_assert!(false, "restore of a level that was not dispatched"),
+            _ => debug_assert!(false, "restore of a level that was not being leased"),
         }
     }
 
@@ -241,7 +274,7 @@ impl Subqueue {
         }
         self.buffer.values().all(|slot| match slot {
             Slot::Ready(task) => now - task.created_at_unix_ms < max_age_ms,
-            Slot::Dispatched => true,
+            Slot::Leasing | Slot::Dispatched => true,
         })
     }
 
@@ -306,6 +339,7 @@ impl Subqueue {
     /// Dispatched marks above the cut stay, so a later read cannot hand their
     /// tasks out again.
     fn trim(&mut self, capacity: usize) {
+        let capacity = capacity + self.blocked_room;
         if self.ready <= capacity {
             return;
         }

@@ -37,10 +37,10 @@ impl ModelStore {
     }
 
     fn land(&mut self, plan: &AppendPlan) {
-        for task in &plan.tasks {
+        for task in &plan.write.tasks {
             self.tasks.insert((task.priority, task.level), task.clone());
         }
-        if let Some(meta) = &plan.metadata {
+        if let Some(meta) = &plan.write.metadata {
             self.meta = meta.clone();
         }
     }
@@ -51,7 +51,7 @@ impl ModelStore {
 }
 
 fn spec(key: &str, priority: Priority) -> TaskSpec {
-    TaskSpec { fairness_key: key.to_owned(), fairness_weight: None, priority, payload: key.as_bytes().to_vec() }
+    TaskSpec::new(key, priority, key.as_bytes().to_vec())
 }
 
 fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> EngineConfig {
@@ -136,10 +136,11 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                     store: &ModelStore,
                     loaded: &PartitionMeta,
                     dispatched_now: &mut HashSet<i64>,
-                    dispatched_ever: &mut HashSet<i64>|
+                    dispatched_ever: &mut HashSet<i64>,
+                    now: i64|
      -> Result<bool, TestCaseError> {
         let expected = expected_next(store, loaded, dispatched_now);
-        let Some(task) = engine.take_next() else {
+        let Some(task) = engine.take_next(now) else {
             return Ok(false);
         };
         engine.settle();
@@ -165,7 +166,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 match outcome {
                     0 => {
                         store.land(&plan);
-                        for t in &plan.tasks {
+                        for t in &plan.write.tasks {
                             acknowledged.insert(t.level.id);
                             landed.insert(t.level.id);
                         }
@@ -174,14 +175,14 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                     1 => engine.append_failed(plan, false),
                     2 => {
                         store.land(&plan);
-                        landed.extend(plan.tasks.iter().map(|t| t.level.id));
+                        landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                         engine.append_failed(plan, true);
                     }
                     _ => engine.append_failed(plan, true),
                 }
             }
             Op::StartReads => {
-                for request in engine.read_requests() {
+                for request in engine.read_requests(now) {
                     let snapshot = store.read(request);
                     reads.push((request, snapshot));
                 }
@@ -195,11 +196,14 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 }
             }
             Op::Dispatch => {
-                dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever)?;
+                dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, now)?;
             }
             Op::DispatchRefused => {
-                if let Some(task) = engine.take_next() {
-                    engine.restore(task);
+                // Taken, then its lease is certainly not written: it goes back.
+                if let Some(candidate) = engine.peek(now)
+                    && let Some((task, _)) = engine.take(candidate, now)
+                {
+                    engine.untake(task);
                 }
             }
             Op::Tick(ms) => now += i64::from(ms),
@@ -217,7 +221,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 for (n, plan) in appends.drain(..).enumerate() {
                     if n % 2 == 0 {
                         store.land(&plan);
-                        landed.extend(plan.tasks.iter().map(|t| t.level.id));
+                        landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                     }
                 }
                 reads.clear();
@@ -247,7 +251,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
     // Drain: settle every append and read, then dispatch until nothing is left.
     for plan in appends.drain(..) {
         store.land(&plan);
-        for t in &plan.tasks {
+        for t in &plan.write.tasks {
             acknowledged.insert(t.level.id);
             landed.insert(t.level.id);
         }
@@ -257,10 +261,10 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
         engine.apply_read(request, tasks);
     }
     loop {
-        if dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever)? {
+        if dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, now)? {
             continue;
         }
-        let requests = engine.read_requests();
+        let requests = engine.read_requests(now);
         if requests.is_empty() {
             break;
         }
@@ -315,14 +319,14 @@ impl Backlog {
 
     fn dispatch(&mut self) -> Option<StoredTask> {
         loop {
-            if let Some(task) = self.engine.take_next() {
+            if let Some(task) = self.engine.take_next(self.now) {
                 self.engine.settle();
                 for gc in self.engine.gc_requests(self.now) {
                     self.store.delete_through(gc.priority, gc.through);
                 }
                 return Some(task);
             }
-            let requests = self.engine.read_requests();
+            let requests = self.engine.read_requests(self.now);
             if requests.is_empty() {
                 return None;
             }
@@ -550,10 +554,13 @@ fn a_new_owner_resumes_from_saved_metadata() {
     let mut next = PartitionEngine::load(&taken, EngineConfig::default(), 0);
     let plan = next.prepare_append(&[spec("heavy", Priority::DEFAULT)], 0).unwrap();
     assert!(
-        plan.tasks[0].level.pass > backlog.store.tasks.keys().last().unwrap().1.pass,
+        plan.write.tasks[0].level.pass > backlog.store.tasks.keys().last().unwrap().1.pass,
         "the heavy key stays behind its own backlog"
     );
-    assert!(plan.tasks[0].level.id > backlog.store.tasks.keys().last().unwrap().1.id, "ids come from the new block");
+    assert!(
+        plan.write.tasks[0].level.id > backlog.store.tasks.keys().last().unwrap().1.id,
+        "ids come from the new block"
+    );
 }
 
 /// A task dispatched above the ack level (out of level order, because a new

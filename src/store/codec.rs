@@ -8,20 +8,29 @@ use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask};
 use crate::proto::storage as pb;
 
 pub fn encode_task(task: &StoredTask) -> Vec<u8> {
+    task_to_pb(task).encode_to_vec()
+}
+
+fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
     pb::StoredTask {
         fairness_key: task.fairness_key.clone(),
         fairness_weight: task.fairness_weight.unwrap_or(0.0),
         payload: task.payload.clone(),
         created_at_unix_ms: task.created_at_unix_ms,
         attempt: task.attempt,
-        dedup_id: String::new(),
+        dedup_id: task.dedup_id.clone().unwrap_or_default(),
+        task_id: task.task_id,
+        dedup_slot: task.dedup_slot,
     }
-    .encode_to_vec()
 }
 
 pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result<StoredTask, StoreError> {
     let row = pb::StoredTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("task row at {level}: {e}")))?;
-    Ok(StoredTask {
+    Ok(task_from_pb(level, priority, row))
+}
+
+fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> StoredTask {
+    StoredTask {
         level,
         priority,
         fairness_key: row.fairness_key,
@@ -29,7 +38,69 @@ pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result
         payload: row.payload,
         created_at_unix_ms: row.created_at_unix_ms,
         attempt: row.attempt,
+        task_id: if row.task_id == 0 { level.id } else { row.task_id },
+        dedup_id: (!row.dedup_id.is_empty()).then_some(row.dedup_id),
+        dedup_slot: row.dedup_slot,
+    }
+}
+
+/// A task kept in a record section, with a time (deadline, ready at, failed
+/// at) and a message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordTask {
+    pub task: StoredTask,
+    pub at_unix_ms: i64,
+    pub message: String,
+}
+
+pub fn encode_record_task(task: &StoredTask, at_unix_ms: i64, message: &str) -> Vec<u8> {
+    pb::StoredRecordTask {
+        task: Some(task_to_pb(task)),
+        priority: task.priority.get(),
+        level: level_to_pb(task.level),
+        at_unix_ms,
+        message: message.to_owned(),
+    }
+    .encode_to_vec()
+}
+
+/// The record of a finished lease: where its task was, without the task.
+pub fn encode_finished_lease(priority: Priority, level: FairLevel) -> Vec<u8> {
+    pb::StoredRecordTask { priority: priority.get(), level: level_to_pb(level), ..Default::default() }.encode_to_vec()
+}
+
+/// A lease record: the running lease, or (`Err`) the priority and level of
+/// a finished one.
+pub fn decode_lease(bytes: &[u8]) -> Result<Result<RecordTask, (Priority, FairLevel)>, StoreError> {
+    let row = pb::StoredRecordTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("lease record: {e}")))?;
+    if row.task.is_some() {
+        return decode_record_task(bytes).map(Ok);
+    }
+    let priority = Priority::new(row.priority)
+        .ok_or_else(|| StoreError::Corrupt(format!("lease record: priority {}", row.priority)))?;
+    Ok(Err((priority, level_from_pb(row.level))))
+}
+
+pub fn decode_record_task(bytes: &[u8]) -> Result<RecordTask, StoreError> {
+    let corrupt = |e: String| StoreError::Corrupt(format!("task record: {e}"));
+    let row = pb::StoredRecordTask::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let priority = Priority::new(row.priority).ok_or_else(|| corrupt(format!("priority {}", row.priority)))?;
+    let task = row.task.ok_or_else(|| corrupt("no task".into()))?;
+    Ok(RecordTask {
+        task: task_from_pb(level_from_pb(row.level), priority, task),
+        at_unix_ms: row.at_unix_ms,
+        message: row.message,
     })
+}
+
+pub fn encode_dedup(dedup_id: &str, task_id: i64) -> Vec<u8> {
+    pb::StoredDedup { dedup_id: dedup_id.to_owned(), task_id }.encode_to_vec()
+}
+
+/// `(dedup id, task id)`.
+pub fn decode_dedup(bytes: &[u8]) -> Result<(String, i64), StoreError> {
+    let row = pb::StoredDedup::decode(bytes).map_err(|e| StoreError::Corrupt(format!("dedup record: {e}")))?;
+    Ok((row.dedup_id, row.task_id))
 }
 
 fn level_to_pb(level: FairLevel) -> Option<pb::StoredLevel> {
@@ -59,6 +130,7 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
                 dispatched_above_ack: s.dispatched_above_ack.iter().filter_map(|l| level_to_pb(*l)).collect(),
             })
             .collect(),
+        delayed_through: Some(pb::StoredLevel { pass: meta.delayed_through.0, id: meta.delayed_through.1 }),
     }
     .encode_to_vec()
 }
@@ -78,7 +150,8 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
             dispatched_above_ack: s.dispatched_above_ack.into_iter().map(|l| level_from_pb(Some(l))).collect(),
         };
     }
-    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues })
+    let delayed_through = row.delayed_through.map_or((0, 0), |l| (l.pass, l.id));
+    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues, delayed_through })
 }
 
 #[cfg(test)]
@@ -87,7 +160,7 @@ mod tests {
 
     #[test]
     fn metadata_round_trips() {
-        let mut meta = PartitionMeta { range_id: 7, ..Default::default() };
+        let mut meta = PartitionMeta { range_id: 7, delayed_through: (1_700_000_000_000, 42), ..Default::default() };
         meta.subqueues[2] = SubqueueMeta {
             ack_level: FairLevel::new(5, 9),
             max_level: FairLevel::new(50, 90),

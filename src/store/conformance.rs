@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
-use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, SubqueueMeta};
+use super::{
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, SubqueueMeta,
+};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
 /// A fresh store for one test, whatever must live as long as it (a
@@ -64,6 +66,8 @@ macro_rules! store_conformance_suite {
             task_contents_round_trip,
             queues_are_created_once,
             members_heartbeat_and_leave,
+            records_are_written_with_tasks_in_one_conditional_write,
+            record_sections_are_ordered_separate_and_range_deleted,
         );
     };
     (@tests $factory:path; $($name:ident),+ $(,)?) => {
@@ -95,6 +99,9 @@ fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
         payload: format!("payload {pass}/{id}").into_bytes(),
         created_at_unix_ms: 1_700_000_000_000 + id,
         attempt: 1,
+        task_id: id,
+        dedup_id: None,
+        dedup_slot: 0,
     }
 }
 
@@ -244,12 +251,18 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         payload: vec![0xA5; validate::Limits::default().max_payload_bytes],
         created_at_unix_ms: 1_234,
         attempt: 3,
+        task_id: 77,
+        dedup_id: Some("origin https://example.org/x.git".into()),
+        dedup_slot: 2,
     };
     let empty = StoredTask {
         level: FairLevel::new(1, 2),
         fairness_key: String::new(),
         fairness_weight: None,
         payload: Vec::new(),
+        task_id: 2,
+        dedup_id: None,
+        dedup_slot: 0,
         ..big.clone()
     };
     store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();
@@ -281,4 +294,73 @@ pub async fn members_heartbeat_and_leave(store: &dyn Store) {
     assert_eq!(members, vec![member("127.0.0.1:7001", 3_000), member("127.0.0.1:7002", 2_500)]);
     store.leave("127.0.0.1:7001").await.unwrap();
     assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", 2_500)]);
+}
+
+fn record(section: Section, key: (i64, i64), value: &str) -> Record {
+    Record { at: RecordKey { section, key }, value: value.as_bytes().to_vec() }
+}
+
+async fn section(store: &dyn Store, p: &PartitionId, section: Section) -> Vec<((i64, i64), String)> {
+    let records = store.read_records(p, section, (i64::MIN, i64::MIN), 100).await.unwrap();
+    records.into_iter().map(|r| (r.at.key, String::from_utf8(r.value).unwrap())).collect()
+}
+
+pub async fn records_are_written_with_tasks_in_one_conditional_write(store: &dyn Store) {
+    let p = partition("records", 0);
+    let range = owned(store, &p).await;
+    let write = PartitionWrite {
+        tasks: vec![task(Priority::DEFAULT, 1, 1)],
+        put: vec![record(Section::Leases, (0, 5), "lease"), record(Section::Dedup, (-3, 0), "dedup")],
+        delete: vec![],
+        metadata: Some(PartitionMeta { range_id: range, delayed_through: (9, 9), ..Default::default() }),
+    };
+    let stale = PartitionWrite { metadata: None, ..write.clone() };
+    let stale = store.write(&p, range + 1, &stale).await;
+    assert_eq!(stale.unwrap_err(), StoreError::Fenced { current_range_id: range });
+    assert!(section(store, &p, Section::Leases).await.is_empty(), "a fenced write put no record");
+    assert!(store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap().is_empty());
+
+    store.write(&p, range, &write).await.unwrap();
+    assert_eq!(
+        levels(&store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap()),
+        vec![FairLevel::new(1, 1)]
+    );
+    assert_eq!(section(store, &p, Section::Leases).await, vec![((0, 5), "lease".to_owned())]);
+    assert_eq!(section(store, &p, Section::Dedup).await, vec![((-3, 0), "dedup".to_owned())]);
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap().delayed_through, (9, 9));
+
+    let replace = PartitionWrite {
+        put: vec![record(Section::Leases, (0, 5), "")],
+        delete: vec![
+            RecordKey { section: Section::Dedup, key: (-3, 0) },
+            RecordKey { section: Section::Dedup, key: (7, 7) },
+        ],
+        ..PartitionWrite::default()
+    };
+    store.write(&p, range, &replace).await.unwrap();
+    assert_eq!(section(store, &p, Section::Leases).await, vec![((0, 5), String::new())], "a put replaces");
+    assert!(section(store, &p, Section::Dedup).await.is_empty(), "deleting an absent record is no error");
+}
+
+pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn Store) {
+    let p = partition("sections", 0);
+    let range = owned(store, &p).await;
+    let put = vec![
+        record(Section::Delayed, (300, 1), "c"),
+        record(Section::Delayed, (100, 2), "a"),
+        record(Section::Delayed, (200, 3), "b"),
+        record(Section::DeadLetters, (100, 4), "dead"),
+    ];
+    store.write(&p, range, &PartitionWrite { put, ..PartitionWrite::default() }).await.unwrap();
+    let delayed = section(store, &p, Section::Delayed).await;
+    assert_eq!(delayed.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(), ["a", "b", "c"], "ascending by key");
+    let after = store.read_records(&p, Section::Delayed, (100, 2), 1).await.unwrap();
+    assert_eq!(after.len(), 1, "at most the limit");
+    assert_eq!(after[0].at.key, (200, 3), "strictly above `after`");
+    assert!(store.read(&p, Priority::LOWEST, FairLevel::ZERO, 10).await.unwrap().is_empty(), "records are not tasks");
+
+    store.delete_records_through(&p, Section::Delayed, (200, 3)).await.unwrap();
+    store.delete_records_through(&p, Section::Delayed, (200, 3)).await.unwrap();
+    assert_eq!(section(store, &p, Section::Delayed).await, vec![((300, 1), "c".to_owned())], "inclusive, idempotent");
+    assert_eq!(section(store, &p, Section::DeadLetters).await.len(), 1, "other sections are untouched");
 }

@@ -12,12 +12,16 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, StoreResult, check_metadata_range};
+use super::{
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, StoreResult,
+    check_metadata_range,
+};
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
 /// (queue, partition) → encoded `PartitionMeta`.
 const META: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("partition_meta");
-/// (queue, partition, priority, pass, id) → encoded task.
+/// (queue, partition, priority, pass, id) → encoded task; (queue, partition,
+/// section code, key) → a record.
 const TASKS: TableDefinition<(&str, u32, u8, i64, i64), &[u8]> = TableDefinition::new("tasks");
 /// queue → partition count.
 const QUEUES: TableDefinition<&str, u32> = TableDefinition::new("queues");
@@ -65,6 +69,55 @@ impl EmbeddedStore {
         txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
+    }
+
+    /// Up to `limit` rows of one kind with `(pass, id)` strictly above `after`.
+    async fn read_rows(
+        &self,
+        partition: &PartitionId,
+        kind: u8,
+        after: (i64, i64),
+        limit: usize,
+    ) -> StoreResult<Vec<((i64, i64), Vec<u8>)>> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(TASKS).map_err(unavailable)?;
+            let (queue, number) = (partition.queue.as_str(), partition.partition);
+            let lower = (queue, number, kind, after.0, after.1);
+            let upper = (queue, number, kind, i64::MAX, i64::MAX);
+            let range = table
+                .range::<(&str, u32, u8, i64, i64)>((
+                    std::ops::Bound::Excluded(lower),
+                    std::ops::Bound::Included(upper),
+                ))
+                .map_err(unavailable)?;
+            let mut rows = Vec::with_capacity(limit.min(1024));
+            for row in range.take(limit) {
+                let (key, value) = row.map_err(unavailable)?;
+                let (_, _, _, pass, id) = key.value();
+                rows.push(((pass, id), value.value().to_vec()));
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Deletes the rows of one kind with `(pass, id)` at or below `through`.
+    async fn delete_rows_through(&self, partition: &PartitionId, kind: u8, through: (i64, i64)) -> StoreResult<()> {
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            {
+                let mut table = txn.open_table(TASKS).map_err(unavailable)?;
+                let (queue, number) = (partition.queue.as_str(), partition.partition);
+                let lower = (queue, number, kind, i64::MIN, i64::MIN);
+                let upper = (queue, number, kind, through.0, through.1);
+                table.retain_in::<(&str, u32, u8, i64, i64), _>(lower..=upper, |_, _| false).map_err(unavailable)?;
+            }
+            txn.commit().map_err(uncertain)
+        })
+        .await
     }
 
     async fn blocking<T: Send + 'static>(
@@ -149,37 +202,48 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn append(
-        &self,
-        partition: &PartitionId,
-        range_id: i64,
-        tasks: &[StoredTask],
-        metadata: Option<&PartitionMeta>,
-    ) -> StoreResult<()> {
-        check_metadata_range(range_id, metadata)?;
+    async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {
+        check_metadata_range(range_id, write.metadata.as_ref())?;
         let partition = partition.clone();
-        let rows: Vec<(u8, FairLevel, Vec<u8>)> =
-            tasks.iter().map(|t| (priority_byte(t.priority), t.level, encode_task(t))).collect();
-        let meta_row = metadata.map(encode_meta);
+        let mut rows: Vec<(u8, (i64, i64), Vec<u8>)> = write
+            .tasks
+            .iter()
+            .map(|t| (priority_byte(t.priority), (t.level.pass, t.level.id), encode_task(t)))
+            .collect();
+        rows.extend(write.put.iter().map(|r| (r.at.section.code(), r.at.key, r.value.clone())));
+        let deletes: Vec<(u8, (i64, i64))> = write.delete.iter().map(|at| (at.section.code(), at.key)).collect();
+        let meta_row = write.metadata.as_ref().map(encode_meta);
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
             {
                 let mut meta_table = txn.open_table(META).map_err(unavailable)?;
                 check_range(stored_range_id(&meta_table, &partition)?.as_ref(), range_id)?;
-                let queue = partition.queue.as_str();
+                let (queue, number) = (partition.queue.as_str(), partition.partition);
                 let mut task_table = txn.open_table(TASKS).map_err(unavailable)?;
-                for (priority, level, bytes) in &rows {
-                    task_table
-                        .insert((queue, partition.partition, *priority, level.pass, level.id), bytes.as_slice())
-                        .map_err(unavailable)?;
+                for (kind, (pass, id), bytes) in &rows {
+                    task_table.insert((queue, number, *kind, *pass, *id), bytes.as_slice()).map_err(unavailable)?;
+                }
+                for (kind, (pass, id)) in &deletes {
+                    task_table.remove((queue, number, *kind, *pass, *id)).map_err(unavailable)?;
                 }
                 if let Some(meta_row) = &meta_row {
-                    meta_table.insert((queue, partition.partition), meta_row.as_slice()).map_err(unavailable)?;
+                    meta_table.insert((queue, number), meta_row.as_slice()).map_err(unavailable)?;
                 }
             }
             txn.commit().map_err(uncertain)
         })
         .await
+    }
+
+    async fn read_records(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        after: (i64, i64),
+        limit: usize,
+    ) -> StoreResult<Vec<Record>> {
+        let rows = self.read_rows(partition, section.code(), after, limit).await?;
+        Ok(rows.into_iter().map(|(key, value)| Record { at: RecordKey { section, key }, value }).collect())
     }
 
     async fn read(
@@ -189,44 +253,21 @@ impl Store for EmbeddedStore {
         after: FairLevel,
         limit: usize,
     ) -> StoreResult<Vec<StoredTask>> {
-        let partition = partition.clone();
-        self.blocking(move |db| {
-            let txn = db.begin_read().map_err(unavailable)?;
-            let table = txn.open_table(TASKS).map_err(unavailable)?;
-            let (queue, p, prio) = (partition.queue.as_str(), partition.partition, priority_byte(priority));
-            let lower = (queue, p, prio, after.pass, after.id);
-            let upper = (queue, p, prio, i64::MAX, i64::MAX);
-            let mut tasks = Vec::with_capacity(limit.min(1024));
-            let range = table
-                .range::<(&str, u32, u8, i64, i64)>((
-                    std::ops::Bound::Excluded(lower),
-                    std::ops::Bound::Included(upper),
-                ))
-                .map_err(unavailable)?;
-            for row in range.take(limit) {
-                let (key, value) = row.map_err(unavailable)?;
-                let (_, _, _, pass, id) = key.value();
-                tasks.push(decode_task(FairLevel::new(pass, id), priority, value.value())?);
-            }
-            Ok(tasks)
-        })
-        .await
+        let rows = self.read_rows(partition, priority_byte(priority), (after.pass, after.id), limit).await?;
+        rows.into_iter().map(|((pass, id), bytes)| decode_task(FairLevel::new(pass, id), priority, &bytes)).collect()
     }
 
     async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()> {
-        let partition = partition.clone();
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(unavailable)?;
-            {
-                let mut table = txn.open_table(TASKS).map_err(unavailable)?;
-                let (queue, p, prio) = (partition.queue.as_str(), partition.partition, priority_byte(priority));
-                let lower = (queue, p, prio, i64::MIN, i64::MIN);
-                let upper = (queue, p, prio, through.pass, through.id);
-                table.retain_in::<(&str, u32, u8, i64, i64), _>(lower..=upper, |_, _| false).map_err(unavailable)?;
-            }
-            txn.commit().map_err(uncertain)
-        })
-        .await
+        self.delete_rows_through(partition, priority_byte(priority), (through.pass, through.id)).await
+    }
+
+    async fn delete_records_through(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        through: (i64, i64),
+    ) -> StoreResult<()> {
+        self.delete_rows_through(partition, section.code(), through).await
     }
 
     fn is_shared(&self) -> bool {
@@ -234,7 +275,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
-        self.append(partition, metadata.range_id, &[], Some(metadata)).await
+        let write = PartitionWrite { metadata: Some(metadata.clone()), ..PartitionWrite::default() };
+        self.write(partition, metadata.range_id, &write).await
     }
 
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {

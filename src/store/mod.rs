@@ -9,8 +9,11 @@
 //! |---|---|---|
 //! | [`Store::load_partition`] | - | retry |
 //! | [`Store::take_ownership`] | compare-and-set of the range id: `expected` → `expected + 1` | `Fenced`: someone else owns it |
-//! | [`Store::append`] | all tasks and the metadata, or nothing; conditional on the range id | see [`StoreError`] |
+//! | [`Store::write`] | all tasks, record puts and deletes and the metadata, or nothing; conditional on the range id | see [`StoreError`] |
+//! | [`Store::append`] | [`Store::write`] of tasks (and metadata) alone | see [`StoreError`] |
 //! | [`Store::read`] | levels strictly above `after`, ascending, at most `limit` | retry |
+//! | [`Store::read_records`] | keys of one section strictly above `after`, ascending, at most `limit` | retry |
+//! | [`Store::delete_records_through`] | every record of a section with a key at or below, in one range delete; idempotent | retry later |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
 //! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
@@ -53,6 +56,9 @@ pub struct PartitionMeta {
     /// The node that took it last (informational: the range id decides).
     pub owner: String,
     pub subqueues: [SubqueueMeta; PRIORITY_LEVELS],
+    /// Every delayed record at or below this key has been made ready: the
+    /// next owner reads delayed records above it.
+    pub delayed_through: (i64, i64),
 }
 
 /// Metadata written with an append must carry the range id it is written under.
@@ -62,6 +68,70 @@ pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMet
             Err(StoreError::Invalid(format!("metadata of range {} written under range {range_id}", meta.range_id)))
         }
         _ => Ok(()),
+    }
+}
+
+/// The records a partition keeps beside its backlog, each section ordered by
+/// its key. They live with the partition's tasks, so one conditional write
+/// can change tasks, records and metadata together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Section {
+    /// Tasks handed to workers, keyed `(0, lease sequence)`; a finished
+    /// lease leaves an empty record (not a tombstone) until a range delete
+    /// below the oldest running lease removes it.
+    Leases,
+    /// Tasks that become ready later, keyed `(visible at, Unix ms; task id)`.
+    Delayed,
+    /// Tasks that failed their last attempt, keyed `(failed at, Unix ms; task id)`.
+    DeadLetters,
+    /// Dedup ids of pending or running tasks, keyed `(hash of the id, slot)`.
+    Dedup,
+}
+
+impl Section {
+    pub const ALL: [Section; 4] = [Section::Leases, Section::Delayed, Section::DeadLetters, Section::Dedup];
+
+    /// The section's code in a store (after the priorities 1 to 5, and 0 for metadata).
+    pub fn code(self) -> u8 {
+        match self {
+            Section::Leases => 6,
+            Section::Delayed => 7,
+            Section::DeadLetters => 8,
+            Section::Dedup => 9,
+        }
+    }
+}
+
+/// Where a record lives: its section and its two-part key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecordKey {
+    pub section: Section,
+    pub key: (i64, i64),
+}
+
+/// A record: its place and its bytes (see [`codec`] for what they hold).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub at: RecordKey,
+    pub value: Vec<u8>,
+}
+
+/// One all-or-nothing write to a partition.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PartitionWrite {
+    /// Tasks into the backlog, at their levels.
+    pub tasks: Vec<StoredTask>,
+    /// Records written (replacing a record at the same key).
+    pub put: Vec<Record>,
+    /// Records removed (removing an absent one is not an error). A key is
+    /// never both put and deleted in one write.
+    pub delete: Vec<RecordKey>,
+    pub metadata: Option<PartitionMeta>,
+}
+
+impl PartitionWrite {
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty() && self.put.is_empty() && self.delete.is_empty() && self.metadata.is_none()
     }
 }
 
@@ -98,21 +168,37 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `owner` is recorded in the metadata, for operators.
     async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta>;
 
-    /// Writes `tasks` (and `metadata`, if given) at once, if the range id is
-    /// still `range_id`. Tasks' levels are unique; writing a level twice
-    /// replaces the task.
+    /// Applies the whole `write` at once, if the range id is still
+    /// `range_id`. Tasks' levels are unique; writing a level twice replaces
+    /// the task.
     ///
     /// Errors: `Fenced` (nothing written, the caller lost the partition),
     /// `Unavailable` (nothing written, may retry), `Uncertain` (may have
     /// been written: re-read before trusting the buffer), `Invalid` (too
-    /// large for the backend; nothing written).
+    /// large for the backend, or metadata of another range; nothing written).
+    async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()>;
+
+    /// Writes `tasks` (and `metadata`, if given): a [`Store::write`] with no records.
     async fn append(
         &self,
         partition: &PartitionId,
         range_id: i64,
         tasks: &[StoredTask],
         metadata: Option<&PartitionMeta>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<()> {
+        let write = PartitionWrite { tasks: tasks.to_vec(), metadata: metadata.cloned(), ..PartitionWrite::default() };
+        self.write(partition, range_id, &write).await
+    }
+
+    /// Up to `limit` records of `section` with keys strictly above `after`,
+    /// in ascending key order. Fewer than `limit` means there were no more.
+    async fn read_records(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        after: (i64, i64),
+        limit: usize,
+    ) -> StoreResult<Vec<Record>>;
 
     /// Up to `limit` tasks of the subqueue with level strictly above `after`,
     /// in ascending level order. Fewer than `limit` means there were no more
@@ -128,6 +214,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes every task of the subqueue at or below `through`. Idempotent
     /// and unconditional: callers only delete at or below their ack level.
     async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()>;
+
+    /// Deletes every record of `section` with a key at or below `through`.
+    /// Idempotent and unconditional: callers only delete records that no
+    /// owner reads any more (below a floor the metadata records).
+    async fn delete_records_through(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        through: (i64, i64),
+    ) -> StoreResult<()>;
 
     /// Writes the metadata if the range id is still `metadata.range_id`.
     /// Errors as for [`Store::append`].

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairway::clock::ManualClock;
+use fairway::clock::{Clock, ManualClock};
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
 use fairway::partition::{Partition, WriterConfig};
 use fairway::queue::EngineConfig;
@@ -51,16 +51,11 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
     )
     .await
     .unwrap();
-    let spec = |n: usize| TaskSpec {
-        fairness_key: format!("k{}", n % 3),
-        fairness_weight: None,
-        priority: Priority::DEFAULT,
-        payload: vec![],
-    };
+    let spec = |n: usize| TaskSpec::new(format!("k{}", n % 3), Priority::DEFAULT, vec![]);
     partition.append((0..10).map(spec).collect()).await.unwrap();
     let mut taken = 0;
     until("all ten tasks are dispatched", || {
-        while partition.with_engine(|e| e.take_next().inspect(|_| e.settle())).flatten().is_some() {
+        while partition.with_engine(|e| e.take_next(clock.now_ms()).inspect(|_| e.settle())).flatten().is_some() {
             taken += 1;
         }
         let all = taken == 10;

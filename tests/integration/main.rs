@@ -6,6 +6,7 @@ mod conformance_embedded;
 mod durability;
 mod grpc_fairness;
 mod keeper;
+mod leases;
 mod polling;
 mod services;
 mod support;

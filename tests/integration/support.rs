@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairway::clock::SystemClock;
+use fairway::clock::{SharedClock, SystemClock};
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
@@ -53,7 +53,13 @@ impl TestServer {
         TestServer::start_on(Backend::Embedded, config).await
     }
 
-    pub async fn start_on(backend: Backend, mut config: Config) -> TestServer {
+    pub async fn start_on(backend: Backend, config: Config) -> TestServer {
+        TestServer::start_timed(backend, config, Arc::new(SystemClock)).await
+    }
+
+    /// A server whose engines read time from `clock` (a `ManualClock` in tests
+    /// of leases, retries and delays).
+    pub async fn start_timed(backend: Backend, mut config: Config, clock: SharedClock) -> TestServer {
         let home = match backend {
             Backend::Embedded => {
                 let dir = tempfile::tempdir().expect("temporary directory");
@@ -75,7 +81,7 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {
-            fairway::server::serve(listener, &config, store, Arc::new(SystemClock), async {
+            fairway::server::serve(listener, &config, store, clock, async {
                 let _ = stopped.await;
             })
             .await

@@ -79,13 +79,16 @@ async fn task_must_be_present() {
 }
 
 #[tokio::test]
-async fn dedup_and_delay_are_refused_until_supported() {
-    let mut with_dedup = spec("k", 0.0, 0, b"");
-    with_dedup.dedup_id = "origin".into();
-    rejected_add(with_dedup, &["task.dedup_id", "not supported"]).await;
-    let mut with_delay = spec("k", 0.0, 0, b"");
-    with_delay.delay = wait(Duration::from_secs(5));
-    rejected_add(with_delay, &["task.delay", "not supported"]).await;
+async fn dedup_ids_and_delays_are_bounded() {
+    let mut long_dedup = spec("k", 0.0, 0, b"");
+    long_dedup.dedup_id = "d".repeat(513);
+    rejected_add(long_dedup, &["task.dedup_id", "513", "512"]).await;
+    let mut long_delay = spec("k", 0.0, 0, b"");
+    long_delay.delay = wait(Duration::from_secs(31 * 24 * 3600));
+    rejected_add(long_delay, &["task.delay", "limits.max_delay"]).await;
+    let mut negative_delay = spec("k", 0.0, 0, b"");
+    negative_delay.delay = Some(prost_types::Duration { seconds: -1, nanos: 0 });
+    rejected_add(negative_delay, &["task.delay", "non-negative"]).await;
 }
 
 #[tokio::test]
@@ -152,6 +155,36 @@ async fn lease_tokens_and_describe_limits_are_checked() {
     let bad_token =
         client.complete_task(pb::CompleteTaskRequest { lease_token: "forged".into(), result: vec![] }).await;
     assert_invalid(bad_token, &["lease_token"]);
+    let token = format!("v1/0/1/1/{QUEUE}");
+    let bad_heartbeat = client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: "v1/x".into() }).await;
+    assert_invalid(bad_heartbeat, &["lease_token"]);
+    let long_message = client
+        .fail_task(pb::FailTaskRequest {
+            lease_token: token.clone(),
+            retryable: true,
+            message: "m".repeat(4097),
+            retry_after: None,
+        })
+        .await;
+    assert_invalid(long_message, &["message", "4096"]);
+    let long_retry_after = client
+        .fail_task(pb::FailTaskRequest {
+            lease_token: token.clone(),
+            retryable: true,
+            message: String::new(),
+            retry_after: wait(Duration::from_secs(31 * 24 * 3600)),
+        })
+        .await;
+    assert_invalid(long_retry_after, &["retry_after", "limits.max_delay"]);
+    let unknown_lease = client.complete_task(pb::CompleteTaskRequest { lease_token: token, result: vec![] }).await;
+    let status = unknown_lease.expect_err("no such lease");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("lease_token"), "{status:?}");
+    let listed = client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 1001 }).await;
+    assert_invalid(listed, &["limit", "1000"]);
+    let redriven =
+        client.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 10_001 }).await;
+    assert_invalid(redriven, &["limit", "10000"]);
     let too_many_keys = client.describe_queue(pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 101 }).await;
     assert_invalid(too_many_keys, &["top_keys", "100"]);
     server.stop().await;

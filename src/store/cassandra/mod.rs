@@ -3,9 +3,10 @@
 //!
 //! Layout (`schema.cql`): one table, one Cassandra partition per queue
 //! partition, holding the metadata row (`kind = 0`) and the tasks (`kind` =
-//! priority) clustered by `(kind, pass, id)`. Every append is one conditional
-//! batch (`IF range_id = ?` on the metadata row) in that partition, so tasks
-//! and the fence commit together or not at all. Reads slice strictly above a
+//! priority, then 6 to 9 for the record sections) clustered by `(kind, pass,
+//! id)`. Every write is one conditional batch (`IF range_id = ?` on the
+//! metadata row) in that partition, so tasks, records and the fence commit
+//! together or not at all. Reads slice strictly above a
 //! level; deletes are one range delete at or below the ack level; no row
 //! carries a TTL. The `[applied]` column of a conditional result is read
 //! generically: Cassandra adds the current values only when it did not apply.
@@ -31,7 +32,10 @@ pub use schema::{SchemaError, apply_schema};
 use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
-use super::{Member, PartitionMeta, QueueConfig, Store, StoreError, StoreResult, check_metadata_range};
+use super::{
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, StoreResult,
+    check_metadata_range,
+};
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
 /// Section `[cassandra]` of the config.
@@ -127,6 +131,54 @@ impl CassandraStore {
 
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// One range delete of the rows of one kind with `(pass, id)` at or below `through`.
+    async fn delete_rows_through(&self, partition: &PartitionId, kind: i32, through: (i64, i64)) -> StoreResult<()> {
+        let values = (
+            partition.queue.as_str(),
+            partition_number(partition),
+            kind,
+            i64::MIN,
+            i64::MIN,
+            kind,
+            through.0,
+            through.1,
+        );
+        self.session.execute_unpaged(&self.statements.delete_through, values).await.map_err(write_error)?;
+        Ok(())
+    }
+
+    /// Up to `limit` rows of one kind with `(pass, id)` strictly above `after`.
+    async fn read_rows(
+        &self,
+        partition: &PartitionId,
+        kind: i32,
+        after: (i64, i64),
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, i64, Vec<u8>)>> {
+        use futures::TryStreamExt;
+        let values = (
+            partition.queue.as_str(),
+            partition_number(partition),
+            kind,
+            after.0,
+            after.1,
+            kind,
+            i64::MAX,
+            i64::MAX,
+            i32::try_from(limit).unwrap_or(i32::MAX),
+        );
+        let pager = self.session.execute_iter(self.statements.read_tasks.clone(), values).await.map_err(read_error)?;
+        let mut stream = pager.rows_stream::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut rows = Vec::with_capacity(limit.min(1024));
+        while rows.len() < limit {
+            let Some(row) = stream.try_next().await.map_err(|e| StoreError::Unavailable(e.to_string()))? else {
+                break;
+            };
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     async fn read_meta(&self, partition: &PartitionId, serial: bool) -> StoreResult<Option<(i64, PartitionMeta)>> {
@@ -238,30 +290,41 @@ impl Store for CassandraStore {
         fenced(result).map(|()| taken)
     }
 
-    async fn append(
-        &self,
-        partition: &PartitionId,
-        range_id: i64,
-        tasks: &[StoredTask],
-        metadata: Option<&PartitionMeta>,
-    ) -> StoreResult<()> {
-        check_metadata_range(range_id, metadata)?;
+    async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {
+        check_metadata_range(range_id, write.metadata.as_ref())?;
         let queue = CqlValue::Text(partition.queue.as_str().to_owned());
         let number = CqlValue::Int(partition_number(partition));
         let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<Vec<CqlValue>> = Vec::with_capacity(tasks.len() + 1);
-        for task in tasks {
+        let rows = write.tasks.len() + write.put.len() + write.delete.len() + 1;
+        let mut values: Vec<Vec<CqlValue>> = Vec::with_capacity(rows);
+        let mut insert = |kind: i32, key: (i64, i64), bytes: Vec<u8>| {
             batch.append_statement(self.statements.insert_task.clone());
             values.push(vec![
                 queue.clone(),
                 number.clone(),
-                CqlValue::Int(kind(task.priority)),
-                CqlValue::BigInt(task.level.pass),
-                CqlValue::BigInt(task.level.id),
-                CqlValue::Blob(encode_task(task)),
+                CqlValue::Int(kind),
+                CqlValue::BigInt(key.0),
+                CqlValue::BigInt(key.1),
+                CqlValue::Blob(bytes),
+            ]);
+        };
+        for task in &write.tasks {
+            insert(kind(task.priority), (task.level.pass, task.level.id), encode_task(task));
+        }
+        for record in &write.put {
+            insert(i32::from(record.at.section.code()), record.at.key, record.value.clone());
+        }
+        for at in &write.delete {
+            batch.append_statement(self.statements.delete_record.clone());
+            values.push(vec![
+                queue.clone(),
+                number.clone(),
+                CqlValue::Int(i32::from(at.section.code())),
+                CqlValue::BigInt(at.key.0),
+                CqlValue::BigInt(at.key.1),
             ]);
         }
-        match metadata {
+        match &write.metadata {
             Some(meta) => {
                 batch.append_statement(self.statements.write_meta.clone());
                 values.push(vec![
@@ -281,6 +344,18 @@ impl Store for CassandraStore {
         fenced(result)
     }
 
+    async fn read_records(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        after: (i64, i64),
+        limit: usize,
+    ) -> StoreResult<Vec<Record>> {
+        let code = i32::from(section.code());
+        let rows = self.read_rows(partition, code, after, limit).await?;
+        Ok(rows.into_iter().map(|(a, b, value)| Record { at: RecordKey { section, key: (a, b) }, value }).collect())
+    }
+
     async fn read(
         &self,
         partition: &PartitionId,
@@ -288,44 +363,21 @@ impl Store for CassandraStore {
         after: FairLevel,
         limit: usize,
     ) -> StoreResult<Vec<StoredTask>> {
-        use futures::TryStreamExt;
-        let values = (
-            partition.queue.as_str(),
-            partition_number(partition),
-            kind(priority),
-            after.pass,
-            after.id,
-            kind(priority),
-            i64::MAX,
-            i64::MAX,
-            i32::try_from(limit).unwrap_or(i32::MAX),
-        );
-        let pager = self.session.execute_iter(self.statements.read_tasks.clone(), values).await.map_err(read_error)?;
-        let mut rows = pager.rows_stream::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tasks = Vec::with_capacity(limit.min(1024));
-        while tasks.len() < limit {
-            let Some((pass, id, bytes)) = rows.try_next().await.map_err(|e| StoreError::Unavailable(e.to_string()))?
-            else {
-                break;
-            };
-            tasks.push(decode_task(FairLevel::new(pass, id), priority, &bytes)?);
-        }
-        Ok(tasks)
+        let rows = self.read_rows(partition, kind(priority), (after.pass, after.id), limit).await?;
+        rows.into_iter().map(|(pass, id, bytes)| decode_task(FairLevel::new(pass, id), priority, &bytes)).collect()
     }
 
     async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()> {
-        let values = (
-            partition.queue.as_str(),
-            partition_number(partition),
-            kind(priority),
-            i64::MIN,
-            i64::MIN,
-            kind(priority),
-            through.pass,
-            through.id,
-        );
-        self.session.execute_unpaged(&self.statements.delete_through, values).await.map_err(write_error)?;
-        Ok(())
+        self.delete_rows_through(partition, kind(priority), (through.pass, through.id)).await
+    }
+
+    async fn delete_records_through(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        through: (i64, i64),
+    ) -> StoreResult<()> {
+        self.delete_rows_through(partition, i32::from(section.code()), through).await
     }
 
     fn is_shared(&self) -> bool {

@@ -13,7 +13,9 @@ pub(super) struct Statements {
     /// `SET range_id = ? … IF range_id = ?` with the same value: the fence of an append.
     pub set_range: PreparedStatement,
     pub write_meta: PreparedStatement,
+    /// A task row, or a record row (kind = its section's code).
     pub insert_task: PreparedStatement,
+    pub delete_record: PreparedStatement,
     pub read_tasks: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
@@ -64,6 +66,10 @@ impl Statements {
             .await?,
             insert_task: prepare(format!(
                 "INSERT INTO {keyspace}.tasks (queue, partition, kind, pass, id, task) VALUES (?, ?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            delete_record: prepare(format!(
+                "DELETE FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? AND pass = ? AND id = ?"
             ))
             .await?,
             read_tasks,

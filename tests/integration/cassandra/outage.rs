@@ -2,7 +2,9 @@
 //! (SIGSTOP, then SIGCONT), then killed (SIGKILL, then restarted on its
 //! data). Callers get UNAVAILABLE (nothing written) or UNKNOWN (may have been
 //! written) meanwhile, the service recovers when Cassandra returns, and every
-//! acknowledged task is dispatched.
+//! acknowledged task is dispatched. Workers complete what they get; a task
+//! whose lease was written but never reached a worker (its poll failed
+//! meanwhile) comes back when the lease expires, so the leases are short here.
 //!
 //! It controls the node started by `deploy/cassandra/cassandra.sh`, so it
 //! holds every other Cassandra test off while it runs.
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fairway::config::Config;
+use fairway::proto::v1 as pb;
 use tokio::sync::watch;
 use tonic::Code;
 
@@ -69,6 +72,8 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     let pid = node_pid();
     let mut config = Config::default();
     config.cassandra.request_timeout = Duration::from_secs(3);
+    config.tasks.lease_timeout = Duration::from_secs(3);
+    config.tasks.backoff_initial = Duration::from_millis(100);
     let server = TestServer::start_on(Backend::CassandraHeldAlone, config).await;
     let observed = Arc::new(Mutex::new(Observed::default()));
     let (changed, mut changes) = watch::channel(());
@@ -108,17 +113,25 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
         let (mut client, observed, changed, producing) =
             (server.client.clone(), observed.clone(), changed.clone(), producing.clone());
         workers.push(tokio::spawn(async move {
-            // After the producers stop: drain until three polls in a row find nothing.
-            let mut empty_after_stop = 0;
+            // After the producers stop: drain until every acknowledged task
+            // was seen, or until nothing came for 30 s (the assertions below
+            // then say what is missing).
+            let mut idle_since = None;
             loop {
-                match poll(&mut client, "outage", Duration::from_secs(2)).await {
+                match poll(&mut client, "outage", Duration::from_secs(1)).await {
                     Some(task) => {
                         *observed.lock().unwrap().dispatched.entry(task.task_id).or_default() += 1;
-                        empty_after_stop = 0;
+                        let done = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
+                        let _ = client.complete_task(done).await;
+                        idle_since = None;
                     }
                     None if !producing.load(Ordering::Relaxed) => {
-                        empty_after_stop += 1;
-                        if empty_after_stop == 3 {
+                        let seen = observed.lock().unwrap();
+                        if seen.acknowledged.iter().all(|id| seen.dispatched.contains_key(id)) {
+                            return;
+                        }
+                        let idle = idle_since.get_or_insert_with(std::time::Instant::now);
+                        if idle.elapsed() > Duration::from_secs(30) {
                             return;
                         }
                     }

@@ -1,0 +1,105 @@
+//! The dedup ids of a partition's pending, delayed and running tasks.
+//!
+//! Stored in the `Dedup` section keyed `(hash of the id, slot)`: ids whose
+//! hashes collide take the next slots of the same bucket. The owner keeps in
+//! memory only the buckets it has read or written ("resolved"); a bucket is
+//! resolved from the store before the owner decides anything about its ids.
+//!
+//! Invariant: a resolved bucket equals the stored one, except for writes in
+//! flight; after a write of unknown outcome its buckets are forgotten and
+//! resolved again.
+
+use std::collections::HashMap;
+
+use crate::hash::{fnv1a, splitmix64};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedupEntry {
+    pub slot: i64,
+    pub dedup_id: String,
+    pub task_id: i64,
+}
+
+/// The bucket of a dedup id.
+pub fn bucket_of(dedup_id: &str) -> i64 {
+    splitmix64(fnv1a(dedup_id.bytes())) as i64
+}
+
+#[derive(Debug, Default)]
+pub struct DedupIndex {
+    buckets: HashMap<i64, Vec<DedupEntry>>,
+}
+
+impl DedupIndex {
+    pub fn is_resolved(&self, bucket: i64) -> bool {
+        self.buckets.contains_key(&bucket)
+    }
+
+    /// A bucket as read from the store.
+    pub fn resolve(&mut self, bucket: i64, entries: Vec<DedupEntry>) {
+        self.buckets.insert(bucket, entries);
+    }
+
+    /// The task holding `dedup_id`; its bucket must be resolved.
+    pub fn find(&self, dedup_id: &str) -> Option<&DedupEntry> {
+        let bucket = self.buckets.get(&bucket_of(dedup_id));
+        debug_assert!(bucket.is_some(), "dedup lookup in an unresolved bucket");
+        bucket?.iter().find(|e| e.dedup_id == dedup_id)
+    }
+
+    /// Records that `task_id` holds `dedup_id`; the record key `(bucket, slot)` to write.
+    pub fn insert(&mut self, dedup_id: &str, task_id: i64) -> (i64, i64) {
+        let bucket = bucket_of(dedup_id);
+        let entries = self.buckets.entry(bucket).or_default();
+        let slot = entries.iter().map(|e| e.slot + 1).max().unwrap_or(0);
+        entries.push(DedupEntry { slot, dedup_id: dedup_id.to_owned(), task_id });
+        (bucket, slot)
+    }
+
+    /// Frees `dedup_id`; the record key to delete, if it was held.
+    pub fn remove(&mut self, dedup_id: &str) -> Option<(i64, i64)> {
+        let bucket = bucket_of(dedup_id);
+        let entries = self.buckets.get_mut(&bucket)?;
+        let index = entries.iter().position(|e| e.dedup_id == dedup_id)?;
+        let entry = entries.swap_remove(index);
+        if entries.is_empty() {
+            self.buckets.remove(&bucket);
+        }
+        Some((bucket, entry.slot))
+    }
+
+    /// Drops a bucket from memory (after a write of unknown outcome).
+    pub fn forget(&mut self, bucket: i64) {
+        self.buckets.remove(&bucket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colliding_ids_share_a_bucket_in_separate_slots() {
+        let mut index = DedupIndex::default();
+        let bucket = bucket_of("a");
+        // An id whose hash collides with "a" holds slot 0 of the bucket.
+        index.resolve(bucket, vec![DedupEntry { slot: 0, dedup_id: "collides".into(), task_id: 1 }]);
+        assert_eq!(index.find("a"), None);
+        assert_eq!(index.insert("a", 2), (bucket, 1), "the next slot of the same bucket");
+        assert_eq!(index.find("a").unwrap().task_id, 2);
+        assert_eq!(index.remove("a"), Some((bucket, 1)));
+        assert!(index.is_resolved(bucket), "the colliding id still holds its slot");
+        assert_eq!(index.buckets[&bucket][0].dedup_id, "collides");
+    }
+
+    #[test]
+    fn insert_then_remove_frees_the_id() {
+        let mut index = DedupIndex::default();
+        index.resolve(bucket_of("x"), vec![]);
+        let key = index.insert("x", 9);
+        assert_eq!(key, (bucket_of("x"), 0));
+        assert_eq!(index.find("x").unwrap().task_id, 9);
+        assert_eq!(index.remove("x"), Some(key));
+        assert!(!index.is_resolved(bucket_of("x")), "an empty bucket is dropped");
+    }
+}

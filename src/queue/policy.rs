@@ -1,0 +1,174 @@
+//! What happens to a task after it is dispatched: how long its lease lasts,
+//! how often it is retried and how long apart, and how many tasks of one
+//! fairness key may run at once or start per second.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{UnixMillis, millis};
+
+/// A queue's task policy (section `[tasks]`, overridden per queue in
+/// `[queues."name"]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskPolicy {
+    /// A dispatched task is delivered again when its worker has not
+    /// completed, failed or heartbeated it for this long.
+    #[serde(with = "crate::config::duration_serde")]
+    pub lease_timeout: Duration,
+    /// Deliveries before a failing task becomes a dead letter (1: no retry).
+    pub max_attempts: u32,
+    /// The wait before the second attempt; it doubles for each further one...
+    #[serde(with = "crate::config::duration_serde")]
+    pub backoff_initial: Duration,
+    /// ...up to this.
+    #[serde(with = "crate::config::duration_serde")]
+    pub backoff_max: Duration,
+    /// Each wait is moved at random by up to this fraction of it, either way.
+    pub backoff_jitter: f64,
+    /// Tasks of one fairness key running at once, per partition (0: no limit).
+    pub key_concurrency: u32,
+    /// Tasks of one fairness key started per second, per partition (0: no limit)...
+    pub key_rate_per_second: f64,
+    /// ...with bursts of up to this many.
+    pub key_burst: u32,
+}
+
+impl Default for TaskPolicy {
+    fn default() -> Self {
+        TaskPolicy {
+            lease_timeout: Duration::from_secs(60),
+            max_attempts: 5,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(600),
+            backoff_jitter: 0.2,
+            key_concurrency: 0,
+            key_rate_per_second: 0.0,
+            key_burst: 1,
+        }
+    }
+}
+
+/// What becomes of a task whose attempt failed or whose lease expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Tried again, not before this time.
+    Retry { not_before: UnixMillis },
+    /// No attempt left (or not retryable): a dead letter.
+    Bury,
+}
+
+impl TaskPolicy {
+    /// Checks the values an operator set; the error names the field and the limit.
+    pub fn validate(&self, section: &str) -> Result<(), String> {
+        let field = |name: &str| format!("{section}.{name}");
+        if self.lease_timeout < Duration::from_secs(1) || self.lease_timeout > Duration::from_secs(24 * 3600) {
+            return Err(format!("{}: is {:?}; it must be 1s to 24h", field("lease_timeout"), self.lease_timeout));
+        }
+        if !(1..=1000).contains(&self.max_attempts) {
+            return Err(format!("{}: is {}; it must be 1 to 1000", field("max_attempts"), self.max_attempts));
+        }
+        if self.backoff_initial > self.backoff_max {
+            return Err(format!(
+                "{}: is {:?}, above backoff_max {:?}",
+                field("backoff_initial"),
+                self.backoff_initial,
+                self.backoff_max
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.backoff_jitter) {
+            return Err(format!("{}: is {}; it must be 0 to 1", field("backoff_jitter"), self.backoff_jitter));
+        }
+        if !(self.key_rate_per_second >= 0.0 && self.key_rate_per_second <= 1e6) {
+            return Err(format!(
+                "{}: is {}; it must be 0 (no limit) to 1000000",
+                field("key_rate_per_second"),
+                self.key_rate_per_second
+            ));
+        }
+        if self.key_burst == 0 {
+            return Err(format!("{}: is 0; it must be at least 1", field("key_burst")));
+        }
+        Ok(())
+    }
+
+    /// The lease timeout in milliseconds.
+    pub fn lease_ms(&self) -> i64 {
+        millis(self.lease_timeout)
+    }
+
+    /// Decides the next step of a task whose attempt number `attempt` failed.
+    /// `unit` is a random number in `[0, 1)` for the jitter; `retry_after`
+    /// is the worker's own minimum wait, if it gave one.
+    pub fn after_failure(
+        &self,
+        attempt: u32,
+        retryable: bool,
+        retry_after: Option<Duration>,
+        now: UnixMillis,
+        unit: f64,
+    ) -> AfterFailure {
+        if !retryable || attempt >= self.max_attempts {
+            return AfterFailure::Bury;
+        }
+        let doublings = attempt.saturating_sub(1).min(62);
+        let base = millis(self.backoff_initial).saturating_mul(1i64 << doublings).min(millis(self.backoff_max));
+        let jitter = (base as f64 * self.backoff_jitter * (2.0 * unit - 1.0)) as i64;
+        let wait = (base + jitter).max(0).max(retry_after.map_or(0, millis));
+        AfterFailure::Retry { not_before: now + wait }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> TaskPolicy {
+        TaskPolicy {
+            max_attempts: 4,
+            backoff_initial: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(5),
+            backoff_jitter: 0.5,
+            ..TaskPolicy::default()
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_maximum_within_the_jitter() {
+        let p = policy();
+        let wait = |attempt, unit| match p.after_failure(attempt, true, None, 1_000, unit) {
+            AfterFailure::Retry { not_before } => not_before - 1_000,
+            AfterFailure::Bury => panic!("attempt {attempt} should be retried"),
+        };
+        assert_eq!(wait(1, 0.5), 2_000);
+        assert_eq!(wait(2, 0.5), 4_000);
+        assert_eq!(wait(3, 0.5), 5_000, "capped at backoff_max");
+        assert_eq!(wait(1, 0.0), 1_000, "jitter takes off up to half");
+        assert!((2_999..=3_000).contains(&wait(1, 0.999_999)), "and adds up to half");
+    }
+
+    #[test]
+    fn the_last_attempt_and_non_retryable_failures_are_buried() {
+        let p = policy();
+        assert_eq!(p.after_failure(4, true, None, 0, 0.5), AfterFailure::Bury);
+        assert_eq!(p.after_failure(1, false, None, 0, 0.5), AfterFailure::Bury);
+    }
+
+    #[test]
+    fn retry_after_is_a_minimum() {
+        let p = policy();
+        let long = p.after_failure(1, true, Some(Duration::from_secs(60)), 0, 0.5);
+        assert_eq!(long, AfterFailure::Retry { not_before: 60_000 });
+        let short = p.after_failure(1, true, Some(Duration::from_millis(10)), 0, 0.5);
+        assert_eq!(short, AfterFailure::Retry { not_before: 2_000 });
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let bad = TaskPolicy { max_attempts: 0, ..TaskPolicy::default() };
+        assert!(bad.validate("tasks").unwrap_err().starts_with("tasks.max_attempts"));
+        let bad = TaskPolicy { backoff_jitter: 2.0, ..TaskPolicy::default() };
+        assert!(bad.validate("queues.\"q\"").unwrap_err().contains("backoff_jitter"));
+    }
+}
