@@ -196,7 +196,7 @@ async fn retries_back_off_exponentially_then_the_task_is_a_dead_letter_until_red
     let dead = &listed[0];
     assert_eq!((dead.task_id, dead.attempts, dead.message.as_str()), (id, 3, "third and last"));
     assert_eq!(dead.payload, b"flaky");
-    assert_eq!(millis(dead.failed_at.clone()), h.now_ms() - 3_600_000);
+    assert_eq!(millis(dead.failed_at), h.now_ms() - 3_600_000);
 
     let redriven = h
         .client
