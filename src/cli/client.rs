@@ -34,8 +34,14 @@ pub enum TaskCommand {
         /// The payload, as text.
         #[arg(long, default_value = "")]
         payload: String,
+        /// At most one pending or running task per dedup id in the queue.
+        #[arg(long, default_value = "")]
+        dedup_id: String,
+        /// Ready only after this long, e.g. 30s, 2h.
+        #[arg(long, value_parser = duration_serde::parse)]
+        delay: Option<Duration>,
     },
-    /// Wait for one task and print it.
+    /// Wait for one task and print it (with the lease token to finish it).
     Poll {
         #[command(flatten)]
         server: ServerArg,
@@ -55,6 +61,30 @@ pub enum TaskCommand {
         #[arg(long)]
         token: String,
     },
+    /// Report a task failed: retried after a backoff while attempts remain,
+    /// else a dead letter.
+    Fail {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        token: String,
+        /// Why (kept with a dead letter).
+        #[arg(long, default_value = "")]
+        message: String,
+        /// Straight to the dead letters, whatever attempts remain.
+        #[arg(long)]
+        fatal: bool,
+        /// Wait at least this long before the next attempt.
+        #[arg(long, value_parser = duration_serde::parse)]
+        retry_after: Option<Duration>,
+    },
+    /// Extend a task's lease by the queue's lease timeout.
+    Heartbeat {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        token: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -68,6 +98,19 @@ pub enum QueueCommand {
         /// 1 to 256; more partitions spread a queue over more nodes.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
+    },
+    /// Tasks that failed their last attempt, oldest first; `--redrive`
+    /// puts them back in the queue as first attempts.
+    DeadLetters {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// How many to list (at most 1000), or to re-drive per partition (at most 10000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[arg(long)]
+        redrive: bool,
     },
     /// Levels, backlog per priority and top keys of a queue.
     Describe {
@@ -93,7 +136,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
 
 pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
     match command {
-        TaskCommand::Add { server, queue, key, weight, priority, payload } => {
+        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay } => {
             let mut client = connect(&server).await?;
             let response = client
                 .add_task(pb::AddTaskRequest {
@@ -103,26 +146,24 @@ pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
                         fairness_weight: weight,
                         priority,
                         payload: payload.into_bytes(),
-                        ..Default::default()
+                        dedup_id,
+                        delay: delay.map(proto_duration),
                     }),
                 })
                 .await
                 .map_err(status)?
                 .into_inner();
-            let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
-            println!("added task {}{how}", response.task_id);
+            if response.duplicate {
+                println!("not added: task {} holds this dedup id", response.task_id);
+            } else {
+                let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
+                println!("added task {}{how}", response.task_id);
+            }
         }
         TaskCommand::Poll { server, queue, wait, worker } => {
             let mut client = connect(&server).await?;
             let response = client
-                .poll_task(pb::PollTaskRequest {
-                    queue,
-                    worker_id: worker,
-                    max_wait: Some(prost_types::Duration {
-                        seconds: wait.as_secs() as i64,
-                        nanos: wait.subsec_nanos() as i32,
-                    }),
-                })
+                .poll_task(pb::PollTaskRequest { queue, worker_id: worker, max_wait: Some(proto_duration(wait)) })
                 .await
                 .map_err(status)?
                 .into_inner();
@@ -133,6 +174,7 @@ pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
                     println!("priority:     {}", task.priority);
                     println!("attempt:      {}", task.attempt);
                     println!("lease_token:  {}", task.lease_token);
+                    println!("lease until:  {}", timestamp(task.lease_deadline));
                     println!("payload:      {}", String::from_utf8_lossy(&task.payload));
                 }
                 None => println!("no task within {}", duration_serde::format(wait)),
@@ -146,8 +188,38 @@ pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 .map_err(status)?;
             println!("completed");
         }
+        TaskCommand::Fail { server, token, message, fatal, retry_after } => {
+            let mut client = connect(&server).await?;
+            let request = pb::FailTaskRequest {
+                lease_token: token,
+                retryable: !fatal,
+                message,
+                retry_after: retry_after.map(proto_duration),
+            };
+            let response = client.fail_task(request).await.map_err(status)?.into_inner();
+            if response.will_retry {
+                println!("will be retried at {}", timestamp(response.next_attempt_at));
+            } else {
+                println!("moved to the dead letters");
+            }
+        }
+        TaskCommand::Heartbeat { server, token } => {
+            let mut client = connect(&server).await?;
+            let response =
+                client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token }).await.map_err(status)?;
+            println!("lease until {}", timestamp(response.into_inner().lease_deadline));
+        }
     }
     Ok(())
+}
+
+fn proto_duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
+}
+
+/// A timestamp as Unix seconds with milliseconds (and "-" when unset).
+fn timestamp(t: Option<prost_types::Timestamp>) -> String {
+    t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
 }
 
 fn level(level: Option<pb::FairLevel>) -> String {
@@ -166,6 +238,30 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             println!("queue {queue}: {} partition(s)", response.partitions);
             return Ok(());
         }
+        QueueCommand::DeadLetters { server, queue, limit, redrive } => {
+            let mut client = connect(&server).await?;
+            if redrive {
+                let request = pb::RedriveDeadLettersRequest { queue: queue.clone(), limit };
+                let response = client.redrive_dead_letters(request).await.map_err(status)?.into_inner();
+                println!("queue {queue}: {} dead letter(s) put back", response.redriven);
+                return Ok(());
+            }
+            let request = pb::ListDeadLettersRequest { queue: queue.clone(), limit };
+            let dead = client.list_dead_letters(request).await.map_err(status)?.into_inner().dead_letters;
+            println!("queue {queue}: {} dead letter(s)", dead.len());
+            for d in dead {
+                println!(
+                    "  task {} (partition {}, key {:?}, {} attempt(s), failed at {}): {}",
+                    d.task_id,
+                    d.partition,
+                    d.fairness_key,
+                    d.attempts,
+                    timestamp(d.failed_at),
+                    d.message
+                );
+            }
+            return Ok(());
+        }
         QueueCommand::Describe { server, queue, top } => (server, queue, top),
     };
     let mut client = connect(&server).await?;
@@ -174,8 +270,8 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
     for p in response.partitions {
         println!(
-            "partition {} ({}, owner {}), range id {}: {} added, {} dispatched since taken",
-            p.partition, p.state, p.owner, p.range_id, p.added, p.dispatched
+            "partition {} ({}, owner {}), range id {}: {} added, {} dispatched since taken; {} leased, {} delayed",
+            p.partition, p.state, p.owner, p.range_id, p.added, p.dispatched, p.leased, p.delayed
         );
         println!(
             "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",

@@ -1,4 +1,4 @@
-//! Durations in config files as human strings: `"250ms"`, `"10s"`, `"5m"`, `"1h"`.
+//! Durations in config files as human strings: `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"30d"`.
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error
     parse(&text).map_err(serde::de::Error::custom)
 }
 
-/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`.
+/// Parses `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -26,7 +26,8 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("{text:?} has unknown unit {unit:?}; use ms, s, m or h")),
+        "d" => value * 86_400.0,
+        _ => return Err(format!("{text:?} has unknown unit {unit:?}; use ms, s, m, h or d")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
@@ -49,7 +50,8 @@ mod tests {
         assert_eq!(parse("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse("1.5m").unwrap(), Duration::from_secs(90));
         assert!(parse("10").unwrap_err().contains("no unit"));
-        assert!(parse("3d").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse("30d").unwrap(), Duration::from_secs(30 * 86_400));
+        assert!(parse("3w").unwrap_err().contains("unknown unit"));
         assert_eq!(parse(&format(Duration::from_millis(1500))).unwrap(), Duration::from_millis(1500));
     }
 }

@@ -643,15 +643,6 @@ impl PartitionEngine {
         }
     }
 
-    /// Compatibility names for a write of new tasks alone.
-    pub fn append_succeeded(&mut self, plan: AppendPlan, now: UnixMillis) {
-        self.write_succeeded(plan, now);
-    }
-
-    pub fn append_failed(&mut self, plan: AppendPlan, may_have_applied: bool) {
-        self.write_failed(plan, may_have_applied, self.last_meta_sync);
-    }
-
     /// Dedup buckets of `specs` not known in memory: read them from the
     /// store and pass them to [`Self::resolve_bucket`] before planning.
     pub fn unresolved_buckets(&self, specs: &[TaskSpec]) -> Vec<i64> {

@@ -170,15 +170,15 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                             acknowledged.insert(t.level.id);
                             landed.insert(t.level.id);
                         }
-                        engine.append_succeeded(plan, now);
+                        engine.write_succeeded(plan, now);
                     }
-                    1 => engine.append_failed(plan, false),
+                    1 => engine.write_failed(plan, false, now),
                     2 => {
                         store.land(&plan);
                         landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
-                        engine.append_failed(plan, true);
+                        engine.write_failed(plan, true, now);
                     }
-                    _ => engine.append_failed(plan, true),
+                    _ => engine.write_failed(plan, true, now),
                 }
             }
             Op::StartReads => {
@@ -255,7 +255,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
             acknowledged.insert(t.level.id);
             landed.insert(t.level.id);
         }
-        engine.append_succeeded(plan, now);
+        engine.write_succeeded(plan, now);
     }
     for (request, tasks) in reads.drain(..) {
         engine.apply_read(request, tasks);
@@ -314,7 +314,7 @@ impl Backlog {
     fn add(&mut self, specs: &[TaskSpec]) {
         let plan = self.engine.prepare_append(specs, self.now).unwrap();
         self.store.land(&plan);
-        self.engine.append_succeeded(plan, self.now);
+        self.engine.write_succeeded(plan, self.now);
     }
 
     fn dispatch(&mut self) -> Option<StoredTask> {
@@ -574,7 +574,7 @@ fn a_new_owner_does_not_repeat_what_was_dispatched_above_the_ack_level() {
     let plan = backlog.engine.prepare_append(&[spec("b", Priority::DEFAULT)], 0).unwrap();
     let second = backlog.dispatch().unwrap();
     backlog.store.land(&plan);
-    backlog.engine.append_succeeded(plan, 0);
+    backlog.engine.write_succeeded(plan, 0);
     let meta = backlog.engine.metadata();
     let saved = &meta.subqueues[Priority::DEFAULT.index()];
     assert_eq!(saved.ack_level, first.level, "the new task of b sits below the second dispatch");
