@@ -137,7 +137,8 @@ impl Requests {
                     requests.finish_replies.push(reply);
                 }
                 WriteCommand::Redrive { limit, reply } => match &requests.redrive {
-                    // One re-drive per write; a second one waits for the next.
+                    // One re-drive per write: a concurrent second one finds
+                    // the same dead letters being put back, and puts back none.
                     Some(_) => {
                         let _ = reply.send(Ok(0));
                     }

@@ -595,21 +595,23 @@ impl PartitionEngine {
             self.leases.finish_failed(id);
         }
         for (id, _, _) in plan.leases {
+            let direct = plan.direct.contains(&id);
+            if direct && may_have_applied {
+                // The lease record alone holds this new task: keep the lease,
+                // undelivered, so that it expires at once and the task goes
+                // to the queue if the record landed.
+                self.leases.written(id, false, now);
+                continue;
+            }
             // Written or not, the task was not delivered: it is ready again.
-            // A lease record that landed is replaced when the task is leased
-            // again (same key); a new owner that loads it first treats it as
-            // held and retries the task when it expires.
+            // A lease record that landed is range-deleted once it is older
+            // than every lease in use; a new owner that loads it takes the
+            // task's later lease record if there is one (see `Leases::load`),
+            // else treats it as held and retries the task when it expires.
             if let Some(task) = self.leases.not_written(id) {
                 self.rates.refund(&task.fairness_key);
                 self.dispatched -= 1;
-                if plan.direct.contains(&id) {
-                    if may_have_applied {
-                        // The lease record alone holds this new task: keep
-                        // it, as undelivered, so that it goes to the queue.
-                        self.leases.start(task, now);
-                        self.leases.written(id, false, now);
-                    }
-                } else {
+                if !direct {
                     self.subqueues[task.priority.index()].restore(task);
                 }
             }
