@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,13 @@ impl Added {
     }
 }
 
+impl AppendPlan {
+    /// The tasks whose leases this write ends (completed, failed or expired).
+    pub fn ended_tasks(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ending.iter().map(|(_, task_id)| *task_id)
+    }
+}
+
 /// What one write should carry besides what the engine itself has due
 /// (lease records to write, expired leases, delayed tasks now ready).
 #[derive(Debug, Default)]
@@ -158,7 +165,8 @@ pub struct AppendPlan {
     /// Delayed records made ready (taken out of the delayed buffer).
     promoted: Vec<(DelayKey, StoredTask)>,
     /// Leases this write ends.
-    ending: Vec<i64>,
+    /// Leases this write ends: (lease id, task id).
+    ending: Vec<(i64, i64)>,
     buckets: Vec<i64>,
     /// The delayed floor written with this plan (promotions up to it).
     delayed_floor: Option<DelayKey>,
@@ -265,6 +273,15 @@ impl PartitionEngine {
         config: EngineConfig,
         now: UnixMillis,
     ) -> Self {
+        // A lease record written after another one of the same task supersedes
+        // it (an earlier write of unknown outcome can leave a stale record).
+        let mut last_finished: HashMap<i64, i64> = HashMap::new();
+        for (seq, _, level) in &finished {
+            let last = last_finished.entry(level.id).or_default();
+            *last = (*last).max(*seq);
+        }
+        let leased =
+            leased.into_iter().filter(|(task, _, seq)| last_finished.get(&task.level.id).is_none_or(|f| f < seq));
         let leases = Leases::load(leased, now, config.tasks.lease_ms());
         let finished: BTreeMap<i64, (Priority, FairLevel)> =
             finished.into_iter().map(|(seq, priority, level)| (seq, (priority, level))).collect();
@@ -392,15 +409,17 @@ impl PartitionEngine {
             } else {
                 // Nobody got it: back to the queue without counting an attempt.
                 plan.write.put.push(lease_done(lease.seq, &lease.task));
+                plan.ending.push((id, lease.task.task_id));
                 self.plan_delayed(&mut plan, (now, id), lease.task);
-                plan.ending.push(id);
             }
         }
         for id in std::mem::take(&mut self.unwritten_leases) {
             let Some(lease) = self.leases.get(id) else { continue };
-            let (task, deadline) = (lease.task.clone(), lease.deadline);
+            let task = lease.task.clone();
+            // The lease runs from the write that makes it durable, not from the take.
+            let deadline = now + self.config.tasks.lease_ms();
             let seq = self.ids.take().expect("checked the block has room");
-            self.leases.set_seq(id, seq);
+            self.leases.set_written_place(id, seq, deadline);
             self.max_lease_seq = self.max_lease_seq.max(seq);
             plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
             plan.leases.push((id, task, deadline));
@@ -453,7 +472,7 @@ impl PartitionEngine {
         let task = spec.at_level(FairLevel::new(-1, id), now);
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
-        self.leases.set_seq(id, seq);
+        self.leases.set_written_place(id, seq, deadline);
         self.max_lease_seq = self.max_lease_seq.max(seq);
         self.dispatched += 1;
         self.rates.consume(&task.fairness_key, now);
@@ -496,7 +515,7 @@ impl PartitionEngine {
         unit: &mut dyn FnMut() -> f64,
     ) -> Finished {
         let id = task.level.id;
-        plan.ending.push(id);
+        plan.ending.push((id, task.task_id));
         plan.write.put.push(lease_done(seq, &task));
         let (retryable, message, retry_after) = match outcome {
             Outcome::Complete => {
@@ -564,7 +583,7 @@ impl PartitionEngine {
         for (key, task) in plan.delayed {
             self.delayed.added(key, task);
         }
-        for id in plan.ending {
+        for (id, _) in plan.ending {
             if let Some(lease) = self.leases.get(id) {
                 self.finished.insert(lease.seq, (lease.task.priority, lease.task.level));
             }
@@ -591,7 +610,7 @@ impl PartitionEngine {
         for bucket in plan.buckets {
             self.dedup.forget(bucket);
         }
-        for id in plan.ending {
+        for (id, _) in plan.ending {
             self.leases.finish_failed(id);
         }
         for (id, _, _) in plan.leases {
@@ -686,6 +705,11 @@ impl PartitionEngine {
     pub fn heartbeat(&mut self, lease_id: i64, attempt: u32, now: UnixMillis) -> Result<UnixMillis, LeaseError> {
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.heartbeat(lease_id, attempt, deadline)
+    }
+
+    /// The deadline of the lease of `lease_id` at `attempt`, if it runs.
+    pub fn lease_deadline(&self, lease_id: i64, attempt: u32) -> Option<UnixMillis> {
+        self.leases.check(lease_id, attempt).ok().map(|lease| lease.deadline)
     }
 
     /// A lease was written but its worker had gone: it goes back to the queue.

@@ -82,10 +82,12 @@ impl Leases {
         leases
     }
 
-    /// Records the place of the lease record of `id`.
-    pub fn set_seq(&mut self, id: i64, seq: i64) {
+    /// Records the place of the lease record of `id` about to be written,
+    /// and the deadline written in it.
+    pub fn set_written_place(&mut self, id: i64, seq: i64, deadline: UnixMillis) {
         if let Some(lease) = self.by_id.get_mut(&id) {
             lease.seq = seq;
+            lease.deadline = deadline;
         }
     }
 

@@ -43,4 +43,6 @@ pub use policy::TaskPolicy;
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]
+mod lease_tests;
+#[cfg(test)]
 mod tests;
