@@ -238,6 +238,10 @@ async fn write(shared: &Shared, mut requests: Requests) {
     );
     let written =
         if plan.write.is_empty() { Ok(()) } else { shared.store.write(&shared.id, plan.range_id, &plan.write).await };
+    let written = match written {
+        Err(error) if !error.certainly_not_applied() => settle_uncertain(shared, &plan, error).await,
+        other => other,
+    };
     let now = shared.clock.now_ms();
     match written {
         Ok(()) => {
@@ -271,6 +275,26 @@ async fn write(shared: &Shared, mut requests: Requests) {
         }
     }
     (shared.on_ready)();
+}
+
+/// After a write of unknown outcome: takes the next range id (so that the
+/// write cannot land any more), then reads back a row it writes, to learn
+/// whether it landed. `Ok` if it did; a certain error if it did not; the
+/// original error if that cannot be told.
+async fn settle_uncertain(shared: &Shared, plan: &AppendPlan, error: StoreError) -> Result<(), StoreError> {
+    let Some((row, written)) = plan.probe() else { return Err(error) };
+    let range_id = shared.engine().range_id();
+    if renew_range(shared, range_id).await.is_err() {
+        return Err(error);
+    }
+    match shared.store.read_row(&shared.id, row).await {
+        Ok(Some(found)) if found == written => {
+            tracing::info!(partition = %shared.id, %error, "a write of unknown outcome had landed");
+            Ok(())
+        }
+        Ok(_) => Err(StoreError::Unavailable(format!("{error}; it did not land"))),
+        Err(_) => Err(error),
+    }
 }
 
 /// Plans the write, renewing the range id when the id block runs out.

@@ -13,8 +13,8 @@ use super::subqueue::{KeyBacklog, Subqueue};
 use crate::clock::{UnixMillis, millis};
 use crate::fairness::{CounterConfig, Weights, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
-use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task};
-use crate::store::{PartitionMeta, PartitionWrite, Record, RecordKey, Section};
+use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task, encode_task};
+use crate::store::{PartitionMeta, PartitionWrite, Record, RecordKey, RowRef, Section};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {
@@ -122,6 +122,15 @@ impl Added {
 }
 
 impl AppendPlan {
+    /// A row this write creates or changes, with the bytes it writes there:
+    /// reading it back tells whether the write landed.
+    pub fn probe(&self) -> Option<(RowRef, Vec<u8>)> {
+        if let Some(task) = self.write.tasks.first() {
+            return Some((RowRef::Task(task.priority, task.level), encode_task(task)));
+        }
+        self.write.put.first().map(|record| (RowRef::Record(record.at), record.value.clone()))
+    }
+
     /// The tasks whose leases this write ends (completed, failed or expired).
     pub fn ended_tasks(&self) -> impl Iterator<Item = i64> + '_ {
         self.ending.iter().map(|(_, task_id)| *task_id)

@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
+use super::codec::encode_task;
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, SubqueueMeta,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
+    SubqueueMeta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
@@ -68,6 +70,7 @@ macro_rules! store_conformance_suite {
             members_heartbeat_and_leave,
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
+            read_row_finds_one_task_or_record,
         );
     };
     (@tests $factory:path; $($name:ident),+ $(,)?) => {
@@ -363,4 +366,26 @@ pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn 
     store.delete_records_through(&p, Section::Delayed, (200, 3)).await.unwrap();
     assert_eq!(section(store, &p, Section::Delayed).await, vec![((300, 1), "c".to_owned())], "inclusive, idempotent");
     assert_eq!(section(store, &p, Section::DeadLetters).await.len(), 1, "other sections are untouched");
+}
+
+pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
+    let p = partition("rows", 0);
+    let range = owned(store, &p).await;
+    let written = task(Priority::HIGHEST, 4, 2);
+    let lease = record(Section::Leases, (0, 9), "lease");
+    let write = PartitionWrite { tasks: vec![written.clone()], put: vec![lease.clone()], ..PartitionWrite::default() };
+    store.write(&p, range, &write).await.unwrap();
+    // After a take-over of the range, as a writer that lost track of its write does.
+    store.take_ownership(&p, range, OWNER).await.unwrap();
+    let found = store.read_row(&p, RowRef::Task(Priority::HIGHEST, FairLevel::new(4, 2))).await.unwrap();
+    assert_eq!(found, Some(encode_task(&written)));
+    assert_eq!(store.read_row(&p, RowRef::Record(lease.at)).await.unwrap(), Some(lease.value));
+    let absent = [
+        RowRef::Task(Priority::HIGHEST, FairLevel::new(4, 3)),
+        RowRef::Task(Priority::DEFAULT, FairLevel::new(4, 2)),
+        RowRef::Record(RecordKey { section: Section::Delayed, key: (0, 9) }),
+    ];
+    for row in absent {
+        assert_eq!(store.read_row(&p, row).await.unwrap(), None, "{row:?}");
+    }
 }

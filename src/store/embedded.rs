@@ -13,8 +13,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, StoreResult,
-    check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
+    StoreResult, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
@@ -163,6 +163,14 @@ fn priority_byte(priority: Priority) -> u8 {
     priority.get() as u8
 }
 
+/// The kind and `(pass, id)` key of a row.
+fn row_key(row: RowRef) -> (u8, (i64, i64)) {
+    match row {
+        RowRef::Task(priority, level) => (priority_byte(priority), (level.pass, level.id)),
+        RowRef::Record(at) => (at.section.code(), at.key),
+    }
+}
+
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn load_partition(&self, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
@@ -231,6 +239,19 @@ impl Store for EmbeddedStore {
                 }
             }
             txn.commit().map_err(uncertain)
+        })
+        .await
+    }
+
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+        let (kind, key) = row_key(row);
+        let partition = partition.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(TASKS).map_err(unavailable)?;
+            let row =
+                table.get((partition.queue.as_str(), partition.partition, kind, key.0, key.1)).map_err(unavailable)?;
+            Ok(row.map(|value| value.value().to_vec()))
         })
         .await
     }

@@ -12,6 +12,7 @@
 //! | [`Store::write`] | all tasks, record puts and deletes and the metadata, or nothing; conditional on the range id | see [`StoreError`] |
 //! | [`Store::append`] | [`Store::write`] of tasks (and metadata) alone | see [`StoreError`] |
 //! | [`Store::read`] | levels strictly above `after`, ascending, at most `limit` | retry |
+//! | [`Store::read_row`] | one task row or record, linearizable with the conditional writes before it | retry |
 //! | [`Store::read_records`] | keys of one section strictly above `after`, ascending, at most `limit` | retry |
 //! | [`Store::delete_records_through`] | every record of a section with a key at or below, in one range delete; idempotent | retry later |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
@@ -116,6 +117,13 @@ pub struct Record {
     pub value: Vec<u8>,
 }
 
+/// One row of a partition: a task of a subqueue, or a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowRef {
+    Task(Priority, FairLevel),
+    Record(RecordKey),
+}
+
 /// One all-or-nothing write to a partition.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PartitionWrite {
@@ -189,6 +197,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         let write = PartitionWrite { tasks: tasks.to_vec(), metadata: metadata.cloned(), ..PartitionWrite::default() };
         self.write(partition, range_id, &write).await
     }
+
+    /// The bytes of one row (as [`codec`] encodes tasks, or a record's value),
+    /// `None` if absent. Linearizable with every conditional write that
+    /// completed or was fenced before it: after an append of unknown outcome
+    /// and a [`Store::take_ownership`] by the same owner, it tells whether the
+    /// append landed (serial consistency on Cassandra).
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>>;
 
     /// Up to `limit` records of `section` with keys strictly above `after`,
     /// in ascending key order. Fewer than `limit` means there were no more.

@@ -33,8 +33,8 @@ use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, Section, Store, StoreError, StoreResult,
-    check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
+    StoreResult, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
@@ -342,6 +342,19 @@ impl Store for CassandraStore {
         }
         let result = self.session.batch(&batch, values).await.map_err(write_error)?;
         fenced(result)
+    }
+
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+        let (kind, (pass, id)) = match row {
+            RowRef::Task(priority, level) => (kind(priority), (level.pass, level.id)),
+            RowRef::Record(at) => (i32::from(at.section.code()), at.key),
+        };
+        let values = (partition.queue.as_str(), partition_number(partition), kind, pass, id);
+        let result =
+            self.session.execute_unpaged(&self.statements.read_row_serial, values).await.map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let row = rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(row.and_then(|(bytes,)| bytes))
     }
 
     async fn read_records(

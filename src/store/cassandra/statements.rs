@@ -16,6 +16,8 @@ pub(super) struct Statements {
     /// A task row, or a record row (kind = its section's code).
     pub insert_task: PreparedStatement,
     pub delete_record: PreparedStatement,
+    /// One row at serial consistency: linearizable with the fence.
+    pub read_row_serial: PreparedStatement,
     pub read_tasks: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
@@ -50,6 +52,12 @@ impl Statements {
         ))
         .await?;
         read_tasks.set_page_size(config.read_page_size);
+        let mut read_row_serial = prepare(format!(
+            "SELECT task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? AND pass = ? AND id = ?"
+        ))
+        .await?;
+        read_row_serial
+            .set_consistency(load_meta_serial.get_consistency().unwrap_or(scylla::statement::Consistency::Serial));
         Ok(Statements {
             load_meta,
             load_meta_serial,
@@ -68,6 +76,7 @@ impl Statements {
                 "INSERT INTO {keyspace}.tasks (queue, partition, kind, pass, id, task) VALUES (?, ?, ?, ?, ?, ?)"
             ))
             .await?,
+            read_row_serial,
             delete_record: prepare(format!(
                 "DELETE FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? AND pass = ? AND id = ?"
             ))

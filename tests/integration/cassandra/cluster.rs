@@ -21,10 +21,13 @@ use crate::support::{Client, ServerProcess, spec, wait};
 const QUEUE: &str = "spread";
 const PARTITIONS: u32 = 8;
 /// Fast membership for tests: a node is dead 3 s after its last heartbeat.
+/// Short leases: a task whose poll died with a node comes back 3 s later.
 const CLUSTER_ENV: &[(&str, &str)] = &[
     ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
     ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
     ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
+    ("FAIRWAY_TASKS__LEASE_TIMEOUT", "3s"),
+    ("FAIRWAY_TASKS__BACKOFF_INITIAL", "100ms"),
 ];
 
 async fn client(addr: SocketAddr) -> Client {
@@ -170,7 +173,10 @@ impl Load {
                     n += 1;
                     let target = pick(&targets, n + w);
                     match poll_with(&mut clients, target, Duration::from_millis(500)).await {
-                        Ok(Some(task)) => record(&seen, task),
+                        Ok(Some(task)) => {
+                            let targets = targets.lock().unwrap().clone();
+                            take(&mut clients, &targets, n, &seen, task).await
+                        }
                         Ok(None) => {}
                         Err(()) => {
                             clients.forget(target);
@@ -203,7 +209,10 @@ impl Load {
         *self.targets.lock().unwrap() = targets;
     }
 
-    /// Stops the load, then takes every task left from every node.
+    /// Stops the load, then takes every task left from every node: until
+    /// every acknowledged task was seen, or nothing came for 15 rounds (more
+    /// than a lease timeout: a task leased to a poll that died with its node
+    /// comes back when its lease runs out).
     async fn finish(self) -> Seen {
         self.running.store(false, Ordering::Relaxed);
         for task in self.tasks {
@@ -212,11 +221,18 @@ impl Load {
         let targets = self.targets.lock().unwrap().clone();
         let mut clients = Clients::default();
         let mut quiet_rounds = 0;
-        while quiet_rounds < 3 {
+        while quiet_rounds < 15 {
+            let all_seen = {
+                let seen = self.seen.lock().unwrap();
+                seen.acknowledged.iter().all(|p| seen.dispatched.contains_key(p))
+            };
+            if all_seen {
+                break;
+            }
             let mut got = false;
             for &target in &targets {
                 while let Ok(Some(task)) = poll_with(&mut clients, target, Duration::from_millis(300)).await {
-                    record(&self.seen, task);
+                    take(&mut clients, &targets, 0, &self.seen, task).await;
                     got = true;
                 }
             }
@@ -255,6 +271,28 @@ async fn poll_with(clients: &mut Clients, target: SocketAddr, max_wait: Duration
     let request =
         pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "cluster-test".into(), max_wait: wait(max_wait) };
     client.poll_task(request).await.map(|r| r.into_inner().task).map_err(|_| ())
+}
+
+/// Records a task and completes it, as a worker does: an unavailable node
+/// or a partition changing owner is retried (after a short backoff) on the
+/// next node. A completion that never lands leaves the task to come back
+/// when its lease runs out, as a duplicate.
+async fn take(clients: &mut Clients, targets: &[SocketAddr], turn: usize, seen: &Mutex<Seen>, task: pb::Task) {
+    let token = task.lease_token.clone();
+    record(seen, task);
+    for attempt in 0..50 {
+        let target = targets[(turn + attempt) % targets.len()];
+        let Some(mut client) = clients.get(target).await else { continue };
+        let done = pb::CompleteTaskRequest { lease_token: token.clone(), result: vec![] };
+        match client.complete_task(done).await {
+            Ok(_) => return,
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => return,
+            Err(_) => {
+                clients.forget(target);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 fn record(seen: &Mutex<Seen>, task: pb::Task) {
