@@ -90,8 +90,6 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 4] = [Section::Leases, Section::Delayed, Section::DeadLetters, Section::Dedup];
-
     /// The section's code in a store (after the priorities 1 to 5, and 0 for metadata).
     pub fn code(self) -> u8 {
         match self {
