@@ -40,6 +40,9 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        exit_quietly_on_closed_pipe();
+    }
     init_logging(matches!(cli.command, Command::Serve(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -77,4 +80,16 @@ fn init_logging(server: bool) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+/// A client command whose output is cut short (`fairway queue describe | head`)
+/// ends at once, as other command-line tools do, instead of panicking on the
+/// failed write. Rust ignores SIGPIPE by default; this restores the default
+/// action. Not for `serve`, which writes to sockets that peers may close.
+fn exit_quietly_on_closed_pipe() {
+    // SAFETY: called once at startup, before any other thread exists; setting
+    // the disposition of SIGPIPE to its default has no other effect.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
