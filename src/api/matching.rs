@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
@@ -6,7 +7,7 @@ use tonic::{Request, Response, Status};
 use super::routing::{Origin, Router, Target, forwarded};
 use super::{convert, status};
 use crate::matcher::{LeaseToken, Queues};
-use crate::model::{Limits, PartitionId, ValidationError, validate};
+use crate::model::{Limits, PartitionId, QueueName, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
 use crate::queue::{Finished, Outcome};
@@ -32,6 +33,26 @@ impl MatchingService {
 
     fn queues(&self) -> &Arc<Queues> {
         self.router.queues()
+    }
+
+    /// The queue and the wait of a poll, validated.
+    fn poll_target(
+        &self,
+        queue: &str,
+        worker_id: &str,
+        max_wait: Option<prost_types::Duration>,
+    ) -> Result<(QueueName, Duration), Status> {
+        let queue = validate::queue_name("queue", queue).map_err(status::invalid)?;
+        if worker_id.len() > MAX_WORKER_ID_BYTES {
+            return Err(status::invalid(ValidationError::new(
+                "worker_id",
+                format!("is {} bytes long; the limit is {MAX_WORKER_ID_BYTES} bytes", worker_id.len()),
+            )));
+        }
+        let wait = convert::duration("max_wait", max_wait).map_err(status::invalid)?;
+        let default_wait = self.queues().settings().matcher.default_poll_wait;
+        let wait = validate::poll_wait("max_wait", wait, default_wait, &self.limits).map_err(status::invalid)?;
+        Ok((queue, wait))
     }
 }
 
@@ -98,18 +119,21 @@ impl Matching for MatchingService {
     async fn poll_task(&self, request: Request<pb::PollTaskRequest>) -> Result<Response<pb::PollTaskResponse>, Status> {
         let origin = Origin::of(&request)?;
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
-        if request.worker_id.len() > MAX_WORKER_ID_BYTES {
-            return Err(status::invalid(ValidationError::new(
-                "worker_id",
-                format!("is {} bytes long; the limit is {MAX_WORKER_ID_BYTES} bytes", request.worker_id.len()),
-            )));
-        }
-        let wait = convert::duration("max_wait", request.max_wait).map_err(status::invalid)?;
-        let default_wait = self.queues().settings().matcher.default_poll_wait;
-        let wait = validate::poll_wait("max_wait", wait, default_wait, &self.limits).map_err(status::invalid)?;
+        let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTaskResponse { task }))
+    }
+
+    async fn poll_tasks(
+        &self,
+        request: Request<pb::PollTasksRequest>,
+    ) -> Result<Response<pb::PollTasksResponse>, Status> {
+        let origin = Origin::of(&request)?;
+        let request = request.into_inner();
+        let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
+        let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
+        let tasks = self.router.poll_many(&queue, wait, max, &request.worker_id, origin).await?;
+        Ok(Response::new(pb::PollTasksResponse { tasks }))
     }
 
     async fn complete_task(

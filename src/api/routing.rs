@@ -130,6 +130,29 @@ impl Router {
         self.forward_poll(owner, queue, wait, worker_id).await
     }
 
+    /// Up to `max` tasks: those ready here now, or else the first that
+    /// [`Router::poll`] finds (here or at another owner) followed by those
+    /// ready here by then.
+    pub async fn poll_many(
+        &self,
+        queue: &QueueName,
+        wait: Duration,
+        max: usize,
+        worker_id: &str,
+        origin: Origin,
+    ) -> Result<Vec<pb::Task>, Status> {
+        let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        let ready = matcher.take_ready(max).await;
+        if !ready.is_empty() {
+            return Ok(ready.into_iter().map(convert::task).collect());
+        }
+        let Some(first) = self.poll(queue, wait, worker_id, origin).await? else {
+            return Ok(Vec::new());
+        };
+        let more = matcher.take_ready(max - 1).await;
+        Ok(std::iter::once(first).chain(more.into_iter().map(convert::task)).collect())
+    }
+
     /// The other live nodes that own partitions of the queue.
     fn other_owners(&self, matcher: &QueueMatcher) -> Vec<String> {
         let view = self.queues.view();

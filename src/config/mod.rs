@@ -132,6 +132,9 @@ impl Config {
         if limits.max_poll_wait.is_zero() || limits.max_poll_wait > std::time::Duration::from_secs(3600) {
             return Err(ConfigError::new("limits.max_poll_wait", "must be in (0s, 1h]"));
         }
+        if !(1..=10_000).contains(&limits.max_poll_tasks) {
+            return Err(ConfigError::new("limits.max_poll_tasks", "must be 1 to 10000"));
+        }
         let p = &self.partition;
         if !(2..=1_000_000).contains(&p.buffer_tasks) {
             return Err(ConfigError::new("partition.buffer_tasks", "must be in [2, 1000000]"));

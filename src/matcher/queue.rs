@@ -366,14 +366,25 @@ impl QueueMatcher {
 
     /// A task if one is ready now (waiting only for its lease to be written).
     pub async fn try_take(&self) -> Option<DispatchedTask> {
+        self.take_ready(1).await.pop()
+    }
+
+    /// Up to `max` tasks ready now, each waited for until its lease is
+    /// durable; taken together, so that their leases ride one write.
+    pub async fn take_ready(&self, max: usize) -> Vec<DispatchedTask> {
         if self.closing.load(Ordering::Acquire) {
-            return None;
+            return Vec::new();
         }
-        let (deliver, delivery) = oneshot::channel();
-        if !self.dispatch_one(&mut Some(deliver)) {
-            return None;
+        let mut deliveries = Vec::new();
+        while deliveries.len() < max {
+            let (deliver, delivery) = oneshot::channel();
+            if !self.dispatch_one(&mut Some(deliver)) {
+                break;
+            }
+            deliveries.push(delivery);
         }
-        delivery.await.ok().map(|d| self.dispatched(d))
+        let delivered = futures::future::join_all(deliveries).await;
+        delivered.into_iter().filter_map(Result::ok).map(|d| self.dispatched(d)).collect()
     }
 
     /// Waits up to `wait` for a task. `None` when the wait ends empty or the

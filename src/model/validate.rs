@@ -27,6 +27,8 @@ pub struct Limits {
     /// The longest a PollTask may wait.
     #[serde(with = "crate::config::duration_serde")]
     pub max_poll_wait: Duration,
+    /// The most tasks one PollTasks call may take.
+    pub max_poll_tasks: u32,
     /// The longest delay of a task or a `retry_after`.
     #[serde(with = "crate::config::duration_serde")]
     pub max_delay: Duration,
@@ -38,6 +40,7 @@ impl Default for Limits {
             max_payload_bytes: 1024 * 1024,
             max_batch_tasks: 1000,
             max_poll_wait: Duration::from_secs(300),
+            max_poll_tasks: 256,
             max_delay: Duration::from_secs(30 * 24 * 3600),
         }
     }

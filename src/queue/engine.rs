@@ -8,7 +8,7 @@ use super::dedup::{DedupEntry, DedupIndex, bucket_of};
 use super::delayed::{DelayKey, Delayed};
 use super::key_rates::KeyRates;
 use super::leases::{LeaseError, Leases};
-use super::policy::{AfterFailure, TaskPolicy};
+use super::policy::{AfterFailure, DispatchOrder, TaskPolicy};
 use super::subqueue::{KeyBacklog, Subqueue};
 use crate::clock::{UnixMillis, millis};
 use crate::fairness::{CounterConfig, Weights, stride};
@@ -461,9 +461,7 @@ impl PartitionEngine {
         if spec.delay.is_zero() {
             let index = spec.priority.index();
             self.pin(plan, index);
-            let subqueue = &mut self.subqueues[index];
-            let weight = self.config.weights.resolve(&spec.fairness_key, spec.fairness_weight);
-            task.level.pass = subqueue.counters.next_pass(&spec.fairness_key, subqueue.ack.pass, stride(weight));
+            task.level.pass = self.next_pass(index, &spec.fairness_key, spec.fairness_weight);
             plan.write.tasks.push(task);
         } else {
             self.plan_delayed(plan, (now + millis(spec.delay), id), task);
@@ -565,11 +563,23 @@ impl PartitionEngine {
     fn relevel(&mut self, plan: &mut AppendPlan, mut task: StoredTask) -> StoredTask {
         let index = task.priority.index();
         self.pin(plan, index);
-        let subqueue = &mut self.subqueues[index];
-        let weight = self.config.weights.resolve(&task.fairness_key, task.fairness_weight);
-        let pass = subqueue.counters.next_pass(&task.fairness_key, subqueue.ack.pass, stride(weight));
+        let pass = self.next_pass(index, &task.fairness_key, task.fairness_weight);
         task.level = FairLevel::new(pass, self.ids.take().expect("checked the block has room"));
         task
+    }
+
+    /// The pass of a new task of `key` in subqueue `index`. With FIFO
+    /// ordering every task counts against one shared key of weight 1, so
+    /// passes follow the order of arrival.
+    fn next_pass(&mut self, index: usize, key: &str, weight_hint: Option<f64>) -> i64 {
+        let subqueue = &mut self.subqueues[index];
+        match self.config.tasks.ordering {
+            DispatchOrder::Fair => {
+                let weight = self.config.weights.resolve(key, weight_hint);
+                subqueue.counters.next_pass(key, subqueue.ack.pass, stride(weight))
+            }
+            DispatchOrder::Fifo => subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0)),
+        }
     }
 
     fn pin(&mut self, plan: &mut AppendPlan, index: usize) {

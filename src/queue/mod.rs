@@ -39,7 +39,7 @@ pub use engine::{
 };
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;
-pub use policy::TaskPolicy;
+pub use policy::{DispatchOrder, TaskPolicy};
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]

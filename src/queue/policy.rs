@@ -33,6 +33,22 @@ pub struct TaskPolicy {
     pub key_rate_per_second: f64,
     /// ...with bursts of up to this many.
     pub key_burst: u32,
+    /// How tasks of different fairness keys are ordered within a priority
+    /// level: `"fair"` (weighted fair, the default) or `"fifo"` (order of
+    /// arrival, as a plain queue would; for comparison and for queues whose
+    /// keys need no fairness).
+    pub ordering: DispatchOrder,
+}
+
+/// The order of dispatch within a priority level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DispatchOrder {
+    /// Weighted fair between fairness keys, FIFO within a key.
+    #[default]
+    Fair,
+    /// Order of arrival, whatever the key.
+    Fifo,
 }
 
 impl Default for TaskPolicy {
@@ -46,6 +62,7 @@ impl Default for TaskPolicy {
             key_concurrency: 0,
             key_rate_per_second: 0.0,
             key_burst: 1,
+            ordering: DispatchOrder::Fair,
         }
     }
 }

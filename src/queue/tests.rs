@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proptest::prelude::*;
 
-use super::{AppendPlan, EngineConfig, PartitionEngine, ReadRequest};
+use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, ReadRequest};
 use crate::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 use crate::store::PartitionMeta;
@@ -533,6 +533,25 @@ fn fifo_within_a_key() {
         std::iter::from_fn(|| backlog.dispatch()).filter(|t| t.fairness_key == "a").map(|t| t.level.id).collect();
     assert_eq!(ids.len(), 50);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// With FIFO ordering a heavy key's backlog goes first, in order of
+/// arrival, where fair ordering lets a later light key in at once.
+#[test]
+fn fifo_ordering_dispatches_in_order_of_arrival() {
+    let arrivals: Vec<TaskSpec> =
+        (0..20).map(|_| spec("heavy", Priority::DEFAULT)).chain([spec("light", Priority::DEFAULT)]).collect();
+    let dispatch_order = |ordering| {
+        let tasks = crate::queue::TaskPolicy { ordering, ..Default::default() };
+        let mut backlog = Backlog::new(EngineConfig { tasks, ..EngineConfig::default() });
+        backlog.add(&arrivals);
+        std::iter::from_fn(|| backlog.dispatch()).collect::<Vec<StoredTask>>()
+    };
+    let position_of_light = |order: &[StoredTask]| order.iter().position(|t| t.fairness_key == "light").unwrap();
+    let fifo = dispatch_order(DispatchOrder::Fifo);
+    assert!(fifo.windows(2).all(|w| w[0].level.id < w[1].level.id));
+    assert_eq!(position_of_light(&fifo), 20);
+    assert!(position_of_light(&dispatch_order(DispatchOrder::Fair)) <= 1);
 }
 
 /// A new owner starts from the saved ack level and the heaviest keys' passes.

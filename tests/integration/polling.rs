@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use fairway::config::Config;
 
-use crate::support::{TestServer, add, add_all, describe, poll, spec};
+use fairway::proto::v1 as pb;
+
+use crate::support::{TestServer, add, add_all, describe, poll, spec, wait};
 
 #[tokio::test]
 async fn a_poll_that_finds_nothing_ends_empty_not_in_error() {
@@ -79,5 +81,48 @@ async fn a_queue_of_several_partitions_serves_all_of_them() {
         assert!(seen.insert((task.partition, task.task_id)), "dispatched twice");
     }
     assert_eq!(seen.len(), ids.len());
+    server.stop().await;
+}
+
+/// PollTasks takes what is ready, up to its maximum, each task with its own
+/// lease; a parked PollTasks wakes for the first task added.
+#[tokio::test]
+async fn poll_tasks_takes_up_to_its_maximum_each_with_a_lease() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let ids = add_all(&mut client, "batch", (0..10).map(|i| spec(&format!("k{i}"), 0.0, 0, b"x")).collect()).await;
+    let poll_batch = |max_tasks| {
+        let mut client = server.client.clone();
+        async move {
+            let request = pb::PollTasksRequest {
+                queue: "batch".into(),
+                worker_id: "w".into(),
+                max_wait: wait(Duration::from_secs(30)),
+                max_tasks,
+            };
+            client.poll_tasks(request).await.unwrap().into_inner().tasks
+        }
+    };
+    let first = poll_batch(4).await;
+    let rest = poll_batch(100).await;
+    assert_eq!((first.len(), rest.len()), (4, 6));
+    let mut taken: Vec<i64> = first.iter().chain(&rest).map(|t| t.task_id).collect();
+    taken.sort();
+    assert_eq!(taken, ids);
+    let tokens: std::collections::HashSet<&str> = first.iter().chain(&rest).map(|t| t.lease_token.as_str()).collect();
+    assert_eq!(tokens.len(), 10, "one lease per task");
+    for task in first.iter().chain(&rest) {
+        client
+            .complete_task(pb::CompleteTaskRequest { lease_token: task.lease_token.clone(), result: vec![] })
+            .await
+            .unwrap();
+    }
+    let parked = tokio::spawn(poll_batch(8));
+    while describe(&mut client, "batch").await.waiting_pollers == 0 {
+        tokio::task::yield_now().await;
+    }
+    let added = add(&mut client, "batch", spec("late", 0.0, 0, b"y")).await.unwrap();
+    let woken = parked.await.unwrap();
+    assert_eq!(woken.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![added.task_id]);
     server.stop().await;
 }
