@@ -1,0 +1,199 @@
+//! `fairway bench`: load generators that drive `fairway serve` processes over
+//! real gRPC and report what the design targets (DESIGN §10) ask for, with a
+//! plain FIFO queue measured beside Fairway's fair order in the same run.
+//!
+//! Every scenario starts its own server process per run (a fresh embedded
+//! store, or fresh queues on the Cassandra keyspace given), repeats `--runs`
+//! times and reports the median; results go to `--out` as `report.json`,
+//! `report.md` and PNG plots.
+
+mod drain;
+mod fairness;
+mod latency;
+mod load;
+mod plot;
+mod report;
+mod server;
+mod stats;
+mod throughput;
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use fairway::config::{Config, StoreUrl};
+use fairway::store::cassandra::apply_schema;
+
+use plot::Chart;
+use report::{BenchReport, Measure, ScenarioReport};
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Add → poll → complete per second through one queue, beside the raw
+    /// write rate of the store.
+    Throughput(throughput::ThroughputArgs),
+    /// Dispatch latency by sync match: add → receipt with pollers waiting.
+    Latency(latency::LatencyArgs),
+    /// A large backlog filled first, then drained: the drain rate and the
+    /// server's peak memory.
+    Drain(drain::DrainArgs),
+    /// Weights, Zipf keys over partitions, a noisy neighbour and priorities,
+    /// each with fair and with FIFO order.
+    Fairness(fairness::FairnessArgs),
+    /// Every scenario with its defaults (drain with `--drain-tasks`).
+    Suite(SuiteArgs),
+}
+
+/// What every scenario takes.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// `cassandra://HOST:PORT/KEYSPACE` (the schema is applied if missing);
+    /// by default a fresh embedded store per run, in a temporary directory.
+    #[arg(long)]
+    store: Option<String>,
+    /// Runs of each scenario; the report gives each measure's median.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    runs: u32,
+    /// Where report.json, report.md and the plots go.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Backlog of the drain scenario.
+    #[arg(long, default_value_t = 1_000_000)]
+    drain_tasks: u64,
+}
+
+pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+    let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+    let (common, scenarios) = match command {
+        BenchCommand::Throughput(args) => {
+            let common = args.common.clone();
+            let store = BenchStore::prepare(&common).await?;
+            (common, vec![throughput::run(&args, &store).await?])
+        }
+        BenchCommand::Latency(args) => {
+            let store = BenchStore::prepare(&args.common).await?;
+            (args.common.clone(), vec![latency::run(&args, &store).await?])
+        }
+        BenchCommand::Drain(args) => {
+            let store = BenchStore::prepare(&args.common).await?;
+            (args.common.clone(), vec![drain::run(&args, &store).await?])
+        }
+        BenchCommand::Fairness(args) => {
+            let store = BenchStore::prepare(&args.common).await?;
+            (args.common.clone(), fairness::run(&args, &store).await?)
+        }
+        BenchCommand::Suite(args) => {
+            let common = args.common;
+            let store = BenchStore::prepare(&common).await?;
+            let mut scenarios = vec![
+                throughput::run(&throughput::ThroughputArgs::defaults(&common), &store).await?,
+                latency::run(&latency::LatencyArgs::defaults(&common), &store).await?,
+            ];
+            scenarios.extend(fairness::run(&fairness::FairnessArgs::defaults(&common), &store).await?);
+            scenarios.push(drain::run(&drain::DrainArgs::defaults(&common, args.drain_tasks), &store).await?);
+            (common, scenarios)
+        }
+    };
+    let store = common.store.clone().unwrap_or_else(|| "embedded (a fresh temporary directory per run)".into());
+    let report = BenchReport { command: format!("fairway {line}"), store, machine: machine(), scenarios };
+    report.publish(&common.out)
+}
+
+/// What one run of a scenario measured, and the charts it can draw.
+pub struct RunOutput {
+    pub measures: Vec<Measure>,
+    pub charts: Vec<Chart>,
+}
+
+/// Runs `once` `common.runs` times; draws the first run's charts.
+async fn repeat<F, Fut>(name: &str, settings: String, common: &Common, mut once: F) -> anyhow::Result<ScenarioReport>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = anyhow::Result<RunOutput>>,
+{
+    let mut runs = Vec::new();
+    let mut plots = Vec::new();
+    for run in 0..common.runs {
+        eprintln!("── {name}: run {} of {}", run + 1, common.runs);
+        let output = once(run).await.with_context(|| format!("{name}, run {}", run + 1))?;
+        if run == 0 {
+            for chart in &output.charts {
+                match plot::draw(chart, &common.out) {
+                    Ok(path) => plots.push(path),
+                    Err(error) => eprintln!("warning: {error:#}"),
+                }
+            }
+        }
+        runs.push(output.measures);
+    }
+    Ok(ScenarioReport::new(name, settings, runs, plots))
+}
+
+/// The store the runs use.
+pub struct BenchStore {
+    cassandra: Option<String>,
+}
+
+impl BenchStore {
+    async fn prepare(common: &Common) -> anyhow::Result<BenchStore> {
+        let Some(url) = &common.store else {
+            return Ok(BenchStore { cassandra: None });
+        };
+        let parsed: StoreUrl = url.parse().map_err(|e: String| anyhow::anyhow!("--store: {e}"))?;
+        let StoreUrl::Cassandra { contact_point, keyspace } = &parsed else {
+            anyhow::bail!("--store: give a cassandra:// URL, or nothing for a fresh embedded store per run");
+        };
+        let config = Config::default();
+        let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
+        apply_schema(&session, keyspace, &config.cassandra.replication).await?;
+        Ok(BenchStore { cassandra: Some(url.clone()) })
+    }
+
+    /// A store URL for one server: the Cassandra keyspace, or a new
+    /// directory (kept while the guard lives).
+    fn for_run(&self) -> anyhow::Result<(String, Option<tempfile::TempDir>)> {
+        match &self.cassandra {
+            Some(url) => Ok((url.clone(), None)),
+            None => {
+                let dir = tempfile::tempdir().context("a temporary directory for the store")?;
+                Ok((format!("embedded:{}", dir.path().display()), Some(dir)))
+            }
+        }
+    }
+
+    fn url(&self) -> Option<StoreUrl> {
+        self.cassandra.as_ref().and_then(|url| url.parse().ok())
+    }
+}
+
+/// A server config: sync match on or off, and the queues that order by arrival.
+fn server_config(sync_match: bool, fifo_queues: &[&str]) -> String {
+    let mut config = format!("[matcher]\nsync_match = {sync_match}\n");
+    for queue in fifo_queues {
+        config.push_str(&format!("\n[queues.\"{queue}\"]\nordering = \"fifo\"\n"));
+    }
+    config
+}
+
+/// A name unique to this run, for queues on a shared keyspace.
+fn run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned()))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or("?".to_owned(), |kb| format!("{} GiB", kb.div_ceil(1024 * 1024)));
+    format!("{} {}, {cores} cores, {memory}", std::env::consts::OS, std::env::consts::ARCH)
+}

@@ -1,0 +1,159 @@
+//! PNG line charts of benchmark series (shares over time, latency CDFs),
+//! drawn with `plotters`. Text needs a TrueType font: the first of a few
+//! common paths, or the file named by `FAIRWAY_PLOT_FONT`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{Context, anyhow, bail};
+use plotters::prelude::*;
+
+/// One line of a chart.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn thin and light, for targets and baselines.
+    pub reference: bool,
+    /// The colour's index; by default the series' position.
+    pub colour: Option<usize>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, reference: false, colour: None }
+    }
+
+    pub fn coloured(mut self, index: usize) -> Series {
+        self.colour = Some(index);
+        self
+    }
+
+    pub fn reference(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { reference: true, ..Series::new(name, points) }
+    }
+}
+
+/// A chart: one or more panels side by side, sharing the y range.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    pub file: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub panels: Vec<(String, Vec<Series>)>,
+    /// Log scale on x (latencies).
+    pub log_x: bool,
+}
+
+const FONT_PATHS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+fn register_font() -> anyhow::Result<()> {
+    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            let chosen = std::env::var("FAIRWAY_PLOT_FONT").ok();
+            let candidates = chosen.iter().map(String::as_str).chain(FONT_PATHS);
+            for path in candidates {
+                if let Ok(bytes) = std::fs::read(path) {
+                    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                    return plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                        .map_err(|_| format!("{path} is not a TrueType font"));
+                }
+            }
+            Err(format!(
+                "no TrueType font for the plots (looked for {}); set FAIRWAY_PLOT_FONT to a .ttf file \
+                 or install fonts-dejavu-core",
+                FONT_PATHS.join(", ")
+            ))
+        })
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// Draws `chart` into `dir` and returns the file's path.
+pub fn draw(chart: &Chart, dir: &Path) -> anyhow::Result<PathBuf> {
+    register_font()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(&chart.file);
+    draw_into(chart, &path)?;
+    Ok(path)
+}
+
+fn draw_into(chart: &Chart, path: &Path) -> anyhow::Result<()> {
+    let width = (640 * chart.panels.len() as u32).max(900);
+    let root = BitMapBackend::new(path, (width, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let root = root.titled(&chart.title, ("sans-serif", 22)).map_err(plot_error)?;
+    let all = chart.panels.iter().flat_map(|(_, s)| s).flat_map(|s| &s.points);
+    let (mut x_max, mut y_max, mut x_min) = (f64::MIN, f64::MIN, f64::MAX);
+    for &(x, y) in all {
+        x_max = x_max.max(x);
+        x_min = x_min.min(x);
+        y_max = y_max.max(y);
+    }
+    if x_max == f64::MIN {
+        bail!("{}: no points to plot", chart.file);
+    }
+    let y_max = y_max * 1.08;
+    let areas = root.split_evenly((1, chart.panels.len()));
+    for ((panel_title, series), area) in chart.panels.iter().zip(areas) {
+        let mut builder = ChartBuilder::on(&area);
+        builder.caption(panel_title, ("sans-serif", 17)).margin(12).x_label_area_size(38).y_label_area_size(56);
+        if chart.log_x {
+            let mut ctx = builder
+                .build_cartesian_2d((x_min.max(1e-3)..x_max * 1.1).log_scale(), 0.0..y_max)
+                .map_err(plot_error)?;
+            ctx.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw().map_err(plot_error)?;
+            draw_series(&mut ctx, series)?;
+        } else {
+            let mut ctx = builder.build_cartesian_2d(x_min.min(0.0)..x_max, 0.0..y_max).map_err(plot_error)?;
+            ctx.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw().map_err(plot_error)?;
+            draw_series(&mut ctx, series)?;
+        }
+    }
+    root.present().map_err(plot_error)
+}
+
+fn draw_series<'a, X, Y>(
+    ctx: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    series: &[Series],
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, line) in series.iter().enumerate() {
+        let colour = COLOURS[line.colour.unwrap_or(i) % COLOURS.len()];
+        let style = if line.reference { colour.mix(0.45).stroke_width(1) } else { colour.stroke_width(2) };
+        ctx.draw_series(LineSeries::new(line.points.iter().copied(), style))
+            .map_err(plot_error)?
+            .label(&line.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
+    }
+    ctx.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(plot_error)?;
+    Ok(())
+}
+
+fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
+    anyhow!("drawing a plot: {error:?}")
+}

@@ -1,0 +1,244 @@
+//! What a benchmark run reports: measures (Fairway's figure, with FIFO's
+//! beside it where the scenario runs both), the median over repeated runs,
+//! and the same as JSON and as a markdown table. Also the progress line.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::stats::median;
+
+/// A design target a measure is held to.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Bound {
+    fn holds(self, value: f64) -> bool {
+        match self {
+            Bound::AtLeast(limit) => value >= limit,
+            Bound::AtMost(limit) => value <= limit,
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Bound::AtLeast(limit) => format!("≥ {}", number(limit)),
+            Bound::AtMost(limit) => format!("≤ {}", number(limit)),
+        }
+    }
+}
+
+/// One figure of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Measure {
+    pub name: String,
+    pub unit: &'static str,
+    /// With fair ordering (or the only figure, for scenarios without FIFO).
+    pub fairway: f64,
+    /// The same with FIFO ordering, in the same run.
+    pub fifo: Option<f64>,
+    pub target: Option<Bound>,
+}
+
+impl Measure {
+    pub fn new(name: impl Into<String>, unit: &'static str, fairway: f64) -> Measure {
+        Measure { name: name.into(), unit, fairway, fifo: None, target: None }
+    }
+
+    pub fn beside_fifo(name: impl Into<String>, unit: &'static str, fairway: f64, fifo: f64) -> Measure {
+        Measure { fifo: Some(fifo), ..Measure::new(name, unit, fairway) }
+    }
+
+    pub fn target(mut self, bound: Bound) -> Measure {
+        self.target = Some(bound);
+        self
+    }
+}
+
+/// A scenario repeated `runs` times.
+#[derive(Debug, Serialize)]
+pub struct ScenarioReport {
+    pub scenario: String,
+    pub settings: String,
+    /// Per measure, the median over the runs.
+    pub median: Vec<Measure>,
+    pub runs: Vec<Vec<Measure>>,
+    /// PNG files drawn from the first run.
+    pub plots: Vec<PathBuf>,
+}
+
+impl ScenarioReport {
+    pub fn new(scenario: &str, settings: String, runs: Vec<Vec<Measure>>, plots: Vec<PathBuf>) -> ScenarioReport {
+        let median = runs[0]
+            .iter()
+            .enumerate()
+            .map(|(i, first)| {
+                let of = |pick: &dyn Fn(&Measure) -> Option<f64>| {
+                    let values: Vec<f64> = runs.iter().filter_map(|run| run.get(i).and_then(pick)).collect();
+                    (!values.is_empty()).then(|| median(&values))
+                };
+                Measure { fairway: of(&|m| Some(m.fairway)).unwrap_or(0.0), fifo: of(&|m| m.fifo), ..first.clone() }
+            })
+            .collect();
+        ScenarioReport { scenario: scenario.to_owned(), settings, median, runs, plots }
+    }
+
+    /// The scenario as markdown: a table of medians with every run's figure.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let runs = self.runs.len();
+        let _ = writeln!(out, "### {}\n\n{}\n", self.scenario, self.settings);
+        let _ =
+            writeln!(out, "| measure | Fairway (median of {runs}) | FIFO (median) | runs: Fairway / FIFO | target |");
+        let _ = writeln!(out, "|---|---:|---:|---|---|");
+        for (i, m) in self.median.iter().enumerate() {
+            let per_run = self
+                .runs
+                .iter()
+                .filter_map(|run| run.get(i))
+                .map(|r| match r.fifo {
+                    Some(fifo) => format!("{} / {}", number(r.fairway), number(fifo)),
+                    None => number(r.fairway),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let target = m.target.map_or(String::new(), |bound| {
+                format!("{}: **{}**", bound.describe(), if bound.holds(m.fairway) { "met" } else { "not met" })
+            });
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {} | {} | {per_run} | {target} |",
+                m.name,
+                m.unit,
+                number(m.fairway),
+                m.fifo.map_or("–".to_owned(), number)
+            );
+        }
+        for plot in &self.plots {
+            let name = plot.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let _ = writeln!(out, "\n![{name}]({name})");
+        }
+        out
+    }
+}
+
+/// Everything one `fairway bench` command measured.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub command: String,
+    pub store: String,
+    pub machine: String,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+impl BenchReport {
+    pub fn markdown(&self) -> String {
+        let mut out = format!("## `{}`\n\nstore: {} · machine: {}\n\n", self.command, self.store, self.machine);
+        for scenario in &self.scenarios {
+            out.push_str(&scenario.markdown());
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Prints the markdown and writes `report.json` and `report.md` into `dir`.
+    pub fn publish(&self, dir: &Path) -> anyhow::Result<()> {
+        let markdown = self.markdown();
+        println!("\n{markdown}");
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let json = dir.join("report.json");
+        std::fs::write(&json, serde_json::to_string_pretty(self)?).with_context(|| format!("{}", json.display()))?;
+        std::fs::write(dir.join("report.md"), markdown).with_context(|| format!("{}", dir.display()))?;
+        eprintln!("wrote {} and report.md (and the plots) in {}", json.display(), dir.display());
+        Ok(())
+    }
+}
+
+/// A number as a table shows it: integers with thousands separators, small
+/// values with three significant decimals.
+pub fn number(value: f64) -> String {
+    if value.abs() >= 100.0 {
+        let rounded = value.round() as i64;
+        let digits = rounded.unsigned_abs().to_string();
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        if rounded < 0 { format!("-{grouped}") } else { grouped }
+    } else if value == value.trunc() {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+/// A progress line on stderr, redrawn at most every 200 ms.
+pub struct Progress {
+    what: String,
+    total: u64,
+    started: Instant,
+    drawn: Option<Instant>,
+}
+
+impl Progress {
+    pub fn new(what: impl Into<String>, total: u64) -> Progress {
+        Progress { what: what.into(), total, started: Instant::now(), drawn: None }
+    }
+
+    /// `done` of the total, with a rate; `note` is appended. On a terminal
+    /// the line is redrawn in place; in a log, a line every 10 s.
+    pub fn update(&mut self, done: u64, note: &str) {
+        let now = Instant::now();
+        let terminal = std::io::stderr().is_terminal();
+        let every = if terminal { Duration::from_millis(200) } else { Duration::from_secs(10) };
+        if self.drawn.is_some_and(|at| now - at < every) && done < self.total {
+            return;
+        }
+        self.drawn = Some(now);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let rate = done as f64 / elapsed.max(1e-9);
+        let line =
+            format!("{}: {}/{} ({rate:.0}/s, {elapsed:.0} s) {note}", self.what, done.min(self.total), self.total);
+        if !terminal {
+            eprintln!("{line}");
+        } else if done >= self.total {
+            eprintln!("\r\x1b[2K{line}");
+        } else {
+            eprint!("\r\x1b[2K{line}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_or_given_three_decimals() {
+        assert_eq!(number(1_234_567.4), "1,234,567");
+        assert_eq!(number(-1234.0), "-1,234");
+        assert_eq!(number(0.98765), "0.988");
+        assert_eq!(number(12.0), "12");
+    }
+
+    #[test]
+    fn the_median_is_taken_per_measure_and_per_ordering() {
+        let run = |fair, fifo| vec![Measure::beside_fifo("jain", "index", fair, fifo).target(Bound::AtLeast(0.99))];
+        let report =
+            ScenarioReport::new("s", String::new(), vec![run(0.99, 0.5), run(0.995, 0.7), run(0.98, 0.6)], vec![]);
+        assert_eq!(report.median[0].fairway, 0.99);
+        assert_eq!(report.median[0].fifo, Some(0.6));
+        assert!(report.markdown().contains("| jain (index) | 0.990 | 0.600 |"));
+        assert!(report.markdown().contains("≥ 0.990: **met**"));
+    }
+}

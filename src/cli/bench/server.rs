@@ -1,0 +1,156 @@
+//! A `fairway serve` process for one benchmark run: the same binary, started
+//! with a config file the run writes, on a store the run prepared. A real
+//! process, so that its memory is its own to measure.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+
+pub type Client = MatchingClient<tonic::transport::Channel>;
+
+/// A running server; killed when dropped, stopped in order by [`BenchServer::stop`].
+pub struct BenchServer {
+    child: Child,
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl BenchServer {
+    /// Starts `fairway serve` on `store` with `config` (TOML, without
+    /// `listen` and `store`) and waits until it listens.
+    pub fn start(store: &str, config: &str) -> anyhow::Result<BenchServer> {
+        let dir = tempfile::tempdir().context("a temporary directory for the server's config")?;
+        let config_path = dir.path().join("fairway.toml");
+        std::fs::write(&config_path, config).context("write the server's config")?;
+        let log_path = dir.path().join("server.log");
+        let log = std::fs::File::create(&log_path).context("create the server's log")?;
+        let exe = std::env::current_exe().context("the path of this binary")?;
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--store")
+            .arg(store)
+            .arg("--config")
+            .arg(&config_path)
+            .env("FAIRWAY_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("start fairway serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("fairway serve did not start: {}", tail(&log_path));
+        };
+        Ok(BenchServer { addr: addr.to_owned(), child, _dir: dir })
+    }
+
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        connect(&self.addr).await
+    }
+
+    /// The server's resident memory now and at its peak, in bytes (Linux).
+    pub fn memory(&self) -> Option<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+        };
+        Some((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// SIGTERM, then waits for the orderly shutdown.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: `kill` has no memory effects; the pid is our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = tokio::task::block_in_place(|| self.child.wait())?;
+        if !status.success() {
+            bail!("fairway serve exited with {status}: {}", tail(&self._dir.path().join("server.log")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BenchServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+pub async fn connect(server: &str) -> anyhow::Result<Client> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{server}"))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach {server}"))?;
+    Ok(MatchingClient::new(channel))
+}
+
+/// Creates `queue` with `partitions` and waits until every partition has an owner.
+pub async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> anyhow::Result<()> {
+    client.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions }).await?;
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    for _ in 0..600 {
+        ticks.tick().await;
+        let state = client
+            .describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 })
+            .await?
+            .into_inner();
+        if state.partitions.iter().all(|p| p.state == "active" || p.state == "remote") {
+            return Ok(());
+        }
+    }
+    bail!("the partitions of {queue} found no owner within a minute")
+}
+
+/// Adds `specs` in one AddTasks call; an error if any item failed.
+pub async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> anyhow::Result<()> {
+    let response = client.add_tasks(pb::AddTasksRequest { queue: queue.to_owned(), tasks: specs }).await?;
+    for result in response.into_inner().results {
+        if let Some(pb::add_task_result::Outcome::Error(error)) = result.outcome {
+            bail!("an add failed: {}", error.message);
+        }
+    }
+    Ok(())
+}
+
+/// Takes up to `max` tasks, waiting up to `wait` for the first.
+pub async fn poll_batch(client: &mut Client, queue: &str, max: u32, wait: Duration) -> anyhow::Result<Vec<pb::Task>> {
+    let request = pb::PollTasksRequest {
+        queue: queue.to_owned(),
+        worker_id: "bench".into(),
+        max_wait: Some(prost_types::Duration::try_from(wait)?),
+        max_tasks: max,
+    };
+    Ok(client.poll_tasks(request).await?.into_inner().tasks)
+}
+
+/// Completes every task, concurrently (their finishes share writes).
+pub async fn complete_all(client: &Client, tasks: &[pb::Task]) -> anyhow::Result<()> {
+    let completions = tasks.iter().map(|task| {
+        let mut client = client.clone();
+        let lease_token = task.lease_token.clone();
+        async move { client.complete_task(pb::CompleteTaskRequest { lease_token, result: vec![] }).await }
+    });
+    for completed in futures::future::join_all(completions).await {
+        completed?;
+    }
+    Ok(())
+}
