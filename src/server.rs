@@ -25,7 +25,7 @@ use crate::config::{Config, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::store::Store;
-use crate::store::cassandra::{CassandraConfig, CassandraStore, ConnectError};
+use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
 
 /// Why a node could not start or stopped badly.
@@ -44,9 +44,10 @@ pub enum ServeError {
 /// Opens the store a URL names. Cassandra is tried again with backoff for up
 /// to `cassandra.connect_patience` while it cannot be reached, so that a
 /// node may start before its database.
-pub async fn open_store(url: &StoreUrl, cassandra: &CassandraConfig) -> Result<Arc<dyn Store>, ServeError> {
+pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Arc<dyn Store>, ServeError> {
+    let cassandra = &config.cassandra;
     match url {
-        StoreUrl::Embedded(dir) => Ok(Arc::new(EmbeddedStore::open(dir)?)),
+        StoreUrl::Embedded(dir) => Ok(Arc::new(EmbeddedStore::open_with(dir, &config.embedded)?)),
         StoreUrl::Cassandra { contact_point, keyspace } => {
             let connect = || CassandraStore::connect(contact_point, keyspace, cassandra);
             let backoff = ExponentialBuilder::default()

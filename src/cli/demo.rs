@@ -182,7 +182,7 @@ impl DemoServer {
             let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
             fairway::store::cassandra::apply_schema(&session, keyspace, &config.cassandra.replication).await?;
         }
-        let store = server::open_store(&store_url, &config.cassandra).await?;
+        let store = server::open_store(&store_url, config).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot listen on 127.0.0.1")?;
         let address = listener.local_addr().context("the listener's address")?;
         let shutdown = CancellationToken::new();

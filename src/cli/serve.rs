@@ -31,7 +31,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let config = Config::load(args.config.as_deref(), std::env::vars(), &flags)?;
     let store_url = config.store_url()?;
-    let store = server::open_store(&store_url, &config.cassandra).await?;
+    let store = server::open_store(&store_url, &config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -23,6 +23,7 @@ use crate::model::validate::{self, Limits};
 use crate::partition::WriterConfig;
 use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::cassandra::CassandraConfig;
+use crate::store::embedded::EmbeddedConfig;
 
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
@@ -38,6 +39,8 @@ pub struct Config {
     pub partition: EngineConfig,
     pub writer: WriterConfig,
     pub matcher: MatcherConfig,
+    /// Used when `store` is an `embedded:` URL.
+    pub embedded: EmbeddedConfig,
     /// Used when `store` is a `cassandra://` URL.
     pub cassandra: CassandraConfig,
     /// Used when several nodes share the store.
@@ -59,6 +62,7 @@ impl Default for Config {
             partition: EngineConfig::default(),
             writer: WriterConfig::default(),
             matcher: MatcherConfig::default(),
+            embedded: EmbeddedConfig::default(),
             cassandra: CassandraConfig::default(),
             cluster: ClusterConfig::default(),
             tasks: TaskPolicy::default(),
@@ -185,6 +189,9 @@ impl Config {
         }
         if !(1..=256).contains(&self.matcher.partitions_per_queue) {
             return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
+        }
+        if !(1..=65_536).contains(&self.embedded.cache_mib) {
+            return Err(ConfigError::new("embedded.cache_mib", "must be 1 to 65536 (MiB)"));
         }
         self.cassandra.consistency().map_err(|m| ConfigError::new("cassandra.consistency", m))?;
         self.cassandra.serial_consistency().map_err(|m| ConfigError::new("cassandra.serial_consistency", m))?;

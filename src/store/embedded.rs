@@ -43,6 +43,22 @@ impl std::fmt::Debug for EmbeddedStore {
     }
 }
 
+/// Settings of the embedded store (section `[embedded]`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddedConfig {
+    /// Memory for redb's page cache, in MiB. The queue reads sequentially
+    /// from the ack level and appends at the end, so a small cache serves it;
+    /// this is most of the server's memory with a large backlog.
+    pub cache_mib: usize,
+}
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        EmbeddedConfig { cache_mib: 64 }
+    }
+}
+
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -53,15 +69,21 @@ pub enum OpenError {
 }
 
 impl EmbeddedStore {
-    /// Opens (creating if needed) the store in `dir`.
+    /// Opens (creating if needed) the store in `dir`, with the default settings.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        EmbeddedStore::open_with(dir, &EmbeddedConfig::default())
+    }
+
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open_with(dir: &Path, config: &EmbeddedConfig) -> Result<Self, OpenError> {
         let io = |message: String| OpenError::Io { dir: dir.to_owned(), message };
         std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create it: {e}")))?;
         let path = dir.join(DATA_FILE);
-        let db = Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { dir: dir.to_owned() },
-            other => io(format!("cannot open {}: {other}", path.display())),
-        })?;
+        let db =
+            Database::builder().set_cache_size(config.cache_mib * 1024 * 1024).create(&path).map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { dir: dir.to_owned() },
+                other => io(format!("cannot open {}: {other}", path.display())),
+            })?;
         let txn = db.begin_write().map_err(|e| io(e.to_string()))?;
         txn.open_table(META).map_err(|e| io(e.to_string()))?;
         txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;

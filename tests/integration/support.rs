@@ -75,8 +75,7 @@ impl TestServer {
                 Home::Keyspace(Box::new(keyspace))
             }
         };
-        let store =
-            fairway::server::open_store(&config.store_url().unwrap(), &config.cassandra).await.expect("open the store");
+        let store = fairway::server::open_store(&config.store_url().unwrap(), &config).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

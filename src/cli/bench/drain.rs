@@ -147,6 +147,7 @@ async fn once(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<RunOutput>
     let drained_in = draining.elapsed();
     let (_, peak) = server.memory().unwrap_or((0, 0));
     sampler.abort();
+    let _ = sampler.await;
     let server = Arc::into_inner(server).expect("the sampler has stopped");
     server.stop().await?;
 

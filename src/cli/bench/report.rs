@@ -188,16 +188,21 @@ pub struct Progress {
     total: u64,
     started: Instant,
     drawn: Option<Instant>,
+    finished: bool,
 }
 
 impl Progress {
     pub fn new(what: impl Into<String>, total: u64) -> Progress {
-        Progress { what: what.into(), total, started: Instant::now(), drawn: None }
+        Progress { what: what.into(), total, started: Instant::now(), drawn: None, finished: false }
     }
 
     /// `done` of the total, with a rate; `note` is appended. On a terminal
     /// the line is redrawn in place; in a log, a line every 10 s.
     pub fn update(&mut self, done: u64, note: &str) {
+        if self.finished {
+            return;
+        }
+        self.finished = done >= self.total;
         let now = Instant::now();
         let terminal = std::io::stderr().is_terminal();
         let every = if terminal { Duration::from_millis(200) } else { Duration::from_secs(10) };
