@@ -279,7 +279,7 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
         );
         println!(
             "  {:>3} {:>8} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
-            "pri", "backlog", "above A", "buffered", "at end", "keys", "ack level", "read level"
+            "pri", "backlog", "disp>ack", "buffered", "at end", "keys", "ack level", "read level"
         );
         for s in &p.subqueues {
             let keys = format!("{}{}", s.tracked_keys, if s.approximate_keys { "+~" } else { "" });
