@@ -1,4 +1,6 @@
-//! `GET /metrics` over HTTP/1.1, for Prometheus.
+//! `GET /metrics` over HTTP/1.1, for Prometheus. Every answer is a fresh
+//! reading of the queues; nothing else is served. Once told to stop it
+//! accepts nothing more, and is gone within [`DRAIN`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +21,8 @@ use super::metrics::{self, Sampler};
 
 /// How long scrapes in progress may take to finish once `stop` fires.
 const DRAIN: Duration = Duration::from_secs(5);
+/// How long a client may take to send a request's head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Answers scrapes on `listener` until `stop`; then stops accepting, lets the
 /// scrapes in progress finish (for up to [`DRAIN`]) and closes idle
@@ -46,7 +50,11 @@ pub(super) async fn serve(listener: TcpListener, sampler: Arc<Sampler>, stop: Ca
             let response = respond(&request, &sampler);
             async move { Ok::<_, Infallible>(response) }
         });
-        let connection = graceful.watch(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEAD_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "metrics endpoint: connection ended badly");
