@@ -15,6 +15,7 @@
 //! - [`matcher`]: long polls, sync match, dispatch across partitions.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
 //! - [`server`]: wiring, startup and the ordered shutdown.
+//! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
 //! - [`config`], [`clock`].
 //!
 //! ## Guarantees
@@ -39,6 +40,7 @@ pub mod partition;
 pub mod queue;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 
 /// Code generated from `proto/`.
 pub mod proto {

@@ -5,7 +5,10 @@
 //! poll with an empty response; (2) let in-flight requests finish; (3) stop
 //! taking partitions; (4) for every partition, finish its queued writes and
 //! write its ack levels with no owner (a hand-over); (5) leave the cluster,
-//! so that the others take over at once; (6) close the store.
+//! so that the others take over at once; (6) close the store; (7) stop
+//! serving `GET /metrics` (scrapes in progress finish) and push the metrics
+//! over OTLP a last time. The metrics endpoint stays up until then, so that
+//! the hand-over can be watched, and its last answer has the final counts.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,12 +24,14 @@ use tokio_util::sync::CancellationToken;
 use crate::api::MatchingService;
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
-use crate::config::{Config, StoreUrl};
+use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::store::Store;
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
+use crate::telemetry::otlp::OtlpMetrics;
+use crate::telemetry::{Exports, TelemetryError};
 
 /// Why a node could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +44,27 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+}
+
+/// The sockets a node serves on.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The gRPC services.
+    pub grpc: TcpListener,
+    /// `GET /metrics`, if served (bound by the caller, as `grpc` is, from
+    /// `telemetry.metrics_listen`).
+    pub metrics: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    /// gRPC alone.
+    fn from(grpc: TcpListener) -> Self {
+        Listeners { grpc, metrics: None }
+    }
 }
 
 /// Opens the store a URL names. Cassandra is tried again with backoff for up
@@ -65,21 +91,27 @@ pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Arc<dyn Store
     }
 }
 
-/// Serves `fairway.v1.Matching`, gRPC health and reflection on `listener`
-/// until `shutdown` completes, then shuts down in the order of the module docs.
-/// On a shared store (Cassandra) the node joins the cluster first.
+/// Serves `fairway.v1.Matching`, gRPC health and reflection on the gRPC
+/// listener, and metrics on the metrics listener if there is one, until
+/// `shutdown` completes; then shuts down in the order of the module docs. On
+/// a shared store (Cassandra) the node joins the cluster first. With
+/// `telemetry.otlp_endpoint` set, metrics are pushed there too.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     config: &Config,
     store: Arc<dyn Store>,
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
-    settings.node = match (config.cluster.advertise.as_str(), listener.local_addr()) {
-        ("", Ok(address)) => address.to_string(),
-        (advertised, _) => advertised.to_owned(),
+    settings.node = node_name(config, &listener);
+    let otlp_endpoint = config.telemetry.otlp_endpoint().map_err(|m| ConfigError::new("telemetry.otlp_endpoint", m))?;
+    let otlp = match otlp_endpoint {
+        Some(endpoint) => Some(OtlpMetrics::start(&endpoint, config.telemetry.otlp_export_interval, &settings.node)?),
+        None => None,
     };
+    settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
     let node = Node::start(store.clone(), clock, settings, &config.cluster).await;
     let queues = node.queues.clone();
     let matching = MatchingServer::new(MatchingService::new(queues.clone(), config.limits.clone()))
@@ -90,6 +122,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    let exports = Exports::start(queues.clone(), metrics, otlp);
 
     let stop_queues = queues.clone();
     let stopping = async move {
@@ -99,6 +132,7 @@ pub async fn serve(
         stop_queues.stop_polls();
     };
     let served = tonic::transport::Server::builder()
+        .trace_fn(request_span)
         .add_service(health)
         .add_service(reflection)
         .add_service(matching)
@@ -109,8 +143,25 @@ pub async fn serve(
     if let Err(error) = store.close().await {
         tracing::warn!(%error, "closing the store");
     }
+    tracing::info!("shutting down: stopping the metrics exports");
+    exports.stop().await;
     tracing::info!("stopped");
     Ok(served?)
+}
+
+/// How this node names itself to others: `cluster.advertise`, else the
+/// address `listener` is bound to.
+fn node_name(config: &Config, listener: &TcpListener) -> String {
+    match (config.cluster.advertise.as_str(), listener.local_addr()) {
+        ("", Ok(address)) => address.to_string(),
+        (advertised, _) => advertised.to_owned(),
+    }
+}
+
+/// The span of one gRPC request, named by its method; the handlers record
+/// the queue.
+fn request_span(request: &tonic::codegen::http::Request<()>) -> tracing::Span {
+    tracing::info_span!("grpc", method = request.uri().path(), queue = tracing::field::Empty)
 }
 
 /// The queues of this node and, on a shared store, the loops that keep its

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
-use crate::queue::{KeyBacklog, PartitionSnapshot};
+use crate::queue::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::store::PartitionMeta;
 use crate::store::codec::RecordTask;
 
@@ -87,6 +87,7 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
             max_level: level(s.max_level),
             buffered: s.buffered,
             backlog: s.approx_backlog,
+            dispatched_above_ack: s.dispatched_above_ack,
             reader_at_end: s.reader_at_end,
             top_keys: s.top_keys.into_iter().map(key_state).collect(),
             tracked_keys: s.tracked_keys,
@@ -97,19 +98,22 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 
 /// A partition this node holds, from its engine.
 pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
-    let (range_id, added, dispatched, leased, delayed, subqueues) = match report.snapshot.clone() {
-        Some(s) => (s.range_id, s.added, s.dispatched, s.leased, s.delayed, self::subqueues(s)),
-        None => (0, 0, 0, 0, 0, Vec::new()),
+    let (range_id, counts, leased, delayed, subqueues) = match report.snapshot.clone() {
+        Some(s) => (s.range_id, s.counts, s.leased, s.delayed, self::subqueues(s)),
+        None => (0, TaskCounts::default(), 0, 0, Vec::new()),
     };
     pb::PartitionState {
         partition: report.partition,
         range_id,
         owner: node.to_owned(),
         subqueues,
-        dispatched,
-        added,
+        dispatched: counts.dispatched,
+        added: counts.added,
         leased,
         delayed,
+        completed: counts.completed,
+        failed: counts.failed,
+        expired: counts.expired,
         state: format!("{:?}", report.state).to_lowercase(),
     }
 }

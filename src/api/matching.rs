@@ -42,7 +42,7 @@ impl MatchingService {
         worker_id: &str,
         max_wait: Option<prost_types::Duration>,
     ) -> Result<(QueueName, Duration), Status> {
-        let queue = validate::queue_name("queue", queue).map_err(status::invalid)?;
+        let queue = queue_name(queue)?;
         if worker_id.len() > MAX_WORKER_ID_BYTES {
             return Err(status::invalid(ValidationError::new(
                 "worker_id",
@@ -61,8 +61,19 @@ const MAX_DEAD_LETTERS_LISTED: u32 = 1000;
 /// The most dead letters one RedriveDeadLetters puts back per partition.
 const MAX_REDRIVE: u32 = 10_000;
 
+/// The queue a request names, recorded in the request's span.
+fn queue_name(raw: &str) -> Result<QueueName, Status> {
+    let queue = validate::queue_name("queue", raw).map_err(status::invalid)?;
+    tracing::Span::current().record("queue", queue.as_str());
+    Ok(queue)
+}
+
+/// The lease token of a request; its queue is recorded in the request's span.
 fn lease_token(token: &str) -> Result<LeaseToken, Status> {
-    token.parse::<LeaseToken>().map_err(|message| status::invalid(ValidationError::new("lease_token", message)))
+    let token =
+        token.parse::<LeaseToken>().map_err(|message| status::invalid(ValidationError::new("lease_token", message)))?;
+    tracing::Span::current().record("queue", token.queue.as_str());
+    Ok(token)
 }
 
 /// `value`, or `default` when 0; at most `max`.
@@ -87,14 +98,14 @@ impl Matching for MatchingService {
     async fn add_task(&self, request: Request<pb::AddTaskRequest>) -> Result<Response<pb::AddTaskResponse>, Status> {
         let origin = Origin::of(&request)?;
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
         Ok(Response::new(self.router.add(&queue, spec, origin).await?))
     }
 
     async fn add_tasks(&self, request: Request<pb::AddTasksRequest>) -> Result<Response<pb::AddTasksResponse>, Status> {
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         validate::batch_len("tasks", request.tasks.len(), &self.limits).map_err(status::invalid)?;
         let specs: Vec<Result<_, ValidationError>> = request
             .tasks
@@ -200,7 +211,7 @@ impl Matching for MatchingService {
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         let limit = bounded("limit", request.limit, 100, MAX_DEAD_LETTERS_LISTED)?;
         let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
         let dead = matcher.dead_letters(limit).await.map_err(status::from_match)?;
@@ -215,7 +226,7 @@ impl Matching for MatchingService {
     ) -> Result<Response<pb::RedriveDeadLettersResponse>, Status> {
         let origin = Origin::of(&request)?;
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
         let redriven = self.router.redrive(&queue, limit, origin).await?;
         Ok(Response::new(pb::RedriveDeadLettersResponse { redriven }))
@@ -226,7 +237,7 @@ impl Matching for MatchingService {
         request: Request<pb::CreateQueueRequest>,
     ) -> Result<Response<pb::CreateQueueResponse>, Status> {
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         if !(1..=MAX_PARTITIONS).contains(&request.partitions) {
             return Err(status::invalid(ValidationError::new(
                 "partitions",
@@ -242,7 +253,7 @@ impl Matching for MatchingService {
         request: Request<pb::DescribeQueueRequest>,
     ) -> Result<Response<pb::DescribeQueueResponse>, Status> {
         let request = request.into_inner();
-        let queue = validate::queue_name("queue", &request.queue).map_err(status::invalid)?;
+        let queue = queue_name(&request.queue)?;
         if request.top_keys > MAX_TOP_KEYS {
             return Err(status::invalid(ValidationError::new(
                 "top_keys",

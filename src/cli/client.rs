@@ -270,19 +270,24 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
     for p in response.partitions {
         println!(
-            "partition {} ({}, owner {}), range id {}: {} added, {} dispatched since taken; {} leased, {} delayed",
-            p.partition, p.state, p.owner, p.range_id, p.added, p.dispatched, p.leased, p.delayed
+            "partition {} ({}, owner {}), range id {}: {} leased, {} delayed",
+            p.partition, p.state, p.owner, p.range_id, p.leased, p.delayed
         );
         println!(
-            "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
-            "pri", "backlog", "buffered", "at end", "keys", "ack level", "read level"
+            "  since taken: {} added, {} dispatched, {} completed, {} failed, {} expired",
+            p.added, p.dispatched, p.completed, p.failed, p.expired
+        );
+        println!(
+            "  {:>3} {:>8} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
+            "pri", "backlog", "disp>ack", "buffered", "at end", "keys", "ack level", "read level"
         );
         for s in &p.subqueues {
             let keys = format!("{}{}", s.tracked_keys, if s.approximate_keys { "+~" } else { "" });
             println!(
-                "  {:>3} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
+                "  {:>3} {:>8} {:>8} {:>8} {:>7} {:>9} {:>26} {:>26}",
                 s.priority,
                 s.backlog,
+                s.dispatched_above_ack,
                 s.buffered,
                 if s.reader_at_end { "yes" } else { "no" },
                 keys,

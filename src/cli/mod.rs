@@ -42,8 +42,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         exit_quietly_on_closed_pipe();
+        // `serve` sets up logging once it has read its config.
+        init_logging(false, None);
     }
-    init_logging(matches!(cli.command, Command::Serve(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -70,16 +71,22 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `FAIRWAY_LOG` (e.g. `debug`, `fairway=trace`) filters them.
-fn init_logging(server: bool) {
+/// Logs go to stderr; `FAIRWAY_LOG` (e.g. `debug`, `fairway=trace`) filters
+/// them. With a tracer, spans at INFO and above (one per gRPC request) are
+/// exported through it too, whatever `FAIRWAY_LOG` says.
+fn init_logging(server: bool, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer, filter::LevelFilter};
+
     let default = if server { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRWAY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = EnvFilter::try_from_env("FAIRWAY_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(filter);
+    let spans = tracer.map(|tracer| tracing_opentelemetry::layer().with_tracer(tracer).with_filter(LevelFilter::INFO));
+    tracing_subscriber::registry().with(logs).with(spans).init();
 }
 
 /// A client command whose output is cut short (`fairway queue describe | head`)

@@ -3,10 +3,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use opentelemetry::trace::TracerProvider;
 
 use fairway::clock::SystemClock;
 use fairway::config::Config;
-use fairway::server;
+use fairway::server::{self, Listeners};
+use fairway::telemetry::otlp;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -19,6 +21,10 @@ pub struct ServeArgs {
     /// `embedded:DIR` or `cassandra://HOST:PORT/KEYSPACE`.
     #[arg(long)]
     store: Option<String>,
+    /// Address to serve Prometheus metrics on (`GET /metrics`), e.g.
+    /// 127.0.0.1:9464; empty for none (the default).
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -29,16 +35,51 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(store) = args.store {
         flags.push(("store", store));
     }
+    if let Some(metrics_listen) = args.metrics_listen {
+        flags.push(("telemetry.metrics_listen", metrics_listen));
+    }
     let config = Config::load(args.config.as_deref(), std::env::vars(), &flags)?;
+    let traces = match config.telemetry.otlp_endpoint().map_err(anyhow::Error::msg)? {
+        Some(endpoint) => {
+            let node = match config.cluster.advertise.as_str() {
+                "" => config.listen.to_string(),
+                advertised => advertised.to_owned(),
+            };
+            Some(otlp::tracer_provider(&endpoint, &node).context("cannot export traces")?)
+        }
+        None => None,
+    };
+    super::init_logging(true, traces.as_ref().map(|provider| provider.tracer("fairway")));
+    let served = serve(&config).await;
+    if let Some(provider) = traces {
+        // Blocks until the last batch of spans is pushed, over this runtime.
+        let flushed = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        if let Ok(Err(error)) = flushed {
+            tracing::warn!(%error, "the last spans could not be pushed");
+        }
+    }
+    served
+}
+
+async fn serve(config: &Config) -> anyhow::Result<()> {
     let store_url = config.store_url()?;
-    let store = server::open_store(&store_url, &config).await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let store = server::open_store(&store_url, config).await?;
+    let grpc = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let address = listener.local_addr().context("listener address")?;
+    let address = grpc.local_addr().context("listener address")?;
+    let metrics = match config.telemetry.metrics_listen().map_err(anyhow::Error::msg)? {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot serve metrics on {address}"))?,
+        ),
+        None => None,
+    };
     tracing::info!(store = %store_url, "store open");
     println!("listening on {address}");
-    server::serve(listener, &config, store, Arc::new(SystemClock), shutdown_signal()).await?;
+    let listeners = Listeners { grpc, metrics };
+    server::serve(listeners, config, store, Arc::new(SystemClock), shutdown_signal()).await?;
     Ok(())
 }
 

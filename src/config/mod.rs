@@ -24,6 +24,7 @@ use crate::partition::WriterConfig;
 use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
+use crate::telemetry::TelemetryConfig;
 
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
@@ -51,6 +52,8 @@ pub struct Config {
     /// have the same). A queue's section replaces `[tasks]` as a whole:
     /// unset keys take the built-in defaults.
     pub queues: BTreeMap<String, TaskPolicy>,
+    /// Metrics and traces: where to serve and push them (off by default).
+    pub telemetry: TelemetryConfig,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             tasks: TaskPolicy::default(),
             queues: BTreeMap::new(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -80,7 +84,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError { key: key.into(), message: message.into() }
     }
 }
@@ -230,6 +234,7 @@ impl Config {
         if self.matcher.default_poll_wait > limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
+        self.telemetry.validate(self.listen).map_err(|(key, message)| ConfigError::new(key, message))?;
         Ok(())
     }
 
@@ -245,6 +250,7 @@ impl Config {
             matcher: self.matcher.clone(),
             tasks: self.tasks.clone(),
             queues: self.queues.clone(),
+            dispatch_latency_otlp: None,
         }
     }
 }
@@ -372,6 +378,31 @@ mod tests {
             .collect();
         let k8s = load_text(&block).unwrap();
         assert_eq!(k8s.matcher.partitions_per_queue, 8);
+    }
+
+    #[test]
+    fn telemetry_keys_load_and_are_validated() {
+        let config = Config::load(
+            None,
+            env(&[
+                ("FAIRWAY_TELEMETRY__METRICS_LISTEN", "127.0.0.1:9464"),
+                ("FAIRWAY_TELEMETRY__OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("FAIRWAY_TELEMETRY__OTLP_EXPORT_INTERVAL", "30s"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.telemetry.metrics_listen(), Ok(Some("127.0.0.1:9464".parse().unwrap())));
+        assert_eq!(config.telemetry.otlp_export_interval, std::time::Duration::from_secs(30));
+
+        let err = Config::load(None, env(&[]), &[("telemetry.metrics_listen", "9464".into())]).unwrap_err();
+        assert_eq!(err.key, "telemetry.metrics_listen");
+        assert!(err.to_string().contains("IP:PORT"), "{err}");
+        let err = load_text("[telemetry]\notlp_endpoint = \"grpc://collector:4317\"\n").unwrap_err();
+        assert_eq!(err.key, "telemetry.otlp_endpoint");
+        let err = load_text("[telemetry]\notlp_export_interval = \"0s\"\n").unwrap_err();
+        assert_eq!(err.key, "telemetry.otlp_export_interval");
+        assert!(err.to_string().contains("[1s, 1h]"), "{err}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use queue::{AddOutcome, DispatchedTask, MatchError, PartitionReport, QueueMatcher};
+pub use queue::{AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, QueueMatcher, QueueStats};
 pub use registry::{Queues, Settings};
 pub use token::LeaseToken;
 

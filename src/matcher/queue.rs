@@ -9,12 +9,13 @@ use super::LeaseToken;
 use super::registry::Settings;
 use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
-use crate::model::{PartitionId, QueueName, StoredTask, TaskSpec};
+use crate::model::{PartitionId, Priority, QueueName, StoredTask, TaskSpec};
 use crate::partition::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook};
 use crate::queue::dedup::bucket_of;
-use crate::queue::{Added, Candidate, Finish, Finished, LeaseError, Outcome, PartitionSnapshot};
+use crate::queue::{Added, Candidate, Finish, Finished, LeaseError, Outcome, PartitionSnapshot, TaskCounts};
 use crate::store::codec::{RecordTask, decode_record_task};
 use crate::store::{QueueConfig, Section, Store};
+use crate::telemetry::histogram::{HistogramReading, LatencyHistogram};
 
 /// A task handed to a worker.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,12 +92,55 @@ pub struct QueueMatcher {
     clock: SharedClock,
     gate: Arc<DispatchGate>,
     on_ready: ReadyHook,
+    /// What partitions no longer held counted while this node held them. A
+    /// partition's counts move here in the same step as it leaves the list
+    /// (under the list's write lock), so that a reading (under the read
+    /// lock) counts it once; what it counts after that (finishing its
+    /// queued writes) is added once it has stopped.
+    retired: Mutex<TaskCounts>,
+    /// Partitions taken from an owner that had not handed them over.
+    takeovers: AtomicU64,
+    /// From AddTask to delivery (see [`QueueMatcher::stats`]).
+    dispatch_latency: LatencyHistogram,
 }
 
 impl std::fmt::Debug for QueueMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueMatcher").field("name", &self.name).finish()
     }
+}
+
+/// What this node counts and holds of one queue, for telemetry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueStats {
+    /// Counted since this node started, over every partition it has held.
+    pub counts: TaskCounts,
+    /// Partitions taken from an owner that had not handed them over.
+    pub takeovers: u64,
+    /// Partitions held and served now.
+    pub owned_partitions: u64,
+    /// Per priority level, over the partitions held.
+    pub levels: Vec<LevelStats>,
+    /// Tasks out with workers.
+    pub leased: u64,
+    /// Delayed tasks and retries waiting out their backoff, known in memory.
+    pub delayed: u64,
+    pub waiting_pollers: u64,
+    /// Milliseconds from AddTask to delivery to a worker, of tasks
+    /// delivered on their first pass through the backlog (not delayed, not
+    /// retries or re-drives), sync matches included.
+    pub dispatch_latency: HistogramReading,
+}
+
+/// One priority level of a queue, over the partitions this node holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelStats {
+    pub priority: Priority,
+    /// Tasks written and not yet dispatched (approximate; see `SubqueueSnapshot`).
+    pub backlog: u64,
+    /// Tasks above the ack level: the backlog, and tasks dispatched above a
+    /// task that still waits.
+    pub ack_lag: u64,
 }
 
 /// What `describe` reports of one partition this node holds.
@@ -117,6 +161,7 @@ impl QueueMatcher {
         settings: Arc<Settings>,
         gate: Arc<DispatchGate>,
     ) -> Arc<QueueMatcher> {
+        let dispatch_latency = LatencyHistogram::new(settings.dispatch_latency_otlp.clone(), name.as_str());
         Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
             let weak = weak.clone();
             QueueMatcher {
@@ -137,6 +182,9 @@ impl QueueMatcher {
                         matcher.dispatch_waiting();
                     }
                 }),
+                retired: Mutex::new(TaskCounts::default()),
+                takeovers: AtomicU64::new(0),
+                dispatch_latency,
             }
         })
     }
@@ -170,12 +218,14 @@ impl QueueMatcher {
         if self.holds(partition) {
             return Ok(false);
         }
-        self.write_partitions().retain(|p| p.id().partition != partition);
+        // Held but not active (fenced or closing): its counts are final.
+        self.remove_partitions(|p| p.id().partition == partition);
         let id = PartitionId { queue: self.name.clone(), partition };
         let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+        let not_handed_over =
+            stored.as_ref().is_some_and(|meta| !meta.owner.is_empty() && meta.owner != self.settings.node);
         if let Some(meta) = &stored
-            && !meta.owner.is_empty()
-            && meta.owner != self.settings.node
+            && not_handed_over
             && !may_take(&meta.owner)
         {
             return Ok(false);
@@ -192,6 +242,9 @@ impl QueueMatcher {
         )
         .await?;
         self.write_partitions().push(opened);
+        if not_handed_over {
+            self.takeovers.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(true)
     }
 
@@ -211,15 +264,10 @@ impl QueueMatcher {
     /// with no owner, so that the next owner takes it at once.
     pub async fn release(&self, partition: u32) {
         let _one_at_a_time = self.ownership.lock().await;
-        let released: Vec<Arc<Partition>> = {
-            let mut partitions = self.write_partitions();
-            let (gone, kept) = partitions.drain(..).partition(|p| p.id().partition == partition);
-            *partitions = kept;
-            gone
-        };
-        for partition in released {
+        for (partition, counted) in self.remove_partitions(|p| p.id().partition == partition) {
             tracing::info!(partition = %partition.id(), "handing over");
             partition.release().await;
+            self.retire(&partition, counted);
         }
         self.dispatch_waiting();
     }
@@ -228,10 +276,10 @@ impl QueueMatcher {
     /// declared dead, and others may own them now.
     pub async fn abandon_all(&self) {
         let _one_at_a_time = self.ownership.lock().await;
-        let partitions = std::mem::take(&mut *self.write_partitions());
-        for partition in partitions {
+        for (partition, counted) in self.remove_partitions(|_| true) {
             tracing::warn!(partition = %partition.id(), "abandoning");
             partition.abandon().await;
+            self.retire(&partition, counted);
         }
         self.dispatch_waiting();
     }
@@ -242,6 +290,36 @@ impl QueueMatcher {
 
     fn write_partitions(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Partition>>> {
         self.partitions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn retired(&self) -> MutexGuard<'_, TaskCounts> {
+        self.retired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the partitions `which` selects off the list, and their counts so
+    /// far into the retired counts in the same step; returns them with those
+    /// counts.
+    fn remove_partitions(&self, which: impl Fn(&Partition) -> bool) -> Vec<(Arc<Partition>, TaskCounts)> {
+        let mut partitions = self.write_partitions();
+        let (gone, kept): (Vec<_>, Vec<_>) = partitions.drain(..).partition(|p| which(p));
+        *partitions = kept;
+        let gone: Vec<(Arc<Partition>, TaskCounts)> = gone
+            .into_iter()
+            .map(|partition| {
+                let counted = partition.counts();
+                (partition, counted)
+            })
+            .collect();
+        for (_, counted) in &gone {
+            *self.retired() += *counted;
+        }
+        gone
+    }
+
+    /// Once a removed partition has stopped: what it counted after its removal.
+    fn retire(&self, partition: &Partition, counted: TaskCounts) {
+        let after_removal = partition.counts().since(counted);
+        *self.retired() += after_removal;
     }
 
     fn waiters(&self) -> MutexGuard<'_, VecDeque<Waiter>> {
@@ -485,6 +563,13 @@ impl QueueMatcher {
 
     fn dispatched(&self, delivery: Delivery) -> DispatchedTask {
         let Delivery { partition, task, lease_deadline } = delivery;
+        // A task keeps the level id of its first write until it is delayed,
+        // retried or re-driven, which give it a new level: until then it has
+        // been ready since it was created.
+        if task.level.id == task.task_id {
+            let waited = self.clock.now_ms().saturating_sub(task.created_at_unix_ms).max(0);
+            self.dispatch_latency.observe_ms(waited as u64);
+        }
         DispatchedTask {
             partition,
             token: LeaseToken { queue: self.name.clone(), partition, lease_id: task.level.id, attempt: task.attempt },
@@ -510,13 +595,47 @@ impl QueueMatcher {
             .collect()
     }
 
+    /// What this node counts and holds of the queue now. Counts never
+    /// decrease between readings, but for a moment while a partition is
+    /// being handed over (what it counts after its removal from the list is
+    /// added once it has stopped).
+    pub fn stats(&self) -> QueueStats {
+        let (partitions, mut counts) = {
+            let partitions = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+            (partitions.clone(), *self.retired())
+        };
+        let mut stats = QueueStats {
+            takeovers: self.takeovers.load(Ordering::Relaxed),
+            levels: Priority::all().map(|priority| LevelStats { priority, backlog: 0, ack_lag: 0 }).collect(),
+            waiting_pollers: self.waiting_pollers() as u64,
+            dispatch_latency: self.dispatch_latency.read(),
+            ..QueueStats::default()
+        };
+        for partition in &partitions {
+            let Some(snapshot) = partition.with_engine(|e| e.snapshot(0)) else {
+                counts += partition.counts();
+                continue;
+            };
+            counts += snapshot.counts;
+            stats.owned_partitions += 1;
+            stats.leased += snapshot.leased;
+            stats.delayed += snapshot.delayed;
+            for (level, subqueue) in stats.levels.iter_mut().zip(&snapshot.subqueues) {
+                level.backlog += subqueue.approx_backlog;
+                level.ack_lag += subqueue.approx_backlog + subqueue.dispatched_above_ack;
+            }
+        }
+        stats.counts = counts;
+        stats
+    }
+
     /// Answers parked polls (empty), then hands every partition over in turn.
     pub async fn close(&self) {
         self.stop_polls();
         let _one_at_a_time = self.ownership.lock().await;
-        let partitions = std::mem::take(&mut *self.write_partitions());
-        for partition in partitions {
+        for (partition, counted) in self.remove_partitions(|_| true) {
             partition.release().await;
+            self.retire(&partition, counted);
         }
     }
 

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::{MatchError, MatcherConfig, QueueMatcher};
+use super::{MatchError, MatcherConfig, QueueMatcher, QueueStats};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterView, DispatchGate};
 use crate::model::PartitionId;
@@ -24,6 +24,8 @@ pub struct Settings {
     /// The default task policy, and the queues that override it.
     pub tasks: TaskPolicy,
     pub queues: BTreeMap<String, TaskPolicy>,
+    /// Where dispatch latencies also go when metrics are pushed over OTLP.
+    pub dispatch_latency_otlp: Option<opentelemetry::metrics::Histogram<f64>>,
 }
 
 impl Settings {
@@ -209,6 +211,14 @@ impl Queues {
 
     fn opened_queue(&self, name: &QueueName) -> Option<Arc<QueueMatcher>> {
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).get(name).and_then(|slot| slot.get().cloned())
+    }
+
+    /// What this node counts and holds of every queue it has opened.
+    pub fn stats(&self) -> Vec<(QueueName, QueueStats)> {
+        let mut stats: Vec<(QueueName, QueueStats)> =
+            self.opened().into_iter().map(|queue| (queue.name().clone(), queue.stats())).collect();
+        stats.sort_by(|(a, _), (b, _)| a.cmp(b));
+        stats
     }
 
     fn opened(&self) -> Vec<Arc<QueueMatcher>> {

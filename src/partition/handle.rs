@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::writer::{AppendReply, FinishReply, RedriveReply};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine};
+use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine, TaskCounts};
 use crate::store::codec::decode_lease;
 use crate::store::{Section, Store, StoreError};
 
@@ -333,6 +333,11 @@ impl Partition {
         }
         let mut engine = self.shared.engine();
         Some(f(&mut engine))
+    }
+
+    /// What the engine has counted, whatever the partition's state.
+    pub fn counts(&self) -> TaskCounts {
+        self.shared.engine().counts()
     }
 
     /// Locks the engine for a multi-step decision; `None` if the partition

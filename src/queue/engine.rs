@@ -1,4 +1,5 @@
 use std::collections::{BTreeMap, HashMap};
+use std::ops::AddAssign;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -173,9 +174,10 @@ pub struct AppendPlan {
     delayed: Vec<(DelayKey, StoredTask)>,
     /// Delayed records made ready (taken out of the delayed buffer).
     promoted: Vec<(DelayKey, StoredTask)>,
-    /// Leases this write ends.
     /// Leases this write ends: (lease id, task id).
     ending: Vec<(i64, i64)>,
+    /// Of those, leases of tasks a worker got that ran out without a report.
+    expired: u64,
     buckets: Vec<i64>,
     /// The delayed floor written with this plan (promotions up to it).
     delayed_floor: Option<DelayKey>,
@@ -213,6 +215,9 @@ pub struct SubqueueSnapshot {
     pub max_level: FairLevel,
     pub buffered: u64,
     pub approx_backlog: u64,
+    /// Tasks dispatched (or being leased) above the ack level: a task below
+    /// them still waits, and holds the ack level back.
+    pub dispatched_above_ack: u64,
     pub reader_at_end: bool,
     pub tracked_keys: u64,
     pub approximate_keys: bool,
@@ -223,12 +228,62 @@ pub struct SubqueueSnapshot {
 pub struct PartitionSnapshot {
     pub range_id: i64,
     pub subqueues: Vec<SubqueueSnapshot>,
-    pub added: u64,
-    pub dispatched: u64,
+    /// Since this engine was loaded.
+    pub counts: TaskCounts,
     /// Tasks out with workers (leases held or being written).
     pub leased: u64,
     /// Delayed tasks known in memory (all of them unless more wait unread).
     pub delayed: u64,
+}
+
+/// What an engine has counted since it was loaded, each from the writes that
+/// made it durable: a count only grows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    /// New tasks, from producers (not duplicates, retries or re-drives).
+    pub added: u64,
+    /// Leases written: tasks handed to workers, with sync matches and redeliveries.
+    pub dispatched: u64,
+    /// Leases ended by a worker's completion.
+    pub completed: u64,
+    /// Leases ended by a worker's failure (retried later, or dead letters now).
+    pub failed: u64,
+    /// Leases that ran out without a report from the worker that got the task.
+    pub expired: u64,
+}
+
+impl TaskCounts {
+    /// What was counted after `earlier` (an earlier reading of the same counts).
+    pub fn since(self, earlier: TaskCounts) -> TaskCounts {
+        TaskCounts {
+            added: self.added.saturating_sub(earlier.added),
+            dispatched: self.dispatched.saturating_sub(earlier.dispatched),
+            completed: self.completed.saturating_sub(earlier.completed),
+            failed: self.failed.saturating_sub(earlier.failed),
+            expired: self.expired.saturating_sub(earlier.expired),
+        }
+    }
+
+    /// Each count the larger of the two.
+    pub fn max(self, other: TaskCounts) -> TaskCounts {
+        TaskCounts {
+            added: self.added.max(other.added),
+            dispatched: self.dispatched.max(other.dispatched),
+            completed: self.completed.max(other.completed),
+            failed: self.failed.max(other.failed),
+            expired: self.expired.max(other.expired),
+        }
+    }
+}
+
+impl AddAssign for TaskCounts {
+    fn add_assign(&mut self, other: TaskCounts) {
+        self.added += other.added;
+        self.dispatched += other.dispatched;
+        self.completed += other.completed;
+        self.failed += other.failed;
+        self.expired += other.expired;
+    }
 }
 
 /// The engine of one owned partition. See the module docs for its invariants.
@@ -241,8 +296,7 @@ pub struct PartitionEngine {
     subqueues: Vec<Subqueue>,
     config: EngineConfig,
     last_meta_sync: UnixMillis,
-    added: u64,
-    dispatched: u64,
+    counts: TaskCounts,
     leases: Leases,
     /// Leases taken and not written yet.
     unwritten_leases: Vec<i64>,
@@ -318,8 +372,7 @@ impl PartitionEngine {
             subqueues,
             config,
             last_meta_sync: now,
-            added: 0,
-            dispatched: 0,
+            counts: TaskCounts::default(),
         }
     }
 
@@ -380,6 +433,7 @@ impl PartitionEngine {
             delayed: Vec::new(),
             promoted: Vec::new(),
             ending: Vec::new(),
+            expired: 0,
             buckets: Vec::new(),
             delayed_floor: None,
         };
@@ -413,6 +467,7 @@ impl PartitionEngine {
         for lease in self.leases.take_expired(now, MAX_MAINTENANCE_PER_WRITE) {
             let id = lease.task.level.id;
             if lease.delivered {
+                plan.expired += 1;
                 let fail = Outcome::Fail { retryable: true, message: "lease expired".into(), retry_after: None };
                 self.plan_ending(&mut plan, lease.task, lease.seq, &fail, now, unit);
             } else {
@@ -481,7 +536,6 @@ impl PartitionEngine {
         self.leases.start(task.clone(), deadline);
         self.leases.set_written_place(id, seq, deadline);
         self.max_lease_seq = self.max_lease_seq.max(seq);
-        self.dispatched += 1;
         self.rates.consume(&task.fairness_key, now);
         plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
         plan.leases.push((id, task, deadline));
@@ -595,7 +649,7 @@ impl PartitionEngine {
         if let Some(meta) = &plan.write.metadata {
             self.metadata_persisted(meta, now);
         }
-        self.added += plan.write.tasks.len() as u64;
+        self.count_succeeded(&plan);
         if let Some(floor) = plan.delayed_floor {
             self.delayed.raise_floor(floor);
         }
@@ -623,6 +677,20 @@ impl PartitionEngine {
         }
     }
 
+    fn count_succeeded(&mut self, plan: &AppendPlan) {
+        let counts = &mut self.counts;
+        counts.added += plan.added.iter().filter(|added| matches!(added, Added::Added { .. })).count() as u64;
+        counts.dispatched += plan.leases.len() as u64;
+        for finished in &plan.finished {
+            match finished {
+                Ok(Finished::Completed) => counts.completed += 1,
+                Ok(Finished::Retrying { .. } | Finished::Buried) => counts.failed += 1,
+                Err(_) => {}
+            }
+        }
+        counts.expired += plan.expired;
+    }
+
     /// The write failed. If it `may_have_applied`, whatever it touched is
     /// read again from the store before it is trusted.
     pub fn write_failed(&mut self, plan: AppendPlan, may_have_applied: bool, now: UnixMillis) {
@@ -648,7 +716,6 @@ impl PartitionEngine {
             // else treats it as held and retries the task when it expires.
             if let Some(task) = self.leases.not_written(id) {
                 self.rates.refund(&task.fairness_key);
-                self.dispatched -= 1;
                 if !direct {
                     self.subqueues[task.priority.index()].restore(task);
                 }
@@ -815,7 +882,6 @@ impl PartitionEngine {
     /// reach a worker, and the ack level does not pass it.
     pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
         let task = self.subqueues[candidate.priority.index()].take(candidate.level)?;
-        self.dispatched += 1;
         self.rates.consume(&task.fairness_key, now);
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
@@ -831,6 +897,7 @@ impl PartitionEngine {
         self.unwritten_leases.retain(|id| *id != task.level.id);
         self.leases.written(task.level.id, true, now);
         self.subqueues[task.priority.index()].leased(task.level);
+        self.counts.dispatched += 1;
         Some(task)
     }
 
@@ -839,7 +906,6 @@ impl PartitionEngine {
         self.unwritten_leases.retain(|id| *id != task.level.id);
         if let Some(task) = self.leases.not_written(task.level.id) {
             self.rates.refund(&task.fairness_key);
-            self.dispatched -= 1;
             self.subqueues[task.priority.index()].restore(task);
         }
     }
@@ -918,6 +984,11 @@ impl PartitionEngine {
         self.subqueues.iter().all(|s| s.backlog_negligible(now, max_age))
     }
 
+    /// What this engine has counted since it was loaded.
+    pub fn counts(&self) -> TaskCounts {
+        self.counts
+    }
+
     pub fn snapshot(&self, top_keys: usize) -> PartitionSnapshot {
         PartitionSnapshot {
             range_id: self.range_id,
@@ -933,6 +1004,7 @@ impl PartitionEngine {
                         max_level: s.max,
                         buffered: s.ready() as u64,
                         approx_backlog: s.approx_backlog.max(0) as u64,
+                        dispatched_above_ack: s.dispatched_above_ack() as u64,
                         reader_at_end: s.at_end,
                         tracked_keys: tracked as u64,
                         approximate_keys: approximate,
@@ -940,8 +1012,7 @@ impl PartitionEngine {
                     }
                 })
                 .collect(),
-            added: self.added,
-            dispatched: self.dispatched,
+            counts: self.counts,
             leased: self.leases.len() as u64,
             delayed: self.delayed.len() as u64,
         }

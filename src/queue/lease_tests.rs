@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{AppendPlan, EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskPolicy};
+use super::{
+    AppendPlan, EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskCounts, TaskPolicy,
+};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 use crate::store::codec::{decode_lease, decode_record_task};
 use crate::store::{PartitionMeta, RecordKey, Section};
@@ -353,4 +355,39 @@ proptest! {
         }
         world.drain()?;
     }
+}
+
+/// The engine counts what durable writes did, and nothing else: tasks
+/// taken are dispatched once their leases are written; a write that failed
+/// counts nothing; a retry that becomes ready is not a new task.
+#[test]
+fn counts_follow_durable_writes() {
+    let mut world = World::new();
+    let counts = |world: &World| world.engine.counts();
+    world.apply(Op::Add(3)).unwrap();
+    world.apply(Op::Write(1)).unwrap();
+    assert_eq!(counts(&world), TaskCounts::default(), "the write failed: nothing was added");
+    world.apply(Op::Add(3)).unwrap();
+    world.apply(Op::Write(0)).unwrap();
+    for _ in 0..3 {
+        world.apply(Op::Poll).unwrap();
+    }
+    assert_eq!(counts(&world), TaskCounts { added: 3, ..TaskCounts::default() }, "taken, not leased yet");
+    world.apply(Op::Write(0)).unwrap();
+    assert_eq!(counts(&world).dispatched, 3);
+    world.apply(Op::Complete(0)).unwrap();
+    world.apply(Op::Fail(1)).unwrap();
+    world.apply(Op::Write(0)).unwrap();
+    assert_eq!(
+        counts(&world),
+        TaskCounts { added: 3, dispatched: 3, completed: 1, failed: 1, expired: 0 },
+        "one completed, one failed (retried after its backoff)"
+    );
+    world.apply(Op::Tick(1500)).unwrap();
+    world.apply(Op::Write(0)).unwrap();
+    assert_eq!(
+        counts(&world),
+        TaskCounts { added: 3, dispatched: 3, completed: 1, failed: 1, expired: 1 },
+        "the last lease ran out; the failed task is ready again, not added again"
+    );
 }

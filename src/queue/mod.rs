@@ -35,7 +35,7 @@ mod subqueue;
 
 pub use engine::{
     Added, AppendPlan, Candidate, EngineConfig, Finish, Finished, GcRequest, IdsExhausted, MAX_MAINTENANCE_PER_WRITE,
-    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot,
+    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot, TaskCounts,
 };
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;

@@ -293,7 +293,15 @@ impl Subqueue {
         }
     }
 
+    /// Tasks dispatched, or being leased, above the ack level.
+    pub fn dispatched_above_ack(&self) -> usize {
+        self.buffer.len() - self.ready
+    }
+
     pub fn top_keys(&self, n: usize) -> Vec<KeyBacklog> {
+        if n == 0 {
+            return Vec::new();
+        }
         let mut per_key: HashMap<&str, u64> = HashMap::new();
         for slot in self.buffer.values() {
             if let Slot::Ready(task) = slot {

@@ -10,4 +10,5 @@ mod leases;
 mod polling;
 mod services;
 mod support;
+mod telemetry;
 mod validation;

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use fairway::config::Config;
-
 use fairway::proto::v1 as pb;
 
 use crate::support::{TestServer, add, add_all, describe, poll, spec, wait};
@@ -43,7 +42,10 @@ async fn a_waiting_poller_gets_a_new_task_by_sync_match() {
     assert_eq!(task.task_id, added.task_id);
     assert_eq!(task.payload, b"now");
     let state = describe(&mut producer, "sync").await;
-    assert_eq!(state.partitions[0].added, 0, "a sync-matched task is not stored");
+    let partition = &state.partitions[0];
+    assert_eq!((partition.added, partition.dispatched), (1, 1));
+    let untouched = Some(pb::FairLevel { pass: 0, id: 0 });
+    assert!(partition.subqueues.iter().all(|s| s.max_level == untouched), "a sync-matched task is not stored");
     server.stop().await;
 }
 

@@ -38,6 +38,8 @@ enum Home {
 /// A server in this process, on a fresh store.
 pub struct TestServer {
     pub client: Client,
+    /// Where it serves `GET /metrics`, when `telemetry.metrics_listen` is set.
+    pub metrics: Option<SocketAddr>,
     channel: Channel,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
@@ -78,9 +80,15 @@ impl TestServer {
         let store = fairway::server::open_store(&config.store_url().unwrap(), &config).await.expect("open the store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let metrics = match config.telemetry.metrics_listen().expect("a valid metrics address") {
+            Some(address) => Some(tokio::net::TcpListener::bind(address).await.expect("bind the metrics address")),
+            None => None,
+        };
+        let metrics_addr = metrics.as_ref().map(|listener| listener.local_addr().unwrap());
+        let listeners = fairway::server::Listeners { grpc: listener, metrics };
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(async move {
-            fairway::server::serve(listener, &config, store, clock, async {
+            fairway::server::serve(listeners, &config, store, clock, async {
                 let _ = stopped.await;
             })
             .await
@@ -88,7 +96,7 @@ impl TestServer {
         });
         let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
         let client = MatchingClient::new(channel.clone());
-        TestServer { client, channel, stop: Some(stop), served, home: Some(home) }
+        TestServer { client, metrics: metrics_addr, channel, stop: Some(stop), served, home: Some(home) }
     }
 
     /// A channel to the server, for other services' clients.
