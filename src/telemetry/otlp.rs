@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Histogram, Meter, MeterProvider};
+use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter, MeterProvider};
 use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
@@ -14,6 +14,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use super::TelemetryError;
 use super::histogram::BOUNDS_MS;
 use super::metrics::{ALL, DISPATCH_LATENCY, Kind, Sampler, Values};
+use crate::matcher::QueueStats;
 
 /// Instruments read within this long of each other share one reading of the
 /// queues (a push reads every instrument at once).
@@ -77,11 +78,7 @@ impl OtlpMetrics {
                         .u64_observable_counter(name)
                         .with_unit(metric.unit)
                         .with_description(metric.help)
-                        .with_callback(move |observer| {
-                            for (queue, stats) in sampler.recent(ONE_PUSH).iter() {
-                                observer.observe(value(stats), &[KeyValue::new("queue", queue.to_string())]);
-                            }
-                        })
+                        .with_callback(per_queue(sampler, value))
                         .build();
                 }
                 (_, Values::PerQueue(value)) => {
@@ -89,11 +86,7 @@ impl OtlpMetrics {
                         .u64_observable_gauge(name)
                         .with_unit(metric.unit)
                         .with_description(metric.help)
-                        .with_callback(move |observer| {
-                            for (queue, stats) in sampler.recent(ONE_PUSH).iter() {
-                                observer.observe(value(stats), &[KeyValue::new("queue", queue.to_string())]);
-                            }
-                        })
+                        .with_callback(per_queue(sampler, value))
                         .build();
                 }
                 (_, Values::PerLevel(value)) => {
@@ -127,6 +120,18 @@ impl OtlpMetrics {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "OTLP metrics: the last push failed"),
             Err(error) => tracing::warn!(%error, "OTLP metrics: shutdown panicked"),
+        }
+    }
+}
+
+/// A callback observing `value` of every queue, labelled by queue.
+fn per_queue(
+    sampler: Arc<Sampler>,
+    value: fn(&QueueStats) -> u64,
+) -> impl Fn(&dyn AsyncInstrument<u64>) + Send + Sync + 'static {
+    move |observer| {
+        for (queue, stats) in sampler.recent(ONE_PUSH).iter() {
+            observer.observe(value(stats), &[KeyValue::new("queue", queue.to_string())]);
         }
     }
 }
