@@ -29,14 +29,15 @@ pub struct LatencyArgs {
     /// Adds per second.
     #[arg(long, default_value_t = 500.0)]
     rate: f64,
-    /// Pollers waiting.
-    #[arg(long, default_value_t = 8)]
+    /// Pollers waiting. Enough that one is waiting for every task added while
+    /// a lease write is in flight (rate × write latency), or tasks queue up.
+    #[arg(long, default_value_t = 64)]
     pollers: u32,
 }
 
 impl LatencyArgs {
     pub fn defaults(common: &Common) -> LatencyArgs {
-        LatencyArgs { common: common.clone(), tasks: 5_000, rate: 500.0, pollers: 8 }
+        LatencyArgs { common: common.clone(), tasks: 5_000, rate: 500.0, pollers: 64 }
     }
 }
 
@@ -45,7 +46,8 @@ pub async fn run(args: &LatencyArgs, store: &BenchStore) -> anyhow::Result<Scena
         bail!("--tasks and --pollers must be at least 1, --rate in (0, 100000]");
     }
     let settings = format!(
-        "{} tasks added one by one at {}/s (open loop), {} pollers waiting, sync match on, one partition",
+        "{} tasks added one by one at {}/s (open loop), {} pollers waiting (each completes its task aside and \
+         polls again at once), sync match on, one partition",
         args.tasks, args.rate, args.pollers
     );
     let target = if store.url().is_some() { 20.0 } else { 5.0 };
@@ -78,8 +80,12 @@ async fn once(args: &LatencyArgs, store: &BenchStore, run: u32, target_ms: f64) 
                     let latency = epoch.elapsed().as_nanos() as u64 - sent;
                     latencies.lock().await.push(latency as f64 / 1e6);
                     received.fetch_add(1, Ordering::Relaxed);
-                    let complete = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
-                    client.complete_task(complete).await?;
+                    // Completed aside, so that the poller waits again at once.
+                    let mut completer = client.clone();
+                    tokio::spawn(async move {
+                        let complete = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
+                        completer.complete_task(complete).await
+                    });
                 }
                 anyhow::Ok(())
             })
