@@ -142,13 +142,16 @@ pub async fn run(client: &Client, queue: &str, load: Load, what: &str) -> anyhow
             })
         })
         .collect();
-    let mut progress = Progress::new(what.to_owned(), load.duration.as_secs());
+    // Progress in dispatches when the run ends after a number of them, else in seconds.
+    let by_count = load.max_dispatches != u64::MAX;
+    let total = if by_count { load.max_dispatches } else { load.duration.as_secs() };
+    let mut progress = Progress::new(format!("{what} ({})", if by_count { "dispatches" } else { "seconds" }), total);
+    let done = || if by_count { taken.load(Ordering::Relaxed) } else { started.elapsed().as_secs() };
     while Instant::now() < stop_at && taken.load(Ordering::Relaxed) < load.max_dispatches {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let note = format!("dispatched {}", taken.load(Ordering::Relaxed));
-        progress.update(started.elapsed().as_secs(), &note);
+        progress.update(done(), &format!("dispatched {}", taken.load(Ordering::Relaxed)));
     }
-    progress.update(load.duration.as_secs(), &format!("dispatched {}", taken.load(Ordering::Relaxed)));
+    progress.update(total, &format!("dispatched {}", taken.load(Ordering::Relaxed)));
     if let Some(producer) = producer {
         producer.await??;
     }
