@@ -14,6 +14,8 @@
 //! - [`partition`]: the async shell that drives an engine against a store.
 //! - [`matcher`]: long polls, sync match, dispatch across partitions.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
+//! - [`scheduler`]: the origin-visit scheduler's pure rules: visit feedback,
+//!   cooldowns, policies, slot sharing.
 //! - [`server`]: wiring, startup and the ordered shutdown.
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
 //! - [`config`], [`clock`].
@@ -38,6 +40,7 @@ pub mod matcher;
 pub mod model;
 pub mod partition;
 pub mod queue;
+pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -1,0 +1,118 @@
+//! When an origin may be handed to the queue again.
+//!
+//! Four waits, all of which must have passed: since it was last scheduled
+//! (absolute, so a round never sends an origin twice in a row); since it was
+//! scheduled without an outcome coming back (the visit was lost); since a
+//! failed visit; since a not-found visit.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{VisitStats, VisitStatus};
+use crate::clock::{UnixMillis, millis};
+
+/// The waits, with the reference scheduler's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cooldowns {
+    #[serde(with = "crate::config::duration_serde")]
+    pub absolute: Duration,
+    /// Scheduled, and no outcome since: the visit is taken as lost after this.
+    #[serde(with = "crate::config::duration_serde")]
+    pub scheduled: Duration,
+    #[serde(with = "crate::config::duration_serde")]
+    pub failed: Duration,
+    #[serde(with = "crate::config::duration_serde")]
+    pub not_found: Duration,
+}
+
+impl Default for Cooldowns {
+    fn default() -> Self {
+        const HOUR: u64 = 3600;
+        Cooldowns {
+            absolute: Duration::from_secs(12 * HOUR),
+            scheduled: Duration::from_secs(7 * 24 * HOUR),
+            failed: Duration::from_secs(14 * 24 * HOUR),
+            not_found: Duration::from_secs(31 * 24 * HOUR),
+        }
+    }
+}
+
+impl Cooldowns {
+    /// Whether an origin with `stats` may be scheduled at `now`. A wait
+    /// has passed when strictly more than its length has gone by.
+    pub fn allow(&self, stats: &VisitStats, now: UnixMillis) -> bool {
+        let passed = |since: UnixMillis, wait: Duration| since < now - millis(wait);
+        let Some(scheduled) = stats.last_scheduled else {
+            return self.after_status(stats, &passed);
+        };
+        if !passed(scheduled, self.absolute) {
+            return false;
+        }
+        // An outcome after the scheduling ends the wait for it; else it is lost after `scheduled`.
+        let answered = stats.last_visit.is_some_and(|visit| scheduled < visit);
+        if !answered && !passed(scheduled, self.scheduled) {
+            return false;
+        }
+        self.after_status(stats, &passed)
+    }
+
+    fn after_status(&self, stats: &VisitStats, passed: &dyn Fn(UnixMillis, Duration) -> bool) -> bool {
+        match (stats.last_visit_status, stats.last_visit) {
+            (Some(VisitStatus::Failed), Some(visit)) => passed(visit, self.failed),
+            (Some(VisitStatus::NotFound), Some(visit)) => passed(visit, self.not_found),
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: i64 = 1000;
+    const HOUR: i64 = 3600 * SECOND;
+    const DAY: i64 = 24 * HOUR;
+    const NOW: i64 = 1_000 * DAY;
+
+    fn stats(scheduled: Option<i64>, visit: Option<(i64, VisitStatus)>) -> VisitStats {
+        VisitStats {
+            last_scheduled: scheduled,
+            last_visit: visit.map(|(at, _)| at),
+            last_visit_status: visit.map(|(_, status)| status),
+            ..VisitStats::default()
+        }
+    }
+
+    /// Allowed one second past the wait, refused one second before it.
+    fn boundary(make: impl Fn(i64) -> VisitStats, wait: i64) {
+        let c = Cooldowns::default();
+        assert!(!c.allow(&make(NOW - wait + SECOND), NOW), "1 s before the end of the wait");
+        assert!(c.allow(&make(NOW - wait - SECOND), NOW), "1 s after it");
+    }
+
+    #[test]
+    fn never_scheduled_never_visited_is_allowed() {
+        assert!(Cooldowns::default().allow(&VisitStats::default(), NOW));
+    }
+
+    #[test]
+    fn absolute_cooldown_after_an_answered_schedule() {
+        boundary(|at| stats(Some(at), Some((at + SECOND / 2, VisitStatus::Successful))), 12 * HOUR);
+    }
+
+    #[test]
+    fn a_schedule_with_no_outcome_is_taken_as_lost_after_seven_days() {
+        boundary(|at| stats(Some(at), Some((at - DAY, VisitStatus::Successful))), 7 * DAY);
+        boundary(|at| stats(Some(at), None), 7 * DAY);
+    }
+
+    #[test]
+    fn failed_and_not_found_visits_wait_fourteen_and_thirty_one_days() {
+        boundary(|at| stats(None, Some((at, VisitStatus::Failed))), 14 * DAY);
+        boundary(|at| stats(None, Some((at, VisitStatus::NotFound))), 31 * DAY);
+        // Scheduled long ago and answered by the failure: only the failure's wait counts.
+        boundary(|at| stats(Some(at - 30 * DAY), Some((at, VisitStatus::Failed))), 14 * DAY);
+    }
+}

@@ -1,0 +1,25 @@
+//! The origin-visit scheduler's pure core: what a visit's outcome does to an
+//! origin's statistics and next visit (`feedback`), when an origin may be
+//! scheduled again (`cooldown`), and how a round's free slots are shared
+//! among weighted policies (`slots`). No I/O; time is an argument.
+//!
+//! Invariants kept here:
+//! 1. An outcome older than the last one recorded for the origin changes
+//!    nothing (outcomes may arrive out of order; the latest visit wins).
+//! 2. The interval index stays within `0..=MAX_OFFSET`; the interval it
+//!    names only grows with the index.
+//! 3. A round never hands out more slots than it has, and a slot a policy
+//!    cannot fill goes to the others in proportion to their weights.
+
+pub mod cooldown;
+pub mod feedback;
+pub mod policy;
+pub mod slots;
+
+pub use cooldown::Cooldowns;
+pub use feedback::{MAX_OFFSET, Outcome, VisitStats, VisitStatus, interval_days};
+pub use policy::{Candidate, ListedOrigin, Policy};
+pub use slots::share_slots;
+
+/// Milliseconds in a day.
+pub const DAY_MS: i64 = 24 * 3600 * 1000;

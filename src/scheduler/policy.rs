@@ -1,0 +1,222 @@
+//! The policies that choose which origins of a visit type to visit next.
+//! Each admits some origins and orders them; a round takes from each, in
+//! that order, the slots [`super::share_slots`] gives it, among the origins
+//! the cooldowns allow.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cooldowns, VisitStats, VisitStatus};
+use crate::clock::UnixMillis;
+
+/// An origin as its lister reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedOrigin {
+    pub url: String,
+    pub visit_type: String,
+    /// The lister's name and instance, e.g. `gitlab/framagit`.
+    pub lister: String,
+    /// When the forge says the origin last changed, if it says.
+    pub last_update: Option<UnixMillis>,
+    /// When a lister first reported it.
+    pub first_seen: UnixMillis,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Never visited, with a known update date: oldest update first.
+    NeverVisitedOldestUpdateFirst,
+    /// Visited, and updated since the last successful visit: largest lag first.
+    AlreadyVisitedOrderByLag,
+    /// No update date from the forge: by queue position (the feedback's clock).
+    OriginsWithoutLastUpdate,
+    /// Not scheduled since its lister's last listing finished: never scheduled first.
+    FirstVisitsAfterListing,
+    /// Oldest scheduled (never scheduled) first, whatever else is known.
+    OldestScheduledFirst,
+    /// Until one visit succeeds, then never again (one-shot visit types).
+    StopAfterSuccess,
+}
+
+/// What a policy looks at for one origin.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    pub origin: &'a ListedOrigin,
+    pub stats: &'a VisitStats,
+    /// When the origin's lister last finished a listing.
+    pub listing_finished: Option<UnixMillis>,
+}
+
+impl Policy {
+    /// Whether the policy would visit this origin at all.
+    pub fn admits(self, c: &Candidate<'_>) -> bool {
+        let (origin, stats) = (c.origin, c.stats);
+        match self {
+            Policy::NeverVisitedOldestUpdateFirst => stats.last_snapshot.is_none() && origin.last_update.is_some(),
+            Policy::AlreadyVisitedOrderByLag => {
+                stats.last_snapshot.is_some()
+                    && matches!((origin.last_update, stats.last_successful), (Some(u), Some(s)) if u > s)
+            }
+            Policy::OriginsWithoutLastUpdate => origin.last_update.is_none(),
+            Policy::FirstVisitsAfterListing => match c.listing_finished {
+                None => false,
+                Some(finished) => stats.last_scheduled.is_none_or(|s| s < finished),
+            },
+            Policy::OldestScheduledFirst => true,
+            Policy::StopAfterSuccess => stats.last_visit_status != Some(VisitStatus::Successful),
+        }
+    }
+
+    /// The policy's order: `Less` is visited first. Ties go to the origin
+    /// first seen, then by URL, so that the order is total.
+    pub fn compare(self, a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
+        let nulls_first = |x: Option<i64>, y: Option<i64>| x.map_or(i64::MIN, |v| v).cmp(&y.map_or(i64::MIN, |v| v));
+        let nulls_last = |x: Option<i64>, y: Option<i64>| x.map_or(i64::MAX, |v| v).cmp(&y.map_or(i64::MAX, |v| v));
+        let lag = |c: &Candidate<'_>| c.origin.last_update.unwrap_or(0) - c.stats.last_successful.unwrap_or(0);
+        let primary = match self {
+            Policy::NeverVisitedOldestUpdateFirst => nulls_last(a.origin.last_update, b.origin.last_update),
+            Policy::AlreadyVisitedOrderByLag => lag(b).cmp(&lag(a)),
+            Policy::OriginsWithoutLastUpdate => {
+                nulls_first(a.stats.next_visit_queue_position, b.stats.next_visit_queue_position)
+            }
+            Policy::FirstVisitsAfterListing | Policy::OldestScheduledFirst => {
+                nulls_first(a.stats.last_scheduled, b.stats.last_scheduled)
+            }
+            Policy::StopAfterSuccess => nulls_last(a.origin.last_update, b.origin.last_update),
+        };
+        primary.then(a.origin.first_seen.cmp(&b.origin.first_seen)).then_with(|| a.origin.url.cmp(&b.origin.url))
+    }
+
+    /// Up to `limit` candidates this policy admits and the cooldowns allow at
+    /// `now`, best first.
+    pub fn select<'a>(
+        self,
+        candidates: &[Candidate<'a>],
+        limit: usize,
+        cooldowns: &Cooldowns,
+        now: UnixMillis,
+    ) -> Vec<Candidate<'a>> {
+        let mut chosen: Vec<Candidate<'a>> = candidates
+            .iter()
+            .filter(|c| c.stats.enabled && self.admits(c) && cooldowns.allow(c.stats, now))
+            .copied()
+            .collect();
+        chosen.sort_by(|a, b| self.compare(a, b));
+        chosen.truncate(limit);
+        chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::DAY_MS;
+
+    const NOW: i64 = 1_000 * DAY_MS;
+
+    struct Fixture {
+        origins: Vec<ListedOrigin>,
+        stats: Vec<VisitStats>,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            Fixture { origins: Vec::new(), stats: Vec::new() }
+        }
+
+        fn add(&mut self, url: &str, last_update: Option<i64>, stats: VisitStats) -> &mut Self {
+            let first_seen = self.origins.len() as i64;
+            self.origins.push(ListedOrigin {
+                url: url.into(),
+                visit_type: "git".into(),
+                lister: "l".into(),
+                last_update,
+                first_seen,
+            });
+            self.stats.push(stats);
+            self
+        }
+
+        fn pick(&self, policy: Policy, listing_finished: Option<i64>) -> Vec<&str> {
+            let candidates: Vec<Candidate<'_>> = self
+                .origins
+                .iter()
+                .zip(&self.stats)
+                .map(|(origin, stats)| Candidate { origin, stats, listing_finished })
+                .collect();
+            policy.select(&candidates, 10, &Cooldowns::default(), NOW).iter().map(|c| c.origin.url.as_str()).collect()
+        }
+    }
+
+    fn visited(successful: i64, snapshot: &[u8]) -> VisitStats {
+        VisitStats {
+            last_visit: Some(successful),
+            last_successful: Some(successful),
+            last_visit_status: Some(VisitStatus::Successful),
+            last_snapshot: Some(snapshot.to_vec()),
+            ..VisitStats::default()
+        }
+    }
+
+    #[test]
+    fn never_visited_oldest_update_first() {
+        let mut f = Fixture::new();
+        f.add("new", Some(NOW - DAY_MS), VisitStats::default())
+            .add("old", Some(NOW - 9 * DAY_MS), VisitStats::default())
+            .add("no-date", None, VisitStats::default())
+            .add("visited", Some(NOW - 20 * DAY_MS), visited(NOW - 30 * DAY_MS, b"s"));
+        assert_eq!(f.pick(Policy::NeverVisitedOldestUpdateFirst, None), vec!["old", "new"]);
+    }
+
+    #[test]
+    fn already_visited_by_lag_largest_first() {
+        let mut f = Fixture::new();
+        f.add("small-lag", Some(NOW - 5 * DAY_MS), visited(NOW - 6 * DAY_MS, b"a"))
+            .add("big-lag", Some(NOW - 2 * DAY_MS), visited(NOW - 40 * DAY_MS, b"b"))
+            .add("up-to-date", Some(NOW - 50 * DAY_MS), visited(NOW - 20 * DAY_MS, b"c"))
+            .add("never", Some(NOW), VisitStats::default());
+        assert_eq!(f.pick(Policy::AlreadyVisitedOrderByLag, None), vec!["big-lag", "small-lag"]);
+    }
+
+    #[test]
+    fn without_last_update_by_queue_position_unset_first() {
+        let mut f = Fixture::new();
+        let at = |position| VisitStats { next_visit_queue_position: Some(position), ..VisitStats::default() };
+        f.add("later", None, at(50)).add("sooner", None, at(10)).add("unset", None, VisitStats::default());
+        f.add("dated", Some(NOW), VisitStats::default());
+        assert_eq!(f.pick(Policy::OriginsWithoutLastUpdate, None), vec!["unset", "sooner", "later"]);
+    }
+
+    #[test]
+    fn first_visits_after_listing_and_oldest_scheduled() {
+        let mut f = Fixture::new();
+        let scheduled = |at| VisitStats { last_scheduled: Some(at), ..VisitStats::default() };
+        f.add("before-listing", None, scheduled(NOW - 10 * DAY_MS)).add("never", None, VisitStats::default()).add(
+            "after-listing",
+            None,
+            scheduled(NOW - DAY_MS),
+        );
+        let finished = Some(NOW - 2 * DAY_MS);
+        assert_eq!(f.pick(Policy::FirstVisitsAfterListing, finished), vec!["never", "before-listing"]);
+        assert!(f.pick(Policy::FirstVisitsAfterListing, None).is_empty(), "no listing finished yet");
+        // Scheduled a day ago with no outcome yet: in flight, held by the 7-day cooldown.
+        assert_eq!(f.pick(Policy::OldestScheduledFirst, None), vec!["never", "before-listing"]);
+    }
+
+    #[test]
+    fn stop_after_success_and_disabled_origins() {
+        let mut f = Fixture::new();
+        let failed = VisitStats {
+            last_visit: Some(NOW - 20 * DAY_MS),
+            last_visit_status: Some(VisitStatus::Failed),
+            ..VisitStats::default()
+        };
+        f.add("done", None, visited(NOW - DAY_MS, b"s"))
+            .add("failed-long-ago", Some(NOW - DAY_MS), failed)
+            .add("fresh", Some(NOW - 3 * DAY_MS), VisitStats::default())
+            .add("disabled", None, VisitStats { enabled: false, ..VisitStats::default() });
+        assert_eq!(f.pick(Policy::StopAfterSuccess, None), vec!["fresh", "failed-long-ago"]);
+    }
+}
