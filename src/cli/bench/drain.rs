@@ -60,8 +60,7 @@ pub async fn run(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<Scenari
 }
 
 async fn once(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
-    let (url, _dir) = store.for_run()?;
-    let server = Arc::new(BenchServer::start(&url, &server_config(false, &[]))?);
+    let server = Arc::new(BenchServer::start(store, &server_config(false, &[]))?);
     let queue = format!("drain-{}", run_id());
     let mut client = server.client().await?;
     create_queue(&mut client, &queue, 1).await?;

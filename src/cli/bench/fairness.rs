@@ -138,20 +138,14 @@ pub async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<Vec<
 }
 
 /// A server whose `fifo` queues order by arrival; both kinds created with `partitions`.
-async fn start(
-    store: &BenchStore,
-    fair: &[String],
-    fifo: &[String],
-    partitions: u32,
-) -> anyhow::Result<(BenchServer, Option<tempfile::TempDir>)> {
-    let (url, dir) = store.for_run()?;
+async fn start(store: &BenchStore, fair: &[String], fifo: &[String], partitions: u32) -> anyhow::Result<BenchServer> {
     let fifo_names: Vec<&str> = fifo.iter().map(String::as_str).collect();
-    let server = BenchServer::start(&url, &server_config(true, &fifo_names))?;
+    let server = BenchServer::start(store, &server_config(true, &fifo_names))?;
     let mut client = server.client().await?;
     for queue in fair.iter().chain(fifo) {
         create_queue(&mut client, queue, partitions).await?;
     }
-    Ok((server, dir))
+    Ok(server)
 }
 
 fn names(scenario: &str) -> (String, String) {
@@ -161,7 +155,7 @@ fn names(scenario: &str) -> (String, String) {
 
 async fn weights(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let (fair, fifo) = names("weights");
-    let (server, _dir) = start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), 1).await?;
+    let server = start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), 1).await?;
     let client = server.client().await?;
     let keys: Vec<LoadKey> =
         [("w5", 5.0), ("w3", 3.0), ("w2", 2.0)].map(|(name, weight)| LoadKey { weight, ..LoadKey::new(name) }).to_vec();
@@ -243,8 +237,7 @@ fn worst_window_error(trace: &Trace, targets: &[f64], upto: u64) -> f64 {
 
 async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let (fair, fifo) = names("zipf");
-    let (server, _dir) =
-        start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), args.zipf_partitions).await?;
+    let server = start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), args.zipf_partitions).await?;
     let client = server.client().await?;
     let keys: Vec<LoadKey> = (0..args.zipf_keys).map(|k| LoadKey::new(format!("z{k:04}"))).collect();
     let distribution = Arc::new(Zipf::new(args.zipf_keys, 1.0));
@@ -336,8 +329,7 @@ fn window_jain(trace: &Trace, keys: usize, from: f64, to: f64) -> f64 {
 async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let (fair, fifo) = names("noisy");
     let (fair_quiet, fifo_quiet) = (format!("{fair}-alone"), format!("{fifo}-alone"));
-    let (server, _dir) =
-        start(store, &[fair.clone(), fair_quiet.clone()], &[fifo.clone(), fifo_quiet.clone()], 1).await?;
+    let server = start(store, &[fair.clone(), fair_quiet.clone()], &[fifo.clone(), fifo_quiet.clone()], 1).await?;
     let client = server.client().await?;
     let mut keys: Vec<LoadKey> = (0..QUIET).map(|k| LoadKey::new(format!("quiet-{k:02}"))).collect();
     keys.push(LoadKey::new("noisy"));
@@ -412,7 +404,7 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
 
 async fn priorities(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let (fair, fifo) = names("priorities");
-    let (server, _dir) = start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), 1).await?;
+    let server = start(store, std::slice::from_ref(&fair), std::slice::from_ref(&fifo), 1).await?;
     let client = server.client().await?;
     let keys = vec![LoadKey { priority: 1, ..LoadKey::new("high") }, LoadKey { priority: 5, ..LoadKey::new("low") }];
     // Of every 12 tasks offered, 9 are high (90% of capacity) and 3 low (30%).

@@ -55,8 +55,7 @@ pub async fn run(args: &LatencyArgs, store: &BenchStore) -> anyhow::Result<Scena
 }
 
 async fn once(args: &LatencyArgs, store: &BenchStore, run: u32, target_ms: f64) -> anyhow::Result<RunOutput> {
-    let (url, _dir) = store.for_run()?;
-    let server = BenchServer::start(&url, &server_config(true, &[]))?;
+    let server = BenchServer::start(store, &server_config(true, &[]))?;
     let queue = format!("latency-{}", run_id());
     let mut client = server.client().await?;
     create_queue(&mut client, &queue, 1).await?;

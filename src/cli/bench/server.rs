@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use fairway::proto::v1 as pb;
+
+use super::BenchStore;
 use fairway::proto::v1::matching_client::MatchingClient;
 
 pub type Client = MatchingClient<tonic::transport::Channel>;
@@ -18,13 +20,17 @@ pub type Client = MatchingClient<tonic::transport::Channel>;
 pub struct BenchServer {
     child: Child,
     pub addr: String,
-    _dir: tempfile::TempDir,
+    /// The config file and the log.
+    dir: tempfile::TempDir,
+    /// The embedded store's directory, removed after the process is gone.
+    _store_dir: Option<tempfile::TempDir>,
 }
 
 impl BenchServer {
-    /// Starts `fairway serve` on `store` with `config` (TOML, without
-    /// `listen` and `store`) and waits until it listens.
-    pub fn start(store: &str, config: &str) -> anyhow::Result<BenchServer> {
+    /// Starts `fairway serve` on the run's store with `config` (TOML,
+    /// without `listen` and `store`) and waits until it listens.
+    pub fn start(store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
+        let (store, store_dir) = store.for_run()?;
         let dir = tempfile::tempdir().context("a temporary directory for the server's config")?;
         let config_path = dir.path().join("fairway.toml");
         std::fs::write(&config_path, config).context("write the server's config")?;
@@ -36,7 +42,7 @@ impl BenchServer {
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--store")
-            .arg(store)
+            .arg(&store)
             .arg("--config")
             .arg(&config_path)
             .env("FAIRWAY_LOG", "warn")
@@ -52,7 +58,7 @@ impl BenchServer {
             let _ = child.wait();
             bail!("fairway serve did not start: {}", tail(&log_path));
         };
-        Ok(BenchServer { addr: addr.to_owned(), child, _dir: dir })
+        Ok(BenchServer { addr: addr.to_owned(), child, dir, _store_dir: store_dir })
     }
 
     pub async fn client(&self) -> anyhow::Result<Client> {
@@ -76,7 +82,7 @@ impl BenchServer {
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let status = tokio::task::block_in_place(|| self.child.wait())?;
         if !status.success() {
-            bail!("fairway serve exited with {status}: {}", tail(&self._dir.path().join("server.log")));
+            bail!("fairway serve exited with {status}: {}", tail(&self.dir.path().join("server.log")));
         }
         Ok(())
     }

@@ -108,8 +108,7 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
 
     // 2. End to end over gRPC, on the servers given or on one started for the run.
     let end_to_end = if args.servers.is_empty() {
-        let (url, _dir) = store.for_run()?;
-        let server = BenchServer::start(&url, &server_config(args.sync_match, &[]))?;
+        let server = BenchServer::start(store, &server_config(args.sync_match, &[]))?;
         let rate = end_to_end(vec![server.client().await?], &queue, args).await?;
         server.stop().await?;
         rate
