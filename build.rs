@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set_path(out_dir.join("fairway_descriptor.bin"))
         .compile_with_config(
             config,
-            &["proto/fairway/v1/matching.proto", "proto/fairway/v1/storage.proto"],
+            &["proto/fairway/v1/matching.proto", "proto/fairway/v1/storage.proto", "proto/fairway/v1/visits.proto"],
             &["proto"],
         )?;
     println!("cargo:rerun-if-changed=proto");

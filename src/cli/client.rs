@@ -14,6 +14,12 @@ pub struct ServerArg {
     server: String,
 }
 
+impl ServerArg {
+    pub fn address(&self) -> &str {
+        &self.server
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum TaskCommand {
     /// Add one task.

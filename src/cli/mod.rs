@@ -5,6 +5,7 @@ mod client;
 mod demo;
 mod schema;
 mod serve;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -30,6 +31,9 @@ enum Command {
     /// Load generators: throughput against a store, over real gRPC.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run a command for each task of a queue, heartbeating while it runs
+    /// and reporting how it ended.
+    Worker(worker::WorkerArgs),
     /// Manage the Cassandra schema.
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
@@ -59,6 +63,7 @@ pub fn main() -> ExitCode {
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
             Command::Bench(command) => bench::run(command).await,
+            Command::Worker(args) => worker::run(args).await,
             Command::Demo(args) => demo::run(args).await,
         }
     });

@@ -12,3 +12,4 @@ mod services;
 mod support;
 mod telemetry;
 mod validation;
+mod worker;
