@@ -40,30 +40,31 @@ impl Default for Cooldowns {
 }
 
 impl Cooldowns {
-    /// Whether an origin with `stats` may be scheduled at `now`. A wait
-    /// has passed when strictly more than its length has gone by.
+    /// Whether an origin with `stats` may be scheduled at `now`: strictly
+    /// after [`Cooldowns::not_before`].
     pub fn allow(&self, stats: &VisitStats, now: UnixMillis) -> bool {
-        let passed = |since: UnixMillis, wait: Duration| since < now - millis(wait);
-        let Some(scheduled) = stats.last_scheduled else {
-            return self.after_status(stats, &passed);
-        };
-        if !passed(scheduled, self.absolute) {
-            return false;
-        }
-        // An outcome after the scheduling ends the wait for it; else it is lost after `scheduled`.
-        let answered = stats.last_visit.is_some_and(|visit| scheduled < visit);
-        if !answered && !passed(scheduled, self.scheduled) {
-            return false;
-        }
-        self.after_status(stats, &passed)
+        self.not_before(stats).is_none_or(|until| now > until)
     }
 
-    fn after_status(&self, stats: &VisitStats, passed: &dyn Fn(UnixMillis, Duration) -> bool) -> bool {
-        match (stats.last_visit_status, stats.last_visit) {
-            (Some(VisitStatus::Failed), Some(visit)) => passed(visit, self.failed),
-            (Some(VisitStatus::NotFound), Some(visit)) => passed(visit, self.not_found),
-            _ => true,
+    /// The end of the longest wait that applies: the origin may be
+    /// scheduled once strictly more than every wait has gone by. `None`
+    /// when no wait applies.
+    pub fn not_before(&self, stats: &VisitStats) -> Option<UnixMillis> {
+        let end = |since: UnixMillis, wait: Duration| since.saturating_add(millis(wait));
+        let mut waits = Vec::with_capacity(3);
+        if let Some(scheduled) = stats.last_scheduled {
+            waits.push(end(scheduled, self.absolute));
+            // An outcome after the scheduling ends the wait for it; else it is lost after `scheduled`.
+            if !stats.last_visit.is_some_and(|visit| scheduled < visit) {
+                waits.push(end(scheduled, self.scheduled));
+            }
         }
+        match (stats.last_visit_status, stats.last_visit) {
+            (Some(VisitStatus::Failed), Some(visit)) => waits.push(end(visit, self.failed)),
+            (Some(VisitStatus::NotFound), Some(visit)) => waits.push(end(visit, self.not_found)),
+            _ => {}
+        }
+        waits.into_iter().max()
     }
 }
 

@@ -32,7 +32,8 @@ pub fn interval_days(offset: u8) -> u64 {
 }
 
 /// How a visit ended, as the loader reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum VisitStatus {
     Successful,
     Failed,
@@ -51,7 +52,7 @@ pub struct Outcome {
 }
 
 /// What the scheduler knows of one (origin, visit type).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VisitStats {
     pub last_visit: Option<UnixMillis>,
     pub last_visit_status: Option<VisitStatus>,

@@ -1,7 +1,8 @@
 //! The origin-visit scheduler's pure core: what a visit's outcome does to an
 //! origin's statistics and next visit (`feedback`), when an origin may be
-//! scheduled again (`cooldown`), and how a round's free slots are shared
-//! among weighted policies (`slots`). No I/O; time is an argument.
+//! scheduled again (`cooldown`), where it stands in the policy indexes
+//! (`placement`), how a round's free slots are shared among listers and
+//! weighted policies (`slots`, `round`). No I/O; time is an argument.
 //!
 //! Invariants kept here:
 //! 1. An outcome older than the last one recorded for the origin changes
@@ -13,12 +14,16 @@
 
 pub mod cooldown;
 pub mod feedback;
+pub mod placement;
 pub mod policy;
+pub mod round;
 pub mod slots;
 
 pub use cooldown::Cooldowns;
 pub use feedback::{MAX_OFFSET, Outcome, VisitStats, VisitStatus, interval_days};
+pub use placement::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Placement};
 pub use policy::{Candidate, ListedOrigin, Policy};
+pub use round::{Choice, Heads, Sharing, plan_round};
 pub use slots::share_slots;
 
 /// Milliseconds in a day.

@@ -11,7 +11,7 @@ use super::{Cooldowns, VisitStats, VisitStatus};
 use crate::clock::UnixMillis;
 
 /// An origin as its lister reported it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedOrigin {
     pub url: String,
     pub visit_type: String,
@@ -21,9 +21,17 @@ pub struct ListedOrigin {
     pub last_update: Option<UnixMillis>,
     /// When a lister first reported it.
     pub first_seen: UnixMillis,
+    /// When a lister last reported it.
+    #[serde(default)]
+    pub last_seen: UnixMillis,
+    #[serde(default)]
+    pub is_fork: bool,
+    /// Extra arguments for the loader, a JSON object as the lister gave it.
+    #[serde(default)]
+    pub extra_loader_arguments: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
     /// Never visited, with a known update date: oldest update first.
@@ -50,47 +58,99 @@ pub struct Candidate<'a> {
 }
 
 impl Policy {
-    /// Whether the policy would visit this origin at all.
-    pub fn admits(self, c: &Candidate<'_>) -> bool {
-        let (origin, stats) = (c.origin, c.stats);
+    pub const ALL: [Policy; 6] = [
+        Policy::NeverVisitedOldestUpdateFirst,
+        Policy::AlreadyVisitedOrderByLag,
+        Policy::OriginsWithoutLastUpdate,
+        Policy::FirstVisitsAfterListing,
+        Policy::OldestScheduledFirst,
+        Policy::StopAfterSuccess,
+    ];
+
+    /// The policies with an index of their own. `FirstVisitsAfterListing`
+    /// reads the lister's `OldestScheduledFirst` index below the time its
+    /// listing finished.
+    pub const INDEXED: [Policy; 5] = [
+        Policy::NeverVisitedOldestUpdateFirst,
+        Policy::AlreadyVisitedOrderByLag,
+        Policy::OriginsWithoutLastUpdate,
+        Policy::OldestScheduledFirst,
+        Policy::StopAfterSuccess,
+    ];
+
+    /// The name used in configuration and on the wire.
+    pub fn name(self) -> &'static str {
         match self {
-            Policy::NeverVisitedOldestUpdateFirst => stats.last_snapshot.is_none() && origin.last_update.is_some(),
-            Policy::AlreadyVisitedOrderByLag => {
-                stats.last_snapshot.is_some()
-                    && matches!((origin.last_update, stats.last_successful), (Some(u), Some(s)) if u > s)
-            }
-            Policy::OriginsWithoutLastUpdate => origin.last_update.is_none(),
-            Policy::FirstVisitsAfterListing => match c.listing_finished {
-                None => false,
-                Some(finished) => stats.last_scheduled.is_none_or(|s| s < finished),
-            },
-            Policy::OldestScheduledFirst => true,
-            Policy::StopAfterSuccess => stats.last_visit_status != Some(VisitStatus::Successful),
+            Policy::NeverVisitedOldestUpdateFirst => "never_visited_oldest_update_first",
+            Policy::AlreadyVisitedOrderByLag => "already_visited_order_by_lag",
+            Policy::OriginsWithoutLastUpdate => "origins_without_last_update",
+            Policy::FirstVisitsAfterListing => "first_visits_after_listing",
+            Policy::OldestScheduledFirst => "oldest_scheduled_first",
+            Policy::StopAfterSuccess => "stop_after_success",
         }
     }
 
-    /// The policy's order: `Less` is visited first. Ties go to the origin
-    /// first seen, then by URL, so that the order is total.
-    pub fn compare(self, a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
-        let nulls_first = |x: Option<i64>, y: Option<i64>| x.map_or(i64::MIN, |v| v).cmp(&y.map_or(i64::MIN, |v| v));
-        let nulls_last = |x: Option<i64>, y: Option<i64>| x.map_or(i64::MAX, |v| v).cmp(&y.map_or(i64::MAX, |v| v));
-        let lag = |c: &Candidate<'_>| c.origin.last_update.unwrap_or(0) - c.stats.last_successful.unwrap_or(0);
-        let primary = match self {
-            Policy::NeverVisitedOldestUpdateFirst => nulls_last(a.origin.last_update, b.origin.last_update),
-            Policy::AlreadyVisitedOrderByLag => lag(b).cmp(&lag(a)),
+    pub fn from_name(name: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The index this policy reads.
+    pub fn index(self) -> Policy {
+        match self {
+            Policy::FirstVisitsAfterListing => Policy::OldestScheduledFirst,
+            other => other,
+        }
+    }
+
+    /// The origin's place in this policy's order (smaller is visited
+    /// first, ties by URL), or `None` when the policy does not admit it.
+    /// Listing-dependent admission is not decided here: for
+    /// `FirstVisitsAfterListing` this is the key of its index, which the
+    /// reader bounds by the listing's end (see [`Policy::admits`]).
+    pub fn index_key(self, origin: &ListedOrigin, stats: &VisitStats) -> Option<i64> {
+        match self {
+            Policy::NeverVisitedOldestUpdateFirst => {
+                if stats.last_snapshot.is_none() {
+                    origin.last_update
+                } else {
+                    None
+                }
+            }
+            Policy::AlreadyVisitedOrderByLag => {
+                match (stats.last_snapshot.is_some(), origin.last_update, stats.last_successful) {
+                    (true, Some(update), Some(success)) if update > success => Some(success - update),
+                    _ => None,
+                }
+            }
             Policy::OriginsWithoutLastUpdate => {
-                nulls_first(a.stats.next_visit_queue_position, b.stats.next_visit_queue_position)
+                origin.last_update.is_none().then(|| stats.next_visit_queue_position.unwrap_or(i64::MIN))
             }
             Policy::FirstVisitsAfterListing | Policy::OldestScheduledFirst => {
-                nulls_first(a.stats.last_scheduled, b.stats.last_scheduled)
+                Some(stats.last_scheduled.unwrap_or(i64::MIN))
             }
-            Policy::StopAfterSuccess => nulls_last(a.origin.last_update, b.origin.last_update),
-        };
-        primary.then(a.origin.first_seen.cmp(&b.origin.first_seen)).then_with(|| a.origin.url.cmp(&b.origin.url))
+            Policy::StopAfterSuccess => (stats.last_visit_status != Some(VisitStatus::Successful))
+                .then(|| origin.last_update.unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// Whether the policy would visit this origin at all (cooldowns aside).
+    pub fn admits(self, c: &Candidate<'_>) -> bool {
+        match (self, self.index_key(c.origin, c.stats)) {
+            (_, None) => false,
+            (Policy::FirstVisitsAfterListing, Some(key)) => c.listing_finished.is_some_and(|finished| key < finished),
+            (_, Some(_)) => true,
+        }
+    }
+
+    /// The policy's order: `Less` is visited first; ties go by URL, so
+    /// that the order is total and the same as the index's.
+    pub fn compare(self, a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
+        let key = |c: &Candidate<'_>| self.index_key(c.origin, c.stats);
+        key(a).cmp(&key(b)).then_with(|| a.origin.url.cmp(&b.origin.url))
     }
 
     /// Up to `limit` candidates this policy admits and the cooldowns allow at
-    /// `now`, best first.
+    /// `now`, best first: the order a round reads from the index.
     pub fn select<'a>(
         self,
         candidates: &[Candidate<'a>],
@@ -134,6 +194,9 @@ mod tests {
                 lister: "l".into(),
                 last_update,
                 first_seen,
+                last_seen: first_seen,
+                is_fork: false,
+                extra_loader_arguments: String::new(),
             });
             self.stats.push(stats);
             self

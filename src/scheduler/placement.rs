@@ -1,0 +1,263 @@
+//! Where an origin stands in the scheduler's indexes, and the writes that
+//! move it when its listing or statistics change.
+//!
+//! An origin that is enabled and past its cooldowns has one index entry per
+//! policy that admits it, in its lister's index of that policy. Any other
+//! enabled origin has a wake-up time instead (the end of its cooldowns),
+//! and no index entry, so a round reading an index's head never meets an
+//! origin it may not schedule. A disabled origin has neither.
+//!
+//! The state keeps where it was placed, so a write deletes exactly the
+//! entries it wrote before, whatever the cooldowns or keys are now.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cooldowns, ListedOrigin, Policy, VisitStats};
+use crate::clock::UnixMillis;
+
+/// One row of a policy index: `(visit type, policy, lister)` names the
+/// index, rows ascend by `(key, url)`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IndexEntry {
+    pub policy: Policy,
+    pub lister: String,
+    pub key: i64,
+    pub url: String,
+}
+
+/// Where an origin was placed by its last write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The lister whose indexes hold the entries.
+    pub lister: String,
+    /// One key per policy index holding the origin.
+    pub keys: Vec<(Policy, i64)>,
+    /// When its cooldowns end, if it waits for them.
+    pub wake_at: Option<UnixMillis>,
+}
+
+impl Placement {
+    /// Where `origin` with `stats` belongs at `now`.
+    pub fn of(origin: &ListedOrigin, stats: &VisitStats, cooldowns: &Cooldowns, now: UnixMillis) -> Placement {
+        let lister = origin.lister.clone();
+        if !stats.enabled {
+            return Placement { lister, keys: Vec::new(), wake_at: None };
+        }
+        if let Some(until) = cooldowns.not_before(stats).filter(|&until| now <= until) {
+            return Placement { lister, keys: Vec::new(), wake_at: Some(until) };
+        }
+        let keys = Policy::INDEXED.iter().filter_map(|&p| p.index_key(origin, stats).map(|key| (p, key))).collect();
+        Placement { lister, keys, wake_at: None }
+    }
+
+    fn entries(&self, url: &str) -> Vec<IndexEntry> {
+        self.keys
+            .iter()
+            .map(|&(policy, key)| IndexEntry { policy, lister: self.lister.clone(), key, url: url.to_owned() })
+            .collect()
+    }
+}
+
+/// Everything the scheduler keeps for one (origin, visit type).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginState {
+    pub origin: ListedOrigin,
+    pub stats: VisitStats,
+    pub placement: Placement,
+}
+
+/// The per-(lister, visit type) figures an origin contributes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListerMetrics {
+    pub known: i64,
+    pub enabled: i64,
+    /// Enabled, and no snapshot yet.
+    pub never_visited: i64,
+    /// Enabled, and updated since the last successful visit.
+    pub pending_changes: i64,
+}
+
+impl ListerMetrics {
+    fn of(state: &OriginState) -> ListerMetrics {
+        let (origin, stats) = (&state.origin, &state.stats);
+        let enabled = stats.enabled;
+        let pending = match (origin.last_update, stats.last_successful) {
+            (Some(update), Some(success)) => update > success,
+            _ => false,
+        };
+        ListerMetrics {
+            known: 1,
+            enabled: i64::from(enabled),
+            never_visited: i64::from(enabled && stats.last_snapshot.is_none()),
+            pending_changes: i64::from(enabled && pending),
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == ListerMetrics::default()
+    }
+
+    pub fn add(&mut self, other: ListerMetrics, sign: i64) {
+        self.known += sign * other.known;
+        self.enabled += sign * other.enabled;
+        self.never_visited += sign * other.never_visited;
+        self.pending_changes += sign * other.pending_changes;
+    }
+}
+
+/// One origin's change, as a store applies it: all of it, or (on an error
+/// that says so) none of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OriginWrite {
+    /// The state after the write (its origin names the row).
+    pub state: OriginState,
+    pub unindex: Vec<IndexEntry>,
+    pub index: Vec<IndexEntry>,
+    /// The wake-up row to delete and the one to write.
+    pub unwake: Option<UnixMillis>,
+    pub wake: Option<UnixMillis>,
+    /// Changes to the counts of (lister, visit type).
+    pub metrics: Vec<(String, ListerMetrics)>,
+}
+
+impl OriginWrite {
+    /// The write that takes an origin from `old` (none: never recorded) to
+    /// `origin` and `stats`, placed as they are at `now`.
+    pub fn new(
+        old: Option<&OriginState>,
+        origin: ListedOrigin,
+        stats: VisitStats,
+        cooldowns: &Cooldowns,
+        now: UnixMillis,
+    ) -> OriginWrite {
+        let placement = Placement::of(&origin, &stats, cooldowns, now);
+        let state = OriginState { origin, stats, placement };
+        let url = &state.origin.url;
+        let before = old.map(|o| o.placement.entries(url)).unwrap_or_default();
+        let after = state.placement.entries(url);
+        let unindex = before.iter().filter(|e| !after.contains(e)).cloned().collect();
+        let index = after.iter().filter(|e| !before.contains(e)).cloned().collect();
+        let old_wake = old.and_then(|o| o.placement.wake_at);
+        let (unwake, wake) =
+            if old_wake == state.placement.wake_at { (None, None) } else { (old_wake, state.placement.wake_at) };
+        let mut metrics: Vec<(String, ListerMetrics)> = Vec::new();
+        if let Some(old) = old {
+            let mut removed = ListerMetrics::default();
+            removed.add(ListerMetrics::of(old), -1);
+            metrics.push((old.origin.lister.clone(), removed));
+        }
+        let added = ListerMetrics::of(&state);
+        match metrics.first_mut() {
+            Some((lister, delta)) if *lister == state.origin.lister => delta.add(added, 1),
+            _ => metrics.push((state.origin.lister.clone(), added)),
+        }
+        metrics.retain(|(_, delta)| !delta.is_zero());
+        OriginWrite { state, unindex, index, unwake, wake, metrics }
+    }
+
+    /// The visit type and URL naming the origin's row.
+    pub fn key(&self) -> (&str, &str) {
+        (&self.state.origin.visit_type, &self.state.origin.url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::{DAY_MS, Outcome, VisitStatus};
+
+    const NOW: i64 = 1_000 * DAY_MS;
+
+    fn origin(lister: &str, last_update: Option<i64>) -> ListedOrigin {
+        ListedOrigin {
+            url: "https://forge.example/a".into(),
+            visit_type: "git".into(),
+            lister: lister.into(),
+            last_update,
+            first_seen: NOW - 50 * DAY_MS,
+            last_seen: NOW,
+            is_fork: false,
+            extra_loader_arguments: String::new(),
+        }
+    }
+
+    fn policies(write: &OriginWrite) -> Vec<Policy> {
+        write.index.iter().map(|e| e.policy).collect()
+    }
+
+    #[test]
+    fn a_new_origin_enters_every_index_that_admits_it() {
+        let write =
+            OriginWrite::new(None, origin("l", Some(NOW - DAY_MS)), VisitStats::default(), &Cooldowns::default(), NOW);
+        assert_eq!(
+            policies(&write),
+            vec![Policy::NeverVisitedOldestUpdateFirst, Policy::OldestScheduledFirst, Policy::StopAfterSuccess]
+        );
+        assert!(write.unindex.is_empty() && write.wake.is_none());
+        assert_eq!(
+            write.metrics,
+            vec![("l".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, pending_changes: 0 })]
+        );
+    }
+
+    #[test]
+    fn scheduling_moves_it_from_the_indexes_to_a_wake_up_and_an_outcome_moves_the_wake_up() {
+        let cooldowns = Cooldowns::default();
+        let first = OriginWrite::new(None, origin("l", Some(NOW - DAY_MS)), VisitStats::default(), &cooldowns, NOW);
+        let scheduled = VisitStats { last_scheduled: Some(NOW), ..first.state.stats.clone() };
+        let write = OriginWrite::new(Some(&first.state), first.state.origin.clone(), scheduled, &cooldowns, NOW);
+        assert_eq!(write.unindex, first.index, "every entry it had is deleted");
+        assert!(write.index.is_empty());
+        assert_eq!(write.wake, Some(NOW + 7 * DAY_MS), "lost after seven days without an outcome");
+        assert!(write.metrics.is_empty(), "scheduling changes no count");
+
+        let mut visited = write.state.stats.clone();
+        let at = NOW + DAY_MS;
+        visited.record(
+            &Outcome { status: VisitStatus::Successful, snapshot: Some(b"s".to_vec()), visit_date: at },
+            0,
+            0.5,
+        );
+        let after = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
+        assert_eq!(
+            (after.unwake, after.wake),
+            (Some(NOW + 7 * DAY_MS), None),
+            "answered and past 12 h: back in the indexes"
+        );
+        assert_eq!(policies(&after), vec![Policy::OldestScheduledFirst]);
+        assert_eq!(after.index[0].key, NOW);
+        assert_eq!(after.metrics[0].1.never_visited, -1);
+    }
+
+    #[test]
+    fn a_lister_change_moves_entries_and_counts_between_listers() {
+        let cooldowns = Cooldowns::default();
+        let first = OriginWrite::new(None, origin("a", None), VisitStats::default(), &cooldowns, NOW);
+        let moved = OriginWrite::new(Some(&first.state), origin("b", None), first.state.stats.clone(), &cooldowns, NOW);
+        assert!(moved.unindex.iter().all(|e| e.lister == "a") && moved.index.iter().all(|e| e.lister == "b"));
+        assert_eq!(moved.unindex.len(), moved.index.len());
+        assert_eq!(
+            moved.metrics.iter().map(|(l, m)| (l.as_str(), m.known)).collect::<Vec<_>>(),
+            vec![("a", -1), ("b", 1)]
+        );
+    }
+
+    #[test]
+    fn a_disabled_origin_is_nowhere_and_an_unchanged_one_writes_no_entry() {
+        let cooldowns = Cooldowns::default();
+        let first = OriginWrite::new(None, origin("l", None), VisitStats::default(), &cooldowns, NOW);
+        let same = OriginWrite::new(
+            Some(&first.state),
+            first.state.origin.clone(),
+            first.state.stats.clone(),
+            &cooldowns,
+            NOW,
+        );
+        assert!(same.index.is_empty() && same.unindex.is_empty() && same.metrics.is_empty());
+        let disabled = VisitStats { enabled: false, ..VisitStats::default() };
+        let off = OriginWrite::new(Some(&first.state), first.state.origin.clone(), disabled, &cooldowns, NOW);
+        assert_eq!(off.unindex.len(), first.index.len());
+        assert!(off.index.is_empty() && off.wake.is_none());
+        assert_eq!(off.metrics[0].1, ListerMetrics { known: 0, enabled: -1, never_visited: -1, pending_changes: 0 });
+    }
+}

@@ -1,0 +1,205 @@
+//! One scheduling round of a visit type: given the free slots of its queue
+//! and the head of each (policy, lister) index, which origins to send.
+//!
+//! Two ways to share the slots:
+//! - **fair** (Fairway's default): the slots are first shared equally among
+//!   the listers that have origins to offer, then, within each lister,
+//!   among the policies by weight. At both levels a share that cannot be
+//!   filled goes to the others ([`share_slots`]).
+//! - **by policy weight** (the reference scheduler's way, kept as the
+//!   baseline): each policy gets `floor(slots × weight / Σ weights)` and
+//!   takes its origins in its order across all listers; what it cannot
+//!   fill stays empty.
+//!
+//! Invariant: a round sends an origin at most once and never more origins
+//! than it has slots.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{IndexEntry, Policy, share_slots};
+
+/// How a round shares its slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sharing {
+    /// Equal shares per lister, then policy weights, unfilled shares redistributed.
+    #[default]
+    Fair,
+    /// Policy weights only, across listers; unfilled shares stay empty.
+    PolicyWeights,
+}
+
+/// An origin a round chose, and the policy that chose it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub policy: Policy,
+    pub entry: IndexEntry,
+}
+
+/// The heads a round reads: for each policy and lister, the index's first
+/// entries in order (for `FirstVisitsAfterListing`, those below the end of
+/// the lister's last listing). Each list holds at least as many entries as
+/// the round has slots, unless the index has fewer.
+pub type Heads = BTreeMap<(Policy, String), Vec<IndexEntry>>;
+
+/// Chooses up to `slots` origins from `heads` for `policies` (with weights).
+pub fn plan_round(slots: u64, policies: &[(Policy, f64)], heads: &Heads, sharing: Sharing) -> Vec<Choice> {
+    let mut taken = Taken::default();
+    match sharing {
+        Sharing::Fair => {
+            let listers: Vec<&String> =
+                heads.keys().map(|(_, lister)| lister).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+            let offered: Vec<u64> = listers
+                .iter()
+                .map(|&lister| {
+                    let distinct: HashSet<&str> = policies
+                        .iter()
+                        .filter_map(|(policy, _)| heads.get(&(*policy, lister.clone())))
+                        .flatten()
+                        .map(|e| e.url.as_str())
+                        .collect();
+                    distinct.len() as u64
+                })
+                .collect();
+            let shares = share_slots(slots, &vec![1.0; listers.len()], &offered);
+            for (lister, share) in listers.into_iter().zip(shares) {
+                let lists: Vec<&[IndexEntry]> = policies
+                    .iter()
+                    .map(|(policy, _)| heads.get(&(*policy, lister.clone())).map_or(&[][..], Vec::as_slice))
+                    .collect();
+                taken.fill(share, policies, &lists, true);
+            }
+        }
+        Sharing::PolicyWeights => {
+            let merged: Vec<Vec<IndexEntry>> = policies
+                .iter()
+                .map(|(policy, _)| {
+                    let mut all: Vec<IndexEntry> = heads
+                        .iter()
+                        .filter(|((p, _), _)| p == policy)
+                        .flat_map(|(_, entries)| entries.iter().cloned())
+                        .collect();
+                    all.sort_by(|a, b| (a.key, &a.url).cmp(&(b.key, &b.url)));
+                    all
+                })
+                .collect();
+            let lists: Vec<&[IndexEntry]> = merged.iter().map(Vec::as_slice).collect();
+            taken.fill(slots, policies, &lists, false);
+        }
+    }
+    taken.choices
+}
+
+#[derive(Default)]
+struct Taken {
+    choices: Vec<Choice>,
+    urls: HashSet<String>,
+}
+
+impl Taken {
+    /// Takes up to `slots` origins from `lists` (one per policy, best first)
+    /// by weight; with `redistribute`, a policy's unfilled share goes to the
+    /// others, else it is lost (the reference's floor of each share).
+    fn fill(&mut self, slots: u64, policies: &[(Policy, f64)], lists: &[&[IndexEntry]], redistribute: bool) {
+        let weights: Vec<f64> = policies.iter().map(|(_, w)| *w).collect();
+        let mut cursor = vec![0usize; lists.len()];
+        let mut left = slots;
+        loop {
+            let available: Vec<u64> = lists.iter().zip(&cursor).map(|(l, &c)| (l.len() - c) as u64).collect();
+            let shares = if redistribute {
+                share_slots(left, &weights, &available)
+            } else {
+                let total: f64 = weights.iter().sum();
+                weights
+                    .iter()
+                    .map(|w| if total > 0.0 { (slots as f64 * w / total).floor() as u64 } else { 0 })
+                    .collect()
+            };
+            let consumed: usize = cursor.iter().sum();
+            for (i, share) in shares.into_iter().enumerate() {
+                let mut got = 0;
+                while got < share && cursor[i] < lists[i].len() {
+                    let entry = &lists[i][cursor[i]];
+                    cursor[i] += 1;
+                    if self.urls.insert(entry.url.clone()) {
+                        self.choices.push(Choice { policy: policies[i].0, entry: entry.clone() });
+                        got += 1;
+                    }
+                }
+                left -= got;
+            }
+            // Without redistribution one pass is the whole round; with it,
+            // go on while duplicates left shares unfilled and entries were read.
+            if !redistribute || left == 0 || cursor.iter().sum::<usize>() == consumed {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEVER: Policy = Policy::NeverVisitedOldestUpdateFirst;
+    const LAG: Policy = Policy::AlreadyVisitedOrderByLag;
+
+    fn entries(policy: Policy, lister: &str, n: usize) -> ((Policy, String), Vec<IndexEntry>) {
+        let list = (0..n)
+            .map(|i| IndexEntry {
+                policy,
+                lister: lister.into(),
+                key: i as i64,
+                url: format!("{lister}/{policy:?}/{i:03}"),
+            })
+            .collect();
+        ((policy, lister.into()), list)
+    }
+
+    fn count(choices: &[Choice], f: impl Fn(&Choice) -> bool) -> usize {
+        choices.iter().filter(|c| f(c)).count()
+    }
+
+    #[test]
+    fn fair_rounds_share_equally_among_listers_whatever_their_size() {
+        let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(NEVER, "tiny", 3)].into();
+        let choices = plan_round(60, &[(NEVER, 1.0)], &heads, Sharing::Fair);
+        assert_eq!(choices.len(), 60);
+        assert_eq!(count(&choices, |c| c.entry.lister == "tiny"), 3);
+        assert_eq!(count(&choices, |c| c.entry.lister == "big"), 29, "tiny's unused share is split");
+        assert_eq!(count(&choices, |c| c.entry.lister == "small"), 28);
+        let big: Vec<i64> = choices.iter().filter(|c| c.entry.lister == "big").map(|c| c.entry.key).collect();
+        assert_eq!(big, (0..29).collect::<Vec<_>>(), "each index is taken from its head, in order");
+    }
+
+    #[test]
+    fn policy_weights_alone_follow_the_merged_order_and_leave_unfilled_shares_empty() {
+        let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(LAG, "big", 2)].into();
+        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::PolicyWeights);
+        assert_eq!(count(&choices, |c| c.policy == NEVER), 5);
+        assert_eq!(count(&choices, |c| c.policy == LAG), 2, "the lag share's other three slots stay empty");
+        let never: Vec<(i64, &str)> =
+            choices.iter().filter(|c| c.policy == NEVER).map(|c| (c.entry.key, c.entry.lister.as_str())).collect();
+        assert_eq!(never, vec![(0, "big"), (0, "small"), (1, "big"), (1, "small"), (2, "big")]);
+    }
+
+    #[test]
+    fn a_fair_round_gives_a_short_policy_share_to_the_others() {
+        let heads: Heads = [entries(NEVER, "l", 100), entries(LAG, "l", 2)].into();
+        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair);
+        assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == LAG)), (8, 2));
+    }
+
+    #[test]
+    fn an_origin_at_the_head_of_two_policies_is_sent_once() {
+        let ((_, l), never) = entries(NEVER, "l", 5);
+        let lag: Vec<IndexEntry> = never.iter().map(|e| IndexEntry { policy: LAG, ..e.clone() }).collect();
+        let heads: Heads = [((NEVER, l.clone()), never), ((LAG, l), lag)].into();
+        let choices = plan_round(4, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair);
+        let urls: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
+        assert_eq!((choices.len(), urls.len()), (4, 4));
+        assert_eq!(plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair).len(), 5, "all there is");
+    }
+}
