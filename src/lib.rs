@@ -44,6 +44,7 @@ pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod visits;
 
 /// Code generated from `proto/`.
 pub mod proto {

@@ -25,6 +25,7 @@ use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
+use crate::visits::SchedulerConfig;
 
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
@@ -54,6 +55,8 @@ pub struct Config {
     pub queues: BTreeMap<String, TaskPolicy>,
     /// Metrics and traces: where to serve and push them (off by default).
     pub telemetry: TelemetryConfig,
+    /// The origin-visit scheduler.
+    pub scheduler: SchedulerConfig,
 }
 
 impl Default for Config {
@@ -71,6 +74,7 @@ impl Default for Config {
             tasks: TaskPolicy::default(),
             queues: BTreeMap::new(),
             telemetry: TelemetryConfig::default(),
+            scheduler: SchedulerConfig::default(),
         }
     }
 }
@@ -235,6 +239,7 @@ impl Config {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
         self.telemetry.validate(self.listen).map_err(|(key, message)| ConfigError::new(key, message))?;
+        self.scheduler.validate().map_err(|(key, message)| ConfigError::new(key, message))?;
         Ok(())
     }
 

@@ -89,7 +89,10 @@ impl Default for VisitStats {
 
 impl VisitStats {
     /// Records `outcome`. `queue_clock` is the visit type's queue-position
-    /// clock, `unit` a random number in `[0, 1)` for the jitter. False
+    /// clock: the next position is the interval past the origin's own
+    /// position or the clock, whichever is later, so an origin visited late
+    /// waits a whole interval from now. `unit` is a random number in
+    /// `[0, 1)` for the jitter. False
     /// (and nothing changed) for an outcome no newer than the last visit.
     pub fn record(&mut self, outcome: &Outcome, queue_clock: i64, unit: f64) -> bool {
         if self.last_visit.is_some_and(|last| outcome.visit_date <= last) {
@@ -118,7 +121,8 @@ impl VisitStats {
         }
         let days = interval_days(self.next_position_offset) as f64;
         let interval = (days * DAY_MS as f64 * (1.0 + JITTER * (2.0 * unit - 1.0))) as i64;
-        self.next_visit_queue_position = Some(self.next_visit_queue_position.unwrap_or(queue_clock) + interval);
+        let base = self.next_visit_queue_position.map_or(queue_clock, |own| own.max(queue_clock));
+        self.next_visit_queue_position = Some(base + interval);
         if status != VisitStatus::Successful && self.successive_visits >= DISABLE_AFTER {
             self.enabled = false;
         }
@@ -224,5 +228,7 @@ mod tests {
         assert!(ahead < 2 * DAY_MS * 11 / 10 && ahead > 2 * DAY_MS * 109 / 100);
         stats.record(&visit(VisitStatus::Successful, Some(b"a"), 2), 0, 0.5);
         assert_eq!(stats.next_visit_queue_position, Some(clock + 2 * DAY_MS + 4 * DAY_MS), "then from its own");
+        stats.record(&visit(VisitStatus::Successful, Some(b"a"), 3), 2_000 * DAY_MS, 0.5);
+        assert_eq!(stats.next_visit_queue_position, Some(2_000 * DAY_MS + 16 * DAY_MS), "or the clock, if later");
     }
 }

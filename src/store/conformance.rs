@@ -20,14 +20,14 @@ use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
 /// A fresh store for one test, whatever must live as long as it (a
 /// temporary directory), and what must be done after it (drop a keyspace).
-pub struct TestStore {
-    pub store: Arc<dyn Store>,
+pub struct TestStore<S: ?Sized + Send + Sync = dyn Store> {
+    pub store: Arc<S>,
     guard: Box<dyn Any + Send>,
     cleanup: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
-impl TestStore {
-    pub fn new(store: Arc<dyn Store>, guard: impl Any + Send) -> Self {
+impl<S: ?Sized + Send + Sync> TestStore<S> {
+    pub fn new(store: Arc<S>, guard: impl Any + Send) -> Self {
         TestStore { store, guard: Box::new(guard), cleanup: None }
     }
 
@@ -38,7 +38,7 @@ impl TestStore {
     }
 
     /// Runs `test` on the store, then the cleanup, then reports the test's outcome.
-    pub async fn run<Fut: Future<Output = ()>>(self, test: impl FnOnce(Arc<dyn Store>) -> Fut) {
+    pub async fn run<Fut: Future<Output = ()>>(self, test: impl FnOnce(Arc<S>) -> Fut) {
         let outcome = AssertUnwindSafe(test(self.store.clone())).catch_unwind().await;
         drop(self.store);
         if let Some(cleanup) = self.cleanup {

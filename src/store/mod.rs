@@ -26,6 +26,7 @@ pub mod codec;
 pub mod conformance;
 pub mod embedded;
 mod error;
+pub mod visits;
 
 use async_trait::async_trait;
 

@@ -1,0 +1,208 @@
+//! The scheduler store's conformance suite: generic tests every
+//! [`VisitStore`] passes. A backend runs them all with
+//! [`visit_store_conformance_suite!`](crate::visit_store_conformance_suite),
+//! given an async function that returns a fresh, empty
+//! [`TestStore`](crate::store::conformance::TestStore).
+
+use super::VisitStore;
+use crate::scheduler::{
+    Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Outcome, Policy, VisitStats, VisitStatus,
+};
+
+/// Expands to one `#[tokio::test]` per conformance test, each with a fresh
+/// store from `$factory`.
+#[macro_export]
+macro_rules! visit_store_conformance_suite {
+    ($factory:path) => {
+        $crate::visit_store_conformance_suite!(@tests $factory;
+            origins_round_trip_and_unknown_ones_read_as_none,
+            writes_move_an_origin_between_indexes_and_wake_ups,
+            index_reads_ascend_by_key_then_url_below_a_bound,
+            indexes_are_separate_per_visit_type_policy_and_lister,
+            wake_ups_ascend_up_to_a_time,
+            listers_gather_visit_types_and_their_last_listing,
+            counts_follow_the_writes,
+            queue_positions_start_at_zero_and_are_kept,
+        );
+    };
+    (@tests $factory:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                $factory()
+                    .await
+                    .run(|store| async move { $crate::store::visits::conformance::$name(&*store).await })
+                    .await;
+            }
+        )+
+    };
+}
+
+const NOW: i64 = 20_000 * DAY_MS;
+
+fn origin(visit_type: &str, lister: &str, url: &str, last_update: Option<i64>) -> ListedOrigin {
+    ListedOrigin {
+        url: url.into(),
+        visit_type: visit_type.into(),
+        lister: lister.into(),
+        last_update,
+        first_seen: NOW - DAY_MS,
+        last_seen: NOW,
+        is_fork: true,
+        extra_loader_arguments: r#"{"branch": "main"}"#.into(),
+    }
+}
+
+/// Records a new origin, returning its write.
+async fn record(store: &dyn VisitStore, origin: ListedOrigin, stats: VisitStats) -> OriginWrite {
+    let write = OriginWrite::new(None, origin, stats, &Cooldowns::default(), NOW);
+    store.apply(std::slice::from_ref(&write)).await.expect("apply");
+    write
+}
+
+async fn index(store: &dyn VisitStore, visit_type: &str, policy: Policy, lister: &str) -> Vec<(i64, String)> {
+    let entries = store.read_index(visit_type, policy, lister, None, 100).await.expect("read index");
+    entries.into_iter().map(|e| (e.key, e.url)).collect()
+}
+
+pub async fn origins_round_trip_and_unknown_ones_read_as_none(store: &dyn VisitStore) {
+    let stats = VisitStats {
+        last_snapshot: Some(vec![0, 255, 7]),
+        last_successful: Some(NOW - 3 * DAY_MS),
+        next_visit_queue_position: Some(-5),
+        ..VisitStats::default()
+    };
+    let write = record(store, origin("git", "gitlab/framagit", "https://framagit.org/a", Some(NOW)), stats).await;
+    let urls = vec!["https://framagit.org/a".to_string(), "https://framagit.org/unknown".to_string()];
+    let read = store.read_origins("git", &urls).await.expect("read");
+    assert_eq!(read, vec![Some(write.state.clone()), None]);
+    assert_eq!(store.read_origins("hg", &urls[..1]).await.expect("read"), vec![None], "another visit type");
+}
+
+pub async fn writes_move_an_origin_between_indexes_and_wake_ups(store: &dyn VisitStore) {
+    let cooldowns = Cooldowns::default();
+    let listed = record(store, origin("git", "l", "u", Some(NOW - DAY_MS)), VisitStats::default()).await;
+    assert_eq!(index(store, "git", Policy::NeverVisitedOldestUpdateFirst, "l").await, vec![(NOW - DAY_MS, "u".into())]);
+
+    let scheduled = VisitStats { last_scheduled: Some(NOW), ..VisitStats::default() };
+    let write = OriginWrite::new(Some(&listed.state), listed.state.origin.clone(), scheduled, &cooldowns, NOW);
+    store.apply(std::slice::from_ref(&write)).await.expect("apply");
+    for policy in Policy::INDEXED {
+        assert!(index(store, "git", policy, "l").await.is_empty(), "{policy:?} no longer holds it");
+    }
+    assert_eq!(store.read_wakes("git", i64::MAX, 10).await.unwrap(), vec![(NOW + 7 * DAY_MS, "u".into())]);
+
+    let mut visited = write.state.stats.clone();
+    let at = NOW + DAY_MS;
+    visited.record(&Outcome { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: at }, 0, 0.5);
+    let back = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
+    store.apply(std::slice::from_ref(&back)).await.expect("apply");
+    assert!(store.read_wakes("git", i64::MAX, 10).await.unwrap().is_empty());
+    assert_eq!(index(store, "git", Policy::OldestScheduledFirst, "l").await, vec![(NOW, "u".into())]);
+    assert!(index(store, "git", Policy::NeverVisitedOldestUpdateFirst, "l").await.is_empty());
+    let read = store.read_origins("git", &["u".into()]).await.unwrap();
+    assert_eq!(read, vec![Some(back.state)]);
+}
+
+pub async fn index_reads_ascend_by_key_then_url_below_a_bound(store: &dyn VisitStore) {
+    // Origins without an update date sit at i64::MIN in "oldest scheduled"
+    // and at their scheduling time otherwise: negative and extreme keys.
+    let cooldowns = Cooldowns::default();
+    let mut writes = Vec::new();
+    for (url, scheduled) in
+        [("c", None), ("b", None), ("d", Some(-DAY_MS)), ("e", Some(NOW - 40 * DAY_MS)), ("a", Some(NOW - 30 * DAY_MS))]
+    {
+        let stats = VisitStats {
+            last_scheduled: scheduled,
+            last_visit: scheduled.map(|s| s + 1),
+            last_visit_status: scheduled.map(|_| VisitStatus::Successful),
+            ..VisitStats::default()
+        };
+        writes.push(OriginWrite::new(None, origin("git", "l", url, None), stats, &cooldowns, NOW));
+    }
+    store.apply(&writes).await.expect("apply");
+    let all = index(store, "git", Policy::OldestScheduledFirst, "l").await;
+    let expected: Vec<(i64, String)> = vec![
+        (i64::MIN, "b".into()),
+        (i64::MIN, "c".into()),
+        (-DAY_MS, "d".into()),
+        (NOW - 40 * DAY_MS, "e".into()),
+        (NOW - 30 * DAY_MS, "a".into()),
+    ];
+    assert_eq!(all, expected);
+    let limited = store.read_index("git", Policy::OldestScheduledFirst, "l", None, 2).await.unwrap();
+    assert_eq!(limited.iter().map(|e| e.url.as_str()).collect::<Vec<_>>(), vec!["b", "c"]);
+    let below = store.read_index("git", Policy::OldestScheduledFirst, "l", Some(NOW - 40 * DAY_MS), 100).await.unwrap();
+    assert_eq!(below.iter().map(|e| e.url.as_str()).collect::<Vec<_>>(), vec!["b", "c", "d"], "strictly below");
+    assert!(below.iter().all(|e| e.policy == Policy::OldestScheduledFirst && e.lister == "l"));
+}
+
+pub async fn indexes_are_separate_per_visit_type_policy_and_lister(store: &dyn VisitStore) {
+    record(store, origin("git", "a", "u1", Some(NOW - DAY_MS)), VisitStats::default()).await;
+    record(store, origin("git", "b", "u2", None), VisitStats::default()).await;
+    record(store, origin("hg", "a", "u3", None), VisitStats::default()).await;
+    assert_eq!(index(store, "git", Policy::OldestScheduledFirst, "a").await, vec![(i64::MIN, "u1".into())]);
+    assert_eq!(index(store, "git", Policy::OldestScheduledFirst, "b").await, vec![(i64::MIN, "u2".into())]);
+    assert_eq!(index(store, "hg", Policy::OldestScheduledFirst, "a").await, vec![(i64::MIN, "u3".into())]);
+    assert_eq!(index(store, "git", Policy::OriginsWithoutLastUpdate, "b").await, vec![(i64::MIN, "u2".into())]);
+    assert!(index(store, "git", Policy::OriginsWithoutLastUpdate, "a").await.is_empty());
+    assert!(index(store, "git", Policy::AlreadyVisitedOrderByLag, "a").await.is_empty());
+}
+
+pub async fn wake_ups_ascend_up_to_a_time(store: &dyn VisitStore) {
+    for (url, days) in [("x", 9), ("y", 3), ("z", 3), ("w", 20)] {
+        let stats = VisitStats { last_scheduled: Some(NOW + days * DAY_MS - 7 * DAY_MS), ..VisitStats::default() };
+        let write = record(store, origin("git", "l", url, None), stats).await;
+        assert_eq!(write.state.placement.wake_at, Some(NOW + days * DAY_MS));
+    }
+    let wakes = store.read_wakes("git", NOW + 9 * DAY_MS, 100).await.unwrap();
+    let expected: Vec<(i64, String)> =
+        vec![(NOW + 3 * DAY_MS, "y".into()), (NOW + 3 * DAY_MS, "z".into()), (NOW + 9 * DAY_MS, "x".into())];
+    assert_eq!(wakes, expected, "inclusive of the bound");
+    assert_eq!(store.read_wakes("git", i64::MAX, 1).await.unwrap().len(), 1);
+    assert!(store.read_wakes("hg", i64::MAX, 10).await.unwrap().is_empty());
+}
+
+pub async fn listers_gather_visit_types_and_their_last_listing(store: &dyn VisitStore) {
+    store.add_lister("gitlab/framagit", &["git".into()]).await.unwrap();
+    store.add_lister("gitlab/framagit", &["git".into(), "hg".into()]).await.unwrap();
+    store.add_lister("cgit/kernel", &["git".into()]).await.unwrap();
+    store.finish_listing("gitlab/framagit", NOW).await.unwrap();
+    store.finish_listing("gitlab/framagit", NOW + 1).await.unwrap();
+    let listers = store.listers().await.unwrap();
+    let summary: Vec<(&str, Vec<&str>, Option<i64>)> = listers
+        .iter()
+        .map(|l| (l.name.as_str(), l.visit_types.iter().map(String::as_str).collect(), l.listing_finished))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![("cgit/kernel", vec!["git"], None), ("gitlab/framagit", vec!["git", "hg"], Some(NOW + 1))]
+    );
+}
+
+pub async fn counts_follow_the_writes(store: &dyn VisitStore) {
+    let cooldowns = Cooldowns::default();
+    let a = record(store, origin("git", "l", "a", Some(NOW)), VisitStats::default()).await;
+    record(store, origin("git", "l", "b", None), VisitStats::default()).await;
+    record(store, origin("hg", "l", "c", None), VisitStats::default()).await;
+    let disabled = VisitStats { enabled: false, ..a.state.stats.clone() };
+    store.apply(&[OriginWrite::new(Some(&a.state), a.state.origin.clone(), disabled, &cooldowns, NOW)]).await.unwrap();
+    let mut metrics = store.metrics("l").await.unwrap();
+    metrics.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        metrics,
+        vec![
+            ("git".into(), ListerMetrics { known: 2, enabled: 1, never_visited: 1, pending_changes: 0 }),
+            ("hg".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, pending_changes: 0 }),
+        ]
+    );
+    assert!(store.metrics("nobody").await.unwrap().is_empty());
+}
+
+pub async fn queue_positions_start_at_zero_and_are_kept(store: &dyn VisitStore) {
+    assert_eq!(store.queue_position("git").await.unwrap(), 0);
+    store.set_queue_position("git", 5 * DAY_MS).await.unwrap();
+    store.set_queue_position("hg", -1).await.unwrap();
+    assert_eq!(store.queue_position("git").await.unwrap(), 5 * DAY_MS);
+    assert_eq!(store.queue_position("hg").await.unwrap(), -1);
+}

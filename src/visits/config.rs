@@ -1,0 +1,163 @@
+//! Section `[scheduler]`: the origin-visit scheduler's settings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::scheduler::{Cooldowns, Policy, Sharing};
+
+/// What a visit task's fairness key is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FairnessKeyOf {
+    /// The lister instance (`gitlab/framagit`): one forge, one key.
+    #[default]
+    Lister,
+    /// The origin URL's host: for listers that list origins on many hosts.
+    Host,
+}
+
+/// When origins without an update date (policy
+/// `origins_without_last_update`) may be visited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlindVisits {
+    /// Once their next position, on a clock that follows real time, has
+    /// come: an origin that keeps not changing is visited ever more rarely,
+    /// and spare capacity is not spent on it.
+    #[default]
+    WhenDue,
+    /// In the order of their position on the visit type's own clock, which
+    /// moves only as they are scheduled (the reference scheduler's way):
+    /// there is always one to visit.
+    QueueClock,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Whether this node runs scheduling rounds. The service (recording
+    /// origins and outcomes) runs on every node; on a cluster, let one
+    /// node run the rounds.
+    pub rounds: bool,
+    /// Time between rounds of a visit type while they send visits.
+    #[serde(with = "crate::config::duration_serde")]
+    pub round_interval: Duration,
+    /// Time between rounds of a visit type after one sent nothing.
+    #[serde(with = "crate::config::duration_serde")]
+    pub idle_interval: Duration,
+    /// Visits kept waiting in each `visits.<type>` queue: a round fills
+    /// the queue's backlog up to this.
+    pub queue_length: u64,
+    /// How a round shares its slots: `fair` (by lister, then by policy
+    /// weight, unfilled shares redistributed) or `policy_weights` (the
+    /// reference scheduler's way).
+    pub sharing: Sharing,
+    /// When origins without an update date are visited: `when_due` or
+    /// `queue_clock`.
+    pub blind_visits: BlindVisits,
+    /// The fairness key of visit tasks: `lister` or `host`.
+    pub fairness_key: FairnessKeyOf,
+    /// Priority of recurrent visits (1 is the highest).
+    pub priority: u32,
+    /// Priority of the visits `first_visits_after_listing` chooses.
+    pub first_visits_priority: u32,
+    /// Priority of "save code now" requests.
+    pub save_code_now_priority: u32,
+    pub cooldowns: Cooldowns,
+    /// Policy weights per visit type, e.g. `[scheduler.policies.git]
+    /// never_visited_oldest_update_first = 49`. A visit type not listed
+    /// takes the defaults of [`default_policies`].
+    pub policies: BTreeMap<String, BTreeMap<Policy, f64>>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            rounds: true,
+            round_interval: Duration::from_secs(10),
+            idle_interval: Duration::from_secs(60),
+            queue_length: 1000,
+            sharing: Sharing::Fair,
+            blind_visits: BlindVisits::WhenDue,
+            fairness_key: FairnessKeyOf::Lister,
+            priority: 3,
+            first_visits_priority: 2,
+            save_code_now_priority: 1,
+            cooldowns: Cooldowns::default(),
+            policies: BTreeMap::new(),
+        }
+    }
+}
+
+/// The reference scheduler's weights: one-shot visit types stop after a
+/// success; version-control types weigh lag and first visits 49 each and
+/// origins without an update date 2; other types 40 / 40 / 20.
+pub fn default_policies(visit_type: &str) -> Vec<(Policy, f64)> {
+    match visit_type {
+        "content" | "tarball-directory" | "git-checkout" | "hg-checkout" | "svn-export" => {
+            vec![(Policy::StopAfterSuccess, 100.0)]
+        }
+        "git" | "hg" | "svn" | "cvs" | "bzr" => vec![
+            (Policy::AlreadyVisitedOrderByLag, 49.0),
+            (Policy::NeverVisitedOldestUpdateFirst, 49.0),
+            (Policy::OriginsWithoutLastUpdate, 2.0),
+        ],
+        _ => vec![
+            (Policy::AlreadyVisitedOrderByLag, 40.0),
+            (Policy::NeverVisitedOldestUpdateFirst, 40.0),
+            (Policy::OriginsWithoutLastUpdate, 20.0),
+        ],
+    }
+}
+
+impl SchedulerConfig {
+    /// The policies and weights of a visit type (weights above zero only).
+    pub fn policies_for(&self, visit_type: &str) -> Vec<(Policy, f64)> {
+        match self.policies.get(visit_type) {
+            Some(weights) => weights.iter().filter(|(_, w)| **w > 0.0).map(|(p, w)| (*p, *w)).collect(),
+            None => default_policies(visit_type),
+        }
+    }
+
+    /// Checks the settings; the error names the key.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let fail = |key: &str, message: String| Err((format!("scheduler.{key}"), message));
+        if self.queue_length == 0 || self.queue_length > 1_000_000 {
+            return fail("queue_length", format!("is {}; it must be 1 to 1000000", self.queue_length));
+        }
+        if self.round_interval.is_zero() || self.idle_interval.is_zero() {
+            return fail("round_interval", "round_interval and idle_interval must be above zero".into());
+        }
+        for (key, value) in [
+            ("priority", self.priority),
+            ("first_visits_priority", self.first_visits_priority),
+            ("save_code_now_priority", self.save_code_now_priority),
+        ] {
+            if crate::model::Priority::new(value).is_none() {
+                return fail(key, format!("is {value}; it must be 1 to {}", crate::model::PRIORITY_LEVELS));
+            }
+        }
+        for (visit_type, weights) in &self.policies {
+            if let Err(e) = crate::model::validate::queue_name("visit type", &format!("visits.{visit_type}")) {
+                return fail(&format!("policies.{visit_type}"), e.to_string());
+            }
+            for (policy, weight) in weights {
+                if !weight.is_finite() || *weight < 0.0 {
+                    return fail(
+                        &format!("policies.{visit_type}.{}", policy.name()),
+                        format!("is {weight}; it must be 0 or more"),
+                    );
+                }
+            }
+            if weights.values().all(|w| *w == 0.0) {
+                return fail(
+                    &format!("policies.{visit_type}"),
+                    "every weight is 0: the visit type would never be scheduled".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}

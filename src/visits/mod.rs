@@ -1,0 +1,321 @@
+//! The origin-visit scheduler's async shell: it records what listers report
+//! and what visits find, and runs the rounds that fill the `visits.<type>`
+//! queues. The rules are the pure [`crate::scheduler`]; the data is a
+//! [`VisitStore`]; the queues are a [`VisitQueue`].
+//!
+//! Invariants kept here:
+//! 1. Every change of an origin is a read, the pure rules, and one
+//!    [`OriginWrite`], under the scheduler's lock: this process never
+//!    interleaves two changes of one origin.
+//! 2. An origin is marked scheduled only after its visit is in the queue
+//!    (or already was: the dedup id is the origin). A crash between the
+//!    two leaves a queued visit whose outcome is recorded as usual.
+
+pub mod config;
+pub mod queue;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Mutex;
+
+pub use config::{BlindVisits, FairnessKeyOf, SchedulerConfig};
+pub use queue::{Visit, VisitQueue, VisitQueueError};
+
+use crate::clock::UnixMillis;
+use crate::scheduler::{Heads, ListedOrigin, OriginState, OriginWrite, Outcome, Policy, VisitStats, plan_round};
+use crate::store::StoreError;
+use crate::store::visits::{MAX_READ, VisitStore};
+
+/// The queue a visit type's visits go to.
+pub fn queue_name(visit_type: &str) -> String {
+    format!("visits.{visit_type}")
+}
+
+/// The visit type of a `visits.<type>` queue.
+pub fn visit_type_of(queue: &str) -> Option<&str> {
+    queue.strip_prefix("visits.").filter(|t| !t.is_empty())
+}
+
+/// An origin as a lister reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedReport {
+    pub url: String,
+    pub visit_type: String,
+    pub last_update: Option<UnixMillis>,
+    pub is_fork: bool,
+    pub extra_loader_arguments: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("queue: {0}")]
+    Queue(#[from] VisitQueueError),
+}
+
+/// What one round did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoundReport {
+    /// Origins whose cooldowns ended and went back into the indexes.
+    pub woken: usize,
+    /// Free slots of the queue.
+    pub slots: u64,
+    /// Visits sent, per policy and per lister.
+    pub by_policy: BTreeMap<Policy, u64>,
+    pub by_lister: BTreeMap<String, u64>,
+}
+
+impl RoundReport {
+    pub fn sent(&self) -> u64 {
+        self.by_policy.values().sum()
+    }
+}
+
+/// The origin-visit scheduler of one process.
+#[derive(Debug)]
+pub struct Scheduler {
+    store: Arc<dyn VisitStore>,
+    config: SchedulerConfig,
+    /// Held across every read-modify-write of origins (invariant 1).
+    lock: Mutex<StdRng>,
+}
+
+impl Scheduler {
+    /// `seed` drives the ±10% jitter of the intervals.
+    pub fn new(store: Arc<dyn VisitStore>, config: SchedulerConfig, seed: u64) -> Scheduler {
+        Scheduler { store, config, lock: Mutex::new(StdRng::seed_from_u64(seed)) }
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    pub fn store(&self) -> &Arc<dyn VisitStore> {
+        &self.store
+    }
+
+    /// Records a batch of origins from `lister`: new ones are created, known
+    /// ones updated (and enabled again if they were disabled). Returns how
+    /// many were new.
+    pub async fn record_origins(
+        &self,
+        lister: &str,
+        batch: &[ListedReport],
+        now: UnixMillis,
+    ) -> Result<usize, StoreError> {
+        let _guard = self.lock.lock().await;
+        let mut by_type: BTreeMap<&str, Vec<&ListedReport>> = BTreeMap::new();
+        for report in batch {
+            by_type.entry(&report.visit_type).or_default().push(report);
+        }
+        let visit_types: Vec<String> = by_type.keys().map(|t| t.to_string()).collect();
+        self.store.add_lister(lister, &visit_types).await?;
+        let mut new = 0;
+        for (visit_type, reports) in by_type {
+            let urls: Vec<String> = reports.iter().map(|r| r.url.clone()).collect();
+            let olds = self.store.read_origins(visit_type, &urls).await?;
+            let mut writes = Vec::with_capacity(reports.len());
+            // A URL given twice in one batch: the last report wins.
+            let mut seen = BTreeSet::new();
+            for (report, old) in reports.iter().zip(&olds).rev() {
+                if !seen.insert(&report.url) {
+                    continue;
+                }
+                new += usize::from(old.is_none());
+                let origin = ListedOrigin {
+                    url: report.url.clone(),
+                    visit_type: visit_type.to_owned(),
+                    lister: lister.to_owned(),
+                    last_update: report.last_update,
+                    first_seen: old.as_ref().map_or(now, |o| o.origin.first_seen),
+                    last_seen: now,
+                    is_fork: report.is_fork,
+                    extra_loader_arguments: report.extra_loader_arguments.clone(),
+                };
+                let mut stats = old.as_ref().map_or_else(VisitStats::default, |o| o.stats.clone());
+                stats.relisted();
+                writes.push(OriginWrite::new(old.as_ref(), origin, stats, &self.config.cooldowns, now));
+            }
+            self.store.apply(&writes).await?;
+        }
+        Ok(new)
+    }
+
+    pub async fn finish_listing(&self, lister: &str, now: UnixMillis) -> Result<(), StoreError> {
+        self.store.finish_listing(lister, now).await
+    }
+
+    /// Feeds a visit's outcome back. False when the origin is unknown or the
+    /// outcome is no newer than the last one recorded (nothing changes).
+    pub async fn record_outcome(
+        &self,
+        visit_type: &str,
+        url: &str,
+        outcome: &Outcome,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        let mut rng = self.lock.lock().await;
+        let Some(Some(old)) = self.store.read_origins(visit_type, &[url.to_owned()]).await?.pop() else {
+            return Ok(false);
+        };
+        let clock = self.queue_clock(visit_type, now).await?;
+        let mut stats = old.stats.clone();
+        if !stats.record(outcome, clock, rng.random::<f64>()) {
+            return Ok(false);
+        }
+        let write = OriginWrite::new(Some(&old), old.origin.clone(), stats, &self.config.cooldowns, now);
+        self.store.apply(&[write]).await?;
+        Ok(true)
+    }
+
+    /// The clock of origins without an update date.
+    async fn queue_clock(&self, visit_type: &str, now: UnixMillis) -> Result<i64, StoreError> {
+        match self.config.blind_visits {
+            BlindVisits::WhenDue => Ok(now),
+            BlindVisits::QueueClock => self.store.queue_position(visit_type).await,
+        }
+    }
+
+    /// An origin's state, if it was ever listed.
+    pub async fn origin(&self, visit_type: &str, url: &str) -> Result<Option<OriginState>, StoreError> {
+        Ok(self.store.read_origins(visit_type, &[url.to_owned()]).await?.pop().flatten())
+    }
+
+    /// The visit types some lister has listed.
+    pub async fn visit_types(&self) -> Result<BTreeSet<String>, StoreError> {
+        Ok(self.store.listers().await?.into_iter().flat_map(|l| l.visit_types).collect())
+    }
+
+    /// One round of `visit_type` at `now`: wakes the origins whose cooldowns
+    /// ended, fills the queue's free slots by the policies, marks what it
+    /// sent as scheduled.
+    pub async fn run_round(
+        &self,
+        visit_type: &str,
+        queue: &dyn VisitQueue,
+        now: UnixMillis,
+    ) -> Result<RoundReport, SchedulerError> {
+        let _guard = self.lock.lock().await;
+        let mut report = RoundReport { woken: self.wake(visit_type, now).await?, ..RoundReport::default() };
+        report.slots = self.config.queue_length.saturating_sub(queue.backlog(visit_type).await?);
+        let policies = self.config.policies_for(visit_type);
+        if report.slots == 0 || policies.is_empty() {
+            return Ok(report);
+        }
+        let listers: Vec<_> =
+            self.store.listers().await?.into_iter().filter(|l| l.visit_types.contains(visit_type)).collect();
+        let limit = usize::try_from(report.slots).unwrap_or(MAX_READ).min(MAX_READ);
+        let mut heads = Heads::new();
+        for (policy, _) in &policies {
+            for lister in &listers {
+                let below = match policy {
+                    Policy::FirstVisitsAfterListing => match lister.listing_finished {
+                        Some(finished) => Some(finished),
+                        None => continue,
+                    },
+                    Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
+                        Some(now.saturating_add(1))
+                    }
+                    _ => None,
+                };
+                let entries = self.store.read_index(visit_type, policy.index(), &lister.name, below, limit).await?;
+                if !entries.is_empty() {
+                    heads.insert((*policy, lister.name.clone()), entries);
+                }
+            }
+        }
+        let choices = plan_round(report.slots, &policies, &heads, self.config.sharing);
+        if choices.is_empty() {
+            return Ok(report);
+        }
+        let urls: Vec<String> = choices.iter().map(|c| c.entry.url.clone()).collect();
+        let states = self.store.read_origins(visit_type, &urls).await?;
+        let mut visits = Vec::with_capacity(choices.len());
+        let mut chosen = Vec::with_capacity(choices.len());
+        for (choice, state) in choices.into_iter().zip(states) {
+            // An entry whose origin no longer holds it (an earlier write of
+            // uncertain outcome) is skipped; the origin's next write fixes it.
+            let Some(state) = state.filter(|s| s.placement.keys.contains(&(choice.entry.policy, choice.entry.key)))
+            else {
+                continue;
+            };
+            let priority = if choice.policy == Policy::FirstVisitsAfterListing {
+                self.config.first_visits_priority
+            } else {
+                self.config.priority
+            };
+            visits.push(Visit::of(&state.origin, self.config.fairness_key, priority));
+            chosen.push((choice, state));
+        }
+        let queued = queue.enqueue(visit_type, &visits).await?;
+        let mut writes = Vec::with_capacity(chosen.len());
+        let mut position = None;
+        for ((choice, state), ok) in chosen.into_iter().zip(queued) {
+            if !ok {
+                continue;
+            }
+            *report.by_policy.entry(choice.policy).or_default() += 1;
+            *report.by_lister.entry(state.origin.lister.clone()).or_default() += 1;
+            let clocked = self.config.blind_visits == BlindVisits::QueueClock;
+            if clocked && choice.policy == Policy::OriginsWithoutLastUpdate && choice.entry.key != i64::MIN {
+                position = position.max(Some(choice.entry.key));
+            }
+            let stats = VisitStats { last_scheduled: Some(now), ..state.stats.clone() };
+            writes.push(OriginWrite::new(Some(&state), state.origin.clone(), stats, &self.config.cooldowns, now));
+        }
+        self.store.apply(&writes).await?;
+        if let Some(position) = position {
+            let clock = self.store.queue_position(visit_type).await?;
+            if position > clock {
+                self.store.set_queue_position(visit_type, position).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Puts back into the indexes the origins whose cooldowns ended.
+    async fn wake(&self, visit_type: &str, now: UnixMillis) -> Result<usize, StoreError> {
+        let mut woken = 0;
+        loop {
+            let due = self.store.read_wakes(visit_type, now, MAX_READ).await?;
+            if due.is_empty() {
+                return Ok(woken);
+            }
+            let urls: Vec<String> = due.iter().map(|(_, url)| url.clone()).collect();
+            let states = self.store.read_origins(visit_type, &urls).await?;
+            // A row that is not where its origin says it waits was left by a
+            // write of uncertain outcome: it is only deleted, before the
+            // origin's own write.
+            let (mut writes, mut current) = (Vec::new(), Vec::new());
+            for ((at, _), old) in due.iter().zip(&states) {
+                let Some(old) = old else { continue };
+                if old.placement.wake_at == Some(*at) {
+                    let stats = old.stats.clone();
+                    current.push(OriginWrite::new(Some(old), old.origin.clone(), stats, &self.config.cooldowns, now));
+                } else {
+                    writes.push(OriginWrite {
+                        state: old.clone(),
+                        unindex: Vec::new(),
+                        index: Vec::new(),
+                        unwake: Some(*at),
+                        wake: None,
+                        metrics: Vec::new(),
+                    });
+                }
+            }
+            woken += current.len();
+            writes.append(&mut current);
+            if writes.is_empty() {
+                return Ok(woken);
+            }
+            self.store.apply(&writes).await?;
+            if due.len() < MAX_READ {
+                return Ok(woken);
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Where a round sends its visits: the `visits.<type>` queues. The server
+//! sends them through its router; a simulation through a model of a queue.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::FairnessKeyOf;
+use crate::scheduler::ListedOrigin;
+
+/// One visit to queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Visit {
+    pub url: String,
+    pub fairness_key: String,
+    /// The origin and visit type: a visit already queued is not queued twice.
+    pub dedup_id: String,
+    pub priority: u32,
+    /// The task's payload (see [`VisitPayload`]).
+    pub payload: Vec<u8>,
+}
+
+/// A visit task's payload, JSON: what a loader needs to visit the origin.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct VisitPayload {
+    pub url: String,
+    pub visit_type: String,
+    pub lister: String,
+    pub is_fork: bool,
+    /// The lister's extra loader arguments (a JSON object; empty when none).
+    pub arguments: serde_json::Value,
+}
+
+impl Visit {
+    pub fn of(origin: &ListedOrigin, key: FairnessKeyOf, priority: u32) -> Visit {
+        let payload = VisitPayload {
+            url: origin.url.clone(),
+            visit_type: origin.visit_type.clone(),
+            lister: origin.lister.clone(),
+            is_fork: origin.is_fork,
+            arguments: serde_json::from_str(&origin.extra_loader_arguments)
+                .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
+        };
+        let fairness_key = match key {
+            FairnessKeyOf::Lister => origin.lister.clone(),
+            FairnessKeyOf::Host => host_of(&origin.url).to_owned(),
+        };
+        Visit {
+            url: origin.url.clone(),
+            fairness_key,
+            dedup_id: dedup_id(&origin.visit_type, &origin.url),
+            priority,
+            payload: serde_json::to_vec(&payload).expect("a payload serializes"),
+        }
+    }
+}
+
+/// The dedup id of a visit: one queued visit per origin and visit type.
+pub fn dedup_id(visit_type: &str, url: &str) -> String {
+    format!("{visit_type} {url}")
+}
+
+/// The host of an origin URL: `https://host:port/path`, `git://host/path`,
+/// or scp-like `user@host:path`. The whole string when there is none.
+pub fn host_of(url: &str) -> &str {
+    let rest = match url.split_once("://") {
+        Some((_, rest)) => rest,
+        None => url,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = if url.contains("://") { host } else { host.split(':').next().unwrap_or(host) };
+    if host.is_empty() { url } else { host }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VisitQueueError {
+    /// The queue could not be reached; nothing was queued. Retry later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait VisitQueue: Send + Sync {
+    /// Visits of the visit type waiting in its queue (not yet dispatched).
+    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError>;
+
+    /// Queues the visits; for each, whether it is in the queue now (added,
+    /// or already there).
+    async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_of_origin_urls() {
+        assert_eq!(host_of("https://gitlab.com/a/b"), "gitlab.com");
+        assert_eq!(host_of("https://user:pw@example.org:8443/x?y"), "example.org:8443");
+        assert_eq!(host_of("git@github.com:torvalds/linux.git"), "github.com");
+        assert_eq!(host_of("svn://svn.example.net"), "svn.example.net");
+        assert_eq!(host_of("nohost"), "nohost");
+    }
+}
