@@ -5,6 +5,8 @@
 //! are physical, so reads from the ack level never skip dead rows. The file is
 //! locked: a second process opening the same directory is refused.
 
+mod visits;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -89,6 +91,7 @@ impl EmbeddedStore {
         txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUES).map_err(|e| io(e.to_string()))?;
         txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
+        visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
     }

@@ -158,7 +158,7 @@ pub struct Member {
 }
 
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+pub trait Store: visits::VisitStore + Send + Sync + std::fmt::Debug + 'static {
     /// The partition's metadata as stored, `None` if it was never created.
     /// Not linearizable with concurrent writes: use it to learn the range id
     /// to pass to [`Store::take_ownership`].

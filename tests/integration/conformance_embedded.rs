@@ -20,3 +20,4 @@ fn a_second_opener_of_a_data_directory_is_refused() {
     let err = EmbeddedStore::open(dir.path()).unwrap_err();
     assert!(err.to_string().contains("another process has it open"), "{err}");
 }
+fairway::visit_store_conformance_suite!(embedded_store);

@@ -14,6 +14,7 @@
 mod error;
 mod schema;
 mod statements;
+mod visits;
 
 use std::time::Duration;
 
@@ -102,6 +103,7 @@ impl CassandraConfig {
 pub struct CassandraStore {
     session: Session,
     statements: Statements,
+    visit_statements: visits::VisitStatements,
     keyspace: String,
 }
 
@@ -126,7 +128,8 @@ impl CassandraStore {
     pub async fn connect(contact_point: &str, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
         let session = connect_session(contact_point, config).await?;
         let statements = Statements::prepare(&session, keyspace, config).await?;
-        Ok(CassandraStore { session, statements, keyspace: keyspace.to_owned() })
+        let visit_statements = visits::VisitStatements::prepare(&session, keyspace).await?;
+        Ok(CassandraStore { session, statements, visit_statements, keyspace: keyspace.to_owned() })
     }
 
     pub fn session(&self) -> &Session {

@@ -161,7 +161,7 @@ mod tests {
     use crate::store::conformance::TestStore;
 
     async fn memory_store() -> TestStore<MemoryVisitStore> {
-        TestStore::new(Arc::new(MemoryVisitStore::new()), ())
+        TestStore::of(Arc::new(MemoryVisitStore::new()), ())
     }
 
     crate::visit_store_conformance_suite!(memory_store);

@@ -4,3 +4,9 @@
 use super::cassandra_store;
 
 fairway::store_conformance_suite!(cassandra_store);
+
+mod visits {
+    use super::cassandra_store;
+
+    fairway::visit_store_conformance_suite!(cassandra_store);
+}
