@@ -2,8 +2,9 @@
 //! taking it apart again in a fixed order.
 //!
 //! Shutdown order: (1) stop accepting connections and answer every parked
-//! poll with an empty response; (2) let in-flight requests finish; (3) stop
-//! taking partitions; (4) for every partition, finish its queued writes and
+//! poll with an empty response; (2) let in-flight requests finish; (2b) stop
+//! the scheduling rounds (a round in progress ends first); (3) stop taking
+//! partitions; (4) for every partition, finish its queued writes and
 //! write its ack levels with no owner (a hand-over); (5) leave the cluster,
 //! so that the others take over at once; (6) close the store; (7) stop
 //! serving `GET /metrics` (scrapes in progress finish) and push the metrics
@@ -21,17 +22,20 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::MatchingService;
+use crate::api::{MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
+use crate::proto::v1::scheduler_server::SchedulerServer;
 use crate::store::Store;
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
+use crate::store::visits::VisitStore;
 use crate::telemetry::otlp::OtlpMetrics;
 use crate::telemetry::{Exports, TelemetryError};
+use crate::visits::{Scheduler, VisitQueue, run_rounds};
 
 /// Why a node could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
@@ -112,10 +116,26 @@ pub async fn serve(
         None => None,
     };
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
-    let node = Node::start(store.clone(), clock, settings, &config.cluster).await;
+    let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
-    let matching = MatchingServer::new(MatchingService::new(queues.clone(), config.limits.clone()))
-        .max_decoding_message_size(grpc_message_limit(config));
+    let visit_store: Arc<dyn VisitStore> = store.clone();
+    let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
+    let outcomes = VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() };
+    let matching_service = MatchingService::new(queues.clone(), config.limits.clone()).with_visit_outcomes(outcomes);
+    let router = matching_service.router().clone();
+    let scheduler_service = SchedulerService {
+        scheduler: scheduler.clone(),
+        visits: RoutedVisits { router: router.clone() },
+        clock: clock.clone(),
+        limits: config.limits.clone(),
+    };
+    let matching = MatchingServer::new(matching_service).max_decoding_message_size(grpc_message_limit(config));
+    let scheduling = SchedulerServer::new(scheduler_service).max_decoding_message_size(grpc_message_limit(config));
+    let stop_rounds = CancellationToken::new();
+    let rounds = config.scheduler.rounds.then(|| {
+        let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
+        tokio::spawn(run_rounds(scheduler, visits, clock, stop_rounds.clone()))
+    });
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MatchingServer<MatchingService>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
@@ -136,8 +156,13 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection)
         .add_service(matching)
+        .add_service(scheduling)
         .serve_with_incoming_shutdown(incoming(listener), stopping)
         .await;
+    stop_rounds.cancel();
+    if let Some(rounds) = rounds {
+        let _ = rounds.await;
+    }
     tracing::info!("shutting down: flushing writes and ack levels, handing partitions over");
     node.stop().await;
     if let Err(error) = store.close().await {

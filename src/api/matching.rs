@@ -5,7 +5,7 @@ use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
 use super::routing::{Origin, Router, Target, forwarded};
-use super::{convert, status};
+use super::{VisitOutcomes, convert, status};
 use crate::matcher::{LeaseToken, Queues};
 use crate::model::{Limits, PartitionId, QueueName, ValidationError, validate};
 use crate::proto::v1 as pb;
@@ -24,11 +24,24 @@ const MAX_PARTITIONS: u32 = 256;
 pub struct MatchingService {
     router: Arc<Router>,
     limits: Limits,
+    /// Where the outcomes of `visits.*` tasks go, if this node records them.
+    outcomes: Option<VisitOutcomes>,
 }
 
 impl MatchingService {
     pub fn new(queues: Arc<Queues>, limits: Limits) -> Self {
-        MatchingService { router: Arc::new(Router::new(queues)), limits }
+        MatchingService { router: Arc::new(Router::new(queues)), limits, outcomes: None }
+    }
+
+    /// Records the outcome carried by each completion of a `visits.*` task
+    /// before the task is completed.
+    pub fn with_visit_outcomes(mut self, outcomes: VisitOutcomes) -> Self {
+        self.outcomes = Some(outcomes);
+        self
+    }
+
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
     }
 
     fn queues(&self) -> &Arc<Queues> {
@@ -155,6 +168,12 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let token = lease_token(&request.lease_token)?;
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
+        // Recorded before the completion, so that a completion never loses
+        // its outcome; a completion retried records it again, which changes
+        // nothing (an outcome no newer than the last one is ignored).
+        if let (Some(outcomes), Origin::Client) = (&self.outcomes, origin) {
+            outcomes.record(token.queue.as_str(), &request.result).await?;
+        }
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;

@@ -8,6 +8,8 @@
 mod convert;
 mod matching;
 mod routing;
+pub mod scheduler;
 pub mod status;
 
 pub use matching::MatchingService;
+pub use scheduler::{RoutedVisits, SchedulerService, VisitOutcomes};

@@ -147,7 +147,7 @@ async fn run_one(mut client: Client, args: &WorkerArgs, task: pb::Task) -> anyho
         return fail(&mut client, &task, message).await;
     }
     let result = if args.queue.starts_with("visits.") {
-        match stdout_line.as_deref().map(visit_outcome) {
+        match stdout_line.as_deref().map(|line| visit_outcome(line, &task.payload)) {
             Some(Ok(outcome)) => outcome.encode_to_vec(),
             Some(Err(error)) => return fail(&mut client, &task, format!("bad outcome line: {error}")).await,
             None => return fail(&mut client, &task, "the command printed no outcome line".to_owned()).await,
@@ -180,16 +180,31 @@ fn heartbeat_in(deadline: Option<&prost_types::Timestamp>) -> Duration {
     (left / 3).max(Duration::from_millis(100))
 }
 
-/// The outcome a visit command printed as its last line.
-fn visit_outcome(line: &str) -> anyhow::Result<pb::VisitOutcome> {
+/// The outcome a visit command printed as its last line, for the origin
+/// named by the line's `url`, else by the task payload's `url`.
+fn visit_outcome(line: &str, payload: &[u8]) -> anyhow::Result<pb::VisitOutcome> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Line {
         status: String,
         #[serde(default)]
         snapshot: String,
+        #[serde(default)]
+        url: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Payload {
+        url: String,
     }
     let parsed: Line = serde_json::from_str(line).context("not a JSON object with \"status\"")?;
+    let origin_url = match parsed.url {
+        url if !url.is_empty() => url,
+        _ => {
+            serde_json::from_slice::<Payload>(payload)
+                .context("no \"url\" in the outcome line, and the payload is not a JSON object with one")?
+                .url
+        }
+    };
     let status = match parsed.status.as_str() {
         "eventful" => pb::VisitStatus::Eventful,
         "uneventful" => pb::VisitStatus::Uneventful,
@@ -201,7 +216,10 @@ fn visit_outcome(line: &str) -> anyhow::Result<pb::VisitOutcome> {
     Ok(pb::VisitOutcome {
         status: status as i32,
         snapshot,
-        visit_date: Some(prost_types::Timestamp::from(SystemTime::now())),
+        // Unset: the server's time of the completion, so that the dates of
+        // one origin's visits come from one clock whatever worker made them.
+        visit_date: None,
+        origin_url,
     })
 }
 
@@ -233,13 +251,19 @@ mod tests {
 
     #[test]
     fn outcome_lines_are_parsed_or_named_wrong() {
-        let outcome = visit_outcome(r#"{"status": "eventful", "snapshot": "0aff"}"#).unwrap();
+        let payload = br#"{"url": "https://forge.example/a", "visit_type": "git"}"#;
+        let outcome = visit_outcome(r#"{"status": "eventful", "snapshot": "0aff"}"#, payload).unwrap();
         assert_eq!(outcome.status, pb::VisitStatus::Eventful as i32);
         assert_eq!(outcome.snapshot, vec![0x0a, 0xff]);
-        assert!(visit_outcome(r#"{"status": "not_found"}"#).unwrap().snapshot.is_empty());
-        let bad = visit_outcome(r#"{"status": "great"}"#).unwrap_err().to_string();
+        assert_eq!(outcome.origin_url, "https://forge.example/a", "from the payload");
+        let named = visit_outcome(r#"{"status": "failed", "url": "https://other.example/b"}"#, payload).unwrap();
+        assert_eq!(named.origin_url, "https://other.example/b", "the line's own url first");
+        assert!(visit_outcome(r#"{"status": "not_found"}"#, payload).unwrap().snapshot.is_empty());
+        let bad = visit_outcome(r#"{"status": "great"}"#, payload).unwrap_err().to_string();
         assert!(bad.contains("great") && bad.contains("not_found"), "{bad}");
-        assert!(visit_outcome(r#"{"status": "eventful", "snapshot": "abc"}"#).is_err());
-        assert!(visit_outcome("done").is_err());
+        assert!(visit_outcome(r#"{"status": "eventful", "snapshot": "abc"}"#, payload).is_err());
+        assert!(visit_outcome("done", payload).is_err());
+        let no_url = visit_outcome(r#"{"status": "failed"}"#, b"opaque").unwrap_err().to_string();
+        assert!(no_url.contains("url"), "{no_url}");
     }
 }

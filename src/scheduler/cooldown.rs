@@ -54,8 +54,8 @@ impl Cooldowns {
         let mut waits = Vec::with_capacity(3);
         if let Some(scheduled) = stats.last_scheduled {
             waits.push(end(scheduled, self.absolute));
-            // An outcome after the scheduling ends the wait for it; else it is lost after `scheduled`.
-            if !stats.last_visit.is_some_and(|visit| scheduled < visit) {
+            // An outcome at or after the scheduling ends the wait for it; else it is lost after `scheduled`.
+            if stats.last_visit.is_none_or(|visit| scheduled > visit) {
                 waits.push(end(scheduled, self.scheduled));
             }
         }

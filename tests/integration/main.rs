@@ -8,6 +8,7 @@ mod grpc_fairness;
 mod keeper;
 mod leases;
 mod polling;
+mod scheduler;
 mod services;
 mod support;
 mod telemetry;

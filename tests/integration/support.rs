@@ -38,6 +38,8 @@ enum Home {
 /// A server in this process, on a fresh store.
 pub struct TestServer {
     pub client: Client,
+    /// Where it serves gRPC.
+    pub addr: SocketAddr,
     /// Where it serves `GET /metrics`, when `telemetry.metrics_listen` is set.
     pub metrics: Option<SocketAddr>,
     channel: Channel,
@@ -96,7 +98,7 @@ impl TestServer {
         });
         let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
         let client = MatchingClient::new(channel.clone());
-        TestServer { client, metrics: metrics_addr, channel, stop: Some(stop), served, home: Some(home) }
+        TestServer { client, addr, metrics: metrics_addr, channel, stop: Some(stop), served, home: Some(home) }
     }
 
     /// A channel to the server, for other services' clients.

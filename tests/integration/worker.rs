@@ -11,9 +11,15 @@ async fn the_worker_completes_what_succeeds_and_fails_what_does_not() {
     let server = ServerProcess::start(data.path());
     let mut client = server.client().await;
     let queue = "visits.git";
-    let payloads: Vec<&[u8]> = vec![b"https://a.example/x", b"bad", b"https://b.example/y", b"https://c.example/z"];
+    let payloads: Vec<&[u8]> = vec![
+        br#"{"url": "https://a.example/x"}"#,
+        b"bad",
+        br#"{"url": "https://b.example/y"}"#,
+        br#"{"url": "https://c.example/z"}"#,
+    ];
     add_all(&mut client, queue, payloads.iter().map(|p| spec("forge", 0.0, 0, p)).collect()).await;
-    // Reads the URL from stdin; "bad" exits 3, a URL prints an eventful outcome.
+    // Reads the payload from stdin; "bad" exits 3, a URL prints an eventful
+    // outcome (the worker adds the payload's URL to it).
     let script = r#"read url; if [ "$url" = bad ]; then echo "cannot load $url" >&2; exit 3; fi; echo "loading $url (attempt $FAIRWAY_ATTEMPT)"; echo '{"status": "eventful", "snapshot": "00ff"}'"#;
     let worker = tokio::task::spawn_blocking({
         let address = format!("http://{}", server.addr);

@@ -1,0 +1,339 @@
+//! `fairway.v1.Scheduler`: what listers report, "save code now", and what
+//! the scheduler knows; and the outcomes loader workers report when they
+//! complete a `visits.*` task ([`VisitOutcomes`]). Every field is validated
+//! before anything is written.
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+use prost::Message;
+use tonic::{Request, Response, Status};
+
+use super::routing::{Origin, Router};
+use super::{convert, status};
+use crate::clock::{SharedClock, UnixMillis};
+use crate::model::{Limits, Priority, TaskSpec, ValidationError, validate};
+use crate::proto::v1 as pb;
+use crate::proto::v1::scheduler_server;
+use crate::scheduler::{Outcome, VisitStatus};
+use crate::visits::{
+    ListedReport, Scheduler, SchedulerError, Visit, VisitQueue, VisitQueueError, queue_name, visit_type_of,
+};
+
+/// The longest origin URL, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// The longest lister name, in bytes.
+pub const MAX_LISTER_BYTES: usize = 256;
+/// The longest extra loader arguments, in bytes.
+pub const MAX_LOADER_ARGUMENTS_BYTES: usize = 64 * 1024;
+/// The lister of origins first seen through "save code now".
+pub const SAVE_CODE_NOW_LISTER: &str = "save-code-now";
+
+fn invalid(field: &str, message: impl Into<String>) -> Status {
+    status::invalid(ValidationError::new(field, message))
+}
+
+fn lister_name(field: &str, lister: &str) -> Result<(), Status> {
+    if lister.is_empty() || lister.len() > MAX_LISTER_BYTES {
+        return Err(invalid(field, format!("is {} bytes long; it must be 1 to {MAX_LISTER_BYTES}", lister.len())));
+    }
+    Ok(())
+}
+
+fn origin_url(field: &str, url: &str) -> Result<(), Status> {
+    if url.is_empty() || url.len() > MAX_URL_BYTES {
+        return Err(invalid(field, format!("is {} bytes long; it must be 1 to {MAX_URL_BYTES}", url.len())));
+    }
+    Ok(())
+}
+
+/// A visit type names a queue `visits.<type>`.
+fn visit_type(field: &str, visit_type: &str) -> Result<(), Status> {
+    if visit_type.is_empty() {
+        return Err(invalid(field, "is empty; it names the queue visits.<visit_type>"));
+    }
+    validate::queue_name(field, &queue_name(visit_type)).map(|_| ()).map_err(status::invalid)
+}
+
+fn unix_ms(field: &str, at: &prost_types::Timestamp) -> Result<UnixMillis, Status> {
+    if !(0..1_000_000_000).contains(&at.nanos) {
+        return Err(invalid(field, format!("has {} nanoseconds; they must be 0 to 999999999", at.nanos)));
+    }
+    at.seconds
+        .checked_mul(1000)
+        .and_then(|ms| ms.checked_add(i64::from(at.nanos / 1_000_000)))
+        .ok_or_else(|| invalid(field, format!("{} seconds is out of range", at.seconds)))
+}
+
+fn listed_report(field: &str, origin: pb::ListedOrigin) -> Result<ListedReport, Status> {
+    origin_url(&format!("{field}.url"), &origin.url)?;
+    visit_type(&format!("{field}.visit_type"), &origin.visit_type)?;
+    let last_update = origin.last_update.as_ref().map(|t| unix_ms(&format!("{field}.last_update"), t)).transpose()?;
+    let arguments = &origin.extra_loader_arguments;
+    if arguments.len() > MAX_LOADER_ARGUMENTS_BYTES {
+        return Err(invalid(
+            &format!("{field}.extra_loader_arguments"),
+            format!("is {} bytes; the limit is {MAX_LOADER_ARGUMENTS_BYTES} bytes", arguments.len()),
+        ));
+    }
+    if !arguments.is_empty() && !serde_json::from_str::<serde_json::Value>(arguments).is_ok_and(|v| v.is_object()) {
+        return Err(invalid(&format!("{field}.extra_loader_arguments"), "must be empty or a JSON object"));
+    }
+    Ok(ListedReport {
+        url: origin.url,
+        visit_type: origin.visit_type,
+        last_update,
+        is_fork: origin.is_fork,
+        extra_loader_arguments: origin.extra_loader_arguments,
+    })
+}
+
+/// The outcome a completion of a `visits.*` task carries, validated.
+pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, Outcome), Status> {
+    let outcome = pb::VisitOutcome::decode(result).map_err(|e| {
+        invalid(
+            "result",
+            format!("a visits.* task is completed with a fairway.v1.VisitOutcome; this one does not decode: {e}"),
+        )
+    })?;
+    origin_url("result.origin_url", &outcome.origin_url)?;
+    let status = match pb::VisitStatus::try_from(outcome.status) {
+        Ok(pb::VisitStatus::Eventful | pb::VisitStatus::Uneventful) => VisitStatus::Successful,
+        Ok(pb::VisitStatus::Failed) => VisitStatus::Failed,
+        Ok(pb::VisitStatus::NotFound) => VisitStatus::NotFound,
+        Ok(pb::VisitStatus::Unspecified) | Err(_) => {
+            return Err(invalid("result.status", "must be EVENTFUL, UNEVENTFUL, FAILED or NOT_FOUND"));
+        }
+    };
+    let visit_date = match &outcome.visit_date {
+        Some(at) => unix_ms("result.visit_date", at)?,
+        None => now,
+    };
+    let snapshot = (!outcome.snapshot.is_empty()).then_some(outcome.snapshot);
+    Ok((outcome.origin_url, Outcome { status, snapshot, visit_date }))
+}
+
+/// Records the outcomes of visits as their tasks complete.
+#[derive(Clone, Debug)]
+pub struct VisitOutcomes {
+    pub scheduler: Arc<Scheduler>,
+    pub clock: SharedClock,
+}
+
+impl VisitOutcomes {
+    /// Records the outcome in `result` if `queue` is a `visits.*` queue.
+    pub async fn record(&self, queue: &str, result: &[u8]) -> Result<(), Status> {
+        let Some(visit_type) = visit_type_of(queue) else {
+            return Ok(());
+        };
+        let now = self.clock.now_ms();
+        let (url, outcome) = visit_outcome(result, now)?;
+        let recorded =
+            self.scheduler.record_outcome(visit_type, &url, &outcome, now).await.map_err(status::from_store)?;
+        if !recorded {
+            tracing::debug!(%url, visit_type, "outcome of an unknown origin, or older than the last one: ignored");
+        }
+        Ok(())
+    }
+}
+
+/// The `visits.*` queues as this node's router sees them.
+#[derive(Debug)]
+pub struct RoutedVisits {
+    pub router: Arc<Router>,
+}
+
+#[tonic::async_trait]
+impl VisitQueue for RoutedVisits {
+    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
+        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
+            .map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
+        let matcher =
+            self.router.queues().get(&queue).await.map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
+        Ok(matcher.stats().levels.iter().map(|level| level.backlog).sum())
+    }
+
+    async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
+        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
+            .map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
+        let added = join_all(visits.iter().map(|visit| {
+            let queue = queue.clone();
+            async move {
+                let priority = Priority::new(visit.priority).unwrap_or(Priority::DEFAULT);
+                let mut spec = TaskSpec::new(visit.fairness_key.clone(), priority, visit.payload.clone());
+                spec.dedup_id = Some(visit.dedup_id.clone());
+                self.router.add(&queue, spec, Origin::Client).await
+            }
+        }))
+        .await;
+        let mut failures = added.iter().filter_map(|r| r.as_ref().err());
+        if let Some(first) = failures.next() {
+            tracing::warn!(visit_type, error = %first.message(), failed = 1 + failures.count(), "queueing visits");
+        }
+        if !visits.is_empty() && added.iter().all(Result::is_err) {
+            let message = added.into_iter().find_map(Result::err).map(|s| s.message().to_owned()).unwrap_or_default();
+            return Err(VisitQueueError::Unavailable(message));
+        }
+        Ok(added.iter().map(Result::is_ok).collect())
+    }
+}
+
+/// `fairway.v1.Scheduler` on this node.
+#[derive(Debug)]
+pub struct SchedulerService {
+    pub scheduler: Arc<Scheduler>,
+    pub visits: RoutedVisits,
+    pub clock: SharedClock,
+    pub limits: Limits,
+}
+
+#[tonic::async_trait]
+impl scheduler_server::Scheduler for SchedulerService {
+    async fn record_origins(
+        &self,
+        request: Request<pb::RecordOriginsRequest>,
+    ) -> Result<Response<pb::RecordOriginsResponse>, Status> {
+        let request = request.into_inner();
+        lister_name("lister", &request.lister)?;
+        validate::batch_len("origins", request.origins.len(), &self.limits).map_err(status::invalid)?;
+        let reports = request
+            .origins
+            .into_iter()
+            .enumerate()
+            .map(|(i, origin)| listed_report(&format!("origins[{i}]"), origin))
+            .collect::<Result<Vec<_>, Status>>()?;
+        let now = self.clock.now_ms();
+        let new = self.scheduler.record_origins(&request.lister, &reports, now).await.map_err(status::from_store)?;
+        Ok(Response::new(pb::RecordOriginsResponse { new_origins: new as u32 }))
+    }
+
+    async fn finish_listing(
+        &self,
+        request: Request<pb::FinishListingRequest>,
+    ) -> Result<Response<pb::FinishListingResponse>, Status> {
+        let request = request.into_inner();
+        lister_name("lister", &request.lister)?;
+        let now = self.clock.now_ms();
+        self.scheduler.finish_listing(&request.lister, now).await.map_err(status::from_store)?;
+        Ok(Response::new(pb::FinishListingResponse {}))
+    }
+
+    async fn request_visit(
+        &self,
+        request: Request<pb::RequestVisitRequest>,
+    ) -> Result<Response<pb::RequestVisitResponse>, Status> {
+        let request = request.into_inner();
+        origin_url("url", &request.url)?;
+        visit_type("visit_type", &request.visit_type)?;
+        let now = self.clock.now_ms();
+        let state = match self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)? {
+            Some(state) => state,
+            None => {
+                let report = ListedReport {
+                    url: request.url.clone(),
+                    visit_type: request.visit_type.clone(),
+                    last_update: None,
+                    is_fork: false,
+                    extra_loader_arguments: String::new(),
+                };
+                self.scheduler
+                    .record_origins(SAVE_CODE_NOW_LISTER, &[report], now)
+                    .await
+                    .map_err(status::from_store)?;
+                self.scheduler
+                    .origin(&request.visit_type, &request.url)
+                    .await
+                    .map_err(status::from_store)?
+                    .ok_or_else(|| Status::unavailable("the origin just recorded cannot be read yet; retry"))?
+            }
+        };
+        let config = self.scheduler.config();
+        let visit = Visit::of(&state.origin, config.fairness_key, config.save_code_now_priority);
+        let priority = Priority::new(visit.priority).unwrap_or(Priority::HIGHEST);
+        let mut spec = TaskSpec::new(visit.fairness_key, priority, visit.payload);
+        spec.dedup_id = Some(format!("{SAVE_CODE_NOW_LISTER} {}", visit.dedup_id));
+        let queue = validate::queue_name("visit_type", &queue_name(&request.visit_type)).map_err(status::invalid)?;
+        let added = self.visits.router.add(&queue, spec, Origin::Client).await?;
+        Ok(Response::new(pb::RequestVisitResponse { task_id: added.task_id, duplicate: added.duplicate }))
+    }
+
+    async fn get_visit_stats(
+        &self,
+        request: Request<pb::GetVisitStatsRequest>,
+    ) -> Result<Response<pb::GetVisitStatsResponse>, Status> {
+        let request = request.into_inner();
+        origin_url("url", &request.url)?;
+        visit_type("visit_type", &request.visit_type)?;
+        let state = self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)?;
+        let stats = state.map(|state| {
+            let (origin, stats) = (state.origin, state.stats);
+            let at = |t: Option<i64>| t.map(convert::timestamp);
+            pb::VisitStats {
+                lister: origin.lister,
+                last_update: at(origin.last_update),
+                first_seen: at(Some(origin.first_seen)),
+                last_seen: at(Some(origin.last_seen)),
+                last_visit: at(stats.last_visit),
+                last_visit_status: match stats.last_visit_status {
+                    Some(VisitStatus::Successful) => "successful",
+                    Some(VisitStatus::Failed) => "failed",
+                    Some(VisitStatus::NotFound) => "not_found",
+                    None => "",
+                }
+                .into(),
+                last_successful: at(stats.last_successful),
+                last_snapshot: stats.last_snapshot.unwrap_or_default(),
+                last_scheduled: at(stats.last_scheduled),
+                next_position_offset: u32::from(stats.next_position_offset),
+                successive_visits: stats.successive_visits,
+                next_visit_queue_position: stats.next_visit_queue_position,
+                enabled: stats.enabled,
+                eligible_after: at(state.placement.wake_at),
+            }
+        });
+        Ok(Response::new(pb::GetVisitStatsResponse { stats }))
+    }
+
+    async fn run_round(&self, request: Request<pb::RunRoundRequest>) -> Result<Response<pb::RunRoundResponse>, Status> {
+        let request = request.into_inner();
+        visit_type("visit_type", &request.visit_type)?;
+        let report = self.scheduler.run_round(&request.visit_type, &self.visits, self.clock.now_ms()).await.map_err(
+            |e| match e {
+                SchedulerError::Store(e) => status::from_store(e),
+                SchedulerError::Queue(e) => Status::unavailable(format!("{e}; retry")),
+            },
+        )?;
+        Ok(Response::new(pb::RunRoundResponse {
+            slots: report.slots,
+            sent_by_policy: report.by_policy.iter().map(|(p, n)| (p.name().to_owned(), *n)).collect(),
+            sent_by_lister: report.by_lister.into_iter().collect(),
+            woken: report.woken as u64,
+        }))
+    }
+
+    async fn get_lister_metrics(
+        &self,
+        request: Request<pb::GetListerMetricsRequest>,
+    ) -> Result<Response<pb::GetListerMetricsResponse>, Status> {
+        let request = request.into_inner();
+        lister_name("lister", &request.lister)?;
+        let store = self.scheduler.store();
+        let metrics = store.metrics(&request.lister).await.map_err(status::from_store)?;
+        let listers = store.listers().await.map_err(status::from_store)?;
+        let listing_finished =
+            listers.iter().find(|l| l.name == request.lister).and_then(|l| l.listing_finished).map(convert::timestamp);
+        Ok(Response::new(pb::GetListerMetricsResponse {
+            metrics: metrics
+                .into_iter()
+                .map(|(visit_type, m)| pb::ListerMetrics {
+                    visit_type,
+                    known: m.known,
+                    enabled: m.enabled,
+                    never_visited: m.never_visited,
+                    pending_changes: m.pending_changes,
+                })
+                .collect(),
+            listing_finished,
+        }))
+    }
+}

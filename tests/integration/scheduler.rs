@@ -1,0 +1,215 @@
+//! The origin-visit scheduler end to end: a lister records origins over
+//! gRPC, a round queues their visits, a real `fairway worker` process runs a
+//! loader command for each and reports the outcomes, the statistics follow,
+//! and the next rounds obey the cooldowns, the policies and the feedback.
+//! Time is a manual clock, moved by the test.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fairway::clock::{Clock, ManualClock, SystemClock};
+use fairway::config::Config;
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::scheduler_client::SchedulerClient;
+use tonic::transport::Channel;
+
+use crate::support::{Backend, TestServer};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+fn listed(url: &str, last_update_ms: Option<i64>) -> pb::ListedOrigin {
+    pb::ListedOrigin {
+        url: url.into(),
+        visit_type: "git".into(),
+        last_update: last_update_ms.map(fairway_timestamp),
+        is_fork: false,
+        extra_loader_arguments: r#"{"depth": 1}"#.into(),
+    }
+}
+
+fn fairway_timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: ms.div_euclid(1000), nanos: (ms.rem_euclid(1000) * 1_000_000) as i32 }
+}
+
+fn ms(t: Option<prost_types::Timestamp>) -> Option<i64> {
+    t.map(|t| t.seconds * 1000 + i64::from(t.nanos / 1_000_000))
+}
+
+async fn record(client: &mut SchedulerClient<Channel>, lister: &str, origins: Vec<pb::ListedOrigin>) -> u32 {
+    let request = pb::RecordOriginsRequest { lister: lister.into(), origins };
+    client.record_origins(request).await.expect("record origins").into_inner().new_origins
+}
+
+async fn round(client: &mut SchedulerClient<Channel>) -> pb::RunRoundResponse {
+    client.run_round(pb::RunRoundRequest { visit_type: "git".into() }).await.expect("round").into_inner()
+}
+
+fn sent(response: &pb::RunRoundResponse) -> HashMap<&str, u64> {
+    response.sent_by_policy.iter().map(|(policy, n)| (policy.as_str(), *n)).collect()
+}
+
+async fn stats(client: &mut SchedulerClient<Channel>, url: &str) -> pb::VisitStats {
+    let request = pb::GetVisitStatsRequest { url: url.into(), visit_type: "git".into() };
+    client.get_visit_stats(request).await.expect("stats").into_inner().stats.expect("a known origin")
+}
+
+/// Runs `fairway worker` for `tasks` visits: the loader reads the payload's
+/// URL and answers by the name of the origin.
+async fn visit(address: String, tasks: usize) {
+    let script = r#"url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p'); case "$url" in
+      */fresh) echo '{"status": "eventful", "snapshot": "01"}';;
+      */gone) echo '{"status": "not_found"}';;
+      */broken) echo '{"status": "failed"}';;
+      *) echo '{"status": "eventful", "snapshot": "0b"}';;
+    esac"#;
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_fairway"))
+            .args(["worker", "--server", &address, "--queue", "visits.git", "--concurrency", "2"])
+            .args(["--max-tasks", &tasks.to_string(), "--", "sh", "-c", script])
+            .output()
+            .expect("run fairway worker")
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "worker: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[tokio::test]
+async fn listed_origins_are_visited_and_the_next_rounds_follow_the_outcomes() {
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let mut config = Config::default();
+    config.scheduler.rounds = false;
+    let server = TestServer::start_timed(Backend::Embedded, config, clock.clone()).await;
+    let address = format!("http://{}", server.addr);
+    let mut scheduler = SchedulerClient::new(server.channel());
+    let start = clock.now_ms();
+    let day = 24 * 3600 * 1000;
+
+    // A forge that gives update dates, and one that does not.
+    let forge = vec![
+        listed("https://a.example/fresh", Some(start - 3 * day)),
+        listed("https://a.example/gone", Some(start - 2 * day)),
+        listed("https://a.example/broken", Some(start - day)),
+    ];
+    assert_eq!(record(&mut scheduler, "gitlab/a", forge).await, 3);
+    let blind = vec![listed("https://b.example/one", None), listed("https://b.example/two", None)];
+    assert_eq!(record(&mut scheduler, "cgit/b", blind).await, 2);
+    scheduler.finish_listing(pb::FinishListingRequest { lister: "gitlab/a".into() }).await.unwrap();
+
+    // First round: every origin is new.
+    let first = round(&mut scheduler).await;
+    assert_eq!(first.slots, 1000);
+    assert_eq!(
+        sent(&first),
+        HashMap::from([("never_visited_oldest_update_first", 3), ("origins_without_last_update", 2)])
+    );
+    assert_eq!(first.sent_by_lister, HashMap::from([("gitlab/a".into(), 3), ("cgit/b".into(), 2)]));
+    assert!(sent(&round(&mut scheduler).await).is_empty(), "queued origins are not queued again");
+
+    // The loader visits all five; the outcomes reach the statistics.
+    visit(address.clone(), 5).await;
+    let fresh = stats(&mut scheduler, "https://a.example/fresh").await;
+    assert_eq!((fresh.last_visit_status.as_str(), fresh.last_snapshot.as_slice()), ("successful", &[1u8][..]));
+    assert_eq!((fresh.next_position_offset, fresh.successive_visits), (4, 1), "a first visit leaves the index at 4");
+    assert_eq!(
+        ms(fresh.eligible_after),
+        Some(start + 12 * 3600 * 1000),
+        "the absolute cooldown: 12 h after scheduling"
+    );
+    let gone = stats(&mut scheduler, "https://a.example/gone").await;
+    assert_eq!(gone.last_visit_status, "not_found");
+    assert_eq!(ms(gone.eligible_after), Some(start + 31 * day), "31 days after a not-found visit");
+    let broken = stats(&mut scheduler, "https://a.example/broken").await;
+    assert_eq!(ms(broken.eligible_after), Some(start + 14 * day), "14 days after a failed visit");
+    let one = stats(&mut scheduler, "https://b.example/one").await;
+    assert_eq!(one.lister, "cgit/b");
+    let next = one.next_visit_queue_position.expect("a blind origin's next position");
+    assert!((next - (start + 2 * day)).abs() <= 2 * day / 10, "2 days ahead, ±10%: {}", next - start);
+
+    // 13 hours later the forge says `fresh` changed: the lag policy takes
+    // it; the blind origins are not due for about two days; the others wait
+    // for their cooldowns.
+    clock.advance(13 * HOUR);
+    record(
+        &mut scheduler,
+        "gitlab/a",
+        vec![listed("https://a.example/fresh", Some(clock.now_ms() - HOUR.as_millis() as i64))],
+    )
+    .await;
+    let second = round(&mut scheduler).await;
+    assert_eq!(sent(&second), HashMap::from([("already_visited_order_by_lag", 1)]));
+    visit(address.clone(), 1).await;
+    let fresh = stats(&mut scheduler, "https://a.example/fresh").await;
+    assert_eq!(fresh.next_position_offset, 5, "the same snapshot again: +1");
+    assert_eq!(fresh.successive_visits, 2);
+
+    // Two and a half days on, the blind origins are due; the others still wait.
+    clock.advance(2 * DAY + 12 * HOUR);
+    let third = round(&mut scheduler).await;
+    assert_eq!(sent(&third), HashMap::from([("origins_without_last_update", 2)]));
+    assert_eq!(third.sent_by_lister, HashMap::from([("cgit/b".into(), 2)]));
+
+    // The lister's counts.
+    let metrics = scheduler
+        .get_lister_metrics(pb::GetListerMetricsRequest { lister: "gitlab/a".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(metrics.metrics.len(), 1);
+    let git = &metrics.metrics[0];
+    assert_eq!((git.known, git.enabled, git.never_visited, git.pending_changes), (3, 3, 2, 0));
+    assert_eq!(ms(metrics.listing_finished), Some(start));
+
+    // "Save code now" queues a visit whatever the cooldowns, once.
+    let saved = pb::RequestVisitRequest { url: "https://a.example/broken".into(), visit_type: "git".into() };
+    assert!(!scheduler.request_visit(saved.clone()).await.unwrap().into_inner().duplicate);
+    assert!(scheduler.request_visit(saved).await.unwrap().into_inner().duplicate);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_scheduler_requests_name_the_field_and_write_nothing() {
+    let server = TestServer::start().await;
+    let mut scheduler = SchedulerClient::new(server.channel());
+    let cases = [
+        (
+            pb::RecordOriginsRequest { lister: String::new(), origins: vec![listed("https://x.example/a", None)] },
+            "lister",
+        ),
+        (
+            pb::RecordOriginsRequest {
+                lister: "l".into(),
+                origins: vec![
+                    listed("https://x.example/a", None),
+                    pb::ListedOrigin { visit_type: "no space".into(), ..listed("u", None) },
+                ],
+            },
+            "origins[1].visit_type",
+        ),
+        (
+            pb::RecordOriginsRequest {
+                lister: "l".into(),
+                origins: vec![pb::ListedOrigin { extra_loader_arguments: "[1]".into(), ..listed("u", None) }],
+            },
+            "origins[0].extra_loader_arguments",
+        ),
+        (
+            pb::RecordOriginsRequest { lister: "l".into(), origins: vec![listed(&"u".repeat(2049), None)] },
+            "origins[0].url",
+        ),
+    ];
+    for (request, field) in cases {
+        let status = scheduler.record_origins(request).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(status.message().starts_with(field), "{field}: {}", status.message());
+    }
+    let nothing = pb::GetVisitStatsRequest { url: "https://x.example/a".into(), visit_type: "git".into() };
+    assert!(
+        scheduler.get_visit_stats(nothing).await.unwrap().into_inner().stats.is_none(),
+        "the valid first origin was not written"
+    );
+    server.stop().await;
+}
