@@ -79,10 +79,19 @@ async fn visit(address: String, tasks: usize) {
 
 #[tokio::test]
 async fn listed_origins_are_visited_and_the_next_rounds_follow_the_outcomes() {
+    origins_are_visited_and_rounds_follow_the_outcomes(Backend::Embedded).await;
+}
+
+#[tokio::test]
+async fn listed_origins_are_visited_and_the_next_rounds_follow_the_outcomes_on_cassandra() {
+    origins_are_visited_and_rounds_follow_the_outcomes(Backend::Cassandra).await;
+}
+
+async fn origins_are_visited_and_rounds_follow_the_outcomes(backend: Backend) {
     let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
     let mut config = Config::default();
     config.scheduler.rounds = false;
-    let server = TestServer::start_timed(Backend::Embedded, config, clock.clone()).await;
+    let server = TestServer::start_timed(backend, config, clock.clone()).await;
     let address = format!("http://{}", server.addr);
     let mut scheduler = SchedulerClient::new(server.channel());
     let start = clock.now_ms();
