@@ -91,7 +91,8 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// The reference scheduler's weights: one-shot visit types stop after a
+/// The reference scheduler's weights (in the order of [`Policy`], as a
+/// configured table is): one-shot visit types stop after a
 /// success; version-control types weigh lag and first visits 49 each and
 /// origins without an update date 2; other types 40 / 40 / 20.
 pub fn default_policies(visit_type: &str) -> Vec<(Policy, f64)> {
@@ -100,13 +101,13 @@ pub fn default_policies(visit_type: &str) -> Vec<(Policy, f64)> {
             vec![(Policy::StopAfterSuccess, 100.0)]
         }
         "git" | "hg" | "svn" | "cvs" | "bzr" => vec![
-            (Policy::AlreadyVisitedOrderByLag, 49.0),
             (Policy::NeverVisitedOldestUpdateFirst, 49.0),
+            (Policy::AlreadyVisitedOrderByLag, 49.0),
             (Policy::OriginsWithoutLastUpdate, 2.0),
         ],
         _ => vec![
-            (Policy::AlreadyVisitedOrderByLag, 40.0),
             (Policy::NeverVisitedOldestUpdateFirst, 40.0),
+            (Policy::AlreadyVisitedOrderByLag, 40.0),
             (Policy::OriginsWithoutLastUpdate, 20.0),
         ],
     }
@@ -159,5 +160,32 @@ impl SchedulerConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `[scheduler]` example of docs/scheduler.md parses, and a bad
+    /// weight is named.
+    #[test]
+    fn the_documented_section_parses_and_bad_weights_are_named() {
+        let docs = include_str!("../../docs/scheduler.md");
+        let start = docs.find("```toml\n[scheduler]").expect("the example") + "```toml\n".len();
+        let example = &docs[start..start + docs[start..].find("```").unwrap()];
+        #[derive(Deserialize)]
+        struct Section {
+            scheduler: SchedulerConfig,
+        }
+        let parsed: Section = toml::from_str(example).expect("the documented example parses");
+        assert_eq!(parsed.scheduler.cooldowns, Cooldowns::default());
+        assert_eq!(parsed.scheduler.policies_for("git"), default_policies("git"));
+        assert!(parsed.scheduler.validate().is_ok());
+        let mut bad = parsed.scheduler;
+        bad.policies.insert("hg".into(), BTreeMap::from([(Policy::StopAfterSuccess, -1.0)]));
+        let (key, message) = bad.validate().unwrap_err();
+        assert_eq!(key, "scheduler.policies.hg.stop_after_success");
+        assert!(message.contains("-1"), "{message}");
     }
 }
