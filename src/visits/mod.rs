@@ -13,6 +13,8 @@
 
 pub mod config;
 pub mod queue;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

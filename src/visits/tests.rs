@@ -1,0 +1,156 @@
+//! The scheduler's shell on the in-memory store and a model queue: what a
+//! round sends, what it marks, and how listings and outcomes move origins.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::scheduler::{DAY_MS, VisitStatus};
+use crate::store::visits::memory::MemoryVisitStore;
+
+const NOW: i64 = 20_000 * DAY_MS;
+
+/// A queue that holds what it is given, refusing once each URL in `refuse`.
+#[derive(Default)]
+struct ModelQueue {
+    queued: Mutex<Vec<Visit>>,
+    refuse: Mutex<BTreeSet<String>>,
+}
+
+#[async_trait]
+impl VisitQueue for ModelQueue {
+    async fn backlog(&self, _: &str) -> Result<u64, VisitQueueError> {
+        Ok(self.queued.lock().unwrap().len() as u64)
+    }
+
+    async fn enqueue(&self, _: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
+        let mut queued = self.queued.lock().unwrap();
+        Ok(visits
+            .iter()
+            .map(|v| {
+                let ok = !self.refuse.lock().unwrap().remove(&v.url);
+                if ok {
+                    queued.push(v.clone());
+                }
+                ok
+            })
+            .collect())
+    }
+}
+
+impl ModelQueue {
+    fn take(&self) -> Vec<Visit> {
+        std::mem::take(&mut *self.queued.lock().unwrap())
+    }
+}
+
+fn report(url: &str, last_update: Option<i64>) -> ListedReport {
+    ListedReport {
+        url: url.into(),
+        visit_type: "git".into(),
+        last_update,
+        is_fork: false,
+        extra_loader_arguments: String::new(),
+    }
+}
+
+fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<MemoryVisitStore>) {
+    let store = Arc::new(MemoryVisitStore::new());
+    (Scheduler::new(store.clone(), config, 7), store)
+}
+
+fn failure(at: i64) -> Outcome {
+    Outcome { status: VisitStatus::Failed, snapshot: None, visit_date: at }
+}
+
+#[tokio::test]
+async fn a_round_shares_slots_equally_among_listers_and_marks_only_what_was_queued() {
+    let config = SchedulerConfig { queue_length: 10, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config);
+    let big: Vec<ListedReport> =
+        (0..100).map(|i| report(&format!("https://big/{i:03}"), Some(NOW - i * 1000))).collect();
+    scheduler.record_origins("big", &big, NOW).await.unwrap();
+    scheduler
+        .record_origins("small", &[report("https://small/a", Some(NOW)), report("https://small/b", None)], NOW)
+        .await
+        .unwrap();
+    let queue = ModelQueue { refuse: Mutex::new(BTreeSet::from(["https://small/b".into()])), ..ModelQueue::default() };
+    let round = scheduler.run_round("git", &queue, NOW).await.unwrap();
+    assert_eq!(round.slots, 10);
+    assert_eq!(round.by_lister, BTreeMap::from([("big".into(), 8), ("small".into(), 1)]), "small/b was refused");
+    let sent: BTreeSet<String> = queue.take().into_iter().map(|v| v.url).collect();
+    let mut expected: BTreeSet<String> = (92..100).map(|i| format!("https://big/{i:03}")).collect();
+    expected.insert("https://small/a".into());
+    assert_eq!(sent, expected, "each lister's oldest updates first");
+    let refused = scheduler.origin("git", "https://small/b").await.unwrap().unwrap();
+    assert_eq!(refused.stats.last_scheduled, None, "not marked: it was not queued");
+    let next = scheduler.run_round("git", &queue, NOW + 1).await.unwrap();
+    assert_eq!(next.by_lister.get("small"), Some(&1), "the refused origin is offered again");
+}
+
+#[tokio::test]
+async fn relisting_enables_a_disabled_origin_again() {
+    let (scheduler, store) = scheduler(SchedulerConfig::default());
+    scheduler.record_origins("l", &[report("u", None)], NOW).await.unwrap();
+    for day in 1..=3 {
+        assert!(scheduler.record_outcome("git", "u", &failure(NOW + day * DAY_MS), NOW + day * DAY_MS).await.unwrap());
+    }
+    let disabled = scheduler.origin("git", "u").await.unwrap().unwrap();
+    assert!(!disabled.stats.enabled);
+    assert_eq!(disabled.placement.keys, Vec::new());
+    assert!(store.read_wakes("git", i64::MAX, 10).await.unwrap().is_empty(), "a disabled origin waits for nothing");
+    assert!(
+        !scheduler.record_outcome("git", "unknown", &failure(NOW), NOW).await.unwrap(),
+        "unknown origins are ignored"
+    );
+
+    let later = NOW + 30 * DAY_MS;
+    scheduler.record_origins("l", &[report("u", None)], later).await.unwrap();
+    let enabled = scheduler.origin("git", "u").await.unwrap().unwrap();
+    assert!(enabled.stats.enabled);
+    assert_eq!(enabled.placement.wake_at, None, "14 days after the last failure: indexed at once");
+    assert!(!enabled.placement.keys.is_empty());
+    assert_eq!(enabled.origin.first_seen, NOW, "first seen is kept");
+}
+
+#[tokio::test]
+async fn a_wake_up_row_its_origin_no_longer_holds_is_deleted_alone() {
+    let (scheduler, store) = scheduler(SchedulerConfig::default());
+    scheduler.record_origins("l", &[report("u", None)], NOW).await.unwrap();
+    let state = scheduler.origin("git", "u").await.unwrap().unwrap();
+    // A row left behind by a write whose outcome was uncertain.
+    let stray = OriginWrite {
+        state: state.clone(),
+        unindex: Vec::new(),
+        index: Vec::new(),
+        unwake: None,
+        wake: Some(NOW - 5),
+        metrics: Vec::new(),
+    };
+    store.apply(&[stray]).await.unwrap();
+    let round = scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap();
+    assert_eq!(round.woken, 0);
+    assert!(store.read_wakes("git", NOW, 10).await.unwrap().is_empty(), "the stray row is gone");
+    assert_eq!(round.sent(), 1, "the origin itself was untouched and is sent");
+}
+
+#[tokio::test]
+async fn the_queue_clock_follows_the_blind_origins_scheduled() {
+    let config = SchedulerConfig { blind_visits: BlindVisits::QueueClock, ..SchedulerConfig::default() };
+    let (scheduler, store) = scheduler(config);
+    scheduler.record_origins("l", &[report("a", None), report("b", None)], NOW).await.unwrap();
+    let queue = ModelQueue::default();
+    scheduler.run_round("git", &queue, NOW).await.unwrap();
+    assert_eq!(store.queue_position("git").await.unwrap(), 0, "unset positions do not move the clock");
+    let visit = Outcome { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: NOW + 1 };
+    scheduler.record_outcome("git", "a", &visit, NOW + 1).await.unwrap();
+    let a = scheduler.origin("git", "a").await.unwrap().unwrap();
+    let position = a.stats.next_visit_queue_position.unwrap();
+    assert!((position - 2 * DAY_MS).abs() <= DAY_MS / 5, "from the clock at 0: {position}");
+    queue.take();
+    let later = NOW + DAY_MS;
+    scheduler.run_round("git", &queue, later).await.unwrap();
+    assert_eq!(store.queue_position("git").await.unwrap(), position, "the clock moved to the position scheduled");
+}
