@@ -3,6 +3,7 @@
 mod bench;
 mod client;
 mod demo;
+mod origin;
 mod schema;
 mod serve;
 mod worker;
@@ -31,6 +32,9 @@ enum Command {
     /// Load generators: throughput against a store, over real gRPC.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The origin-visit scheduler: record origins, inspect them, run a round.
+    #[command(subcommand)]
+    Origin(origin::OriginCommand),
     /// Run a command for each task of a queue, heartbeating while it runs
     /// and reporting how it ended.
     Worker(worker::WorkerArgs),
@@ -63,6 +67,7 @@ pub fn main() -> ExitCode {
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
             Command::Bench(command) => bench::run(command).await,
+            Command::Origin(command) => origin::run(command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Demo(args) => demo::run(args).await,
         }

@@ -1,0 +1,216 @@
+//! `fairway origin …`: the origin-visit scheduler from the command line,
+//! for operators and for listers written as shell scripts.
+
+use std::io::BufRead;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::scheduler_client::SchedulerClient;
+
+use super::client::ServerArg;
+
+/// Origins sent per RecordOrigins call (the server's default batch limit).
+const BATCH: usize = 1000;
+
+#[derive(Subcommand, Debug)]
+pub enum OriginCommand {
+    /// Record origins for a lister: URLs as arguments, or one per line on
+    /// stdin (`-`), each optionally followed by its last update in Unix
+    /// seconds: `https://forge.example/a 1764000000`.
+    Record {
+        #[command(flatten)]
+        server: ServerArg,
+        /// The lister's name and instance, e.g. `gitlab/framagit`.
+        #[arg(long)]
+        lister: String,
+        #[arg(long, default_value = "git")]
+        visit_type: String,
+        /// Then mark the listing finished.
+        #[arg(long)]
+        finished: bool,
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// What the scheduler knows of an origin.
+    Stats {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long, default_value = "git")]
+        visit_type: String,
+        url: String,
+    },
+    /// "Save code now": queue one visit at the top priority.
+    Visit {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long, default_value = "git")]
+        visit_type: String,
+        url: String,
+    },
+    /// A lister's counts per visit type.
+    Metrics {
+        #[command(flatten)]
+        server: ServerArg,
+        lister: String,
+    },
+    /// Run one scheduling round of a visit type now.
+    Round {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long, default_value = "git")]
+        visit_type: String,
+    },
+}
+
+fn status(error: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", error.code(), error.message())
+}
+
+async fn connect(server: &ServerArg) -> anyhow::Result<SchedulerClient<tonic::transport::Channel>> {
+    SchedulerClient::connect(server.address().to_owned())
+        .await
+        .with_context(|| format!("cannot reach a fairway server at {}", server.address()))
+}
+
+/// `URL [UNIX_SECONDS]`.
+fn listed(line: &str, visit_type: &str) -> anyhow::Result<pb::ListedOrigin> {
+    let mut words = line.split_whitespace();
+    let url = words.next().context("an empty line")?;
+    let last_update = match words.next() {
+        Some(seconds) => Some(prost_types::Timestamp {
+            seconds: seconds.parse().with_context(|| format!("{seconds:?} is not Unix seconds"))?,
+            nanos: 0,
+        }),
+        None => None,
+    };
+    if words.next().is_some() {
+        bail!("expected `URL [UNIX_SECONDS]`");
+    }
+    Ok(pb::ListedOrigin {
+        url: url.to_owned(),
+        visit_type: visit_type.to_owned(),
+        last_update,
+        ..pb::ListedOrigin::default()
+    })
+}
+
+fn time(t: Option<prost_types::Timestamp>) -> String {
+    t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
+}
+
+pub async fn run(command: OriginCommand) -> anyhow::Result<()> {
+    match command {
+        OriginCommand::Record { server, lister, visit_type, finished, urls } => {
+            let lines: Vec<String> = if urls == ["-"] {
+                std::io::stdin().lock().lines().collect::<Result<_, _>>().context("reading stdin")?
+            } else {
+                urls
+            };
+            let mut origins = Vec::with_capacity(lines.len());
+            for (i, line) in lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                origins.push(listed(line, &visit_type).with_context(|| format!("line {}", i + 1))?);
+            }
+            let mut client = connect(&server).await?;
+            let (mut new, total) = (0, origins.len());
+            for batch in origins.chunks(BATCH) {
+                let request = pb::RecordOriginsRequest { lister: lister.clone(), origins: batch.to_vec() };
+                new += client.record_origins(request).await.map_err(status)?.into_inner().new_origins;
+            }
+            if finished {
+                client.finish_listing(pb::FinishListingRequest { lister: lister.clone() }).await.map_err(status)?;
+            }
+            println!(
+                "lister {lister}: {total} origin(s) recorded, {new} new{}",
+                if finished { "; listing finished" } else { "" }
+            );
+        }
+        OriginCommand::Stats { server, visit_type, url } => {
+            let mut client = connect(&server).await?;
+            let request = pb::GetVisitStatsRequest { url: url.clone(), visit_type: visit_type.clone() };
+            let Some(s) = client.get_visit_stats(request).await.map_err(status)?.into_inner().stats else {
+                bail!("{url} ({visit_type}) was never recorded");
+            };
+            println!("{url} ({visit_type}), lister {}{}", s.lister, if s.enabled { "" } else { ", DISABLED" });
+            println!(
+                "  first seen {}, last seen {}, last update {}",
+                time(s.first_seen),
+                time(s.last_seen),
+                time(s.last_update)
+            );
+            let status = if s.last_visit_status.is_empty() { "never visited" } else { s.last_visit_status.as_str() };
+            println!(
+                "  last visit {} ({status}, {} in a row), last successful {}",
+                time(s.last_visit),
+                s.successive_visits,
+                time(s.last_successful)
+            );
+            let snapshot: String = s.last_snapshot.iter().map(|b| format!("{b:02x}")).collect();
+            println!("  last snapshot {}", if snapshot.is_empty() { "-" } else { &snapshot });
+            println!("  last scheduled {}, interval index {}", time(s.last_scheduled), s.next_position_offset);
+            let position = s.next_visit_queue_position.map_or("-".into(), |p| p.to_string());
+            println!("  next queue position {position}, cooldowns end {}", time(s.eligible_after));
+        }
+        OriginCommand::Visit { server, visit_type, url } => {
+            let mut client = connect(&server).await?;
+            let request = pb::RequestVisitRequest { url: url.clone(), visit_type: visit_type.clone() };
+            let response = client.request_visit(request).await.map_err(status)?.into_inner();
+            let what = if response.duplicate { "already queued as" } else { "queued as" };
+            println!("{url}: {what} task {} on visits.{visit_type}", response.task_id);
+        }
+        OriginCommand::Metrics { server, lister } => {
+            let mut client = connect(&server).await?;
+            let request = pb::GetListerMetricsRequest { lister: lister.clone() };
+            let response = client.get_lister_metrics(request).await.map_err(status)?.into_inner();
+            println!("lister {lister}: last listing finished {}", time(response.listing_finished));
+            println!(
+                "  {:<16} {:>10} {:>10} {:>14} {:>16}",
+                "visit type", "known", "enabled", "never visited", "pending changes"
+            );
+            for m in response.metrics {
+                println!(
+                    "  {:<16} {:>10} {:>10} {:>14} {:>16}",
+                    m.visit_type, m.known, m.enabled, m.never_visited, m.pending_changes
+                );
+            }
+        }
+        OriginCommand::Round { server, visit_type } => {
+            let mut client = connect(&server).await?;
+            let request = pb::RunRoundRequest { visit_type: visit_type.clone() };
+            let r = client.run_round(request).await.map_err(status)?.into_inner();
+            let sent: u64 = r.sent_by_policy.values().sum();
+            println!(
+                "visits.{visit_type}: {} free slot(s), {sent} visit(s) queued, {} origin(s) woken",
+                r.slots, r.woken
+            );
+            let mut by_policy: Vec<_> = r.sent_by_policy.into_iter().collect();
+            by_policy.sort();
+            for (policy, n) in by_policy {
+                println!("  policy {policy}: {n}");
+            }
+            let mut by_lister: Vec<_> = r.sent_by_lister.into_iter().collect();
+            by_lister.sort();
+            for (lister, n) in by_lister {
+                println!("  lister {lister}: {n}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_a_url_and_optional_unix_seconds() {
+        let plain = listed("https://a.example/x", "git").unwrap();
+        assert_eq!((plain.url.as_str(), plain.last_update), ("https://a.example/x", None));
+        let dated = listed("  https://a.example/y 1764000000 ", "hg").unwrap();
+        assert_eq!(dated.last_update.unwrap().seconds, 1_764_000_000);
+        assert_eq!(dated.visit_type, "hg");
+        assert!(listed("https://a.example/z yesterday", "git").unwrap_err().to_string().contains("yesterday"));
+        assert!(listed("a 1 2", "git").is_err());
+    }
+}
