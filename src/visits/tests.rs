@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::scheduler::{DAY_MS, VisitStatus};
+use crate::store::StoreResult;
 use crate::store::visits::memory::MemoryVisitStore;
 
 const NOW: i64 = 20_000 * DAY_MS;
@@ -153,4 +154,97 @@ async fn the_queue_clock_follows_the_blind_origins_scheduled() {
     let later = NOW + DAY_MS;
     scheduler.run_round("git", &queue, later).await.unwrap();
     assert_eq!(store.queue_position("git").await.unwrap(), position, "the clock moved to the position scheduled");
+}
+
+/// A store that counts the rows its reads return.
+#[derive(Debug, Default)]
+struct CountingStore {
+    inner: MemoryVisitStore,
+    rows_read: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingStore {
+    fn count(&self, n: usize) {
+        self.rows_read.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn take(&self) -> usize {
+        self.rows_read.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl VisitStore for CountingStore {
+    async fn read_origins(&self, visit_type: &str, urls: &[String]) -> StoreResult<Vec<Option<OriginState>>> {
+        self.count(urls.len());
+        self.inner.read_origins(visit_type, urls).await
+    }
+    async fn apply(&self, writes: &[OriginWrite]) -> StoreResult<()> {
+        self.inner.apply(writes).await
+    }
+    async fn read_index(
+        &self,
+        visit_type: &str,
+        policy: Policy,
+        lister: &str,
+        below: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::scheduler::IndexEntry>> {
+        let rows = self.inner.read_index(visit_type, policy, lister, below, limit).await?;
+        self.count(rows.len());
+        Ok(rows)
+    }
+    async fn read_wakes(
+        &self,
+        visit_type: &str,
+        through: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<(UnixMillis, String)>> {
+        let rows = self.inner.read_wakes(visit_type, through, limit).await?;
+        self.count(rows.len());
+        Ok(rows)
+    }
+    async fn add_lister(&self, lister: &str, visit_types: &[String]) -> StoreResult<()> {
+        self.inner.add_lister(lister, visit_types).await
+    }
+    async fn finish_listing(&self, lister: &str, at: UnixMillis) -> StoreResult<()> {
+        self.inner.finish_listing(lister, at).await
+    }
+    async fn listers(&self) -> StoreResult<Vec<crate::store::visits::ListerRecord>> {
+        self.inner.listers().await
+    }
+    async fn metrics(&self, lister: &str) -> StoreResult<Vec<(String, crate::scheduler::ListerMetrics)>> {
+        self.inner.metrics(lister).await
+    }
+    async fn queue_position(&self, visit_type: &str) -> StoreResult<i64> {
+        self.inner.queue_position(visit_type).await
+    }
+    async fn set_queue_position(&self, visit_type: &str, position: i64) -> StoreResult<()> {
+        self.inner.set_queue_position(visit_type, position).await
+    }
+}
+
+/// The rows a round reads depend on its free slots, its policies and the
+/// listers, never on how many origins there are.
+#[tokio::test]
+async fn a_round_reads_rows_in_proportion_to_its_slots_not_to_the_origins() {
+    let mut read = Vec::new();
+    for origins in [1_000, 20_000] {
+        let store = Arc::new(CountingStore::default());
+        let config = SchedulerConfig { queue_length: 50, ..SchedulerConfig::default() };
+        let scheduler = Scheduler::new(store.clone(), config, 1);
+        for lister in ["a", "b"] {
+            let reports: Vec<ListedReport> = (0..origins / 2)
+                .map(|i| report(&format!("https://{lister}/{i}"), (i % 3 != 0).then_some(NOW - i as i64 * 1000)))
+                .collect();
+            scheduler.record_origins(lister, &reports, NOW).await.unwrap();
+        }
+        store.take();
+        let round = scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap();
+        assert_eq!(round.sent(), 50);
+        read.push(store.take());
+    }
+    // 3 policies × 2 listers × at most 50 head rows, plus 50 point reads.
+    assert!(read.iter().all(|&rows| rows <= 3 * 2 * 50 + 50), "{read:?}");
+    assert_eq!(read[0], read[1], "twenty times the origins, the same reads");
 }
