@@ -27,17 +27,17 @@ pub(super) struct Statements {
     pub leave: PreparedStatement,
 }
 
+/// Prepares one statement; the error names it.
+pub(super) async fn prepare(session: &Session, cql: String) -> Result<PreparedStatement, ConnectError> {
+    session.prepare(cql.clone()).await.map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
+}
+
 /// The one cluster of a keyspace, as the partition key of `members`.
 const CLUSTER: &str = "'default'";
 
 impl Statements {
     pub async fn prepare(session: &Session, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
-        let prepare = |cql: String| async move {
-            session
-                .prepare(cql.clone())
-                .await
-                .map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
-        };
+        let prepare = |cql: String| prepare(session, cql);
         let meta_key = "queue = ? AND partition = ? AND kind = 0 AND pass = 0 AND id = 0";
         let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");
         let load_meta = prepare(load.clone()).await?;

@@ -19,6 +19,7 @@ use scylla::value::{Counter, CqlValue};
 
 use super::CassandraStore;
 use super::error::{ConnectError, read_error, write_error};
+use super::statements::prepare;
 use crate::clock::UnixMillis;
 use crate::hash::fnv1a;
 use crate::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
@@ -58,12 +59,7 @@ pub(super) struct VisitStatements {
 
 impl VisitStatements {
     pub(super) async fn prepare(session: &Session, ks: &str) -> Result<Self, ConnectError> {
-        let prepare = |cql: String| async move {
-            session
-                .prepare(cql.clone())
-                .await
-                .map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
-        };
+        let prepare = |cql: String| prepare(session, cql);
         let index_key = "visit_type = ? AND policy = ? AND lister = ? AND shard = ?";
         Ok(VisitStatements {
             read_origin: prepare(format!("SELECT state FROM {ks}.visit_origins WHERE visit_type = ? AND url = ?")).await?,
