@@ -255,6 +255,7 @@ impl Config {
             matcher: self.matcher.clone(),
             tasks: self.tasks.clone(),
             queues: self.queues.clone(),
+            visits: TaskPolicy { key_concurrency: self.scheduler.key_concurrency, ..self.tasks.clone() },
             dispatch_latency_otlp: None,
         }
     }
@@ -308,6 +309,19 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn visit_queues_default_to_the_schedulers_politeness_unless_configured() {
+        let limit = |config: &Config, queue: &str| {
+            let queue = validate::queue_name("queue", queue).unwrap();
+            config.settings().engine_for(&queue).tasks.key_concurrency
+        };
+        let mut config = Config::default();
+        assert_eq!((limit(&config, "visits.git"), limit(&config, "jobs")), (10, 0));
+        config.queues.insert("visits.git".into(), TaskPolicy { key_concurrency: 3, ..TaskPolicy::default() });
+        config.scheduler.key_concurrency = 7;
+        assert_eq!((limit(&config, "visits.git"), limit(&config, "visits.hg")), (3, 7));
     }
 
     #[test]

@@ -24,14 +24,19 @@ pub struct Settings {
     /// The default task policy, and the queues that override it.
     pub tasks: TaskPolicy,
     pub queues: BTreeMap<String, TaskPolicy>,
+    /// The default of `visits.*` queues (the origin-visit scheduler's).
+    pub visits: TaskPolicy,
     /// Where dispatch latencies also go when metrics are pushed over OTLP.
     pub dispatch_latency_otlp: Option<opentelemetry::metrics::Histogram<f64>>,
 }
 
 impl Settings {
-    /// The engine config of `queue`'s partitions: the node's, with the queue's task policy.
+    /// The engine config of `queue`'s partitions: the node's, with the
+    /// queue's task policy (its own section, else the `visits.*` default
+    /// for a visit queue, else `[tasks]`).
     pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
-        let tasks = self.queues.get(queue.as_str()).unwrap_or(&self.tasks).clone();
+        let default = if crate::visits::visit_type_of(queue.as_str()).is_some() { &self.visits } else { &self.tasks };
+        let tasks = self.queues.get(queue.as_str()).unwrap_or(default).clone();
         EngineConfig { tasks, ..self.engine.clone() }
     }
 }

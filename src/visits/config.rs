@@ -59,6 +59,10 @@ pub struct SchedulerConfig {
     pub blind_visits: BlindVisits,
     /// The fairness key of visit tasks: `lister` or `host`.
     pub fairness_key: FairnessKeyOf,
+    /// Politeness: visits of one fairness key (a lister's forge, or a host)
+    /// in progress at once, for `visits.*` queues without a
+    /// `[queues."visits.<type>"]` section of their own (0: no limit).
+    pub key_concurrency: u32,
     /// Priority of recurrent visits (1 is the highest).
     pub priority: u32,
     /// Priority of the visits `first_visits_after_listing` chooses.
@@ -82,6 +86,7 @@ impl Default for SchedulerConfig {
             sharing: Sharing::Fair,
             blind_visits: BlindVisits::WhenDue,
             fairness_key: FairnessKeyOf::Lister,
+            key_concurrency: 10,
             priority: 3,
             first_visits_priority: 2,
             save_code_now_priority: 1,
