@@ -5,6 +5,7 @@ mod client;
 mod demo;
 mod schema;
 mod serve;
+mod simulate;
 mod worker;
 
 use std::process::ExitCode;
@@ -40,6 +41,9 @@ enum Command {
     /// An in-process server, producers and workers, with a live view of
     /// each fairness key's share of dispatches against its weighted target.
     Demo(demo::DemoArgs),
+    /// A synthetic forge in virtual time, scheduled by the real scheduler:
+    /// Fairway's defaults against the reference scheduler's way.
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -65,6 +69,7 @@ pub fn main() -> ExitCode {
             Command::Bench(command) => bench::run(command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Simulate(args) => simulate::run(args).await,
         }
     });
     match result {
