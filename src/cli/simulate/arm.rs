@@ -131,13 +131,14 @@ pub async fn run(
                 Found::NotFound => rng.random_range(5_000..15_000),
                 _ => visit_duration(&mut rng),
             };
+            tracker.busy(at, at + duration);
             running.insert(id, (at, found));
             push(&mut events, at + duration, END, id);
         }
         clock.store(now, Ordering::Relaxed);
     }
     clock.store(end, Ordering::Relaxed);
-    Ok(tracker.summary(spec.name, rounds, queue.peak_per_host()))
+    Ok(tracker.summary(spec.name, rounds, queue.peak_per_host(), capacity.loaders))
 }
 
 /// A listing of `lister` at `now`: every origin created by then, with its

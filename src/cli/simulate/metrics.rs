@@ -44,6 +44,8 @@ pub struct Tracker<'f> {
     by_lister: Vec<ListerFigures>,
     daily: Vec<Day>,
     counts: Counts,
+    /// Loader time spent visiting, within the run.
+    busy_ms: i64,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -106,7 +108,12 @@ pub struct ArmSummary {
     pub counts: Counts,
     pub visits: u64,
     pub useless_share: f64,
+    /// The same among the listers that give update dates, and the others.
+    pub useless_share_dated: f64,
+    pub useless_share_undated: f64,
     pub visits_per_day: f64,
+    /// Share of the loaders' time spent visiting.
+    pub loaders_busy: f64,
     /// Visit lag over every update; `unpicked` of them never picked up.
     pub lag: Spread,
     pub unpicked: u64,
@@ -119,6 +126,9 @@ pub struct ArmSummary {
     pub peak_per_host: u32,
     pub host_limit: u32,
     pub rounds: u64,
+    /// The highest of the listers' mean lags, and listers never visited.
+    pub worst_lister_lag_h: f64,
+    pub listers_unvisited: u64,
     pub listers: Vec<ListerFigures>,
     pub daily: Vec<Day>,
     #[serde(skip)]
@@ -152,6 +162,7 @@ impl<'f> Tracker<'f> {
             by_lister,
             daily: vec![Day::default(); forge.params.days as usize],
             counts: Counts::default(),
+            busy_ms: 0,
         }
     }
 
@@ -217,8 +228,13 @@ impl<'f> Tracker<'f> {
         found
     }
 
+    /// A loader is busy from `from` to `to` (counted within the run).
+    pub fn busy(&mut self, from: i64, to: i64) {
+        self.busy_ms += to.min(self.forge.end()) - from.min(self.forge.end());
+    }
+
     /// The measures at the end of the run.
-    pub fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32)) -> ArmSummary {
+    pub fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32), loaders: u32) -> ArmSummary {
         let end = self.forge.end();
         let start = self.forge.params.start;
         let mut unpicked = 0u64;
@@ -250,6 +266,18 @@ impl<'f> Tracker<'f> {
         for figures in &mut self.by_lister {
             figures.mean_lag_h = if figures.updates == 0 { 0.0 } else { figures.lag_sum_h / figures.updates as f64 };
         }
+        let useless = |dated: bool| {
+            let (visits, useful) = self
+                .by_lister
+                .iter()
+                .filter(|l| l.dated == dated)
+                .fold((0, 0), |(v, u), l| (v + l.visits, u + l.useful));
+            if visits == 0 { 0.0 } else { 1.0 - useful as f64 / visits as f64 }
+        };
+        let (useless_dated, useless_undated) = (useless(true), useless(false));
+        let worst = self.by_lister.iter().map(|l| l.mean_lag_h).fold(0.0, f64::max);
+        let unvisited = self.by_lister.iter().filter(|l| l.visits == 0).count() as u64;
+        let span = (end - start) as f64 * f64::from(loaders);
         let (lag, all) = Spread::of(&self.lags);
         let (first_visit, _) = Spread::of(&delays);
         let visits = self.counts.visits();
@@ -258,6 +286,9 @@ impl<'f> Tracker<'f> {
             counts: self.counts,
             visits,
             useless_share: if visits == 0 { 0.0 } else { 1.0 - self.counts.eventful as f64 / visits as f64 },
+            useless_share_dated: useless_dated,
+            useless_share_undated: useless_undated,
+            loaders_busy: self.busy_ms as f64 / span,
             visits_per_day: visits as f64 / f64::from(self.forge.params.days),
             lag,
             unpicked,
@@ -268,6 +299,8 @@ impl<'f> Tracker<'f> {
             peak_per_host: peak.0,
             host_limit: peak.1,
             rounds,
+            worst_lister_lag_h: worst,
+            listers_unvisited: unvisited,
             listers: self.by_lister,
             daily: self.daily,
             lag_cdf: cdf(&all),

@@ -63,6 +63,7 @@ impl SimReport {
         };
         row("visits", &|a| number(a.visits as f64));
         row("visits per day", &|a| number(a.visits_per_day));
+        row("loaders busy", &|a| format!("{:.0}%", 100.0 * a.loaders_busy));
         row("useful visits (new snapshot)", &|a| number(a.counts.eventful as f64));
         row("**useless share**", &|a| format!("**{:.1}%**", 100.0 * a.useless_share));
         row("· uneventful / failed / not found", &|a| {
@@ -73,6 +74,8 @@ impl SimReport {
                 number(a.counts.not_found as f64)
             )
         });
+        row("· useless share, listers giving update dates", &|a| format!("{:.1}%", 100.0 * a.useless_share_dated));
+        row("· useless share, listers giving none", &|a| format!("{:.1}%", 100.0 * a.useless_share_undated));
         row("updates", &|a| number(a.lag.count as f64));
         row("· not picked up by the end", &|a| {
             format!("{} ({:.1}%)", number(a.unpicked as f64), 100.0 * a.unpicked as f64 / a.lag.count.max(1) as f64)
@@ -80,6 +83,8 @@ impl SimReport {
         row("**visit lag, mean (h)**", &|a| format!("**{:.1}**", a.lag.mean_h));
         row("visit lag, median (h)", &|a| format!("{:.1}", a.lag.p50_h));
         row("visit lag, p99 (h)", &|a| format!("{:.1}", a.lag.p99_h));
+        row("worst lister's mean lag (h)", &|a| format!("{:.1}", a.worst_lister_lag_h));
+        row("listers never visited", &|a| number(a.listers_unvisited as f64));
         row("new origins listed", &|a| number(a.first_visit.count as f64));
         row("first-visit delay of new origins, mean (h)", &|a| format!("{:.1}", a.first_visit.mean_h));
         row("first-visit delay of new origins, p99 (h)", &|a| format!("{:.1}", a.first_visit.p99_h));
@@ -189,50 +194,60 @@ impl SimReport {
             y_label: "share of updates".into(),
             panels: vec![(
                 String::new(),
-                self.arms.iter().map(|a| Series::new(a.arm.clone(), a.lag_cdf.clone())).collect(),
+                // Below 0.1 h is under 1% of updates in any arm: left out for a readable axis.
+                self.arms
+                    .iter()
+                    .map(|a| Series::new(a.arm.clone(), a.lag_cdf.iter().copied().filter(|p| p.0 >= 0.1).collect()))
+                    .collect(),
             )],
             log_x: true,
             log_y: false,
         };
-        let mut shares = vec![Series::reference(
-            "share of origins",
-            self.arms[0].listers.iter().enumerate().map(|(i, l)| (i as f64, l.origins as f64)).collect(),
-        )];
+        // A log scale has no 0: a lister without visits is drawn at FLOOR.
+        const FLOOR: f64 = 0.001;
         let total_origins: f64 = self.arms[0].listers.iter().map(|l| l.origins as f64).sum();
-        shares[0].points.iter_mut().for_each(|p| p.1 = 100.0 * p.1 / total_origins);
+        let origins =
+            self.arms[0].listers.iter().enumerate().map(|(i, l)| (i as f64, 100.0 * l.origins as f64 / total_origins));
+        let mut shares = vec![Series::reference("share of origins", origins.collect()).coloured(2)];
         for (i, arm) in self.arms.iter().enumerate() {
             let points = arm
                 .listers
                 .iter()
                 .enumerate()
-                .map(|(rank, l)| (rank as f64, 100.0 * l.visits as f64 / arm.visits.max(1) as f64))
-                .filter(|(_, share)| *share > 0.0) // a log scale has no 0
+                .map(|(rank, l)| (rank as f64, (100.0 * l.visits as f64 / arm.visits.max(1) as f64).max(FLOOR)))
                 .collect();
             shares.push(Series::new(format!("{}: share of visits", arm.arm), points).coloured(i));
         }
         let shares = Chart {
             file: "simulate-lister-shares.png".into(),
-            title: "Each lister's share of visits beside its share of origins".into(),
-            x_label: "lister (by size, biggest first)".into(),
+            title: format!("Each lister's share of visits beside its share of origins (none drawn at {FLOOR}%)"),
+            x_label: "lister (by size, l00 the biggest)".into(),
             y_label: "% (log scale)".into(),
             panels: vec![(String::new(), shares)],
             log_x: false,
             log_y: true,
         };
-        let mut daily = Vec::new();
-        for (i, arm) in self.arms.iter().enumerate() {
-            let days = |f: &dyn Fn(&super::metrics::Day) -> u64| -> Vec<(f64, f64)> {
-                arm.daily.iter().enumerate().map(|(d, day)| ((d + 1) as f64, f(day) as f64)).collect()
-            };
-            daily.push(Series::reference(format!("{}: visits", arm.arm), days(&|d| d.visits)).coloured(i));
-            daily.push(Series::new(format!("{}: useful visits", arm.arm), days(&|d| d.useful)).coloured(i));
-        }
+        let panels = self
+            .arms
+            .iter()
+            .enumerate()
+            .map(|(i, arm)| {
+                let days = |f: &dyn Fn(&super::metrics::Day) -> u64| -> Vec<(f64, f64)> {
+                    arm.daily.iter().enumerate().map(|(d, day)| ((d + 1) as f64, f(day) as f64)).collect()
+                };
+                let series = vec![
+                    Series::reference("visits", days(&|d| d.visits)).coloured(i),
+                    Series::new("useful visits", days(&|d| d.useful)).coloured(i),
+                ];
+                (arm.arm.clone(), series)
+            })
+            .collect();
         let daily = Chart {
             file: "simulate-visits-per-day.png".into(),
             title: "Visits per day, and those that found a new snapshot".into(),
             x_label: "day".into(),
             y_label: "visits".into(),
-            panels: vec![(String::new(), daily)],
+            panels,
             log_x: false,
             log_y: false,
         };
