@@ -55,7 +55,7 @@ impl Cooldowns {
         if let Some(scheduled) = stats.last_scheduled {
             waits.push(end(scheduled, self.absolute));
             // An outcome after the scheduling ends the wait for it; else it is lost after `scheduled`.
-            if !stats.last_visit.is_some_and(|visit| scheduled < visit) {
+            if stats.last_visit.is_none_or(|visit| scheduled >= visit) {
                 waits.push(end(scheduled, self.scheduled));
             }
         }
