@@ -17,7 +17,7 @@ use fairway::store::visits::memory::MemoryVisitStore;
 use fairway::visits::{ListedReport, Scheduler, SchedulerConfig};
 
 use super::forge::Forge;
-use super::metrics::{ArmSummary, Found, Tracker};
+use super::metrics::{ArmSummary, Ending, Tracker};
 use super::queue::{Order, SimQueue};
 
 const VISIT_TYPE: &str = "git";
@@ -82,7 +82,7 @@ pub async fn run(
     }
     push(&mut events, start, ROUND, 0);
     // Running visits: origin → (start, what it finds).
-    let mut running: HashMap<u32, (i64, Found)> = HashMap::new();
+    let mut running: HashMap<u32, (i64, Ending)> = HashMap::new();
     let mut rounds = 0u64;
     let round_interval = millis(spec.config.round_interval);
     let idle_interval = millis(spec.config.idle_interval);
@@ -95,9 +95,9 @@ pub async fn run(
             END => {
                 let (started, found) = running.remove(&what).expect("a visit that ends was running");
                 let (status, snapshot) = match found {
-                    Found::Version(v) => (VisitStatus::Successful, Some(v.to_be_bytes().to_vec())),
-                    Found::Failed => (VisitStatus::Failed, None),
-                    Found::NotFound => (VisitStatus::NotFound, None),
+                    Ending::Version(v) => (VisitStatus::Successful, Some(v.to_be_bytes().to_vec())),
+                    Ending::Failed => (VisitStatus::Failed, None),
+                    Ending::NotFound => (VisitStatus::NotFound, None),
                 };
                 let outcome = Outcome { status, snapshot, visit_date: started };
                 scheduler.record_outcome(VISIT_TYPE, &forge.url(what), &outcome, now).await?;
@@ -120,15 +120,15 @@ pub async fn run(
             let at = now + DISPATCH_MS;
             let origin = forge.origins[id as usize];
             let decided = if origin.dead {
-                Some(Found::NotFound)
+                Some(Ending::NotFound)
             } else if rng.random::<f64>() < FAIL_SHARE {
-                Some(Found::Failed)
+                Some(Ending::Failed)
             } else {
                 None
             };
             let found = tracker.visit(id, at, decided);
             let duration = match found {
-                Found::NotFound => rng.random_range(5_000..15_000),
+                Ending::NotFound => rng.random_range(5_000..15_000),
                 _ => visit_duration(&mut rng),
             };
             tracker.busy(at, at + duration);

@@ -22,7 +22,7 @@ const NONE: i64 = i64::MAX;
 
 /// How a visit ends, decided from the forge's truth when it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Found {
+pub enum Ending {
     /// A successful visit and the origin's version it found.
     Version(u32),
     Failed,
@@ -179,7 +179,7 @@ impl<'f> Tracker<'f> {
 
     /// A visit of `id` starts at `at` and will end as `outcome` says (`None`:
     /// a successful visit, whose version is read here). Returns what it found.
-    pub fn visit(&mut self, id: u32, at: i64, outcome: Option<Found>) -> Found {
+    pub fn visit(&mut self, id: u32, at: i64, outcome: Option<Ending>) -> Ending {
         let i = id as usize;
         let lister = self.forge.origins[i].lister as usize;
         if self.first_visit[i] == NONE {
@@ -195,11 +195,11 @@ impl<'f> Tracker<'f> {
                     figures.updates += 1;
                     figures.lag_sum_h += hours;
                 });
-                Found::Version(self.visited[i].count)
+                Ending::Version(self.visited[i].count)
             }
         };
         let useful = match found {
-            Found::Version(v) => {
+            Ending::Version(v) => {
                 let new = self.version[i] != v;
                 self.version[i] = v;
                 if new {
@@ -209,11 +209,11 @@ impl<'f> Tracker<'f> {
                 }
                 new
             }
-            Found::Failed => {
+            Ending::Failed => {
                 self.counts.failed += 1;
                 false
             }
-            Found::NotFound => {
+            Ending::NotFound => {
                 self.counts.not_found += 1;
                 false
             }

@@ -106,13 +106,13 @@ pub fn arms() -> [ArmSpec; 2] {
     ]
 }
 
+/// Called with each arm's virtual time.
+type Progress<'a> = &'a mut dyn FnMut(&[i64]);
+
 /// Runs both arms, each on its own thread. With `progress`, the caller's
 /// thread calls it every 200 ms of wall time with each arm's virtual time
 /// (for display only: the arms never read the wall clock).
-pub fn simulate(
-    scenario: &Scenario,
-    progress: Option<&mut dyn FnMut(&[i64])>,
-) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
+pub fn simulate(scenario: &Scenario, progress: Option<Progress<'_>>) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
     let forge = Arc::new(Forge::new(scenario.forge.clone()));
     let specs = arms();
     let clocks: Vec<AtomicI64> = specs.iter().map(|_| AtomicI64::new(scenario.forge.start)).collect();
