@@ -6,6 +6,7 @@ mod demo;
 mod origin;
 mod schema;
 mod serve;
+mod simulate;
 mod worker;
 
 use std::process::ExitCode;
@@ -44,6 +45,9 @@ enum Command {
     /// An in-process server, producers and workers, with a live view of
     /// each fairness key's share of dispatches against its weighted target.
     Demo(demo::DemoArgs),
+    /// A synthetic forge in virtual time, scheduled by the real scheduler:
+    /// Fairway's defaults against the reference scheduler's way.
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -70,6 +74,7 @@ pub fn main() -> ExitCode {
             Command::Origin(command) => origin::run(command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Simulate(args) => simulate::run(args).await,
         }
     });
     match result {

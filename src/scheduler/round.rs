@@ -45,7 +45,15 @@ pub struct Choice {
 pub type Heads = BTreeMap<(Policy, String), Vec<IndexEntry>>;
 
 /// Chooses up to `slots` origins from `heads` for `policies` (with weights).
-pub fn plan_round(slots: u64, policies: &[(Policy, f64)], heads: &Heads, sharing: Sharing) -> Vec<Choice> {
+/// `unit` gives random numbers in `[0, 1)` for the odd slots of fair shares
+/// (see [`share_slots`]).
+pub fn plan_round(
+    slots: u64,
+    policies: &[(Policy, f64)],
+    heads: &Heads,
+    sharing: Sharing,
+    unit: &mut dyn FnMut() -> f64,
+) -> Vec<Choice> {
     let mut taken = Taken::default();
     match sharing {
         Sharing::Fair => {
@@ -63,13 +71,13 @@ pub fn plan_round(slots: u64, policies: &[(Policy, f64)], heads: &Heads, sharing
                     distinct.len() as u64
                 })
                 .collect();
-            let shares = share_slots(slots, &vec![1.0; listers.len()], &offered);
+            let shares = share_slots(slots, &vec![1.0; listers.len()], &offered, unit);
             for (lister, share) in listers.into_iter().zip(shares) {
                 let lists: Vec<&[IndexEntry]> = policies
                     .iter()
                     .map(|(policy, _)| heads.get(&(*policy, lister.clone())).map_or(&[][..], Vec::as_slice))
                     .collect();
-                taken.fill(share, policies, &lists, true);
+                taken.fill(share, policies, &lists, true, unit);
             }
         }
         Sharing::PolicyWeights => {
@@ -86,7 +94,7 @@ pub fn plan_round(slots: u64, policies: &[(Policy, f64)], heads: &Heads, sharing
                 })
                 .collect();
             let lists: Vec<&[IndexEntry]> = merged.iter().map(Vec::as_slice).collect();
-            taken.fill(slots, policies, &lists, false);
+            taken.fill(slots, policies, &lists, false, unit);
         }
     }
     taken.choices
@@ -102,14 +110,21 @@ impl Taken {
     /// Takes up to `slots` origins from `lists` (one per policy, best first)
     /// by weight; with `redistribute`, a policy's unfilled share goes to the
     /// others, else it is lost (the reference's floor of each share).
-    fn fill(&mut self, slots: u64, policies: &[(Policy, f64)], lists: &[&[IndexEntry]], redistribute: bool) {
+    fn fill(
+        &mut self,
+        slots: u64,
+        policies: &[(Policy, f64)],
+        lists: &[&[IndexEntry]],
+        redistribute: bool,
+        unit: &mut dyn FnMut() -> f64,
+    ) {
         let weights: Vec<f64> = policies.iter().map(|(_, w)| *w).collect();
         let mut cursor = vec![0usize; lists.len()];
         let mut left = slots;
         loop {
             let available: Vec<u64> = lists.iter().zip(&cursor).map(|(l, &c)| (l.len() - c) as u64).collect();
             let shares = if redistribute {
-                share_slots(left, &weights, &available)
+                share_slots(left, &weights, &available, unit)
             } else {
                 let total: f64 = weights.iter().sum();
                 weights
@@ -165,19 +180,21 @@ mod tests {
     #[test]
     fn fair_rounds_share_equally_among_listers_whatever_their_size() {
         let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(NEVER, "tiny", 3)].into();
-        let choices = plan_round(60, &[(NEVER, 1.0)], &heads, Sharing::Fair);
+        let choices = plan_round(60, &[(NEVER, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
         assert_eq!(choices.len(), 60);
         assert_eq!(count(&choices, |c| c.entry.lister == "tiny"), 3);
-        assert_eq!(count(&choices, |c| c.entry.lister == "big"), 29, "tiny's unused share is split");
-        assert_eq!(count(&choices, |c| c.entry.lister == "small"), 28);
-        let big: Vec<i64> = choices.iter().filter(|c| c.entry.lister == "big").map(|c| c.entry.key).collect();
-        assert_eq!(big, (0..29).collect::<Vec<_>>(), "each index is taken from its head, in order");
+        let (big, small) =
+            (count(&choices, |c| c.entry.lister == "big"), count(&choices, |c| c.entry.lister == "small"));
+        assert_eq!(big + small, 57, "tiny's unused share is split");
+        assert!([28, 29].contains(&big), "the odd slot is drawn: {big}");
+        let keys: Vec<i64> = choices.iter().filter(|c| c.entry.lister == "big").map(|c| c.entry.key).collect();
+        assert_eq!(keys, (0..big as i64).collect::<Vec<_>>(), "each index is taken from its head, in order");
     }
 
     #[test]
     fn policy_weights_alone_follow_the_merged_order_and_leave_unfilled_shares_empty() {
         let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(LAG, "big", 2)].into();
-        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::PolicyWeights);
+        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::PolicyWeights, &mut || 0.5);
         assert_eq!(count(&choices, |c| c.policy == NEVER), 5);
         assert_eq!(count(&choices, |c| c.policy == LAG), 2, "the lag share's other three slots stay empty");
         let never: Vec<(i64, &str)> =
@@ -188,7 +205,7 @@ mod tests {
     #[test]
     fn a_fair_round_gives_a_short_policy_share_to_the_others() {
         let heads: Heads = [entries(NEVER, "l", 100), entries(LAG, "l", 2)].into();
-        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair);
+        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
         assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == LAG)), (8, 2));
     }
 
@@ -197,9 +214,13 @@ mod tests {
         let ((_, l), never) = entries(NEVER, "l", 5);
         let lag: Vec<IndexEntry> = never.iter().map(|e| IndexEntry { policy: LAG, ..e.clone() }).collect();
         let heads: Heads = [((NEVER, l.clone()), never), ((LAG, l), lag)].into();
-        let choices = plan_round(4, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair);
+        let choices = plan_round(4, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
         let urls: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
         assert_eq!((choices.len(), urls.len()), (4, 4));
-        assert_eq!(plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair).len(), 5, "all there is");
+        assert_eq!(
+            plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5).len(),
+            5,
+            "all there is"
+        );
     }
 }

@@ -201,7 +201,7 @@ impl Scheduler {
         queue: &dyn VisitQueue,
         now: UnixMillis,
     ) -> Result<RoundReport, SchedulerError> {
-        let _guard = self.lock.lock().await;
+        let mut rng = self.lock.lock().await;
         let mut report = RoundReport { woken: self.wake(visit_type, now).await?, ..RoundReport::default() };
         report.slots = self.config.queue_length.saturating_sub(queue.backlog(visit_type).await?);
         let policies = self.config.policies_for(visit_type);
@@ -230,7 +230,7 @@ impl Scheduler {
                 }
             }
         }
-        let choices = plan_round(report.slots, &policies, &heads, self.config.sharing);
+        let choices = plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>());
         if choices.is_empty() {
             return Ok(report);
         }

@@ -174,6 +174,7 @@ async fn once(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<RunOutput>
             ],
         )],
         log_x: false,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }

@@ -211,6 +211,7 @@ async fn weights(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunO
         y_label: "share".into(),
         panels: vec![("Fairway (fair order)".into(), panel(&fair_trace)), ("FIFO".into(), panel(&fifo_trace))],
         log_x: false,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }
@@ -301,6 +302,7 @@ async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutp
             vec![Series::new("Fairway", jain(&fair_trace, 2.0)), Series::new("FIFO", jain(&fifo_trace, 2.0))],
         )],
         log_x: false,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }
@@ -398,6 +400,7 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
             ],
         )],
         log_x: true,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }
@@ -466,6 +469,7 @@ async fn priorities(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<R
             ],
         )],
         log_x: false,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }

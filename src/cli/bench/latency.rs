@@ -147,6 +147,7 @@ async fn once(args: &LatencyArgs, store: &BenchStore, run: u32, target_ms: f64) 
             vec![Series::new("Fairway", cdf(&latencies))],
         )],
         log_x: true,
+        log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
 }

@@ -9,12 +9,12 @@
 
 mod drain;
 mod fairness;
-mod latency;
+pub(super) mod latency;
 mod load;
-mod plot;
-mod report;
+pub(super) mod plot;
+pub(super) mod report;
 mod server;
-mod stats;
+pub(super) mod stats;
 mod throughput;
 
 use std::future::Future;
@@ -188,7 +188,7 @@ fn run_id() -> String {
     format!("{:08x}", rand::random::<u32>())
 }
 
-fn machine() -> String {
+pub(super) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()

@@ -44,6 +44,9 @@ pub struct Chart {
     pub panels: Vec<(String, Vec<Series>)>,
     /// Log scale on x (latencies).
     pub log_x: bool,
+    /// Log scale on y (shares spanning orders of magnitude); y values must
+    /// be above zero.
+    pub log_y: bool,
 }
 
 const FONT_PATHS: [&str; 3] = [
@@ -99,11 +102,14 @@ fn draw_into(chart: &Chart, path: &Path) -> anyhow::Result<()> {
     root.fill(&WHITE).map_err(plot_error)?;
     let root = root.titled(&chart.title, ("sans-serif", 22)).map_err(plot_error)?;
     let all = chart.panels.iter().flat_map(|(_, s)| s).flat_map(|s| &s.points);
-    let (mut x_max, mut y_max, mut x_min) = (f64::MIN, f64::MIN, f64::MAX);
+    let (mut x_max, mut y_max, mut x_min, mut y_min) = (f64::MIN, f64::MIN, f64::MAX, f64::MAX);
     for &(x, y) in all {
         x_max = x_max.max(x);
         x_min = x_min.min(x);
         y_max = y_max.max(y);
+        if y > 0.0 {
+            y_min = y_min.min(y);
+        }
     }
     if x_max == f64::MIN {
         bail!("{}: no points to plot", chart.file);
@@ -113,7 +119,12 @@ fn draw_into(chart: &Chart, path: &Path) -> anyhow::Result<()> {
     for ((panel_title, series), area) in chart.panels.iter().zip(areas) {
         let mut builder = ChartBuilder::on(&area);
         builder.caption(panel_title, ("sans-serif", 17)).margin(12).x_label_area_size(38).y_label_area_size(56);
-        if chart.log_x {
+        if chart.log_y {
+            let y_range = (y_min.min(y_max) / 1.5..y_max * 1.5).log_scale();
+            let mut ctx = builder.build_cartesian_2d(x_min.min(0.0)..x_max, y_range).map_err(plot_error)?;
+            ctx.configure_mesh().x_desc(&chart.x_label).y_desc(&chart.y_label).draw().map_err(plot_error)?;
+            draw_series(&mut ctx, series)?;
+        } else if chart.log_x {
             let mut ctx = builder
                 .build_cartesian_2d((x_min.max(1e-3)..x_max * 1.1).log_scale(), 0.0..y_max)
                 .map_err(plot_error)?;

@@ -96,6 +96,6 @@ impl Keyspace {
 
 pub async fn cassandra_store() -> TestStore {
     let keyspace = Keyspace::create().await;
-    let store = keyspace.store().await;
-    TestStore::new(Arc::new(store), ()).with_cleanup(keyspace.drop_keyspace())
+    let store: Arc<dyn fairway::store::Store> = Arc::new(keyspace.store().await);
+    TestStore::new(store, ()).with_cleanup(keyspace.drop_keyspace())
 }
