@@ -2,10 +2,12 @@
 //! and the head of each (policy, lister) index, which origins to send.
 //!
 //! Two ways to share the slots:
-//! - **fair** (Fairway's default): the slots are first shared equally among
-//!   the listers that have origins to offer, then, within each lister,
-//!   among the policies by weight. At both levels a share that cannot be
-//!   filled goes to the others ([`share_slots`]).
+//! - **fair** (Fairway's default): the slots are shared among the policies
+//!   by weight ([`share_slots`]), then each policy's share equally among the
+//!   listers that have origins in it. At both levels a share that cannot be
+//!   filled goes to the others. The policy weights say how much each kind
+//!   of visit is worth; within a kind, no lister's size crowds out the
+//!   others.
 //! - **by policy weight** (the reference scheduler's way, kept as the
 //!   baseline): each policy gets `floor(slots × weight / Σ weights)` and
 //!   takes its origins in its order across all listers; what it cannot
@@ -24,7 +26,7 @@ use super::{IndexEntry, Policy, share_slots};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sharing {
-    /// Equal shares per lister, then policy weights, unfilled shares redistributed.
+    /// Policy weights, then equal shares per lister; unfilled shares redistributed.
     #[default]
     Fair,
     /// Policy weights only, across listers; unfilled shares stay empty.
@@ -57,28 +59,19 @@ pub fn plan_round(
     let mut taken = Taken::default();
     match sharing {
         Sharing::Fair => {
-            let listers: Vec<&String> =
-                heads.keys().map(|(_, lister)| lister).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-            let offered: Vec<u64> = listers
+            // Each policy's candidates, dealt one lister at a time from a
+            // random first lister: its first n are an equal split of n
+            // among the listers that have candidates.
+            let dealt: Vec<Vec<IndexEntry>> = policies
                 .iter()
-                .map(|&lister| {
-                    let distinct: HashSet<&str> = policies
-                        .iter()
-                        .filter_map(|(policy, _)| heads.get(&(*policy, lister.clone())))
-                        .flatten()
-                        .map(|e| e.url.as_str())
-                        .collect();
-                    distinct.len() as u64
+                .map(|(policy, _)| {
+                    let lists: Vec<&Vec<IndexEntry>> =
+                        heads.iter().filter(|((p, _), _)| p == policy).map(|(_, entries)| entries).collect();
+                    deal(&lists, unit)
                 })
                 .collect();
-            let shares = share_slots(slots, &vec![1.0; listers.len()], &offered, unit);
-            for (lister, share) in listers.into_iter().zip(shares) {
-                let lists: Vec<&[IndexEntry]> = policies
-                    .iter()
-                    .map(|(policy, _)| heads.get(&(*policy, lister.clone())).map_or(&[][..], Vec::as_slice))
-                    .collect();
-                taken.fill(share, policies, &lists, true, unit);
-            }
+            let lists: Vec<&[IndexEntry]> = dealt.iter().map(Vec::as_slice).collect();
+            taken.fill(slots, policies, &lists, true, unit);
         }
         Sharing::PolicyWeights => {
             let merged: Vec<Vec<IndexEntry>> = policies
@@ -98,6 +91,25 @@ pub fn plan_round(
         }
     }
     taken.choices
+}
+
+/// The lists' entries in turns, one from each list that has one left,
+/// starting at a random list.
+fn deal(lists: &[&Vec<IndexEntry>], unit: &mut dyn FnMut() -> f64) -> Vec<IndexEntry> {
+    let mut dealt = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
+    if lists.is_empty() {
+        return dealt;
+    }
+    let first = ((unit() * lists.len() as f64) as usize).min(lists.len() - 1);
+    let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+    for turn in 0..longest {
+        for i in 0..lists.len() {
+            if let Some(entry) = lists[(first + i) % lists.len()].get(turn) {
+                dealt.push(entry.clone());
+            }
+        }
+    }
+    dealt
 }
 
 #[derive(Default)]
@@ -189,6 +201,18 @@ mod tests {
         assert!([28, 29].contains(&big), "the odd slot is drawn: {big}");
         let keys: Vec<i64> = choices.iter().filter(|c| c.entry.lister == "big").map(|c| c.entry.key).collect();
         assert_eq!(keys, (0..big as i64).collect::<Vec<_>>(), "each index is taken from its head, in order");
+    }
+
+    #[test]
+    fn fair_rounds_keep_the_policy_weights_whatever_the_listers_offer() {
+        const BLIND: Policy = Policy::OriginsWithoutLastUpdate;
+        let heads: Heads = [entries(NEVER, "dated", 100), entries(BLIND, "blind", 100)].into();
+        let weights = [(NEVER, 49.0), (BLIND, 2.0)];
+        let choices = plan_round(51, &weights, &heads, Sharing::Fair, &mut || 0.5);
+        assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == BLIND)), (49, 2));
+        let short: Heads = [entries(NEVER, "dated", 10), entries(BLIND, "blind", 100)].into();
+        let choices = plan_round(51, &weights, &short, Sharing::Fair, &mut || 0.5);
+        assert_eq!(count(&choices, |c| c.policy == BLIND), 41, "what the dated lister cannot fill goes on");
     }
 
     #[test]

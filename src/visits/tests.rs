@@ -74,7 +74,7 @@ async fn a_round_shares_slots_equally_among_listers_and_marks_only_what_was_queu
         (0..100).map(|i| report(&format!("https://big/{i:03}"), Some(NOW - i * 1000))).collect();
     scheduler.record_origins("big", &big, NOW).await.unwrap();
     scheduler
-        .record_origins("small", &[report("https://small/a", Some(NOW)), report("https://small/b", None)], NOW)
+        .record_origins("small", &[report("https://small/a", Some(NOW)), report("https://small/b", Some(NOW - 1))], NOW)
         .await
         .unwrap();
     let queue = ModelQueue { refuse: Mutex::new(BTreeSet::from(["https://small/b".into()])), ..ModelQueue::default() };
