@@ -50,9 +50,9 @@ pub struct SchedulerConfig {
     /// Visits kept waiting in each `visits.<type>` queue: a round fills
     /// the queue's backlog up to this.
     pub queue_length: u64,
-    /// How a round shares its slots: `fair` (by lister, then by policy
-    /// weight, unfilled shares redistributed) or `policy_weights` (the
-    /// reference scheduler's way).
+    /// How a round shares its slots: `fair` (by policy weight, then equally
+    /// among listers, unfilled shares redistributed) or `policy_weights`
+    /// (the reference scheduler's way).
     pub sharing: Sharing,
     /// When origins without an update date are visited: `when_due` or
     /// `queue_clock`.

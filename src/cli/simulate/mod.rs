@@ -1,8 +1,9 @@
 //! `fairway simulate`: a synthetic forge in virtual time, scheduled by the
 //! real scheduler code ([`fairway::visits::Scheduler`] on an in-memory
 //! store) in two arms run on the same forge, with the same seed:
-//! - **fairway**: `SchedulerConfig::default()` (fair by lister, blind
-//!   visits when due) and a queue fair across fairness keys;
+//! - **fairway**: `SchedulerConfig::default()` (policy weights, then fair
+//!   among listers within each policy; blind visits when due) and a queue
+//!   fair across fairness keys;
 //! - **baseline**: policy weights alone, blind visits on the queue clock,
 //!   and a FIFO queue: the reference scheduler's way.
 //!
