@@ -262,7 +262,8 @@ impl scheduler_server::Scheduler for SchedulerService {
         let visit = Visit::of(&state.origin, config.fairness_key, config.save_code_now_priority);
         let priority = Priority::new(visit.priority).unwrap_or(Priority::HIGHEST);
         let mut spec = TaskSpec::new(visit.fairness_key, priority, visit.payload);
-        spec.dedup_id = Some(format!("{SAVE_CODE_NOW_LISTER} {}", visit.dedup_id));
+        let one_shot = format!("{SAVE_CODE_NOW_LISTER} {}", request.visit_type);
+        spec.dedup_id = Some(crate::visits::queue::dedup_id(&one_shot, &request.url));
         let queue = validate::queue_name("visit_type", &queue_name(&request.visit_type)).map_err(status::invalid)?;
         let added = self.visits.router.add(&queue, spec, Origin::Client).await?;
         Ok(Response::new(pb::RequestVisitResponse { task_id: added.task_id, duplicate: added.duplicate }))

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::FairnessKeyOf;
+use crate::model::validate::{MAX_DEDUP_ID_BYTES, MAX_FAIRNESS_KEY_BYTES};
 use crate::scheduler::ListedOrigin;
 
 /// One visit to queue.
@@ -44,6 +45,7 @@ impl Visit {
             FairnessKeyOf::Lister => origin.lister.clone(),
             FairnessKeyOf::Host => host_of(&origin.url).to_owned(),
         };
+        let fairness_key = prefix(&fairness_key, MAX_FAIRNESS_KEY_BYTES).to_owned();
         Visit {
             url: origin.url.clone(),
             fairness_key,
@@ -55,8 +57,24 @@ impl Visit {
 }
 
 /// The dedup id of a visit: one queued visit per origin and visit type.
+/// A URL too long for a dedup id is cut, and a hash of it appended.
 pub fn dedup_id(visit_type: &str, url: &str) -> String {
-    format!("{visit_type} {url}")
+    let id = format!("{visit_type} {url}");
+    if id.len() <= MAX_DEDUP_ID_BYTES {
+        return id;
+    }
+    let hash = crate::hash::fnv1a(url.bytes());
+    let again = crate::hash::splitmix64(hash ^ url.len() as u64);
+    format!("{} #{hash:016x}{again:016x}", prefix(&id, MAX_DEDUP_ID_BYTES - 40))
+}
+
+/// The longest prefix of `text` of at most `max` bytes, on a character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The host of an origin URL: `https://host:port/path`, `git://host/path`,
@@ -100,5 +118,27 @@ mod tests {
         assert_eq!(host_of("git@github.com:torvalds/linux.git"), "github.com");
         assert_eq!(host_of("svn://svn.example.net"), "svn.example.net");
         assert_eq!(host_of("nohost"), "nohost");
+    }
+
+    #[test]
+    fn long_urls_still_make_valid_dedup_ids_and_keys() {
+        assert_eq!(dedup_id("git", "https://a/b"), "git https://a/b");
+        let long = format!("https://{}.example/é{}", "h".repeat(300), "p".repeat(3000));
+        let id = dedup_id("git", &long);
+        assert!(id.len() <= MAX_DEDUP_ID_BYTES, "{}", id.len());
+        assert_ne!(id, dedup_id("git", &format!("{long}x")), "the hash tells them apart");
+        let origin = ListedOrigin {
+            url: long.clone(),
+            visit_type: "git".into(),
+            lister: "l".into(),
+            last_update: None,
+            first_seen: 0,
+            last_seen: 0,
+            is_fork: false,
+            extra_loader_arguments: String::new(),
+        };
+        let visit = Visit::of(&origin, FairnessKeyOf::Host, 3);
+        assert!(visit.fairness_key.len() <= MAX_FAIRNESS_KEY_BYTES);
+        assert!(visit.fairness_key.starts_with("hhh"));
     }
 }
