@@ -247,8 +247,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
-        let redriven = self.router.redrive(&queue, limit, origin).await?;
-        Ok(Response::new(pb::RedriveDeadLettersResponse { redriven }))
+        Ok(Response::new(self.router.redrive(&queue, limit, origin).await?))
     }
 
     async fn create_queue(

@@ -17,6 +17,7 @@ use super::{convert, status};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
 use crate::matcher::{LeaseToken, QueueMatcher, Queues};
 use crate::model::{QueueName, TaskSpec};
+use crate::partition::Redriven;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
 
@@ -204,25 +205,36 @@ impl Router {
     }
 
     /// Puts up to `limit` dead letters of each partition back in the queue
-    /// (only of the partition named, when forwarded); how many.
-    pub async fn redrive(&self, queue: &QueueName, limit: usize, origin: Origin) -> Result<u64, Status> {
+    /// (only of the partition named, when forwarded).
+    pub async fn redrive(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+        origin: Origin,
+    ) -> Result<pb::RedriveDeadLettersResponse, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        let here = |redriven: Redriven| pb::RedriveDeadLettersResponse {
+            redriven: redriven.redriven as u64,
+            duplicates: redriven.duplicates as u64,
+        };
         if let Origin::Forwarded(Some(partition)) = origin {
-            return Ok(matcher.redrive(partition, limit).await.map_err(status::from_match)? as u64);
+            return Ok(here(matcher.redrive(partition, limit).await.map_err(status::from_match)?));
         }
-        let mut redriven = 0;
+        let mut total = pb::RedriveDeadLettersResponse::default();
         for partition in 0..matcher.config().partitions {
-            if matcher.holds(partition) {
-                redriven += matcher.redrive(partition, limit).await.map_err(status::from_match)? as u64;
-                continue;
-            }
-            let owner = self.remote_owner(&matcher, partition)?;
-            let mut forwarded =
-                Request::new(pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 });
-            forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
-            redriven += self.peers.client(&owner)?.redrive_dead_letters(forwarded).await?.into_inner().redriven;
+            let done = if matcher.holds(partition) {
+                here(matcher.redrive(partition, limit).await.map_err(status::from_match)?)
+            } else {
+                let owner = self.remote_owner(&matcher, partition)?;
+                let mut forwarded =
+                    Request::new(pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 });
+                forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
+                self.peers.client(&owner)?.redrive_dead_letters(forwarded).await?.into_inner()
+            };
+            total.redriven += done.redriven;
+            total.duplicates += done.duplicates;
         }
-        Ok(redriven)
+        Ok(total)
     }
 }
 

@@ -5,7 +5,7 @@
 //! | invalid input | `INVALID_ARGUMENT` | no |
 //! | store unavailable, partition moved, shutting down | `UNAVAILABLE` | no: safe to retry |
 //! | outcome unknown (e.g. write timeout) | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
-//! | store refused the request as too large | `INVALID_ARGUMENT` | no |
+//! | store refused a write this server made (too large, bad value): not the caller's fault | `INTERNAL` | no |
 //! | corrupt stored data | `DATA_LOSS` | no |
 //! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
@@ -50,7 +50,9 @@ pub fn from_store(error: StoreError) -> Status {
             status.metadata_mut().insert(MAYBE_APPLIED, "true".parse().expect("ascii"));
             status
         }
-        StoreError::Invalid(_) => Status::invalid_argument(error.to_string()),
+        StoreError::Invalid(_) => Status::internal(format!(
+            "{error}; nothing was written (the server's writes must fit the store: report it)"
+        )),
         StoreError::Corrupt(_) => Status::data_loss(error.to_string()),
     }
 }
@@ -68,5 +70,11 @@ mod tests {
         assert_eq!(from_match(MatchError::ShuttingDown).code(), Code::Unavailable);
         assert_eq!(from_match(MatchError::Partition(PartitionError::Lost("q/0".into()))).code(), Code::Unavailable);
         assert_eq!(from_match(MatchError::Lease(LeaseError::Stale)).code(), Code::FailedPrecondition);
+        let refused = from_store(StoreError::Invalid("Request is too big".into()));
+        assert_eq!(
+            refused.code(),
+            Code::Internal,
+            "a store's refusal of our write is not the caller's invalid argument"
+        );
     }
 }

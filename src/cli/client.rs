@@ -250,6 +250,12 @@ pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 let request = pb::RedriveDeadLettersRequest { queue: queue.clone(), limit };
                 let response = client.redrive_dead_letters(request).await.map_err(status)?.into_inner();
                 println!("queue {queue}: {} dead letter(s) put back", response.redriven);
+                if response.duplicates > 0 {
+                    println!(
+                        "queue {queue}: {} dead letter(s) removed: a task with the same dedup id is pending or running",
+                        response.duplicates
+                    );
+                }
                 return Ok(());
             }
             let request = pb::ListDeadLettersRequest { queue: queue.clone(), limit };

@@ -10,11 +10,11 @@ use super::registry::Settings;
 use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
 use crate::model::{PartitionId, Priority, QueueName, StoredTask, TaskSpec};
-use crate::partition::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook};
+use crate::partition::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook, Redriven};
 use crate::queue::dedup::bucket_of;
 use crate::queue::{Added, Candidate, Finish, Finished, LeaseError, Outcome, PartitionSnapshot, TaskCounts};
 use crate::store::codec::{RecordTask, decode_record_task};
-use crate::store::{QueueConfig, Section, Store};
+use crate::store::{QueueConfig, RecordRange, Section, Store};
 use crate::telemetry::histogram::{HistogramReading, LatencyHistogram};
 
 /// A task handed to a worker.
@@ -418,7 +418,7 @@ impl QueueMatcher {
     }
 
     /// Puts up to `limit` dead letters of `partition` back in the queue.
-    pub async fn redrive(&self, partition: u32, limit: usize) -> Result<usize, MatchError> {
+    pub async fn redrive(&self, partition: u32, limit: usize) -> Result<Redriven, MatchError> {
         Ok(self.held_partition(partition)?.redrive(limit).await?)
     }
 
@@ -430,7 +430,7 @@ impl QueueMatcher {
             let id = PartitionId { queue: self.name.clone(), partition };
             let records = self
                 .store
-                .read_records(&id, Section::DeadLetters, (i64::MIN, i64::MIN), limit)
+                .read_records(&id, RecordRange::all(Section::DeadLetters), limit)
                 .await
                 .map_err(PartitionError::from)?;
             for record in records {

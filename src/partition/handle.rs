@@ -14,7 +14,7 @@ use crate::clock::{SharedClock, UnixMillis};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine, TaskCounts};
 use crate::store::codec::decode_lease;
-use crate::store::{Section, Store, StoreError};
+use crate::store::{RecordRange, Section, Store, StoreError};
 
 /// Group commit (section `[writer]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -80,6 +80,16 @@ pub enum FinishError {
     Lease(#[from] LeaseError),
     #[error(transparent)]
     Partition(#[from] PartitionError),
+}
+
+/// What a re-drive of dead letters did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// Put back in the queue.
+    pub redriven: usize,
+    /// Removed without being put back: a task with the same dedup id is
+    /// pending or running.
+    pub duplicates: usize,
 }
 
 /// A task on its way to the worker that polled for it: sent once its lease
@@ -292,8 +302,8 @@ impl Partition {
         self.command(|reply| WriteCommand::Finish { finish, reply }).await?
     }
 
-    /// Puts up to `limit` dead letters back in the queue; how many.
-    pub async fn redrive(&self, limit: usize) -> Result<usize, PartitionError> {
+    /// Puts up to `limit` dead letters back in the queue.
+    pub async fn redrive(&self, limit: usize) -> Result<Redriven, PartitionError> {
         self.command(|reply| WriteCommand::Redrive { limit, reply }).await?
     }
 
@@ -407,7 +417,7 @@ async fn load_leases(store: &dyn Store, id: &PartitionId) -> Result<LeaseRecords
     let (mut running, mut finished) = (Vec::new(), Vec::new());
     let mut after = (i64::MIN, i64::MIN);
     loop {
-        let page = store.read_records(id, Section::Leases, after, PAGE).await?;
+        let page = store.read_records(id, RecordRange::above(Section::Leases, after), PAGE).await?;
         let short = page.len() < PAGE;
         for record in page {
             after = record.at.key;

@@ -17,4 +17,4 @@ mod handle;
 mod reader;
 mod writer;
 
-pub use handle::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook, WriterConfig};
+pub use handle::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook, Redriven, WriterConfig};

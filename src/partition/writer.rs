@@ -5,13 +5,13 @@ use tokio_util::sync::CancellationToken;
 
 use tokio::sync::oneshot;
 
-use super::handle::{Delivery, FinishError, PartitionError, PartitionState, Shared, WriteCommand};
+use super::handle::{Delivery, FinishError, PartitionError, PartitionState, Redriven, Shared, WriteCommand};
 
 use crate::model::TaskSpec;
-use crate::queue::dedup::DedupEntry;
+use crate::queue::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
 use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput};
 use crate::store::codec::{decode_dedup, decode_record_task};
-use crate::store::{RecordKey, Section, StoreError};
+use crate::store::{RecordKey, RecordRange, Section, StoreError};
 
 /// The writer: one conditional write at a time, commands grouped in
 /// batches, each batch also carrying what the engine has due (lease records,
@@ -140,7 +140,7 @@ impl Requests {
                     // One re-drive per write: a concurrent second one finds
                     // the same dead letters being put back, and puts back none.
                     Some(_) => {
-                        let _ = reply.send(Ok(0));
+                        let _ = reply.send(Ok(Redriven::default()));
                     }
                     None => requests.redrive = Some((limit, reply)),
                 },
@@ -179,21 +179,12 @@ async fn process(shared: &Shared, batch: Vec<WriteCommand>) -> bool {
 }
 
 /// Reads what planning needs from the store: the dedup buckets of the new
-/// tasks, delayed tasks when their buffer runs low, the dead letters to re-drive.
+/// tasks, delayed tasks when their buffer runs low.
 async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), PartitionError> {
-    let buckets = shared.engine().unresolved_buckets(&requests.specs);
-    for bucket in buckets {
-        let records = shared.store.read_records(&shared.id, Section::Dedup, (bucket, i64::MIN), 1024).await?;
-        let mut entries = Vec::new();
-        for record in records.into_iter().take_while(|r| r.at.key.0 == bucket) {
-            let (dedup_id, task_id) = decode_dedup(&record.value)?;
-            entries.push(DedupEntry { slot: record.at.key.1, dedup_id, task_id });
-        }
-        shared.engine().resolve_bucket(bucket, entries);
-    }
+    resolve_dedup(shared, requests.specs.iter().filter_map(|s| s.dedup_id.as_deref())).await?;
     let delayed_read = shared.engine().delayed_read();
     if let Some((after, limit)) = delayed_read {
-        let records = shared.store.read_records(&shared.id, Section::Delayed, after, limit).await?;
+        let records = shared.store.read_records(&shared.id, RecordRange::above(Section::Delayed, after), limit).await?;
         let tasks = records
             .into_iter()
             .map(|r| decode_record_task(&r.value).map(|t| (r.at.key, t.task)))
@@ -203,22 +194,41 @@ async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), Partiti
     Ok(())
 }
 
-/// Dead letters to put back, oldest first.
-async fn dead_letters(
+/// Reads the dedup buckets of `dedup_ids` that the engine does not know yet.
+/// Each read covers one bucket, however many ids hashed elsewhere were
+/// freed: it crosses only that bucket's deleted slots.
+async fn resolve_dedup<'a>(shared: &Shared, dedup_ids: impl Iterator<Item = &'a str>) -> Result<(), PartitionError> {
+    let buckets = shared.engine().unresolved_buckets(dedup_ids);
+    for bucket in buckets {
+        let range = RecordRange::bucket(Section::Dedup, bucket, i64::MIN);
+        let records = shared.store.read_records(&shared.id, range, MAX_DEDUP_SLOTS).await?;
+        let mut entries = Vec::new();
+        for record in records {
+            let (dedup_id, task_id) = decode_dedup(&record.value)?;
+            entries.push(DedupEntry { slot: record.at.key.1, dedup_id, task_id });
+        }
+        shared.engine().resolve_bucket(bucket, entries);
+    }
+    Ok(())
+}
+
+/// Dead letters to put back, oldest first, with their dedup buckets resolved.
+async fn redrivable(
     shared: &Shared,
     limit: usize,
 ) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
-    let records = shared.store.read_records(&shared.id, Section::DeadLetters, (i64::MIN, i64::MIN), limit).await?;
+    let records = shared.store.read_records(&shared.id, RecordRange::all(Section::DeadLetters), limit).await?;
     let dead = records
         .into_iter()
         .map(|r| decode_record_task(&r.value).map(|t| (r.at, t.task)))
         .collect::<Result<Vec<_>, _>>()?;
+    resolve_dedup(shared, dead.iter().filter_map(|(_, task)| task.dedup_id.as_deref())).await?;
     Ok(dead)
 }
 
 async fn write(shared: &Shared, mut requests: Requests) {
     let redrive = match &requests.redrive {
-        Some((limit, _)) => match dead_letters(shared, *limit).await {
+        Some((limit, _)) => match redrivable(shared, *limit).await {
             Ok(dead) => dead,
             Err(error) => {
                 if let Some((_, reply)) = requests.redrive.take() {
@@ -247,7 +257,7 @@ async fn write(shared: &Shared, mut requests: Requests) {
         Ok(()) => {
             let added = plan.added.clone();
             let finished = plan.finished.clone();
-            let redriven = plan.redriven;
+            let redriven = Redriven { redriven: plan.redriven, duplicates: plan.redrive_duplicates };
             let leases = plan.leases.clone();
             shared.engine().write_succeeded(plan, now);
             let mut added = added.into_iter();
@@ -321,7 +331,7 @@ async fn plan(
 
 pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
 pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
-pub(super) type RedriveReply = oneshot::Sender<Result<usize, PartitionError>>;
+pub(super) type RedriveReply = oneshot::Sender<Result<Redriven, PartitionError>>;
 
 /// Takes the next range id, and with it a new block of task ids.
 async fn renew_range(shared: &Shared, range_id: i64) -> Result<(), PartitionError> {

@@ -13,6 +13,10 @@ use std::collections::HashMap;
 
 use crate::hash::{fnv1a, splitmix64};
 
+/// The most slots of one bucket a lookup reads. Ids share a bucket only when
+/// their 64-bit hashes collide, so a bucket holds one id but for crafted ids.
+pub const MAX_DEDUP_SLOTS: usize = 1024;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DedupEntry {
     pub slot: i64,

@@ -164,7 +164,11 @@ pub struct AppendPlan {
     pub added: Vec<Added>,
     /// One per finish, in order.
     pub finished: Vec<Result<Finished, LeaseError>>,
+    /// Dead letters put back in the queue...
     pub redriven: usize,
+    /// ...and removed without being put back: a task with the same dedup id
+    /// is pending or running.
+    pub redrive_duplicates: usize,
     /// Leases written by this write, to be delivered once it is durable.
     pub leases: Vec<(i64, StoredTask, UnixMillis)>,
     /// Of those, the ones of new tasks handed straight to a worker.
@@ -426,7 +430,8 @@ impl PartitionEngine {
             write: PartitionWrite::default(),
             added: Vec::with_capacity(input.specs.len()),
             finished: Vec::with_capacity(input.finishes.len()),
-            redriven: input.redrive.len(),
+            redriven: 0,
+            redrive_duplicates: 0,
             leases: Vec::new(),
             direct: Vec::new(),
             pinned: [false; PRIORITY_LEVELS],
@@ -456,9 +461,19 @@ impl PartitionEngine {
         }
         for (key, dead) in input.redrive {
             plan.write.delete.push(key);
-            let fresh = StoredTask { attempt: 1, dedup_id: None, dedup_slot: 0, ..dead };
+            // Back with everything it was added with, its dedup id too; if
+            // a newer task holds that id now, this one would run beside it.
+            let mut fresh = StoredTask { attempt: 1, ..dead };
+            if let Some(dedup_id) = &fresh.dedup_id {
+                if self.dedup.find(dedup_id).is_some() {
+                    plan.redrive_duplicates += 1;
+                    continue;
+                }
+                fresh.dedup_slot = self.hold_dedup(&mut plan, dedup_id, fresh.task_id);
+            }
             let task = self.relevel(&mut plan, fresh);
             plan.write.tasks.push(task);
+            plan.redriven += 1;
         }
         for finish in input.finishes {
             let finished = self.plan_finish(&mut plan, finish, now, unit);
@@ -506,12 +521,7 @@ impl PartitionEngine {
         let id = self.ids.take().expect("checked the block has room");
         let mut task = spec.at_level(FairLevel::new(0, id), now);
         if let Some(dedup_id) = &spec.dedup_id {
-            let key = self.dedup.insert(dedup_id, id);
-            task.dedup_slot = key.1;
-            plan.buckets.push(key.0);
-            plan.write
-                .put
-                .push(Record { at: RecordKey { section: Section::Dedup, key }, value: encode_dedup(dedup_id, id) });
+            task.dedup_slot = self.hold_dedup(plan, dedup_id, id);
         }
         if spec.delay.is_zero() {
             let index = spec.priority.index();
@@ -600,6 +610,16 @@ impl PartitionEngine {
                 Finished::Buried
             }
         }
+    }
+
+    /// Records that `task_id` holds `dedup_id` (in memory and in the write); its slot.
+    fn hold_dedup(&mut self, plan: &mut AppendPlan, dedup_id: &str, task_id: i64) -> i64 {
+        let key = self.dedup.insert(dedup_id, task_id);
+        plan.buckets.push(key.0);
+        plan.write
+            .put
+            .push(Record { at: RecordKey { section: Section::Dedup, key }, value: encode_dedup(dedup_id, task_id) });
+        key.1
     }
 
     fn free_dedup(&mut self, plan: &mut AppendPlan, task: &StoredTask) {
@@ -750,15 +770,11 @@ impl PartitionEngine {
         }
     }
 
-    /// Dedup buckets of `specs` not known in memory: read them from the
-    /// store and pass them to [`Self::resolve_bucket`] before planning.
-    pub fn unresolved_buckets(&self, specs: &[TaskSpec]) -> Vec<i64> {
-        let mut buckets: Vec<i64> = specs
-            .iter()
-            .filter_map(|s| s.dedup_id.as_deref())
-            .map(bucket_of)
-            .filter(|b| !self.dedup.is_resolved(*b))
-            .collect();
+    /// Dedup buckets of `dedup_ids` (of new tasks, or of dead letters to put
+    /// back) not known in memory: read them from the store and pass them to
+    /// [`Self::resolve_bucket`] before planning.
+    pub fn unresolved_buckets<'a>(&self, dedup_ids: impl Iterator<Item = &'a str>) -> Vec<i64> {
+        let mut buckets: Vec<i64> = dedup_ids.map(bucket_of).filter(|b| !self.dedup.is_resolved(*b)).collect();
         buckets.sort_unstable();
         buckets.dedup();
         buckets

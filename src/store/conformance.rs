@@ -13,8 +13,8 @@ use futures::FutureExt;
 
 use super::codec::encode_task;
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
-    SubqueueMeta,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
+    StoreError, SubqueueMeta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
@@ -77,6 +77,7 @@ macro_rules! store_conformance_suite {
             members_heartbeat_and_leave,
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
+            record_reads_stay_inside_their_range,
             read_row_finds_one_task_or_record,
         );
     };
@@ -311,7 +312,7 @@ fn record(section: Section, key: (i64, i64), value: &str) -> Record {
 }
 
 async fn section(store: &dyn Store, p: &PartitionId, section: Section) -> Vec<((i64, i64), String)> {
-    let records = store.read_records(p, section, (i64::MIN, i64::MIN), 100).await.unwrap();
+    let records = store.read_records(p, RecordRange::all(section), 100).await.unwrap();
     records.into_iter().map(|r| (r.at.key, String::from_utf8(r.value).unwrap())).collect()
 }
 
@@ -364,7 +365,7 @@ pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn 
     store.write(&p, range, &PartitionWrite { put, ..PartitionWrite::default() }).await.unwrap();
     let delayed = section(store, &p, Section::Delayed).await;
     assert_eq!(delayed.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(), ["a", "b", "c"], "ascending by key");
-    let after = store.read_records(&p, Section::Delayed, (100, 2), 1).await.unwrap();
+    let after = store.read_records(&p, RecordRange::above(Section::Delayed, (100, 2)), 1).await.unwrap();
     assert_eq!(after.len(), 1, "at most the limit");
     assert_eq!(after[0].at.key, (200, 3), "strictly above `after`");
     assert!(store.read(&p, Priority::LOWEST, FairLevel::ZERO, 10).await.unwrap().is_empty(), "records are not tasks");
@@ -373,6 +374,27 @@ pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn 
     store.delete_records_through(&p, Section::Delayed, (200, 3)).await.unwrap();
     assert_eq!(section(store, &p, Section::Delayed).await, vec![((300, 1), "c".to_owned())], "inclusive, idempotent");
     assert_eq!(section(store, &p, Section::DeadLetters).await.len(), 1, "other sections are untouched");
+}
+
+pub async fn record_reads_stay_inside_their_range(store: &dyn Store) {
+    let p = partition("ranges", 0);
+    let range = owned(store, &p).await;
+    let put = vec![
+        record(Section::Dedup, (4, 9), "below"),
+        record(Section::Dedup, (5, 0), "a"),
+        record(Section::Dedup, (5, 1), "b"),
+        record(Section::Dedup, (5, i64::MAX), "last"),
+        record(Section::Dedup, (6, i64::MIN), "above"),
+    ];
+    store.write(&p, range, &PartitionWrite { put, ..PartitionWrite::default() }).await.unwrap();
+    let values =
+        |records: Vec<Record>| records.into_iter().map(|r| String::from_utf8(r.value).unwrap()).collect::<Vec<_>>();
+    let bucket = store.read_records(&p, RecordRange::bucket(Section::Dedup, 5, i64::MIN), 100).await.unwrap();
+    assert_eq!(values(bucket), vec!["a", "b", "last"], "one bucket, its upper bound included");
+    let rest = store.read_records(&p, RecordRange::bucket(Section::Dedup, 5, 0), 1).await.unwrap();
+    assert_eq!(values(rest), vec!["b"], "above `after` in the bucket, at most the limit");
+    let empty = store.read_records(&p, RecordRange::bucket(Section::Dedup, 7, i64::MIN), 100).await.unwrap();
+    assert!(empty.is_empty(), "an empty bucket reads nothing of its neighbours");
 }
 
 pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {

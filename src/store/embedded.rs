@@ -15,8 +15,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
-    StoreResult, check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
+    StoreError, StoreResult, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
@@ -96,12 +96,13 @@ impl EmbeddedStore {
         Ok(EmbeddedStore { db: Arc::new(db), path })
     }
 
-    /// Up to `limit` rows of one kind with `(pass, id)` strictly above `after`.
+    /// Up to `limit` rows of one kind with `(pass, id)` in `(after, through]`.
     async fn read_rows(
         &self,
         partition: &PartitionId,
         kind: u8,
         after: (i64, i64),
+        through: (i64, i64),
         limit: usize,
     ) -> StoreResult<Vec<((i64, i64), Vec<u8>)>> {
         let partition = partition.clone();
@@ -110,7 +111,7 @@ impl EmbeddedStore {
             let table = txn.open_table(TASKS).map_err(unavailable)?;
             let (queue, number) = (partition.queue.as_str(), partition.partition);
             let lower = (queue, number, kind, after.0, after.1);
-            let upper = (queue, number, kind, i64::MAX, i64::MAX);
+            let upper = (queue, number, kind, through.0, through.1);
             let range = table
                 .range::<(&str, u32, u8, i64, i64)>((
                     std::ops::Bound::Excluded(lower),
@@ -284,11 +285,11 @@ impl Store for EmbeddedStore {
     async fn read_records(
         &self,
         partition: &PartitionId,
-        section: Section,
-        after: (i64, i64),
+        range: RecordRange,
         limit: usize,
     ) -> StoreResult<Vec<Record>> {
-        let rows = self.read_rows(partition, section.code(), after, limit).await?;
+        let section = range.section;
+        let rows = self.read_rows(partition, section.code(), range.after, range.through, limit).await?;
         Ok(rows.into_iter().map(|(key, value)| Record { at: RecordKey { section, key }, value }).collect())
     }
 
@@ -299,7 +300,9 @@ impl Store for EmbeddedStore {
         after: FairLevel,
         limit: usize,
     ) -> StoreResult<Vec<StoredTask>> {
-        let rows = self.read_rows(partition, priority_byte(priority), (after.pass, after.id), limit).await?;
+        let rows = self
+            .read_rows(partition, priority_byte(priority), (after.pass, after.id), (i64::MAX, i64::MAX), limit)
+            .await?;
         rows.into_iter().map(|((pass, id), bytes)| decode_task(FairLevel::new(pass, id), priority, &bytes)).collect()
     }
 

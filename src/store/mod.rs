@@ -13,7 +13,7 @@
 //! | [`Store::append`] | [`Store::write`] of tasks (and metadata) alone | see [`StoreError`] |
 //! | [`Store::read`] | levels strictly above `after`, ascending, at most `limit` | retry |
 //! | [`Store::read_row`] | one task row or record, linearizable with the conditional writes before it | retry |
-//! | [`Store::read_records`] | keys of one section strictly above `after`, ascending, at most `limit` | retry |
+//! | [`Store::read_records`] | keys of one section in `(after, through]` ([`RecordRange`]), ascending, at most `limit`; crosses only the rows (and tombstones) of that range | retry |
 //! | [`Store::delete_records_through`] | every record of a section with a key at or below, in one range delete; idempotent | retry later |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
@@ -116,6 +116,33 @@ pub struct Record {
     pub value: Vec<u8>,
 }
 
+/// Keys of one section in `(after, through]`: what a record read covers.
+/// A read crosses only the rows, and the deleted rows, of its range, so a
+/// bucketed section is read one bucket at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRange {
+    pub section: Section,
+    pub after: (i64, i64),
+    pub through: (i64, i64),
+}
+
+impl RecordRange {
+    /// Every record of `section` with a key strictly above `after`.
+    pub fn above(section: Section, after: (i64, i64)) -> Self {
+        RecordRange { section, after, through: (i64::MAX, i64::MAX) }
+    }
+
+    /// Every record of `section`.
+    pub fn all(section: Section) -> Self {
+        Self::above(section, (i64::MIN, i64::MIN))
+    }
+
+    /// The records of one bucket (keys `(bucket, _)`) above `after` in it.
+    pub fn bucket(section: Section, bucket: i64, after: i64) -> Self {
+        RecordRange { section, after: (bucket, after), through: (bucket, i64::MAX) }
+    }
+}
+
 /// One row of a partition: a task of a subqueue, or a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowRef {
@@ -204,15 +231,12 @@ pub trait Store: visits::VisitStore + Send + Sync + std::fmt::Debug + 'static {
     /// append landed (serial consistency on Cassandra).
     async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>>;
 
-    /// Up to `limit` records of `section` with keys strictly above `after`,
-    /// in ascending key order. Fewer than `limit` means there were no more.
-    async fn read_records(
-        &self,
-        partition: &PartitionId,
-        section: Section,
-        after: (i64, i64),
-        limit: usize,
-    ) -> StoreResult<Vec<Record>>;
+    /// Up to `limit` records of `range` (keys in `(after, through]` of one
+    /// section), in ascending key order. Fewer than `limit` means there were
+    /// no more. Only the range is read: on Cassandra, a clustering slice
+    /// bounded on both sides.
+    async fn read_records(&self, partition: &PartitionId, range: RecordRange, limit: usize)
+    -> StoreResult<Vec<Record>>;
 
     /// Up to `limit` tasks of the subqueue with level strictly above `after`,
     /// in ascending level order. Fewer than `limit` means there were no more

@@ -215,6 +215,45 @@ async fn retries_back_off_exponentially_then_the_task_is_a_dead_letter_until_red
 }
 
 #[tokio::test]
+async fn a_redriven_dead_letter_keeps_its_dedup_id() {
+    let mut h = Harness::start(policy()).await;
+    let with_id = |payload: &[u8]| pb::TaskSpec { dedup_id: "origin-1".into(), ..spec("k", 0.0, 0, payload) };
+    let first = add(&mut h.client, QUEUE, with_id(b"first")).await.unwrap().task_id;
+    let task = h.take().await;
+    h.fail(&task, false, "not found").await;
+    let redrive = |client: &mut Client| {
+        let mut client = client.clone();
+        async move {
+            let request = pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 0 };
+            client.redrive_dead_letters(request).await.expect("RedriveDeadLetters").into_inner()
+        }
+    };
+
+    // Put back while nobody holds the id: it holds it again.
+    let done = redrive(&mut h.client).await;
+    assert_eq!((done.redriven, done.duplicates), (1, 0));
+    let again = add(&mut h.client, QUEUE, with_id(b"again")).await.unwrap();
+    assert!(again.duplicate, "the re-driven task holds its dedup id");
+    assert_eq!(again.task_id, first);
+    let redriven = h.take().await;
+    assert_eq!((redriven.task_id, redriven.payload.as_slice()), (first, &b"first"[..]));
+    h.fail(&redriven, false, "not found again").await;
+
+    // Buried again, and a new task takes the id: the dead letter is not put
+    // back beside it, and is not left to be put back later either.
+    let newer = add(&mut h.client, QUEUE, with_id(b"newer")).await.unwrap();
+    assert!(!newer.duplicate, "a dead letter does not hold its dedup id");
+    let done = redrive(&mut h.client).await;
+    assert_eq!((done.redriven, done.duplicates), (0, 1));
+    let listed = h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10 }).await;
+    assert!(listed.unwrap().into_inner().dead_letters.is_empty());
+    let only = h.take().await;
+    assert_eq!(only.task_id, newer.task_id);
+    assert!(h.poll(EMPTY).await.is_none(), "one task per dedup id");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_failure_that_is_not_retryable_is_buried_at_once() {
     let mut h = Harness::start(policy()).await;
     h.add("fatal").await;

@@ -34,8 +34,8 @@ use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RowRef, Section, Store, StoreError,
-    StoreResult, check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
+    StoreError, StoreResult, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
 
@@ -152,12 +152,14 @@ impl CassandraStore {
         Ok(())
     }
 
-    /// Up to `limit` rows of one kind with `(pass, id)` strictly above `after`.
+    /// Up to `limit` rows of one kind with `(pass, id)` in `(after, through]`:
+    /// a slice bounded on both sides, so it crosses only that range's rows.
     async fn read_rows(
         &self,
         partition: &PartitionId,
         kind: i32,
         after: (i64, i64),
+        through: (i64, i64),
         limit: usize,
     ) -> StoreResult<Vec<(i64, i64, Vec<u8>)>> {
         use futures::TryStreamExt;
@@ -168,8 +170,8 @@ impl CassandraStore {
             after.0,
             after.1,
             kind,
-            i64::MAX,
-            i64::MAX,
+            through.0,
+            through.1,
             i32::try_from(limit).unwrap_or(i32::MAX),
         );
         let pager = self.session.execute_iter(self.statements.read_tasks.clone(), values).await.map_err(read_error)?;
@@ -363,12 +365,12 @@ impl Store for CassandraStore {
     async fn read_records(
         &self,
         partition: &PartitionId,
-        section: Section,
-        after: (i64, i64),
+        range: RecordRange,
         limit: usize,
     ) -> StoreResult<Vec<Record>> {
+        let section = range.section;
         let code = i32::from(section.code());
-        let rows = self.read_rows(partition, code, after, limit).await?;
+        let rows = self.read_rows(partition, code, range.after, range.through, limit).await?;
         Ok(rows.into_iter().map(|(a, b, value)| Record { at: RecordKey { section, key: (a, b) }, value }).collect())
     }
 
@@ -379,7 +381,8 @@ impl Store for CassandraStore {
         after: FairLevel,
         limit: usize,
     ) -> StoreResult<Vec<StoredTask>> {
-        let rows = self.read_rows(partition, kind(priority), (after.pass, after.id), limit).await?;
+        let rows =
+            self.read_rows(partition, kind(priority), (after.pass, after.id), (i64::MAX, i64::MAX), limit).await?;
         rows.into_iter().map(|(pass, id, bytes)| decode_task(FairLevel::new(pass, id), priority, &bytes)).collect()
     }
 
