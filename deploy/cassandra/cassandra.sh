@@ -77,7 +77,7 @@ saved_caches_directory: $dir/saved_caches
 hints_directory: $dir/hints
 cdc_raw_directory: $dir/cdc_raw
 commitlog_sync: batch
-commitlog_segment_size: 8MiB
+commitlog_segment_size: 32MiB
 concurrent_reads: 8
 concurrent_writes: 16
 concurrent_counter_writes: 4

@@ -192,8 +192,16 @@ impl Config {
         if self.writer.max_batch_tasks == 0 {
             return Err(ConfigError::new("writer.max_batch_tasks", "must be at least 1"));
         }
-        if self.writer.max_batch_bytes == 0 {
-            return Err(ConfigError::new("writer.max_batch_bytes", "must be at least 1"));
+        let smallest_write = 4 * limits.max_payload_bytes.max(64 * 1024);
+        if self.writer.max_write_bytes < smallest_write {
+            return Err(ConfigError::new(
+                "writer.max_write_bytes",
+                format!(
+                    "is {}; it must be at least {smallest_write} (4 × limits.max_payload_bytes, and 256 KiB), so that \
+                     a task always fits in a write beside the work it carries",
+                    self.writer.max_write_bytes
+                ),
+            ));
         }
         if !(1..=256).contains(&self.matcher.partitions_per_queue) {
             return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));

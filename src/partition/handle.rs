@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::writer::{AppendReply, FinishReply, RedriveReply};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine, TaskCounts};
+use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine, TaskCounts, spec_bytes};
 use crate::store::codec::decode_lease;
 use crate::store::{RecordRange, Section, Store, StoreError};
 
@@ -22,11 +22,16 @@ use crate::store::{RecordRange, Section, Store, StoreError};
 pub struct WriterConfig {
     /// The most tasks in one append.
     pub max_batch_tasks: usize,
-    /// The most bytes (payloads and keys, roughly) in one append. On
-    /// Cassandra an append is one mutation: keep this well below the
-    /// cluster's largest mutation (half of `commitlog_segment_size`). A
-    /// single task larger than this is written alone.
-    pub max_batch_bytes: usize,
+    /// The most bytes one write of a partition carries, counting every task
+    /// row, record and the metadata. Adds, completions, failures and
+    /// re-drives take at most half of it; promotions of delayed tasks,
+    /// lease records and expiries fill the rest and wait for the next write
+    /// when it is full, so neither starves the other. On Cassandra a write
+    /// is one mutation: keep this well below the largest one the cluster
+    /// takes (half of `commitlog_segment_size`, 16 MiB with the default 32
+    /// MiB segments; and the 16 MiB native frame). At least 4 ×
+    /// `limits.max_payload_bytes`, so that a task always fits.
+    pub max_write_bytes: usize,
     /// How often the keeper looks at ack levels and deletes.
     #[serde(with = "crate::config::duration_serde")]
     pub keeper_interval: Duration,
@@ -34,7 +39,11 @@ pub struct WriterConfig {
 
 impl Default for WriterConfig {
     fn default() -> Self {
-        WriterConfig { max_batch_tasks: 1000, max_batch_bytes: 512 * 1024, keeper_interval: Duration::from_millis(500) }
+        WriterConfig {
+            max_batch_tasks: 1000,
+            max_write_bytes: 4 * 1024 * 1024,
+            keeper_interval: Duration::from_millis(500),
+        }
     }
 }
 
@@ -284,9 +293,23 @@ impl Partition {
         self.shared.state()
     }
 
-    /// Writes the tasks durably; what became of each, in order.
+    /// Writes the tasks durably; what became of each, in order. Tasks that
+    /// would take more than a write's share for commands go in several
+    /// writes, each all-or-nothing.
     pub async fn append(&self, specs: Vec<TaskSpec>) -> Result<Vec<Added>, PartitionError> {
-        self.command(|reply| WriteCommand::Append { specs, deliver: None, reply }).await?
+        let share = self.shared.config.max_write_bytes / 2;
+        let mut added = Vec::with_capacity(specs.len());
+        let mut specs = specs.into_iter().peekable();
+        while specs.peek().is_some() {
+            let mut bytes = 0;
+            let mut chunk = Vec::new();
+            while let Some(spec) = specs.next_if(|spec| chunk.is_empty() || bytes + spec_bytes(spec) <= share) {
+                bytes += spec_bytes(&spec);
+                chunk.push(spec);
+            }
+            added.extend(self.command(|reply| WriteCommand::Append { specs: chunk, deliver: None, reply }).await??);
+        }
+        Ok(added)
     }
 
     /// Writes one task as a lease of the poller behind `deliver` (sync
@@ -302,9 +325,20 @@ impl Partition {
         self.command(|reply| WriteCommand::Finish { finish, reply }).await?
     }
 
-    /// Puts up to `limit` dead letters back in the queue.
+    /// Puts up to `limit` dead letters back in the queue, in as many writes
+    /// as their bytes need.
     pub async fn redrive(&self, limit: usize) -> Result<Redriven, PartitionError> {
-        self.command(|reply| WriteCommand::Redrive { limit, reply }).await?
+        let mut total = Redriven::default();
+        while total.redriven + total.duplicates < limit {
+            let left = limit - total.redriven - total.duplicates;
+            let step = self.command(|reply| WriteCommand::Redrive { limit: left, reply }).await??;
+            if step.redriven + step.duplicates == 0 {
+                break;
+            }
+            total.redriven += step.redriven;
+            total.duplicates += step.duplicates;
+        }
+        Ok(total)
     }
 
     async fn command<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> WriteCommand) -> Result<T, PartitionError> {

@@ -9,9 +9,9 @@ use super::handle::{Delivery, FinishError, PartitionError, PartitionState, Redri
 
 use crate::model::TaskSpec;
 use crate::queue::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
-use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput};
+use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput, spec_bytes};
 use crate::store::codec::{decode_dedup, decode_record_task};
-use crate::store::{RecordKey, RecordRange, Section, StoreError};
+use crate::store::{ROW_BYTES, RecordKey, RecordRange, Section, StoreError, stored_task_bytes};
 
 /// The writer: one conditional write at a time, commands grouped in
 /// batches, each batch also carrying what the engine has due (lease records,
@@ -59,21 +59,21 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteC
 }
 
 /// Takes whatever else is queued, while the batch stays within
-/// `max_batch_tasks` and `max_batch_bytes`; the first command that would
-/// break a limit is `carried` to the next batch. A batch always has at least
-/// one command.
+/// `max_batch_tasks` and half of `max_write_bytes` (the commands' share of a
+/// write); the first command that would break a limit is `carried` to the
+/// next batch. A batch always has at least one command.
 fn gather(
     shared: &Shared,
     first: WriteCommand,
     commands: &mut mpsc::Receiver<WriteCommand>,
     carried: &mut Option<WriteCommand>,
 ) -> Vec<WriteCommand> {
-    let (max_tasks, max_bytes) = (shared.config.max_batch_tasks, shared.config.max_batch_bytes);
-    let (mut tasks, mut bytes) = size(&first);
+    let (max_tasks, max_bytes) = (shared.config.max_batch_tasks, shared.config.max_write_bytes / 2);
+    let (mut tasks, mut bytes) = size(shared, &first);
     let mut batch = vec![first];
     while tasks < max_tasks && bytes < max_bytes {
         let Ok(command) = commands.try_recv() else { break };
-        let (more_tasks, more_bytes) = size(&command);
+        let (more_tasks, more_bytes) = size(shared, &command);
         if tasks + more_tasks > max_tasks || bytes + more_bytes > max_bytes {
             *carried = Some(command);
             break;
@@ -85,14 +85,14 @@ fn gather(
     batch
 }
 
-/// Rows in a command, and roughly the bytes they take in a store batch.
-fn size(command: &WriteCommand) -> (usize, usize) {
+/// Rows in a command, and the most bytes it adds to a write. A re-drive
+/// counts none here: it takes what fits once the rest is known (see
+/// [`redrivable`]).
+fn size(shared: &Shared, command: &WriteCommand) -> (usize, usize) {
     match command {
-        WriteCommand::Append { specs, .. } => {
-            (specs.len(), specs.iter().map(|s| s.payload.len() + s.fairness_key.len() + 64).sum())
-        }
-        WriteCommand::Finish { .. } => (2, 256),
-        WriteCommand::Redrive { limit, .. } => (*limit * 2, 0),
+        WriteCommand::Append { specs, .. } => (specs.len(), specs.iter().map(spec_bytes).sum()),
+        WriteCommand::Finish { finish, .. } => (2, shared.engine().finish_bytes(finish)),
+        WriteCommand::Redrive { .. } => (1, 0),
         WriteCommand::SyncMetadata => (0, 0),
     }
 }
@@ -212,23 +212,36 @@ async fn resolve_dedup<'a>(shared: &Shared, dedup_ids: impl Iterator<Item = &'a 
     Ok(())
 }
 
-/// Dead letters to put back, oldest first, with their dedup buckets resolved.
+/// Dead letters read per re-drive write, at most.
+const REDRIVE_PAGE: usize = 16;
+
+/// Dead letters to put back in this write, oldest first, at most `limit`
+/// and as many as fit in `room` bytes (the first always), with their dedup
+/// buckets resolved.
 async fn redrivable(
     shared: &Shared,
     limit: usize,
+    mut room: usize,
 ) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
-    let records = shared.store.read_records(&shared.id, RecordRange::all(Section::DeadLetters), limit).await?;
-    let dead = records
-        .into_iter()
-        .map(|r| decode_record_task(&r.value).map(|t| (r.at, t.task)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let page = limit.min(REDRIVE_PAGE);
+    let records = shared.store.read_records(&shared.id, RecordRange::all(Section::DeadLetters), page).await?;
+    let mut dead = Vec::with_capacity(records.len());
+    for record in records {
+        let task = decode_record_task(&record.value)?.task;
+        let bytes = stored_task_bytes(&task) + 2 * ROW_BYTES;
+        if !dead.is_empty() && bytes > room {
+            break;
+        }
+        room = room.saturating_sub(bytes);
+        dead.push((record.at, task));
+    }
     resolve_dedup(shared, dead.iter().filter_map(|(_, task)| task.dedup_id.as_deref())).await?;
     Ok(dead)
 }
 
 async fn write(shared: &Shared, mut requests: Requests) {
     let redrive = match &requests.redrive {
-        Some((limit, _)) => match redrivable(shared, *limit).await {
+        Some((limit, _)) => match redrivable(shared, *limit, redrive_room(shared, &requests)).await {
             Ok(dead) => dead,
             Err(error) => {
                 if let Some((_, reply)) = requests.redrive.take() {
@@ -307,6 +320,14 @@ async fn settle_uncertain(shared: &Shared, plan: &AppendPlan, error: StoreError)
     }
 }
 
+/// What the commands' share of a write has left for a re-drive.
+fn redrive_room(shared: &Shared, requests: &Requests) -> usize {
+    let engine = shared.engine();
+    let used: usize = requests.specs.iter().map(spec_bytes).sum::<usize>()
+        + requests.finishes.iter().map(|f| engine.finish_bytes(f)).sum::<usize>();
+    (shared.config.max_write_bytes / 2).saturating_sub(used)
+}
+
 /// Plans the write, renewing the range id when the id block runs out.
 async fn plan(
     shared: &Shared,
@@ -320,6 +341,7 @@ async fn plan(
             direct: &requests.direct,
             finishes: &requests.finishes,
             redrive: redrive.clone(),
+            max_bytes: shared.config.max_write_bytes,
         };
         let prepared = shared.engine().plan(input, shared.clock.now_ms(), &mut unit);
         match prepared {

@@ -85,10 +85,23 @@ impl Delayed {
         }
     }
 
-    /// The earliest due records (ready at or before `now`), at most `max`,
-    /// taken out of the buffer while they are promoted.
-    pub fn take_due(&mut self, now: UnixMillis, max: usize) -> Vec<(DelayKey, StoredTask)> {
-        let due: Vec<DelayKey> = self.buffer.keys().take_while(|(at, _)| *at <= now).take(max).copied().collect();
+    /// The earliest due records (ready at or before `now`), at most `max`
+    /// and while `fits` takes them, taken out of the buffer while they are
+    /// promoted. Promotion keeps key order: the first that does not fit
+    /// waits, and so do the ones after it.
+    pub fn take_due(
+        &mut self,
+        now: UnixMillis,
+        max: usize,
+        mut fits: impl FnMut(&StoredTask) -> bool,
+    ) -> Vec<(DelayKey, StoredTask)> {
+        let due: Vec<DelayKey> = self
+            .buffer
+            .iter()
+            .take_while(|((at, _), task)| *at <= now && fits(task))
+            .take(max)
+            .map(|(key, _)| *key)
+            .collect();
         due.into_iter().map(|key| (key, self.buffer.remove(&key).expect("a buffered key"))).collect()
     }
 
@@ -136,8 +149,8 @@ mod tests {
         delayed.apply_read(after, vec![((100, 1), task(1)), ((50, 2), task(2))], limit);
         assert_eq!(delayed.read_request(), None, "a short read reached the end");
         delayed.added((70, 3), task(3));
-        assert!(delayed.take_due(49, 10).is_empty());
-        let due: Vec<DelayKey> = delayed.take_due(80, 10).into_iter().map(|(k, _)| k).collect();
+        assert!(delayed.take_due(49, 10, |_| true).is_empty());
+        let due: Vec<DelayKey> = delayed.take_due(80, 10, |_| true).into_iter().map(|(k, _)| k).collect();
         assert_eq!(due, vec![(50, 2), (70, 3)]);
         assert_eq!(delayed.next_due(), Some(100));
     }
@@ -151,7 +164,7 @@ mod tests {
         assert_eq!(delayed.len(), 2, "beyond what was read: the store has it, the next read finds it");
         delayed.added((15, 4), task(4));
         assert_eq!(delayed.len(), 2, "trimmed back to capacity");
-        assert_eq!(delayed.take_due(100, 10).len(), 2);
+        assert_eq!(delayed.take_due(100, 10, |_| true).len(), 2);
         let (after, _) = delayed.read_request().unwrap();
         assert_eq!(after, (15, 4), "reads again after the last key kept");
     }
@@ -162,7 +175,7 @@ mod tests {
         let (after, limit) = delayed.read_request().unwrap();
         assert_eq!(after, (5, 0), "a new owner reads from the floor");
         delayed.apply_read(after, vec![((10, 1), task(1)), ((20, 2), task(2))], limit);
-        let taken = delayed.take_due(15, 10);
+        let taken = delayed.take_due(15, 10, |_| true);
         delayed.promotion_uncertain(taken[0].0);
         assert!(delayed.is_empty());
         assert_eq!(delayed.read_request().unwrap().0, (5, 0));

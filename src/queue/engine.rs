@@ -14,8 +14,9 @@ use super::subqueue::{KeyBacklog, Subqueue};
 use crate::clock::{UnixMillis, millis};
 use crate::fairness::{CounterConfig, Weights, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
+use crate::store::codec::encode_meta;
 use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task, encode_task};
-use crate::store::{PartitionMeta, PartitionWrite, Record, RecordKey, RowRef, Section};
+use crate::store::{PartitionMeta, PartitionWrite, ROW_BYTES, Record, RecordKey, RowRef, Section, stored_task_bytes};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {
@@ -32,6 +33,9 @@ fn lease_done(seq: i64, task: &StoredTask) -> Record {
 
 /// The most expired leases and due delayed tasks one write handles.
 pub const MAX_MAINTENANCE_PER_WRITE: usize = 256;
+
+/// The failure message of a lease that ran out.
+const LEASE_EXPIRED: &str = "lease expired";
 
 /// How a partition buffers, persists and collects (section `[partition]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,7 +144,7 @@ impl AppendPlan {
 
 /// What one write should carry besides what the engine itself has due
 /// (lease records to write, expired leases, delayed tasks now ready).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PlanInput<'a> {
     pub specs: &'a [TaskSpec],
     /// Indexes (ascending) of specs to hand straight to a waiting worker:
@@ -150,6 +154,45 @@ pub struct PlanInput<'a> {
     pub finishes: &'a [Finish],
     /// Dead letters to put back in the queue, as read from the store.
     pub redrive: Vec<(RecordKey, StoredTask)>,
+    /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
+    /// commands above always go in (their sender keeps them within half of
+    /// it); what the engine has due goes in while it fits, and the rest
+    /// waits for the next write.
+    pub max_bytes: usize,
+}
+
+impl Default for PlanInput<'_> {
+    fn default() -> Self {
+        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), max_bytes: usize::MAX }
+    }
+}
+
+/// The bytes of a record that holds a task (a lease, a delayed task or a
+/// retry, a dead letter), with `message`.
+fn record_bytes(task: &StoredTask, message: usize) -> usize {
+    stored_task_bytes(task) + message + 64 + ROW_BYTES
+}
+
+/// The bytes of a finished lease's record, or of a dedup record's delete.
+const SMALL_ROW_BYTES: usize = 64 + ROW_BYTES;
+
+/// The bytes a new task adds to a write: its row (or delayed record, or
+/// lease record) and its dedup record.
+pub fn spec_bytes(spec: &TaskSpec) -> usize {
+    let dedup = spec.dedup_id.as_ref().map_or(0, |id| id.len() + SMALL_ROW_BYTES);
+    spec.payload.len() + spec.fairness_key.len() + 96 + 64 + ROW_BYTES + dedup
+}
+
+/// The bytes of ending the lease of `task`: its finished record, a retry or
+/// dead-letter record holding it (with `message`), and its dedup record's delete.
+fn ending_bytes(task: &StoredTask, message: usize) -> usize {
+    SMALL_ROW_BYTES + record_bytes(task, message) + SMALL_ROW_BYTES
+}
+
+/// The bytes of putting `task` back in the backlog from a record: its new
+/// row, the record's delete and its dedup record.
+fn requeue_bytes(task: &StoredTask) -> usize {
+    stored_task_bytes(task) + ROW_BYTES + 2 * SMALL_ROW_BYTES
 }
 
 /// One write, planned: tasks with ids and passes assigned, records to put
@@ -442,9 +485,20 @@ impl PartitionEngine {
             buckets: Vec::new(),
             delayed_floor: None,
         };
+        // What is due goes in while it fits beside the commands and the metadata.
+        let reserved = self.command_bytes(&input) + encode_meta(&self.metadata()).len() + ROW_BYTES;
+        let mut room = input.max_bytes.saturating_sub(reserved);
+        let mut fits = |cost: usize| {
+            let fits = cost <= room;
+            if fits {
+                room -= cost;
+            }
+            fits
+        };
         // Promotions first: the floor they raise bounds the keys of new
         // delayed records below.
-        for (key, dead) in self.delayed.take_due(now, MAX_MAINTENANCE_PER_WRITE) {
+        let due = self.delayed.take_due(now, MAX_MAINTENANCE_PER_WRITE, |task| fits(requeue_bytes(task)));
+        for (key, dead) in due {
             plan.write.delete.push(RecordKey { section: Section::Delayed, key });
             let task = self.relevel(&mut plan, dead.clone());
             plan.write.tasks.push(task);
@@ -479,11 +533,14 @@ impl PartitionEngine {
             let finished = self.plan_finish(&mut plan, finish, now, unit);
             plan.finished.push(finished);
         }
-        for lease in self.leases.take_expired(now, MAX_MAINTENANCE_PER_WRITE) {
+        let expired = self
+            .leases
+            .take_expired(now, MAX_MAINTENANCE_PER_WRITE, |task| fits(ending_bytes(task, LEASE_EXPIRED.len())));
+        for lease in expired {
             let id = lease.task.level.id;
             if lease.delivered {
                 plan.expired += 1;
-                let fail = Outcome::Fail { retryable: true, message: "lease expired".into(), retry_after: None };
+                let fail = Outcome::Fail { retryable: true, message: LEASE_EXPIRED.into(), retry_after: None };
                 self.plan_ending(&mut plan, lease.task, lease.seq, &fail, now, unit);
             } else {
                 // Nobody got it: back to the queue without counting an attempt.
@@ -492,8 +549,14 @@ impl PartitionEngine {
                 self.plan_delayed(&mut plan, (now, id), lease.task);
             }
         }
-        for id in std::mem::take(&mut self.unwritten_leases) {
+        let mut unwritten = std::mem::take(&mut self.unwritten_leases).into_iter();
+        for id in unwritten.by_ref() {
             let Some(lease) = self.leases.get(id) else { continue };
+            if !fits(record_bytes(&lease.task, 0)) {
+                // The lease waits for the next write, ahead of later ones.
+                self.unwritten_leases.push(id);
+                break;
+            }
             let task = lease.task.clone();
             // The lease runs from the write that makes it durable, not from the take.
             let deadline = now + self.config.tasks.lease_ms();
@@ -503,6 +566,7 @@ impl PartitionEngine {
             plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
             plan.leases.push((id, task, deadline));
         }
+        self.unwritten_leases.extend(unwritten);
         let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
         if plan.delayed_floor.is_some() || (piggyback && self.ack_moved()) {
             let mut meta = self.metadata();
@@ -510,6 +574,24 @@ impl PartitionEngine {
             plan.write.metadata = Some(meta);
         }
         Ok(plan)
+    }
+
+    /// The bytes the commands of `input` add to a write, at most.
+    fn command_bytes(&self, input: &PlanInput<'_>) -> usize {
+        let specs: usize = input.specs.iter().map(spec_bytes).sum();
+        let redrive: usize = input.redrive.iter().map(|(_, task)| requeue_bytes(task)).sum();
+        let finishes: usize = input.finishes.iter().map(|f| self.finish_bytes(f)).sum();
+        specs + redrive + finishes
+    }
+
+    /// The bytes a worker's report on a lease adds to a write, at most (the
+    /// retry or dead-letter record holds the whole task).
+    pub fn finish_bytes(&self, finish: &Finish) -> usize {
+        let message = match &finish.outcome {
+            Outcome::Complete => 0,
+            Outcome::Fail { message, .. } => message.len(),
+        };
+        self.leases.get(finish.lease_id).map_or(SMALL_ROW_BYTES, |lease| ending_bytes(&lease.task, message))
     }
 
     fn plan_add(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, now: UnixMillis) -> Added {

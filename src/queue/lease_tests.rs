@@ -186,7 +186,7 @@ impl World {
         self.read();
         let specs = std::mem::take(&mut self.specs);
         let finishes = std::mem::take(&mut self.finishes);
-        let input = PlanInput { specs: &specs, direct: &[], finishes: &finishes, redrive: Vec::new() };
+        let input = PlanInput { specs: &specs, finishes: &finishes, ..PlanInput::default() };
         let mut unit = || 0.5;
         let plan = self.engine.plan(input, self.now, &mut unit).expect("ids are plenty");
         let delivered: Vec<(StoredTask, i64)> = plan

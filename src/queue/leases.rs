@@ -203,10 +203,21 @@ impl Leases {
         }
     }
 
-    /// Held leases past their deadline, at most `max`, set to finishing.
-    pub fn take_expired(&mut self, now: UnixMillis, max: usize) -> Vec<Lease> {
-        let due: Vec<(UnixMillis, i64)> =
-            self.deadlines.iter().take_while(|(d, _)| *d <= now).take(max).copied().collect();
+    /// Held leases past their deadline, earliest first, at most `max` and
+    /// while `fits` takes their tasks, set to finishing.
+    pub fn take_expired(
+        &mut self,
+        now: UnixMillis,
+        max: usize,
+        mut fits: impl FnMut(&StoredTask) -> bool,
+    ) -> Vec<Lease> {
+        let due: Vec<(UnixMillis, i64)> = self
+            .deadlines
+            .iter()
+            .take_while(|(d, id)| *d <= now && fits(&self.by_id[id].task))
+            .take(max)
+            .copied()
+            .collect();
         due.into_iter()
             .map(|entry| {
                 self.deadlines.remove(&entry);
@@ -248,13 +259,13 @@ mod tests {
         leases.written(7, true, 0);
         assert_eq!(leases.running("a"), 1);
         assert_eq!(leases.heartbeat(7, 1, 150), Ok(150));
-        assert!(leases.take_expired(149, 10).is_empty(), "the heartbeat moved the deadline");
+        assert!(leases.take_expired(149, 10, |_| true).is_empty(), "the heartbeat moved the deadline");
         assert_eq!(leases.check(7, 2).unwrap_err(), LeaseError::Stale, "another attempt's token");
         leases.begin_finish(7, 1).unwrap();
         assert_eq!(leases.begin_finish(7, 1).unwrap_err(), LeaseError::Busy);
-        assert!(leases.take_expired(1_000, 10).is_empty(), "a finishing lease does not expire");
+        assert!(leases.take_expired(1_000, 10, |_| true).is_empty(), "a finishing lease does not expire");
         leases.finish_failed(7);
-        assert_eq!(leases.take_expired(1_000, 10).len(), 1, "held again, so it expires");
+        assert_eq!(leases.take_expired(1_000, 10, |_| true).len(), 1, "held again, so it expires");
         leases.finished(7);
         assert_eq!(leases.running("a"), 0);
         assert!(leases.is_empty());
@@ -281,7 +292,7 @@ mod tests {
         let mut leases = Leases::default();
         leases.start(task(3, "a"), 10_000);
         leases.written(3, false, 500);
-        let expired = leases.take_expired(500, 10);
+        let expired = leases.take_expired(500, 10, |_| true);
         assert_eq!(expired.len(), 1);
         assert!(!expired[0].delivered);
     }

@@ -35,13 +35,15 @@ mod subqueue;
 
 pub use engine::{
     Added, AppendPlan, Candidate, EngineConfig, Finish, Finished, GcRequest, IdsExhausted, MAX_MAINTENANCE_PER_WRITE,
-    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot, TaskCounts,
+    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot, TaskCounts, spec_bytes,
 };
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;
 pub use policy::{DispatchOrder, TaskPolicy};
 pub use subqueue::KeyBacklog;
 
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]

@@ -167,6 +167,27 @@ impl PartitionWrite {
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty() && self.put.is_empty() && self.delete.is_empty() && self.metadata.is_none()
     }
+
+    /// What the write carries, in bytes: every task row, record, delete and
+    /// the metadata, each with [`ROW_BYTES`] for its key and framing. An
+    /// estimate on the safe side of what a backend sends (see
+    /// [`stored_task_bytes`]).
+    pub fn bytes(&self) -> usize {
+        let tasks: usize = self.tasks.iter().map(|t| stored_task_bytes(t) + ROW_BYTES).sum();
+        let put: usize = self.put.iter().map(|r| r.value.len() + ROW_BYTES).sum();
+        let meta = self.metadata.as_ref().map_or(0, |m| codec::encode_meta(m).len() + ROW_BYTES);
+        tasks + put + self.delete.len() * ROW_BYTES + meta
+    }
+}
+
+/// The bytes of one row besides its value: its key columns, timestamps and
+/// the store's framing (generous: Cassandra's own is about 40).
+pub const ROW_BYTES: usize = 96;
+
+/// The bytes of a task's value, in a task row or a record that holds it: its
+/// payload, fairness key and dedup id, and room for its fixed fields.
+pub fn stored_task_bytes(task: &StoredTask) -> usize {
+    task.payload.len() + task.fairness_key.len() + task.dedup_id.as_ref().map_or(0, String::len) + 96
 }
 
 /// A queue's settings, fixed when it is created.

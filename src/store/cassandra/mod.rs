@@ -16,12 +16,14 @@ mod schema;
 mod statements;
 mod visits;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::response::PagingState;
 use scylla::response::query_result::QueryResult;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::value::{CqlValue, Row};
@@ -105,6 +107,7 @@ pub struct CassandraStore {
     statements: Statements,
     visit_statements: visits::VisitStatements,
     keyspace: String,
+    read_warnings: AtomicU64,
 }
 
 impl std::fmt::Debug for CassandraStore {
@@ -129,7 +132,13 @@ impl CassandraStore {
         let session = connect_session(contact_point, config).await?;
         let statements = Statements::prepare(&session, keyspace, config).await?;
         let visit_statements = visits::VisitStatements::prepare(&session, keyspace).await?;
-        Ok(CassandraStore { session, statements, visit_statements, keyspace: keyspace.to_owned() })
+        Ok(CassandraStore {
+            session,
+            statements,
+            visit_statements,
+            keyspace: keyspace.to_owned(),
+            read_warnings: AtomicU64::new(0),
+        })
     }
 
     pub fn session(&self) -> &Session {
@@ -154,6 +163,9 @@ impl CassandraStore {
 
     /// Up to `limit` rows of one kind with `(pass, id)` in `(after, through]`:
     /// a slice bounded on both sides, so it crosses only that range's rows.
+    /// Read page by page, so that Cassandra's warnings on each page (a read
+    /// that crossed more than `tombstone_warn_threshold` tombstones) are
+    /// logged and counted (see [`CassandraStore::read_warnings`]).
     async fn read_rows(
         &self,
         partition: &PartitionId,
@@ -162,7 +174,6 @@ impl CassandraStore {
         through: (i64, i64),
         limit: usize,
     ) -> StoreResult<Vec<(i64, i64, Vec<u8>)>> {
-        use futures::TryStreamExt;
         let values = (
             partition.queue.as_str(),
             partition_number(partition),
@@ -174,16 +185,36 @@ impl CassandraStore {
             through.1,
             i32::try_from(limit).unwrap_or(i32::MAX),
         );
-        let pager = self.session.execute_iter(self.statements.read_tasks.clone(), values).await.map_err(read_error)?;
-        let mut stream = pager.rows_stream::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut rows = Vec::with_capacity(limit.min(1024));
+        let mut paging = PagingState::start();
         while rows.len() < limit {
-            let Some(row) = stream.try_next().await.map_err(|e| StoreError::Unavailable(e.to_string()))? else {
-                break;
-            };
-            rows.push(row);
+            let (page, next) = self
+                .session
+                .execute_single_page(&self.statements.read_tasks, &values, paging)
+                .await
+                .map_err(read_error)?;
+            for warning in page.warnings() {
+                self.read_warnings.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(partition = %partition, kind, warning, "Cassandra warned about a read");
+            }
+            let page = page.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            for row in page.rows::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))? {
+                rows.push(row.map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            }
+            match next.into_paging_control_flow() {
+                std::ops::ControlFlow::Continue(state) => paging = state,
+                std::ops::ControlFlow::Break(()) => break,
+            }
         }
+        rows.truncate(limit);
         Ok(rows)
+    }
+
+    /// How many warnings Cassandra sent back on this store's reads of
+    /// tasks and records (tombstones crossed past `tombstone_warn_threshold`,
+    /// above all). Normal operation keeps it at zero.
+    pub fn read_warnings(&self) -> u64 {
+        self.read_warnings.load(Ordering::Relaxed)
     }
 
     async fn read_meta(&self, partition: &PartitionId, serial: bool) -> StoreResult<Option<(i64, PartitionMeta)>> {

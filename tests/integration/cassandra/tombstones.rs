@@ -3,7 +3,9 @@
 //! Cassandra's own tracing shows that a read from the ack level scans no
 //! tombstone, while a read from the start of the subqueue does; and that the
 //! lease records a new owner reads leave a handful of range tombstones, not
-//! one per finished lease.
+//! one per finished lease; and that dedup lookups, after thousands of
+//! freed dedup ids, draw no warning from Cassandra at a low
+//! `tombstone_warn_threshold` (`scripts/test.sh` starts the node at 100).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use fairway::clock::SystemClock;
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
 use fairway::queue::Outcome;
-use fairway::store::{Section, Store};
+use fairway::store::{RecordRange, Section, Store};
 use futures::future::join_all;
 use scylla::client::session::Session;
 
@@ -109,5 +111,85 @@ async fn reads_from_the_ack_level_scan_no_tombstones() {
         from_lease_start < 100,
         "{from_lease_start} tombstones under the lease records of {TASKS} finished leases: one per lease?"
     );
+    keyspace.drop_keyspace().await;
+}
+
+/// The most tombstones a read in normal operation may cross: the test node's
+/// `tombstone_warn_threshold`, past which Cassandra warns.
+const TOMBSTONE_BUDGET: u64 = 100;
+
+/// The node's `tombstone_warn_threshold`, which must be low enough for its
+/// warnings to prove the budget.
+async fn check_warn_threshold(session: &Session) {
+    let result = session
+        .query_unpaged("SELECT value FROM system_views.settings WHERE name = 'tombstone_warn_threshold'", ())
+        .await
+        .expect("read the node's settings");
+    let rows = result.into_rows_result().expect("rows");
+    let (value,): (String,) = rows.first_row().expect("the setting");
+    let threshold: u64 = value.parse().expect("a number");
+    assert!(
+        threshold <= TOMBSTONE_BUDGET,
+        "the test node warns past {threshold} tombstones; start it with \
+         FAIRWAY_CASSANDRA_TOMBSTONE_WARN={TOMBSTONE_BUDGET} (as scripts/test.sh does)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedup_lookups_cross_only_their_own_buckets_tombstones() {
+    const FREED: usize = 3_000;
+    const LOOKUPS: usize = 300;
+    let keyspace = Keyspace::create().await;
+    check_warn_threshold(keyspace.session()).await;
+    let cassandra = Arc::new(keyspace.store().await);
+    let store: Arc<dyn Store> = cassandra.clone();
+    let mut settings = Settings::default();
+    settings.matcher.sync_match = false;
+    let queues = Queues::new(store.clone(), Arc::new(SystemClock), settings);
+    let queue = validate::queue_name("queue", "dedup-tombstones").unwrap();
+    let matcher = queues.get(&queue).await.expect("open the queue");
+    let with_id = |i: usize| TaskSpec {
+        dedup_id: Some(format!("https://forge.example/origin/{i}")),
+        ..TaskSpec::new(format!("lister-{}", i % 8), Priority::DEFAULT, format!("{i}").into_bytes())
+    };
+
+    // Thousands of ids taken and freed: each freed id leaves a tombstone in its bucket.
+    for chunk in 0..FREED / 500 {
+        let adds = (0..500).map(|i| matcher.add(with_id(chunk * 500 + i), None));
+        for added in join_all(adds).await {
+            assert!(!added.expect("add a task").duplicate);
+        }
+        let workers = (0..WORKERS).map(|_| {
+            let matcher = matcher.clone();
+            async move {
+                while let Some(task) = matcher.try_take().await {
+                    matcher.finish(&task.token, Outcome::Complete).await.expect("complete");
+                }
+            }
+        });
+        join_all(workers).await;
+    }
+    assert_eq!(cassandra.read_warnings(), 0, "reads warned while the ids were taken and freed");
+
+    // New ids, and ids held again: each lookup reads its own bucket only.
+    let adds = (0..LOOKUPS).map(|i| matcher.add(with_id(FREED + i), None));
+    for added in join_all(adds).await {
+        assert!(!added.expect("add a task").duplicate);
+    }
+    let again = (0..LOOKUPS).map(|i| matcher.add(with_id(FREED + i), None));
+    for added in join_all(again).await {
+        assert!(added.expect("add a task").duplicate, "the id is held");
+    }
+    queues.close().await;
+    assert_eq!(
+        cassandra.read_warnings(),
+        0,
+        "Cassandra warned that reads crossed more than {TOMBSTONE_BUDGET} tombstones after {FREED} freed dedup ids"
+    );
+    // The control: a read of the section from its start (as a lookup read
+    // from its bucket to the section's end did) crosses the freed ids' tombstones.
+    let partition = PartitionId { queue: queue.clone(), partition: 0 };
+    store.read_records(&partition, RecordRange::all(Section::Dedup), 1024).await.expect("read the section");
+    assert!(cassandra.read_warnings() > 0, "a read across {FREED} freed ids drew no warning: is the check blind?");
     keyspace.drop_keyspace().await;
 }
