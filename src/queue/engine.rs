@@ -485,8 +485,12 @@ impl PartitionEngine {
             buckets: Vec::new(),
             delayed_floor: None,
         };
-        // What is due goes in while it fits beside the commands and the metadata.
-        let reserved = self.command_bytes(&input) + encode_meta(&self.metadata()).len() + ROW_BYTES;
+        // What is due goes in while it fits beside the commands and the
+        // metadata, if this write may carry it (see the end of the plan).
+        let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
+        let may_carry_meta = (piggyback && self.ack_moved()) || self.delayed.next_due().is_some_and(|d| d <= now);
+        let meta_bytes = if may_carry_meta { encode_meta(&self.metadata()).len() + ROW_BYTES } else { 0 };
+        let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
         let mut fits = |cost: usize| {
             let fits = cost <= room;
@@ -567,7 +571,6 @@ impl PartitionEngine {
             plan.leases.push((id, task, deadline));
         }
         self.unwritten_leases.extend(unwritten);
-        let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
         if plan.delayed_floor.is_some() || (piggyback && self.ack_moved()) {
             let mut meta = self.metadata();
             meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
