@@ -15,6 +15,10 @@ contact="${FAIRWAY_TEST_CASSANDRA:-127.0.0.1:9042}"
 host="${contact%:*}"
 port="${contact##*:}"
 started_cassandra=""
+# Cassandra warns of reads that cross more than 100 tombstones: the tombstone
+# tests count those warnings to prove the budget of every read. Exported, so
+# that a node the outage tests restart keeps it.
+export FAIRWAY_CASSANDRA_TOMBSTONE_WARN=100
 
 cleanup() {
   if [ -n "$started_cassandra" ]; then
@@ -31,9 +35,7 @@ else
   # A node of our own starts from empty data.
   rm -rf .deploy/cassandra/node* .deploy/cassandra/nodes
   started_cassandra=yes
-  # Cassandra warns of reads that cross more than 100 tombstones: the
-  # tombstone tests count those warnings to prove the budget of every read.
-  FAIRWAY_CASSANDRA_TOMBSTONE_WARN=100 bash deploy/cassandra/cassandra.sh start 1
+  bash deploy/cassandra/cassandra.sh start 1
 fi
 
 log="$(mktemp)"
