@@ -152,6 +152,8 @@ pub async fn serve(
         stop_queues.stop_polls();
     };
     let served = tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .trace_fn(request_span)
         .add_service(health)
         .add_service(reflection)
@@ -282,6 +284,31 @@ fn incoming(
         Ok(stream)
     })
 }
+
+/// The most requests one client connection carries at once (HTTP/2
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`); a client's further requests wait in
+/// the client for a free stream, they are not refused.
+///
+/// Why a bound at all: h2 closes a connection (GOAWAY `ENHANCE_YOUR_CALM`,
+/// "too_many_data_frames") once the small DATA frames it holds unread cost
+/// more than half the connection window, each counted as 256 bytes less its
+/// payload. A unary request is one such frame until its handler reads it, so
+/// with no bound a burst of small requests on one connection (64 workers
+/// completing 256 tasks each) closed it, and every request on it failed
+/// with a broken pipe.
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// The HTTP/2 connection flow-control window (hyper's default, set here
+/// because h2's budget of small DATA frames is half of it).
+const CONNECTION_WINDOW_BYTES: u32 = 1024 * 1024;
+
+const _: () = assert!(MAX_CONCURRENT_STREAMS as usize * 256 <= CONNECTION_WINDOW_BYTES as usize / 2);
+
+/// The largest message Fairway's own clients (the CLI, `fairway worker`,
+/// `fairway bench`, forwarding between nodes) decode: any PollTasks response
+/// a valid config allows (`limits.max_poll_response_bytes` is at most
+/// 256 MiB; one task, at most 64 MiB of payload, is always given).
+pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;
 
 /// The largest request: a full batch of full payloads, plus framing.
 fn grpc_message_limit(config: &Config) -> usize {

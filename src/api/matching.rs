@@ -4,7 +4,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
-use super::routing::{Origin, Router, Target, forwarded};
+use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target, forwarded};
 use super::{VisitOutcomes, convert, status};
 use crate::matcher::{LeaseToken, Queues};
 use crate::model::{Limits, PartitionId, QueueName, ValidationError, validate};
@@ -156,7 +156,11 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
-        let tasks = self.router.poll_many(&queue, wait, max, &request.worker_id, origin).await?;
+        let room = ResponseRoom {
+            max_bytes: self.limits.max_poll_response_bytes,
+            largest_task: self.limits.max_payload_bytes.saturating_add(TASK_OVERHEAD_BYTES),
+        };
+        let tasks = self.router.poll_many(&queue, wait, max, room, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTasksResponse { tasks }))
     }
 

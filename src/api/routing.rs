@@ -45,6 +45,54 @@ impl Origin {
     }
 }
 
+/// How large a PollTasks response may grow.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseRoom {
+    /// The most bytes of the response message.
+    pub max_bytes: usize,
+    /// The most bytes one task may add to it.
+    pub largest_task: usize,
+}
+
+/// Everything a task adds to a PollTasks response besides its payload, with
+/// room to spare: a lease token (with a queue name of at most 128 bytes), a
+/// fairness key of at most 256 bytes, numbers, a timestamp and the framing.
+pub const TASK_OVERHEAD_BYTES: usize = 1024;
+
+/// The bytes `task` adds to a PollTasks response.
+fn response_bytes(task: &pb::Task) -> usize {
+    prost::encoding::message::encoded_len(1, task)
+}
+
+/// Adds ready tasks to `tasks`, up to `max` of them and `room.max_bytes` in
+/// all. A task taken is leased and cannot be put back, so each step takes
+/// only as many as would fit were each the largest a task may be; the
+/// first task is taken whatever its size.
+async fn take_ready_within(matcher: &QueueMatcher, max: usize, room: ResponseRoom, tasks: &mut Vec<pb::Task>) {
+    let mut used: usize = tasks.iter().map(response_bytes).sum();
+    loop {
+        let mut fit = room.max_bytes.saturating_sub(used) / room.largest_task.max(1);
+        if tasks.is_empty() {
+            fit = fit.max(1);
+        }
+        let want = max.saturating_sub(tasks.len()).min(fit);
+        if want == 0 {
+            return;
+        }
+        let taken = matcher.take_ready(want).await;
+        let all_there = taken.len() == want;
+        for task in taken {
+            let task = convert::task(task);
+            debug_assert!(response_bytes(&task) <= room.largest_task, "TASK_OVERHEAD_BYTES is too small");
+            used += response_bytes(&task);
+            tasks.push(task);
+        }
+        if !all_there {
+            return;
+        }
+    }
+}
+
 /// The routing decisions of one node.
 #[derive(Debug)]
 pub struct Router {
@@ -131,27 +179,30 @@ impl Router {
         self.forward_poll(owner, queue, wait, worker_id).await
     }
 
-    /// Up to `max` tasks: those ready here now, or else the first that
-    /// [`Router::poll`] finds (here or at another owner) followed by those
-    /// ready here by then.
+    /// Up to `max` tasks within `room`: those ready here now, or else the
+    /// first that [`Router::poll`] finds (here or at another owner)
+    /// followed by those ready here by then.
     pub async fn poll_many(
         &self,
         queue: &QueueName,
         wait: Duration,
         max: usize,
+        room: ResponseRoom,
         worker_id: &str,
         origin: Origin,
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
-        let ready = matcher.take_ready(max).await;
-        if !ready.is_empty() {
-            return Ok(ready.into_iter().map(convert::task).collect());
+        let mut tasks = Vec::new();
+        take_ready_within(&matcher, max, room, &mut tasks).await;
+        if !tasks.is_empty() {
+            return Ok(tasks);
         }
         let Some(first) = self.poll(queue, wait, worker_id, origin).await? else {
             return Ok(Vec::new());
         };
-        let more = matcher.take_ready(max - 1).await;
-        Ok(std::iter::once(first).chain(more.into_iter().map(convert::task)).collect())
+        tasks.push(first);
+        take_ready_within(&matcher, max, room, &mut tasks).await;
+        Ok(tasks)
     }
 
     /// The other live nodes that own partitions of the queue.

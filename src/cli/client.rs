@@ -131,9 +131,10 @@ pub enum QueueCommand {
 }
 
 async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<tonic::transport::Channel>> {
-    MatchingClient::connect(server.server.clone())
+    let client = MatchingClient::connect(server.server.clone())
         .await
-        .with_context(|| format!("cannot reach a fairway server at {}", server.server))
+        .with_context(|| format!("cannot reach a fairway server at {}", server.server))?;
+    Ok(client.max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
 }
 
 fn status(error: tonic::Status) -> anyhow::Error {

@@ -52,7 +52,8 @@ pub struct WorkerArgs {
 pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let client = MatchingClient::connect(args.server.address().to_owned())
         .await
-        .with_context(|| format!("cannot reach a fairway server at {}", args.server.address()))?;
+        .with_context(|| format!("cannot reach a fairway server at {}", args.server.address()))?
+        .max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES);
     let args = Arc::new(args);
     let slots = Arc::new(Semaphore::new(args.concurrency as usize));
     let mut started = 0u64;

@@ -28,7 +28,8 @@ impl Peers {
             .map_err(|e| tonic::Status::internal(format!("peer address {address:?}: {e}")))?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true);
-        let client = MatchingClient::new(endpoint.connect_lazy());
+        let client = MatchingClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(crate::server::CLIENT_MAX_MESSAGE_BYTES);
         clients.insert(address.to_owned(), client.clone());
         Ok(client)
     }

@@ -147,6 +147,12 @@ impl Config {
         if !(1..=10_000).contains(&limits.max_poll_tasks) {
             return Err(ConfigError::new("limits.max_poll_tasks", "must be 1 to 10000"));
         }
+        if !(64 * 1024..=256 * 1024 * 1024).contains(&limits.max_poll_response_bytes) {
+            return Err(ConfigError::new(
+                "limits.max_poll_response_bytes",
+                "must be in [65536, 268435456] (64 KiB to 256 MiB)",
+            ));
+        }
         let p = &self.partition;
         if !(2..=1_000_000).contains(&p.buffer_tasks) {
             return Err(ConfigError::new("partition.buffer_tasks", "must be in [2, 1000000]"));

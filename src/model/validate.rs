@@ -29,6 +29,11 @@ pub struct Limits {
     pub max_poll_wait: Duration,
     /// The most tasks one PollTasks call may take.
     pub max_poll_tasks: u32,
+    /// The most bytes of one PollTasks response (the encoded message): a
+    /// poll takes fewer than `max_tasks` rather than pass it, and the tasks
+    /// left out stay ready for the next poll. One task is always given,
+    /// however large. The default is what gRPC clients accept by default.
+    pub max_poll_response_bytes: usize,
     /// The longest delay of a task or a `retry_after`.
     #[serde(with = "crate::config::duration_serde")]
     pub max_delay: Duration,
@@ -41,6 +46,7 @@ impl Default for Limits {
             max_batch_tasks: 1000,
             max_poll_wait: Duration::from_secs(300),
             max_poll_tasks: 256,
+            max_poll_response_bytes: 4 * 1024 * 1024,
             max_delay: Duration::from_secs(30 * 24 * 3600),
         }
     }

@@ -3,6 +3,7 @@
 
 mod cassandra;
 mod conformance_embedded;
+mod connections;
 mod durability;
 mod grpc_fairness;
 mod keeper;

@@ -106,7 +106,7 @@ pub async fn connect(server: &str) -> anyhow::Result<Client> {
         .connect()
         .await
         .with_context(|| format!("cannot reach {server}"))?;
-    Ok(MatchingClient::new(channel))
+    Ok(MatchingClient::new(channel).max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
 }
 
 /// Creates `queue` with `partitions` and waits until every partition has an owner.
