@@ -18,7 +18,7 @@ started_cassandra=""
 # Cassandra warns of reads that cross more than 100 tombstones: the tombstone
 # tests count those warnings to prove the budget of every read. Exported, so
 # that a node the outage tests restart keeps it.
-export FAIRWAY_CASSANDRA_TOMBSTONE_WARN=100
+export CASSANDRA_DEV_TOMBSTONE_WARN=100
 
 cleanup() {
   if [ -n "$started_cassandra" ]; then

@@ -14,17 +14,17 @@
 # writes of its last sync period, which the outage test would see as lost tasks.
 #
 # Node N listens on 127.0.0.N:9042 (CQL) and 127.0.0.N:7000 (gossip), JMX on
-# 7N99. State lives in $FAIRWAY_CASSANDRA_HOME (default: .deploy/cassandra
+# 7N99. State lives in $CASSANDRA_DEV_HOME (default: .deploy/cassandra
 # at the repository root): lib/ holds the jars, nodeN/ each node's data and logs.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-home="${FAIRWAY_CASSANDRA_HOME:-$root/.deploy/cassandra}"
+home="${CASSANDRA_DEV_HOME:-$root/.deploy/cassandra}"
 lib="$home/lib"
 version="5.0.8"
-heap="${FAIRWAY_CASSANDRA_HEAP:-768m}"
-start_timeout="${FAIRWAY_CASSANDRA_START_TIMEOUT:-240}"
+heap="${CASSANDRA_DEV_HEAP:-768m}"
+start_timeout="${CASSANDRA_DEV_START_TIMEOUT:-240}"
 
 say() { printf 'cassandra: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -96,7 +96,7 @@ paxos_variant: v2
 paxos_state_purging: gc_grace
 batch_size_warn_threshold: 64KiB
 batch_size_fail_threshold: 1024KiB
-tombstone_warn_threshold: ${FAIRWAY_CASSANDRA_TOMBSTONE_WARN:-1000}
+tombstone_warn_threshold: ${CASSANDRA_DEV_TOMBSTONE_WARN:-1000}
 tombstone_failure_threshold: 100000
 YAML
   cat > "$dir/logback.xml" <<XML

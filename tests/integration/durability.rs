@@ -51,7 +51,7 @@ async fn acknowledged_adds_survive_sigkill() {
 fn a_second_server_on_the_same_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let _first = ServerProcess::start(dir.path());
-    let second = std::process::Command::new(env!("CARGO_BIN_EXE_fairway"))
+    let second = crate::support::fairway_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--store"])
         .arg(format!("embedded:{}", dir.path().display()))
         .output()

@@ -5,7 +5,6 @@
 //! Time is a manual clock, moved by the test.
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use fairway::proto::v1 as pb;
 use fairway::proto::v1::scheduler_client::SchedulerClient;
 use tonic::transport::Channel;
 
-use crate::support::{Backend, TestServer};
+use crate::support::{Backend, TestServer, fairway_command};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -66,7 +65,7 @@ async fn visit(address: String, tasks: usize) {
       *) echo '{"status": "eventful", "snapshot": "0b"}';;
     esac"#;
     let output = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_fairway"))
+        fairway_command()
             .args(["worker", "--server", &address, "--queue", "visits.git", "--concurrency", "2"])
             .args(["--max-tasks", &tasks.to_string(), "--", "sh", "-c", script])
             .output()

@@ -172,6 +172,19 @@ pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResp
         .into_inner()
 }
 
+/// The `fairway` binary, with none of this process's `FAIRWAY_*` variables:
+/// a test's server runs on the settings the test gives it, whatever the
+/// environment of the test run (`scripts/test.sh` exports its own knobs).
+pub fn fairway_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fairway"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("FAIRWAY_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// A `fairway serve` process on port 0; its log goes to a temporary file.
 pub struct ServerProcess {
     pub child: Child,
@@ -188,7 +201,7 @@ impl ServerProcess {
     /// Starts the real binary on a store URL, with extra `FAIRWAY_*` settings.
     pub fn start_on(store: &str, env: &[(&str, &str)]) -> ServerProcess {
         let log = tempfile::NamedTempFile::new().expect("a log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        let mut child = fairway_command()
             .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
             .env("FAIRWAY_LOG", "info")
             .env("NO_COLOR", "1")

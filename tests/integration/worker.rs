@@ -1,9 +1,7 @@
 //! `fairway worker` against a real server: each task's command runs with
 //! the payload on stdin; exit 0 completes the task, anything else fails it.
 
-use std::process::Command;
-
-use crate::support::{ServerProcess, add_all, describe, spec};
+use crate::support::{ServerProcess, add_all, describe, fairway_command, spec};
 
 #[tokio::test]
 async fn the_worker_completes_what_succeeds_and_fails_what_does_not() {
@@ -24,7 +22,7 @@ async fn the_worker_completes_what_succeeds_and_fails_what_does_not() {
     let worker = tokio::task::spawn_blocking({
         let address = format!("http://{}", server.addr);
         move || {
-            Command::new(env!("CARGO_BIN_EXE_fairway"))
+            fairway_command()
                 .args(["worker", "--server", &address, "--queue", queue, "--concurrency", "2", "--max-tasks", "4"])
                 .args(["--", "sh", "-c", script])
                 .output()

@@ -3,7 +3,7 @@
 
 #[test]
 fn an_unreachable_cassandra_is_retried_then_reported() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_fairway"))
+    let output = crate::support::fairway_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--store", "cassandra://127.0.0.1:1/fairway"])
         .env("FAIRWAY_CASSANDRA__CONNECT_PATIENCE", "2s")
         .env("FAIRWAY_LOG", "warn")

@@ -131,7 +131,7 @@ async fn check_warn_threshold(session: &Session) {
     assert!(
         threshold <= TOMBSTONE_BUDGET,
         "the test node warns past {threshold} tombstones; start it with \
-         FAIRWAY_CASSANDRA_TOMBSTONE_WARN={TOMBSTONE_BUDGET} (as scripts/test.sh does)"
+         CASSANDRA_DEV_TOMBSTONE_WARN={TOMBSTONE_BUDGET} (as scripts/test.sh does)"
     );
 }
 
