@@ -88,6 +88,8 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
             buffered: s.buffered,
             backlog: s.approx_backlog,
             dispatched_above_ack: s.dispatched_above_ack,
+            parked_keys: s.parked_keys,
+            parked_tasks: s.parked_tasks,
             reader_at_end: s.reader_at_end,
             top_keys: s.top_keys.into_iter().map(key_state).collect(),
             tracked_keys: s.tracked_keys,

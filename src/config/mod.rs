@@ -172,6 +172,18 @@ impl Config {
                 return Err(ConfigError::new(key, "must be longer than 0s"));
             }
         }
+        if !(1..=100_000).contains(&p.park_after) {
+            return Err(ConfigError::new(
+                "partition.park_after",
+                "must be in [1, 100000] (it bounds the tasks dispatched above an ack level, kept in the metadata)",
+            ));
+        }
+        if p.max_parked_keys > 100_000 {
+            return Err(ConfigError::new(
+                "partition.max_parked_keys",
+                "must be at most 100000 (each parked key is an entry of the partition's metadata; 0 parks none)",
+            ));
+        }
         if p.gc_min_acks == 0 {
             return Err(ConfigError::new("partition.gc_min_acks", "must be at least 1"));
         }

@@ -191,6 +191,25 @@ async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), Partiti
             .collect::<Result<Vec<_>, _>>()?;
         shared.engine().apply_delayed_read(after, tasks, limit);
     }
+    read_parked(shared).await
+}
+
+/// Parked keys whose oldest task is read per write, at most.
+const PARKED_READS_PER_WRITE: usize = 16;
+
+/// Reads the oldest parked task of keys whose head is not in memory. Each
+/// read covers one key's slot above what it has handed out.
+async fn read_parked(shared: &Shared) -> Result<(), PartitionError> {
+    let reads = shared.engine().parked_reads(PARKED_READS_PER_WRITE);
+    for read in reads {
+        let range = RecordRange::bucket(Section::Parked, read.slot, read.after);
+        let records = shared.store.read_records(&shared.id, range, 1).await?;
+        let found = match records.into_iter().next() {
+            Some(record) => Some((record.at.key.1, decode_record_task(&record.value)?.task)),
+            None => None,
+        };
+        shared.engine().apply_parked_read(&read, found);
+    }
     Ok(())
 }
 

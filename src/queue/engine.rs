@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::AddAssign;
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use super::dedup::{DedupEntry, DedupIndex, bucket_of};
 use super::delayed::{DelayKey, Delayed};
 use super::key_rates::KeyRates;
 use super::leases::{LeaseError, Leases};
+use super::parked::{ParkedKeys, ParkedRead};
 use super::policy::{AfterFailure, DispatchOrder, TaskPolicy};
 use super::subqueue::{KeyBacklog, Subqueue};
 use crate::clock::{UnixMillis, millis};
@@ -16,7 +17,9 @@ use crate::fairness::{CounterConfig, Weights, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
 use crate::store::codec::encode_meta;
 use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task, encode_task};
-use crate::store::{PartitionMeta, PartitionWrite, ROW_BYTES, Record, RecordKey, RowRef, Section, stored_task_bytes};
+use crate::store::{
+    PartitionMeta, PartitionWrite, ROW_BYTES, Record, RecordKey, RowRef, Section, SubqueueMeta, stored_task_bytes,
+};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {
@@ -59,6 +62,14 @@ pub struct EngineConfig {
     pub gc_interval: Duration,
     /// Fairness keys saved in the metadata for the next owner.
     pub saved_top_keys: usize,
+    /// Once this many tasks are dispatched above the ack level of a
+    /// priority level, a key at its concurrency or rate limit that holds the
+    /// ack level back is parked: its waiting tasks move to records of their
+    /// own, and the ack level moves on (docs/fairness.md §5c).
+    pub park_after: usize,
+    /// The most keys parked at once in a partition (each is a few dozen
+    /// bytes of its metadata). Past it, a held key holds the ack level back.
+    pub max_parked_keys: usize,
     pub counters: CounterConfig,
     pub weights: Weights,
     /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
@@ -76,6 +87,8 @@ impl Default for EngineConfig {
             gc_min_acks: 1000,
             gc_interval: Duration::from_secs(15),
             saved_top_keys: 100,
+            park_after: 512,
+            max_parked_keys: 1000,
             counters: CounterConfig::default(),
             weights: Weights::default(),
             tasks: TaskPolicy::default(),
@@ -136,6 +149,11 @@ impl AppendPlan {
         self.write.put.first().map(|record| (RowRef::Record(record.at), record.value.clone()))
     }
 
+    /// The tasks this write parks.
+    pub fn parked_tasks(&self) -> impl Iterator<Item = i64> + '_ {
+        self.parked.iter().map(|(_, task)| task.task_id)
+    }
+
     /// The tasks whose leases this write ends (completed, failed or expired).
     pub fn ended_tasks(&self) -> impl Iterator<Item = i64> + '_ {
         self.ending.iter().map(|(_, task_id)| *task_id)
@@ -171,6 +189,12 @@ impl Default for PlanInput<'_> {
 /// retry, a dead letter), with `message`.
 fn record_bytes(task: &StoredTask, message: usize) -> usize {
     stored_task_bytes(task) + message + 64 + ROW_BYTES
+}
+
+/// The bytes of `meta`, and of what `parks` tasks parked with it may add
+/// to it (their levels, and their keys if they enter the directory).
+fn meta_bytes(meta: &PartitionMeta, parks: usize) -> usize {
+    encode_meta(meta).len() + ROW_BYTES + parks * (16 + crate::model::validate::MAX_FAIRNESS_KEY_BYTES + 24)
 }
 
 /// The bytes of a finished lease's record, or of a dedup record's delete.
@@ -228,6 +252,8 @@ pub struct AppendPlan {
     buckets: Vec<i64>,
     /// The delayed floor written with this plan (promotions up to it).
     delayed_floor: Option<DelayKey>,
+    /// Tasks of held keys parked by this write, and their records.
+    parked: Vec<(RecordKey, StoredTask)>,
 }
 
 /// A read the reader should perform: tasks of `priority` strictly above `after`.
@@ -252,6 +278,8 @@ pub struct Candidate {
     pub priority: Priority,
     pub pass_ahead: i64,
     pub level: FairLevel,
+    /// The oldest parked task of a key, not a task of the backlog.
+    parked: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -269,6 +297,10 @@ pub struct SubqueueSnapshot {
     pub tracked_keys: u64,
     pub approximate_keys: bool,
     pub top_keys: Vec<KeyBacklog>,
+    /// Keys held at their limits whose waiting tasks are parked...
+    pub parked_keys: u64,
+    /// ...and those tasks (a lower bound after a takeover, until read).
+    pub parked_tasks: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -358,6 +390,16 @@ pub struct PartitionEngine {
     finished: BTreeMap<i64, (Priority, FairLevel)>,
     dedup: DedupIndex,
     rates: KeyRates,
+    parked: ParkedKeys,
+    /// Lease records that may hold a parked task whose record they deleted
+    /// (their write's outcome is unknown): task level id → lease seq. Kept
+    /// from the range delete of leases until a later lease of the task is durable.
+    uncertain_parked_leases: HashMap<i64, i64>,
+    /// Tasks back in the buffer after a write of unknown outcome leased
+    /// them (by level id): a lease record of theirs may have landed. One
+    /// that is parked gets a finished lease record over it, so that a new
+    /// owner does not take it as held beside its parked record.
+    maybe_leased: HashSet<i64>,
 }
 
 /// The append needs more ids than the block has left: take a new range id first.
@@ -403,7 +445,13 @@ impl PartitionEngine {
             })
             .collect();
         let rates = KeyRates::new(config.tasks.key_rate_per_second, config.tasks.key_burst);
+        let parked = Priority::all()
+            .flat_map(|p| meta.subqueues[p.index()].parked.iter().map(move |entry| (p, entry.clone())))
+            .collect::<Vec<_>>();
         PartitionEngine {
+            parked: ParkedKeys::load(parked, config.max_parked_keys),
+            uncertain_parked_leases: HashMap::new(),
+            maybe_leased: HashSet::new(),
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
@@ -464,7 +512,7 @@ impl PartitionEngine {
         unit: &mut dyn FnMut() -> f64,
     ) -> Result<AppendPlan, IdsExhausted> {
         let ids_needed =
-            2 * input.specs.len() + input.redrive.len() + self.unwritten_leases.len() + MAX_MAINTENANCE_PER_WRITE;
+            2 * input.specs.len() + input.redrive.len() + self.unwritten_leases.len() + 3 * MAX_MAINTENANCE_PER_WRITE;
         if self.ids.remaining() < ids_needed as i64 {
             return Err(IdsExhausted { range_id: self.range_id });
         }
@@ -484,12 +532,16 @@ impl PartitionEngine {
             expired: 0,
             buckets: Vec::new(),
             delayed_floor: None,
+            parked: Vec::new(),
         };
         // What is due goes in while it fits beside the commands and the
         // metadata, if this write may carry it (see the end of the plan).
         let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
-        let may_carry_meta = (piggyback && self.ack_moved()) || self.delayed.next_due().is_some_and(|d| d <= now);
-        let meta_bytes = if may_carry_meta { encode_meta(&self.metadata()).len() + ROW_BYTES } else { 0 };
+        let to_park = self.to_park(now);
+        let may_carry_meta = (piggyback && self.metadata_moved())
+            || self.delayed.next_due().is_some_and(|d| d <= now)
+            || !to_park.is_empty();
+        let meta_bytes = if may_carry_meta { meta_bytes(&self.metadata(), to_park.len()) } else { 0 };
         let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
         let mut fits = |cost: usize| {
@@ -562,6 +614,9 @@ impl PartitionEngine {
                 break;
             }
             let task = lease.task.clone();
+            if let Some(record) = self.parked.record_of_lease(id) {
+                plan.write.delete.push(record);
+            }
             // The lease runs from the write that makes it durable, not from the take.
             let deadline = now + self.config.tasks.lease_ms();
             let seq = self.ids.take().expect("checked the block has room");
@@ -571,7 +626,25 @@ impl PartitionEngine {
             plan.leases.push((id, task, deadline));
         }
         self.unwritten_leases.extend(unwritten);
-        if plan.delayed_floor.is_some() || (piggyback && self.ack_moved()) {
+        for (priority, level) in to_park {
+            let subqueue = &mut self.subqueues[priority.index()];
+            let Some(task) = subqueue.take_to_park(level) else { continue };
+            if !fits(record_bytes(&task, 0) + SMALL_ROW_BYTES) {
+                subqueue.restore(task);
+                break;
+            }
+            if self.maybe_leased.contains(&task.level.id) {
+                let seq = self.ids.take().expect("checked the block has room");
+                self.max_lease_seq = self.max_lease_seq.max(seq);
+                plan.write.put.push(lease_done(seq, &task));
+            }
+            let seq = self.ids.take().expect("checked the block has room");
+            let ids = &mut self.ids;
+            let at = self.parked.park(&task, seq, || ids.take().expect("checked the block has room"));
+            plan.write.put.push(Record { at, value: encode_record_task(&task, now, "") });
+            plan.parked.push((at, task));
+        }
+        if plan.delayed_floor.is_some() || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
             let mut meta = self.metadata();
             meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
             plan.write.metadata = Some(meta);
@@ -769,8 +842,16 @@ impl PartitionEngine {
         }
         for (id, task, _) in &plan.leases {
             self.leases.written(*id, true, now);
+            self.parked.lease_written(*id);
+            self.uncertain_parked_leases.remove(id);
+            self.maybe_leased.remove(id);
             self.subqueues[task.priority.index()].leased(task.level);
         }
+        for (_, task) in &plan.parked {
+            self.subqueues[task.priority.index()].leased(task.level);
+            self.maybe_leased.remove(&task.level.id);
+        }
+        self.parked.parked(&plan.parked);
         let capacity = self.config.buffer_tasks;
         for subqueue in &mut self.subqueues {
             if plan.pinned[subqueue.priority.index()] {
@@ -814,18 +895,34 @@ impl PartitionEngine {
                 self.leases.written(id, false, now);
                 continue;
             }
-            // Written or not, the task was not delivered: it is ready again.
+            // Written or not, the task was not delivered: it is ready again
+            // (a parked one is its key's head again, its record deleted or not).
             // A lease record that landed is range-deleted once it is older
             // than every lease in use; a new owner that loads it takes the
             // task's later lease record if there is one (see `Leases::load`),
             // else treats it as held and retries the task when it expires.
+            let seq = self.leases.get(id).map_or(0, |lease| lease.seq);
             if let Some(task) = self.leases.not_written(id) {
                 self.rates.refund(&task.fairness_key);
-                if !direct {
+                if self.parked.holds_lease(id) {
+                    if may_have_applied {
+                        // If the write landed, its lease record alone holds the task.
+                        // The earliest such record is kept: the range delete stops below it.
+                        self.uncertain_parked_leases.entry(id).or_insert(seq);
+                    }
+                    self.parked.lease_not_written(id, Some(task));
+                } else if !direct {
+                    if may_have_applied {
+                        self.maybe_leased.insert(id);
+                    }
                     self.subqueues[task.priority.index()].restore(task);
                 }
             }
         }
+        for (_, task) in &plan.parked {
+            self.subqueues[task.priority.index()].restore(task.clone());
+        }
+        self.parked.park_failed(&plan.parked, may_have_applied);
         let delayed_lowest = plan.delayed.iter().chain(&plan.promoted).map(|(key, _)| *key).min();
         if may_have_applied {
             if let Some(lowest) = delayed_lowest {
@@ -877,6 +974,55 @@ impl PartitionEngine {
             || self.leases.next_deadline().is_some_and(|d| d <= now)
             || self.delayed.next_due().is_some_and(|d| d <= now)
             || self.delayed.read_request().is_some()
+            || !self.parked.reads(1).is_empty()
+            || !self.to_park(now).is_empty()
+    }
+
+    /// Reads of the oldest parked task of keys whose head is not in memory,
+    /// to make before planning (at most `max`).
+    pub fn parked_reads(&self, max: usize) -> Vec<ParkedRead> {
+        self.parked.reads(max)
+    }
+
+    /// The result of a parked read: the oldest record above `read.after`.
+    pub fn apply_parked_read(&mut self, read: &ParkedRead, found: Option<(i64, StoredTask)>) {
+        self.parked.apply_read(read, found);
+    }
+
+    /// Ready tasks to park now, lowest first per level: every ready task of
+    /// a parked key, and, once `park_after` tasks are dispatched above the
+    /// ack level, the one that holds it back if its key is at its limits
+    /// (while the directory has room). At most [`MAX_MAINTENANCE_PER_WRITE`].
+    fn to_park(&self, now: UnixMillis) -> Vec<(Priority, FairLevel)> {
+        if !self.keys_limited() {
+            return Vec::new();
+        }
+        let mut levels = Vec::new();
+        let mut entering: Vec<(Priority, String)> = Vec::new();
+        for subqueue in &self.subqueues {
+            let priority = subqueue.priority;
+            let pinned = subqueue.dispatched_above_ack() >= self.config.park_after;
+            if !pinned && self.parked.is_empty() {
+                continue;
+            }
+            let max = MAX_MAINTENANCE_PER_WRITE - levels.len();
+            let found = subqueue.to_park(max, |task, holds_ack| {
+                let key = task.fairness_key.as_str();
+                if self.parked.is_parked(priority, key) || entering.iter().any(|(p, k)| *p == priority && k == key) {
+                    return true;
+                }
+                let enters = pinned
+                    && holds_ack
+                    && !self.key_allowed(key, now)
+                    && self.parked.len() + entering.len() < self.config.max_parked_keys;
+                if enters {
+                    entering.push((priority, key.to_owned()));
+                }
+                enters
+            });
+            levels.extend(found.into_iter().map(|level| (priority, level)));
+        }
+        levels
     }
 
     /// The read of delayed records to make before planning, if the buffer runs low.
@@ -934,7 +1080,10 @@ impl PartitionEngine {
     /// Per subqueue, the ready tasks of keys at their limits now.
     fn blocked_ready(&self, now: UnixMillis) -> Vec<usize> {
         let limited = self.keys_limited();
-        self.subqueues.iter().map(|s| if limited { s.blocked(|key| self.key_allowed(key, now)) } else { 0 }).collect()
+        self.subqueues
+            .iter()
+            .map(|s| if limited { s.blocked(|key| self.dispatchable(s.priority, key, now)) } else { 0 })
+            .collect()
     }
 
     /// Takes the result of a read; false if it was stale and ignored.
@@ -958,17 +1107,40 @@ impl PartitionEngine {
         (concurrency == 0 || self.leases.running(key) < concurrency) && self.rates.allows(key, now)
     }
 
+    /// Whether a buffered task of `key` may be dispatched now: its key is
+    /// within its limits and not parked (a parked key's tasks go out of its
+    /// records, in order).
+    fn dispatchable(&self, priority: Priority, key: &str, now: UnixMillis) -> bool {
+        self.key_allowed(key, now) && (self.parked.is_empty() || !self.parked.is_parked(priority, key))
+    }
+
     /// The task this partition would dispatch next, passing over keys at
     /// their limits. Strict priority: a level is not passed over while it
-    /// may hold unread tasks.
+    /// may hold unread tasks. A parked key's oldest task competes with the
+    /// backlog at the pass it was given, or at the ack level's if that is
+    /// higher: it comes back like a key that was idle.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         for subqueue in &self.subqueues {
-            if let Some(task) = subqueue.first_ready(|key| self.key_allowed(key, now)) {
-                return Some(Candidate {
-                    priority: subqueue.priority,
-                    pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass),
+            let priority = subqueue.priority;
+            let ready = subqueue.first_ready(|key| self.dispatchable(priority, key, now)).map(|task| Candidate {
+                priority,
+                pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass),
+                level: task.level,
+                parked: false,
+            });
+            let parked = self
+                .parked
+                .heads(priority)
+                .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
+                .map(|task| Candidate {
+                    priority,
+                    pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass).max(0),
                     level: task.level,
-                });
+                    parked: true,
+                })
+                .min();
+            if let Some(candidate) = ready.into_iter().chain(parked).min() {
+                return Some(candidate);
             }
             if subqueue.may_have_unread() {
                 return None;
@@ -982,7 +1154,11 @@ impl PartitionEngine {
     /// next write ([`Self::plan`]); until it is durable the task must not
     /// reach a worker, and the ack level does not pass it.
     pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
-        let task = self.subqueues[candidate.priority.index()].take(candidate.level)?;
+        let task = if candidate.parked {
+            self.parked.take(candidate.priority, candidate.level.id)?
+        } else {
+            self.subqueues[candidate.priority.index()].take(candidate.level)?
+        };
         self.rates.consume(&task.fairness_key, now);
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
@@ -997,6 +1173,7 @@ impl PartitionEngine {
         let (task, _) = self.take(candidate, now)?;
         self.unwritten_leases.retain(|id| *id != task.level.id);
         self.leases.written(task.level.id, true, now);
+        self.parked.lease_written(task.level.id);
         self.subqueues[task.priority.index()].leased(task.level);
         self.counts.dispatched += 1;
         Some(task)
@@ -1004,10 +1181,15 @@ impl PartitionEngine {
 
     /// Gives back a task from [`Self::take`] whose lease was not written yet.
     pub fn untake(&mut self, task: StoredTask) {
-        self.unwritten_leases.retain(|id| *id != task.level.id);
-        if let Some(task) = self.leases.not_written(task.level.id) {
+        let id = task.level.id;
+        self.unwritten_leases.retain(|unwritten| *unwritten != id);
+        if let Some(task) = self.leases.not_written(id) {
             self.rates.refund(&task.fairness_key);
-            self.subqueues[task.priority.index()].restore(task);
+            if self.parked.holds_lease(id) {
+                self.parked.lease_not_written(id, Some(task));
+            } else {
+                self.subqueues[task.priority.index()].restore(task);
+            }
         }
     }
 
@@ -1025,7 +1207,13 @@ impl PartitionEngine {
         let mut deletes = Vec::new();
         let subqueues = &self.subqueues;
         self.finished.retain(|_, (priority, level)| *level > subqueues[priority.index()].persisted_ack);
-        let lowest = self.leases.lowest_seq().into_iter().chain(self.finished.keys().next().copied()).min();
+        let lowest = self
+            .leases
+            .lowest_seq()
+            .into_iter()
+            .chain(self.finished.keys().next().copied())
+            .chain(self.uncertain_parked_leases.values().copied())
+            .min();
         let lease_floor = lowest.map_or(self.max_lease_seq, |lowest| lowest - 1);
         if lease_floor > self.lease_gc_through {
             self.lease_gc_through = lease_floor;
@@ -1054,7 +1242,7 @@ impl PartitionEngine {
     /// is older than `ack_sync_interval`.
     pub fn metadata_due(&self, now: UnixMillis) -> Option<PartitionMeta> {
         let due = now - self.last_meta_sync >= millis(self.config.ack_sync_interval);
-        (due && self.ack_moved()).then(|| self.metadata())
+        (due && self.metadata_moved()).then(|| self.metadata())
     }
 
     /// The metadata as it stands (for a final write at shutdown).
@@ -1062,20 +1250,29 @@ impl PartitionEngine {
         PartitionMeta {
             range_id: self.range_id,
             owner: self.owner.clone(),
-            subqueues: std::array::from_fn(|i| self.subqueues[i].meta(self.config.saved_top_keys)),
+            subqueues: std::array::from_fn(|i| {
+                let subqueue = &self.subqueues[i];
+                SubqueueMeta {
+                    parked: self.parked.meta(subqueue.priority),
+                    ..subqueue.meta(self.config.saved_top_keys)
+                }
+            }),
             delayed_through: self.delayed.floor(),
         }
     }
 
     pub fn metadata_persisted(&mut self, meta: &PartitionMeta, now: UnixMillis) {
         self.last_meta_sync = now;
+        self.parked.metadata_persisted();
         for (subqueue, saved) in self.subqueues.iter_mut().zip(&meta.subqueues) {
             subqueue.persisted_ack = subqueue.persisted_ack.max(saved.ack_level);
         }
     }
 
-    fn ack_moved(&self) -> bool {
-        self.subqueues.iter().any(|s| s.ack != s.persisted_ack)
+    /// Whether the metadata changed since it was last written: an ack level
+    /// moved, or a parked key's floor.
+    fn metadata_moved(&self) -> bool {
+        self.subqueues.iter().any(|s| s.ack != s.persisted_ack) || self.parked.changed()
     }
 
     /// True when nothing older than `max_age` waits: a new task may then go
@@ -1110,6 +1307,8 @@ impl PartitionEngine {
                         tracked_keys: tracked as u64,
                         approximate_keys: approximate,
                         top_keys: s.top_keys(top_keys),
+                        parked_keys: self.parked.keys(s.priority) as u64,
+                        parked_tasks: self.parked.tasks(s.priority),
                     }
                 })
                 .collect(),

@@ -23,6 +23,8 @@
 //!    task whose lease is being written. Leases, delayed tasks, dead letters
 //!    and dedup ids are records beside the backlog (`leases`, `delayed`,
 //!    `dedup`), changed in the same conditional writes as the tasks.
+//! 5. The tasks dispatched above `A` stay near `park_after`: a key held at
+//!    its limits that holds `A` back is parked off the ack path (`parked`).
 
 pub mod dedup;
 pub mod delayed;
@@ -30,6 +32,7 @@ mod engine;
 mod ids;
 pub mod key_rates;
 pub mod leases;
+pub mod parked;
 pub mod policy;
 mod subqueue;
 

@@ -6,12 +6,14 @@ use crate::model::{FairLevel, Priority, StoredTask};
 use crate::store::SubqueueMeta;
 
 /// A buffered level: a task waiting for dispatch, one whose lease is being
-/// written, or the mark of one dispatched (its lease durable) that the ack
-/// level has not passed yet. The ack level never passes a `Leasing` slot.
+/// written, one being parked (`crate::queue::parked`), or the mark of one
+/// dispatched or parked that the ack level has not passed yet. The ack level
+/// never passes a `Leasing` or `Parking` slot.
 #[derive(Clone, Debug)]
 enum Slot {
     Ready(StoredTask),
     Leasing,
+    Parking,
     Dispatched,
 }
 
@@ -212,27 +214,57 @@ impl Subqueue {
 
     /// Hands out the ready task at `level`; its slot waits for its lease.
     pub fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
+        self.take_as(level, Slot::Leasing)
+    }
+
+    /// Takes the ready task at `level` to park it; its slot waits for the write.
+    pub fn take_to_park(&mut self, level: FairLevel) -> Option<StoredTask> {
+        self.take_as(level, Slot::Parking)
+    }
+
+    fn take_as(&mut self, level: FairLevel, state: Slot) -> Option<StoredTask> {
         let slot = self.buffer.get_mut(&level)?;
         if !matches!(slot, Slot::Ready(_)) {
             return None;
         }
-        let Slot::Ready(task) = std::mem::replace(slot, Slot::Leasing) else { unreachable!("checked") };
+        let Slot::Ready(task) = std::mem::replace(slot, state) else { unreachable!("checked") };
         self.ready -= 1;
         self.approx_backlog -= 1;
         Some(task)
     }
 
-    /// The lease of the task taken at `level` is durable.
+    /// The lease, or the parked record, of the task taken at `level` is durable.
     pub fn leased(&mut self, level: FairLevel) {
-        if let Some(slot @ Slot::Leasing) = self.buffer.get_mut(&level) {
+        if let Some(slot @ (Slot::Leasing | Slot::Parking)) = self.buffer.get_mut(&level) {
             *slot = Slot::Dispatched;
         }
     }
 
-    /// Puts back a task that was taken but whose lease was not written.
+    /// Ready tasks to park, lowest first, at most `max`: those `park`
+    /// accepts. `park` is told whether the task holds the ack level back
+    /// (every slot below it is dispatched, parked, or being parked).
+    pub fn to_park(&self, max: usize, mut park: impl FnMut(&StoredTask, bool) -> bool) -> Vec<FairLevel> {
+        let mut levels = Vec::new();
+        let mut holds_ack = true;
+        for (level, slot) in &self.buffer {
+            if levels.len() >= max {
+                break;
+            }
+            match slot {
+                Slot::Dispatched | Slot::Parking => {}
+                Slot::Leasing => holds_ack = false,
+                Slot::Ready(task) if park(task, holds_ack) => levels.push(*level),
+                Slot::Ready(_) => holds_ack = false,
+            }
+        }
+        levels
+    }
+
+    /// Puts back a task that was taken but whose lease, or parked record,
+    /// was not written.
     pub fn restore(&mut self, task: StoredTask) {
         match self.buffer.get_mut(&task.level) {
-            Some(slot @ Slot::Leasing) => {
+            Some(slot @ (Slot::Leasing | Slot::Parking)) => {
                 *slot = Slot::Ready(task);
                 self.ready += 1;
                 self.approx_backlog += 1;
@@ -274,7 +306,7 @@ impl Subqueue {
         }
         self.buffer.values().all(|slot| match slot {
             Slot::Ready(task) => now - task.created_at_unix_ms < max_age_ms,
-            Slot::Leasing | Slot::Dispatched => true,
+            Slot::Leasing | Slot::Parking | Slot::Dispatched => true,
         })
     }
 
@@ -284,16 +316,19 @@ impl Subqueue {
             max_level: self.max,
             approx_backlog: self.approx_backlog.max(0),
             top_keys: self.counters.top(saved_top_keys, self.ack.pass),
+            // Slots being parked count: the write that parks them carries
+            // this metadata, and if it fails the metadata is not written.
             dispatched_above_ack: self
                 .buffer
                 .iter()
-                .filter(|(_, slot)| matches!(slot, Slot::Dispatched))
+                .filter(|(_, slot)| matches!(slot, Slot::Dispatched | Slot::Parking))
                 .map(|(level, _)| *level)
                 .collect(),
+            parked: Vec::new(),
         }
     }
 
-    /// Tasks dispatched, or being leased, above the ack level.
+    /// Tasks dispatched, parked, or being leased or parked, above the ack level.
     pub fn dispatched_above_ack(&self) -> usize {
         self.buffer.len() - self.ready
     }

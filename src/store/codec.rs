@@ -3,7 +3,7 @@
 
 use prost::Message;
 
-use super::{PartitionMeta, StoreError, SubqueueMeta};
+use super::{ParkedKeyMeta, PartitionMeta, StoreError, SubqueueMeta};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask};
 use crate::proto::storage as pb;
 
@@ -128,6 +128,11 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
                     .map(|(key, pass)| pb::KeyPass { fairness_key: key.clone(), pass: *pass })
                     .collect(),
                 dispatched_above_ack: s.dispatched_above_ack.iter().filter_map(|l| level_to_pb(*l)).collect(),
+                parked: s
+                    .parked
+                    .iter()
+                    .map(|p| pb::StoredParkedKey { fairness_key: p.fairness_key.clone(), slot: p.slot, floor: p.floor })
+                    .collect(),
             })
             .collect(),
         delayed_through: Some(pb::StoredLevel { pass: meta.delayed_through.0, id: meta.delayed_through.1 }),
@@ -148,6 +153,11 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
             approx_backlog: s.approx_backlog,
             top_keys: s.top_keys.into_iter().map(|k| (k.fairness_key, k.pass)).collect(),
             dispatched_above_ack: s.dispatched_above_ack.into_iter().map(|l| level_from_pb(Some(l))).collect(),
+            parked: s
+                .parked
+                .into_iter()
+                .map(|p| ParkedKeyMeta { fairness_key: p.fairness_key, slot: p.slot, floor: p.floor })
+                .collect(),
         };
     }
     let delayed_through = row.delayed_through.map_or((0, 0), |l| (l.pass, l.id));
@@ -167,6 +177,7 @@ mod tests {
             approx_backlog: 12,
             dispatched_above_ack: vec![FairLevel::new(60, 1)],
             top_keys: vec![("a".into(), 100)],
+            parked: vec![ParkedKeyMeta { fairness_key: "slow".into(), slot: 77, floor: 80 }],
         };
         assert_eq!(decode_meta(&encode_meta(&meta)).unwrap(), meta);
     }

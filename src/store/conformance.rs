@@ -13,8 +13,8 @@ use futures::FutureExt;
 
 use super::codec::encode_task;
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
-    StoreError, SubqueueMeta,
+    Member, ParkedKeyMeta, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section,
+    Store, StoreError, SubqueueMeta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
@@ -225,6 +225,7 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
         approx_backlog: 3,
         dispatched_above_ack: vec![FairLevel::new(9, 1), FairLevel::new(12, 4)],
         top_keys: vec![("tenant".into(), 99)],
+        parked: vec![ParkedKeyMeta { fairness_key: "slow".into(), slot: 40, floor: 41 }],
     };
     store.update_metadata(&p, &meta).await.unwrap();
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), meta);

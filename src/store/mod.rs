@@ -48,6 +48,17 @@ pub struct SubqueueMeta {
     /// Levels above the ack level already dispatched (tasks dispatched out
     /// of level order); the next owner does not hand them out again.
     pub dispatched_above_ack: Vec<FairLevel>,
+    /// Keys held at their limits whose waiting tasks are parked records.
+    pub parked: Vec<ParkedKeyMeta>,
+}
+
+/// A parked key: its tasks wait in the records `(slot, seq)` of the parked
+/// section; those at or below `floor` were handed out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParkedKeyMeta {
+    pub fairness_key: String,
+    pub slot: i64,
+    pub floor: i64,
 }
 
 /// The metadata row of a partition.
@@ -88,6 +99,9 @@ pub enum Section {
     DeadLetters,
     /// Dedup ids of pending or running tasks, keyed `(hash of the id, slot)`.
     Dedup,
+    /// Waiting tasks of keys held at their limits, keyed `(slot of the key,
+    /// sequence)`; see `crate::queue::parked`.
+    Parked,
 }
 
 impl Section {
@@ -98,6 +112,7 @@ impl Section {
             Section::Delayed => 7,
             Section::DeadLetters => 8,
             Section::Dedup => 9,
+            Section::Parked => 10,
         }
     }
 }
