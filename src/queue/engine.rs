@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ops::AddAssign;
 use std::time::Duration;
 
@@ -75,6 +75,12 @@ pub struct EngineConfig {
     /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
     #[serde(skip)]
     pub tasks: TaskPolicy,
+    /// A held lease whose record has this many newer lease records above
+    /// it is written again on top, so that a lease held for hours does not
+    /// keep the range delete of finished leases from passing it (1,024;
+    /// not a setting: tests make it small).
+    #[serde(skip)]
+    pub move_lease_after: usize,
 }
 
 impl Default for EngineConfig {
@@ -92,6 +98,7 @@ impl Default for EngineConfig {
             counters: CounterConfig::default(),
             weights: Weights::default(),
             tasks: TaskPolicy::default(),
+            move_lease_after: 1024,
         }
     }
 }
@@ -252,6 +259,8 @@ pub struct AppendPlan {
     buckets: Vec<i64>,
     /// The delayed floor written with this plan (promotions up to it).
     delayed_floor: Option<DelayKey>,
+    /// Held leases whose records this write writes again higher: (id, seq).
+    moved_leases: Vec<(i64, i64)>,
     /// Tasks of held keys parked by this write, and their records.
     parked: Vec<(RecordKey, StoredTask)>,
 }
@@ -391,15 +400,22 @@ pub struct PartitionEngine {
     dedup: DedupIndex,
     rates: KeyRates,
     parked: ParkedKeys,
-    /// Lease records that may hold a parked task whose record they deleted
-    /// (their write's outcome is unknown): task level id → lease seq. Kept
-    /// from the range delete of leases until a later lease of the task is durable.
-    uncertain_parked_leases: HashMap<i64, i64>,
+    /// Lease records written by writes of unknown outcome that may be all
+    /// that holds a task (task level id → the lowest such seq): the lease
+    /// of a parked task whose record the write deleted, or a held lease's
+    /// record written again. Kept from the range delete of leases until a
+    /// later write of the task's lease, or its end, is durable.
+    kept_lease_records: HashMap<i64, i64>,
     /// Tasks back in the buffer after a write of unknown outcome leased
     /// them (by level id): a lease record of theirs may have landed. One
     /// that is parked gets a finished lease record over it, so that a new
     /// owner does not take it as held beside its parked record.
     maybe_leased: HashSet<i64>,
+    /// The seqs of the last lease records written, oldest first (at most
+    /// `config.move_lease_after`), and how many were written since the
+    /// leases below them were last looked for.
+    lease_rows: VecDeque<i64>,
+    lease_rows_unchecked: usize,
 }
 
 /// The append needs more ids than the block has left: take a new range id first.
@@ -450,8 +466,10 @@ impl PartitionEngine {
             .collect::<Vec<_>>();
         PartitionEngine {
             parked: ParkedKeys::load(parked, config.max_parked_keys),
-            uncertain_parked_leases: HashMap::new(),
+            kept_lease_records: HashMap::new(),
             maybe_leased: HashSet::new(),
+            lease_rows: VecDeque::new(),
+            lease_rows_unchecked: 0,
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
@@ -532,6 +550,7 @@ impl PartitionEngine {
             expired: 0,
             buckets: Vec::new(),
             delayed_floor: None,
+            moved_leases: Vec::new(),
             parked: Vec::new(),
         };
         // What is due goes in while it fits beside the commands and the
@@ -619,13 +638,20 @@ impl PartitionEngine {
             }
             // The lease runs from the write that makes it durable, not from the take.
             let deadline = now + self.config.tasks.lease_ms();
-            let seq = self.ids.take().expect("checked the block has room");
+            let seq = self.lease_seq();
             self.leases.set_written_place(id, seq, deadline);
-            self.max_lease_seq = self.max_lease_seq.max(seq);
             plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
             plan.leases.push((id, task, deadline));
         }
         self.unwritten_leases.extend(unwritten);
+        for (id, task, deadline) in self.leases_to_move() {
+            if !fits(record_bytes(&task, 0)) {
+                break;
+            }
+            let seq = self.lease_seq();
+            plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+            plan.moved_leases.push((id, seq));
+        }
         for (priority, level) in to_park {
             let subqueue = &mut self.subqueues[priority.index()];
             let Some(task) = subqueue.take_to_park(level) else { continue };
@@ -697,13 +723,12 @@ impl PartitionEngine {
     fn plan_direct(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, now: UnixMillis) -> Added {
         debug_assert!(spec.delay.is_zero() && spec.dedup_id.is_none(), "sync match of a delayed or dedup task");
         let id = self.ids.take().expect("checked the block has room");
-        let seq = self.ids.take().expect("checked the block has room");
+        let seq = self.lease_seq();
         // Pass -1: below every backlog level, so no subqueue ever marks it.
         let task = spec.at_level(FairLevel::new(-1, id), now);
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
         self.leases.set_written_place(id, seq, deadline);
-        self.max_lease_seq = self.max_lease_seq.max(seq);
         self.rates.consume(&task.fairness_key, now);
         plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
         plan.leases.push((id, task, deadline));
@@ -768,6 +793,29 @@ impl PartitionEngine {
                 Finished::Buried
             }
         }
+    }
+
+    /// The seq of a new lease record.
+    fn lease_seq(&mut self) -> i64 {
+        let seq = self.ids.take().expect("checked the block has room");
+        self.max_lease_seq = self.max_lease_seq.max(seq);
+        self.lease_rows.push_back(seq);
+        if self.lease_rows.len() > self.config.move_lease_after {
+            self.lease_rows.pop_front();
+        }
+        self.lease_rows_unchecked += 1;
+        seq
+    }
+
+    /// Held leases with `config.move_lease_after` newer records above
+    /// theirs, to write again (looked for once in a sixteenth of that).
+    fn leases_to_move(&mut self) -> Vec<(i64, StoredTask, UnixMillis)> {
+        let after = self.config.move_lease_after.max(1);
+        if self.lease_rows.len() < after || self.lease_rows_unchecked < after.div_ceil(16) {
+            return Vec::new();
+        }
+        self.lease_rows_unchecked = 0;
+        self.leases.held_below(self.lease_rows[0], MAX_MAINTENANCE_PER_WRITE)
     }
 
     /// Records that `task_id` holds `dedup_id` (in memory and in the write); its slot.
@@ -839,17 +887,22 @@ impl PartitionEngine {
                 self.finished.insert(lease.seq, (lease.task.priority, lease.task.level));
             }
             self.leases.finished(id);
+            self.kept_lease_records.remove(&id);
         }
         for (id, task, _) in &plan.leases {
             self.leases.written(*id, true, now);
             self.parked.lease_written(*id);
-            self.uncertain_parked_leases.remove(id);
+            self.kept_lease_records.remove(id);
             self.maybe_leased.remove(id);
             self.subqueues[task.priority.index()].leased(task.level);
         }
         for (_, task) in &plan.parked {
             self.subqueues[task.priority.index()].leased(task.level);
             self.maybe_leased.remove(&task.level.id);
+        }
+        for (id, seq) in &plan.moved_leases {
+            self.leases.moved(*id, *seq);
+            self.kept_lease_records.remove(id);
         }
         self.parked.parked(&plan.parked);
         let capacity = self.config.buffer_tasks;
@@ -880,6 +933,17 @@ impl PartitionEngine {
     /// The write failed. If it `may_have_applied`, whatever it touched is
     /// read again from the store before it is trusted.
     pub fn write_failed(&mut self, plan: AppendPlan, may_have_applied: bool, now: UnixMillis) {
+        // A held lease's record written again higher may have landed: its
+        // end is then written there (superseding both), and the earlier
+        // record is kept until it is.
+        if may_have_applied {
+            for (id, seq) in &plan.moved_leases {
+                if let Some(lease) = self.leases.get(*id) {
+                    self.kept_lease_records.entry(*id).or_insert(lease.seq);
+                }
+                self.leases.moved(*id, *seq);
+            }
+        }
         for bucket in plan.buckets {
             self.dedup.forget(bucket);
         }
@@ -908,7 +972,7 @@ impl PartitionEngine {
                     if may_have_applied {
                         // If the write landed, its lease record alone holds the task.
                         // The earliest such record is kept: the range delete stops below it.
-                        self.uncertain_parked_leases.entry(id).or_insert(seq);
+                        self.kept_lease_records.entry(id).or_insert(seq);
                     }
                     self.parked.lease_not_written(id, Some(task));
                 } else if !direct {
@@ -1212,7 +1276,7 @@ impl PartitionEngine {
             .lowest_seq()
             .into_iter()
             .chain(self.finished.keys().next().copied())
-            .chain(self.uncertain_parked_leases.values().copied())
+            .chain(self.kept_lease_records.values().copied())
             .min();
         let lease_floor = lowest.map_or(self.max_lease_seq, |lowest| lowest - 1);
         if lease_floor > self.lease_gc_through {

@@ -144,6 +144,7 @@ impl World {
             buffer_tasks: 4,
             reload_at: 1,
             gc_min_acks: 2,
+            move_lease_after: 4,
             tasks: TaskPolicy {
                 lease_timeout: Duration::from_millis(LEASE_MS as u64),
                 max_attempts: 1000,

@@ -228,6 +228,24 @@ impl Leases {
             .collect()
     }
 
+    /// Held leases whose records lie below `seq`, at most `max`: (id, task, deadline).
+    pub fn held_below(&self, seq: i64, max: usize) -> Vec<(i64, StoredTask, UnixMillis)> {
+        self.by_id
+            .iter()
+            .filter(|(_, lease)| lease.state == LeaseState::Held && lease.seq > 0 && lease.seq < seq)
+            .take(max)
+            .map(|(id, lease)| (*id, lease.task.clone(), lease.deadline))
+            .collect()
+    }
+
+    /// The record of lease `id` was written again at `seq` (the earlier one
+    /// is superseded: of two records of a task, the later counts).
+    pub fn moved(&mut self, id: i64, seq: i64) {
+        if let Some(lease) = self.by_id.get_mut(&id) {
+            lease.seq = lease.seq.max(seq);
+        }
+    }
+
     /// The earliest deadline of a held lease.
     pub fn next_deadline(&self) -> Option<UnixMillis> {
         self.deadlines.first().map(|(d, _)| *d)

@@ -50,4 +50,6 @@ mod budget_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]
+mod park_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,197 @@
+//! A key held at its concurrency limit for as long as it takes other keys
+//! to be dispatched 20,000 times: its waiting tasks are parked, so the ack
+//! level moves on, and the dispatched marks, the metadata and the lease
+//! records stay bounded; when the key may start again, its tasks come back
+//! one at a time, in their order. Without parking (`max_parked_keys = 0`),
+//! the same run grows the marks with every dispatch.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{EngineConfig, Finish, Outcome, PartitionEngine, PlanInput, TaskPolicy};
+use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
+use crate::store::codec::{decode_record_task, encode_meta};
+use crate::store::{PartitionMeta, RecordKey, Section};
+
+const PARK_AFTER: usize = 64;
+
+/// A store in memory that lands every write at once.
+#[derive(Default)]
+struct Store {
+    tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
+    records: BTreeMap<RecordKey, Vec<u8>>,
+    meta: PartitionMeta,
+}
+
+struct Run {
+    store: Store,
+    engine: PartitionEngine,
+    now: i64,
+}
+
+impl Run {
+    fn new(max_parked_keys: usize) -> Run {
+        let config = EngineConfig {
+            buffer_tasks: 256,
+            reload_at: 32,
+            gc_min_acks: 64,
+            park_after: PARK_AFTER,
+            max_parked_keys,
+            tasks: TaskPolicy { key_concurrency: 1, lease_timeout: Duration::from_secs(3600), ..TaskPolicy::default() },
+            ..EngineConfig::default()
+        };
+        let store = Store { meta: PartitionMeta { range_id: 1, ..PartitionMeta::default() }, ..Store::default() };
+        let engine = PartitionEngine::load(&store.meta, config, 0);
+        Run { store, engine, now: 0 }
+    }
+
+    /// Answers the reads the engine asks for.
+    fn read(&mut self) {
+        for request in self.engine.read_requests(self.now) {
+            let tasks: Vec<StoredTask> = self
+                .store
+                .tasks
+                .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
+                .filter(|((_, level), _)| *level > request.after)
+                .take(request.limit)
+                .map(|(_, task)| task.clone())
+                .collect();
+            self.engine.apply_read(request, tasks);
+        }
+        if let Some((after, limit)) = self.engine.delayed_read() {
+            self.engine.apply_delayed_read(after, Vec::new(), limit);
+        }
+        for read in self.engine.parked_reads(16) {
+            let after = RecordKey { section: Section::Parked, key: (read.slot, read.after) };
+            let found = self
+                .store
+                .records
+                .range(after..)
+                .find(|(at, _)| **at > after)
+                .filter(|(at, _)| at.section == Section::Parked && at.key.0 == read.slot)
+                .map(|(at, value)| (at.key.1, decode_record_task(value).unwrap().task));
+            self.engine.apply_parked_read(&read, found);
+        }
+    }
+
+    /// One write of `specs` and `finishes` and whatever is due, landed.
+    fn write(&mut self, specs: &[TaskSpec], finishes: &[Finish]) {
+        self.read();
+        let input = PlanInput { specs, finishes, ..PlanInput::default() };
+        let plan = self.engine.plan(input, self.now, &mut || 0.5).expect("ids left");
+        for task in &plan.write.tasks {
+            self.store.tasks.insert((task.priority, task.level), task.clone());
+        }
+        for record in &plan.write.put {
+            self.store.records.insert(record.at, record.value.clone());
+        }
+        for at in &plan.write.delete {
+            self.store.records.remove(at);
+        }
+        if let Some(meta) = &plan.write.metadata {
+            self.store.meta = meta.clone();
+        }
+        self.engine.write_succeeded(plan, self.now);
+    }
+
+    /// What the keeper does: deletes of acknowledged tasks and old records.
+    fn keep(&mut self) {
+        for delete in self.engine.gc_requests(self.now) {
+            self.store.tasks.retain(|(p, level), _| *p != delete.priority || *level > delete.through);
+        }
+        for through in self.engine.record_deletes() {
+            self.store.records.retain(|at, _| at.section != through.section || at.key > through.key);
+        }
+    }
+
+    /// Takes every task that may start now, and writes their leases.
+    fn dispatch(&mut self) -> Vec<StoredTask> {
+        self.read();
+        let mut taken = Vec::new();
+        while let Some(candidate) = self.engine.peek(self.now) {
+            let (task, _) = self.engine.take(candidate, self.now).expect("a candidate can be taken");
+            taken.push(task);
+        }
+        self.write(&[], &[]);
+        taken
+    }
+
+    fn complete(&mut self, tasks: &[StoredTask]) {
+        let finishes: Vec<Finish> = tasks
+            .iter()
+            .map(|task| Finish { lease_id: task.level.id, attempt: task.attempt, outcome: Outcome::Complete })
+            .collect();
+        self.write(&[], &finishes);
+    }
+
+    fn lease_records(&self) -> usize {
+        self.store.records.keys().filter(|at| at.section == Section::Leases).count()
+    }
+}
+
+fn task(key: &str, n: usize) -> TaskSpec {
+    TaskSpec::new(key, Priority::DEFAULT, format!("{key} {n}").into_bytes())
+}
+
+/// Runs 20,000 dispatches of 100 other keys beside a key held at its limit
+/// by its first task, which has 50 more waiting; returns the run and the
+/// most dispatched marks above the ack level seen.
+fn held_key_beside(max_parked_keys: usize) -> (Run, StoredTask, u64) {
+    let mut run = Run::new(max_parked_keys);
+    let slow: Vec<TaskSpec> = (0..51).map(|n| task("slow", n)).collect();
+    run.write(&slow, &[]);
+    let held = run.dispatch();
+    assert_eq!(held.len(), 1, "one task of the key starts, the others wait for it");
+    let mut most_marks = 0;
+    for round in 0..200 {
+        let others: Vec<TaskSpec> = (0..100).map(|k| task(&format!("k{k}"), round)).collect();
+        run.write(&others, &[]);
+        let done = run.dispatch();
+        assert_eq!(done.len(), 100, "every other key starts its task at once");
+        run.complete(&done);
+        run.now += 100;
+        run.keep();
+        let marks = run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
+        most_marks = most_marks.max(marks);
+    }
+    (run, held.into_iter().next().unwrap(), most_marks)
+}
+
+#[test]
+fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
+    let (mut run, held, most_marks) = held_key_beside(1000);
+    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    assert!(
+        most_marks <= (PARK_AFTER + 200) as u64,
+        "{most_marks} tasks dispatched above the ack level at most, over park_after {PARK_AFTER} plus a round"
+    );
+    assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (1, 50), "the held key's 50 waiting tasks are parked");
+    let meta = encode_meta(&run.engine.metadata()).len();
+    assert!(meta < 16 * 1024, "the metadata is {meta} bytes after 20,000 dispatches");
+    // The held lease's record is written again above newer ones (1,024),
+    // and finished leases wait for the persisted ack level (1 s: 10 rounds).
+    let leases = run.lease_records();
+    assert!(leases <= 1024 + 1000 + 100, "{leases} lease records kept after 20,000 dispatches");
+
+    // The held task completes: the key's tasks come back one at a time, in order.
+    run.complete(std::slice::from_ref(&held));
+    let mut order = Vec::new();
+    for _ in 0..50 {
+        let started = run.dispatch();
+        assert_eq!(started.len(), 1, "one task of the key at a time");
+        order.push(String::from_utf8(started[0].payload.clone()).unwrap());
+        run.complete(&started);
+    }
+    let expected: Vec<String> = (1..51).map(|n| format!("slow {n}")).collect();
+    assert_eq!(order, expected, "the key's tasks in the order they were added");
+    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (0, 0), "the key left the directory");
+    let parked = run.store.records.keys().filter(|at| at.section == Section::Parked).count();
+    assert_eq!(parked, 0, "every parked record was deleted when its task started");
+}
+
+#[test]
+fn without_parking_the_marks_above_the_ack_level_grow_with_every_dispatch() {
+    let (_, _, most_marks) = held_key_beside(0);
+    assert!(most_marks >= 19_000, "{most_marks} marks: the held key's next task holds the ack level back");
+}
