@@ -370,3 +370,69 @@ async fn a_key_at_its_concurrency_limit_does_not_hold_back_the_others() {
     assert_eq!(next.fairness_key, "held");
     server.stop().await;
 }
+
+/// A key held at its concurrency limit while other keys' tasks are
+/// dispatched 600 times: its waiting tasks are parked, the ack level moves
+/// on (the dispatched marks above it stay near `park_after`), and once its
+/// running task completes its tasks come back one at a time, in order.
+async fn a_key_held_at_its_limit_is_parked_and_comes_back_in_order(backend: Backend) {
+    const PARK_AFTER: usize = 16;
+    let mut config = Config::default();
+    config.partition.buffer_tasks = 64;
+    config.partition.reload_at = 8;
+    config.partition.park_after = PARK_AFTER;
+    config.queues.insert(QUEUE.into(), TaskPolicy { key_concurrency: 1, ..policy() });
+    let server = TestServer::start_timed(backend, config, Arc::new(ManualClock::new(START_MS))).await;
+    let mut client = server.client.clone();
+    let held: Vec<pb::TaskSpec> = (0..20).map(|n| spec("held", 0.0, 0, format!("held {n}").as_bytes())).collect();
+    crate::support::add_all(&mut client, QUEUE, held).await;
+    let first = poll(&mut client, QUEUE, FOUND).await.expect("the held key's first task");
+    assert_eq!(first.payload, b"held 0");
+
+    let others: Vec<pb::TaskSpec> = (0..600).map(|n| spec(&format!("k{}", n % 30), 0.0, 0, b"other")).collect();
+    crate::support::add_all(&mut client, QUEUE, others).await;
+    let mut most_marks = 0;
+    for _ in 0..600 {
+        let task = poll(&mut client, QUEUE, FOUND).await.expect("the other keys are never held back");
+        assert_ne!(task.fairness_key, "held", "a second task of the held key while its first runs");
+        client.complete_task(pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] }).await.unwrap();
+        let state = describe(&mut client, QUEUE).await;
+        most_marks =
+            most_marks.max(state.partitions.iter().flat_map(|p| &p.subqueues).map(|s| s.dispatched_above_ack).sum());
+    }
+    let state = describe(&mut client, QUEUE).await;
+    let parked: (u64, u64) = state
+        .partitions
+        .iter()
+        .flat_map(|p| &p.subqueues)
+        .fold((0, 0), |(keys, tasks), s| (keys + s.parked_keys, tasks + s.parked_tasks));
+    assert_eq!(parked, (1, 19), "the held key's 19 waiting tasks are parked: {state:?}");
+    assert!(
+        most_marks <= (PARK_AFTER + 32) as u64,
+        "{most_marks} tasks dispatched above the ack level at most (park_after {PARK_AFTER})"
+    );
+
+    let mut running = first;
+    for n in 1..20 {
+        client
+            .complete_task(pb::CompleteTaskRequest { lease_token: running.lease_token, result: vec![] })
+            .await
+            .unwrap();
+        running = poll(&mut client, QUEUE, FOUND).await.expect("the held key's next task, once its last is done");
+        assert_eq!(String::from_utf8_lossy(&running.payload), format!("held {n}"), "the key's own order");
+    }
+    let state = describe(&mut client, QUEUE).await;
+    let keys: u64 = state.partitions.iter().flat_map(|p| &p.subqueues).map(|s| s.parked_keys).sum();
+    assert_eq!(keys, 0, "nothing of the key is parked any more");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_held_at_its_limit_is_parked_and_comes_back_in_order_embedded() {
+    a_key_held_at_its_limit_is_parked_and_comes_back_in_order(Backend::Embedded).await;
+}
+
+#[tokio::test]
+async fn a_key_held_at_its_limit_is_parked_and_comes_back_in_order_on_cassandra() {
+    a_key_held_at_its_limit_is_parked_and_comes_back_in_order(Backend::Cassandra).await;
+}
