@@ -237,7 +237,8 @@ impl Matching for MatchingService {
         let queue = queue_name(&request.queue)?;
         let limit = bounded("limit", request.limit, 100, MAX_DEAD_LETTERS_LISTED)?;
         let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
-        let dead = matcher.dead_letters(limit).await.map_err(status::from_match)?;
+        let dead =
+            matcher.dead_letters(limit, self.limits.max_poll_response_bytes).await.map_err(status::from_match)?;
         Ok(Response::new(pb::ListDeadLettersResponse {
             dead_letters: dead.into_iter().map(|(partition, d)| convert::dead_letter(partition, d)).collect(),
         }))

@@ -243,7 +243,8 @@ async fn redrivable(
     mut room: usize,
 ) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
     let page = limit.min(REDRIVE_PAGE);
-    let records = shared.store.read_records(&shared.id, RecordRange::all(Section::DeadLetters), page).await?;
+    let floor = shared.engine().dead_letters_floor();
+    let records = shared.store.read_records(&shared.id, RecordRange::above(Section::DeadLetters, floor), page).await?;
     let mut dead = Vec::with_capacity(records.len());
     for record in records {
         let task = decode_record_task(&record.value)?.task;

@@ -259,6 +259,8 @@ pub struct AppendPlan {
     buckets: Vec<i64>,
     /// The delayed floor written with this plan (promotions up to it).
     delayed_floor: Option<DelayKey>,
+    /// The dead-letter floor written with this plan (re-drives up to it).
+    dead_letters_floor: Option<(i64, i64)>,
     /// Held leases whose records this write writes again higher: (id, seq).
     moved_leases: Vec<(i64, i64)>,
     /// Tasks of held keys parked by this write, and their records.
@@ -394,6 +396,8 @@ pub struct PartitionEngine {
     max_lease_seq: i64,
     lease_gc_through: i64,
     delayed_gc_through: DelayKey,
+    /// Dead letters at or below it were put back or removed (in the metadata).
+    dead_letters_through: (i64, i64),
     /// Finished leases (seq → priority and level) whose tasks the persisted
     /// ack level does not cover yet: their records must stay.
     finished: BTreeMap<i64, (Priority, FairLevel)>,
@@ -476,6 +480,7 @@ impl PartitionEngine {
             max_lease_seq: 0,
             lease_gc_through: 0,
             delayed_gc_through: meta.delayed_through,
+            dead_letters_through: meta.dead_letters_through,
             finished,
             dedup: DedupIndex::default(),
             rates,
@@ -550,6 +555,7 @@ impl PartitionEngine {
             expired: 0,
             buckets: Vec::new(),
             delayed_floor: None,
+            dead_letters_floor: None,
             moved_leases: Vec::new(),
             parked: Vec::new(),
         };
@@ -559,7 +565,8 @@ impl PartitionEngine {
         let to_park = self.to_park(now);
         let may_carry_meta = (piggyback && self.metadata_moved())
             || self.delayed.next_due().is_some_and(|d| d <= now)
-            || !to_park.is_empty();
+            || !to_park.is_empty()
+            || !input.redrive.is_empty();
         let meta_bytes = if may_carry_meta { meta_bytes(&self.metadata(), to_park.len()) } else { 0 };
         let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
@@ -590,6 +597,8 @@ impl PartitionEngine {
         }
         for (key, dead) in input.redrive {
             plan.write.delete.push(key);
+            // Dead letters are put back oldest first: those gone are below the floor.
+            plan.dead_letters_floor = plan.dead_letters_floor.max(Some(key.key));
             // Back with everything it was added with, its dedup id too; if
             // a newer task holds that id now, this one would run beside it.
             let mut fresh = StoredTask { attempt: 1, ..dead };
@@ -670,9 +679,12 @@ impl PartitionEngine {
             plan.write.put.push(Record { at, value: encode_record_task(&task, now, "") });
             plan.parked.push((at, task));
         }
-        if plan.delayed_floor.is_some() || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
+        let floors_raised = plan.delayed_floor.is_some() || plan.dead_letters_floor.is_some();
+        if floors_raised || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
             let mut meta = self.metadata();
             meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
+            meta.dead_letters_through =
+                plan.dead_letters_floor.map_or(meta.dead_letters_through, |f| f.max(meta.dead_letters_through));
             plan.write.metadata = Some(meta);
         }
         Ok(plan)
@@ -787,12 +799,24 @@ impl PartitionEngine {
             AfterFailure::Bury => {
                 self.free_dedup(plan, &task);
                 plan.write.put.push(Record {
-                    at: RecordKey { section: Section::DeadLetters, key: (now, id) },
+                    at: RecordKey { section: Section::DeadLetters, key: self.dead_letter_key(now, id) },
                     value: encode_record_task(&task, now, message),
                 });
                 Finished::Buried
             }
         }
+    }
+
+    /// The key of a new dead letter: failed at `now`, or just above the
+    /// floor if a clock behind an earlier owner's would put it below.
+    fn dead_letter_key(&self, now: UnixMillis, id: i64) -> (i64, i64) {
+        let floor = self.dead_letters_through;
+        if (now, id) > floor { (now, id) } else { (floor.0 + 1, id) }
+    }
+
+    /// Where reads of dead letters start: above those put back or removed.
+    pub fn dead_letters_floor(&self) -> (i64, i64) {
+        self.dead_letters_through
     }
 
     /// The seq of a new lease record.
@@ -878,6 +902,9 @@ impl PartitionEngine {
         self.count_succeeded(&plan);
         if let Some(floor) = plan.delayed_floor {
             self.delayed.raise_floor(floor);
+        }
+        if let Some(floor) = plan.dead_letters_floor {
+            self.dead_letters_through = self.dead_letters_through.max(floor);
         }
         for (key, task) in plan.delayed {
             self.delayed.added(key, task);
@@ -1322,6 +1349,7 @@ impl PartitionEngine {
                 }
             }),
             delayed_through: self.delayed.floor(),
+            dead_letters_through: self.dead_letters_through,
         }
     }
 

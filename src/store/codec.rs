@@ -136,6 +136,10 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
             })
             .collect(),
         delayed_through: Some(pb::StoredLevel { pass: meta.delayed_through.0, id: meta.delayed_through.1 }),
+        dead_letters_through: Some(pb::StoredLevel {
+            pass: meta.dead_letters_through.0,
+            id: meta.dead_letters_through.1,
+        }),
     }
     .encode_to_vec()
 }
@@ -161,7 +165,8 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
         };
     }
     let delayed_through = row.delayed_through.map_or((0, 0), |l| (l.pass, l.id));
-    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues, delayed_through })
+    let dead_letters_through = row.dead_letters_through.map_or((0, 0), |l| (l.pass, l.id));
+    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues, delayed_through, dead_letters_through })
 }
 
 #[cfg(test)]
@@ -170,7 +175,12 @@ mod tests {
 
     #[test]
     fn metadata_round_trips() {
-        let mut meta = PartitionMeta { range_id: 7, delayed_through: (1_700_000_000_000, 42), ..Default::default() };
+        let mut meta = PartitionMeta {
+            range_id: 7,
+            delayed_through: (1_700_000_000_000, 42),
+            dead_letters_through: (1_700_000_000_001, 43),
+            ..Default::default()
+        };
         meta.subqueues[2] = SubqueueMeta {
             ack_level: FairLevel::new(5, 9),
             max_level: FairLevel::new(50, 90),

@@ -72,6 +72,9 @@ pub struct PartitionMeta {
     /// Every delayed record at or below this key has been made ready: the
     /// next owner reads delayed records above it.
     pub delayed_through: (i64, i64),
+    /// Every dead letter at or below this key was put back or removed:
+    /// reads of dead letters start above it, past their deleted rows.
+    pub dead_letters_through: (i64, i64),
 }
 
 /// Metadata written with an append must carry the range id it is written under.

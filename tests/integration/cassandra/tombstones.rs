@@ -193,3 +193,71 @@ async fn dedup_lookups_cross_only_their_own_buckets_tombstones() {
     assert!(cassandra.read_warnings() > 0, "a read across {FREED} freed ids drew no warning: is the check blind?");
     keyspace.drop_keyspace().await;
 }
+
+/// Dead letters put back leave their deleted rows below the floor kept in
+/// the metadata: after 1,000 were buried and re-driven, listing and
+/// re-driving new ones draw no warning at a threshold of 100.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_put_back_are_not_crossed_again() {
+    const BURIED: usize = 1_000;
+    let keyspace = Keyspace::create().await;
+    check_warn_threshold(keyspace.session()).await;
+    let cassandra = Arc::new(keyspace.store().await);
+    let store: Arc<dyn Store> = cassandra.clone();
+    let mut settings = Settings::default();
+    settings.matcher.sync_match = false;
+    let queues = Queues::new(store.clone(), Arc::new(SystemClock), settings);
+    let queue = validate::queue_name("queue", "dead-letter-tombstones").unwrap();
+    let matcher = queues.get(&queue).await.expect("open the queue");
+    let bury = Outcome::Fail { retryable: false, message: "broken".into(), retry_after: None };
+    let bury_all = |count: usize, round: usize| {
+        let matcher = matcher.clone();
+        let bury = bury.clone();
+        async move {
+            let adds = (0..count).map(|i| {
+                matcher.add(
+                    TaskSpec::new(format!("key-{}", i % 16), Priority::DEFAULT, format!("{round}/{i}").into_bytes()),
+                    None,
+                )
+            });
+            for added in join_all(adds).await {
+                added.expect("add a task");
+            }
+            let mut buried = 0;
+            while let Some(task) = matcher.try_take().await {
+                matcher.finish(&task.token, bury.clone()).await.expect("fail");
+                buried += 1;
+            }
+            assert_eq!(buried, count, "every task was taken and buried");
+        }
+    };
+
+    bury_all(BURIED, 0).await;
+    let mut redriven = 0;
+    while redriven < BURIED {
+        let put_back = matcher.redrive(0, 10_000).await.expect("re-drive");
+        assert!(put_back.redriven > 0, "dead letters are left, and none was put back");
+        redriven += put_back.redriven;
+    }
+    while let Some(task) = matcher.try_take().await {
+        matcher.finish(&task.token, Outcome::Complete).await.expect("complete");
+    }
+    assert_eq!(cassandra.read_warnings(), 0, "reads warned while dead letters were put back");
+
+    // New dead letters are listed and put back above the floor.
+    bury_all(5, 1).await;
+    let listed = matcher.dead_letters(100, 1 << 20).await.expect("list dead letters");
+    assert_eq!(listed.len(), 5, "the new dead letters, and none of those put back");
+    assert_eq!(matcher.redrive(0, 100).await.expect("re-drive").redriven, 5);
+    queues.close().await;
+    assert_eq!(
+        cassandra.read_warnings(),
+        0,
+        "Cassandra warned that reads crossed more than {TOMBSTONE_BUDGET} tombstones after {BURIED} dead letters were put back"
+    );
+    // The control: a read of the section from its start crosses them.
+    let partition = PartitionId { queue: queue.clone(), partition: 0 };
+    store.read_records(&partition, RecordRange::all(Section::DeadLetters), 100).await.expect("read the section");
+    assert!(cassandra.read_warnings() > 0, "a read across {BURIED} deleted dead letters drew no warning");
+    keyspace.drop_keyspace().await;
+}
