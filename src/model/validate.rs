@@ -32,7 +32,8 @@ pub struct Limits {
     /// The most bytes of one PollTasks response (the encoded message): a
     /// poll takes fewer than `max_tasks` rather than pass it, and the tasks
     /// left out stay ready for the next poll. One task is always given,
-    /// however large. The default is what gRPC clients accept by default.
+    /// however large. ListDeadLetters answers within it too (payloads and
+    /// messages counted). The default is what gRPC clients accept by default.
     pub max_poll_response_bytes: usize,
     /// The longest delay of a task or a `retry_after`.
     #[serde(with = "crate::config::duration_serde")]
