@@ -100,9 +100,12 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 
 /// A partition this node holds, from its engine.
 pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
-    let (range_id, counts, leased, delayed, subqueues) = match report.snapshot.clone() {
-        Some(s) => (s.range_id, s.counts, s.leased, s.delayed, self::subqueues(s)),
-        None => (0, TaskCounts::default(), 0, 0, Vec::new()),
+    let (range_id, counts, leased, delayed, bytes, subqueues) = match report.snapshot.clone() {
+        Some(s) => {
+            let bytes = (s.metadata_bytes, s.largest_write_bytes);
+            (s.range_id, s.counts, s.leased, s.delayed, bytes, self::subqueues(s))
+        }
+        None => (0, TaskCounts::default(), 0, 0, (0, 0), Vec::new()),
     };
     pb::PartitionState {
         partition: report.partition,
@@ -116,6 +119,8 @@ pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionStat
         completed: counts.completed,
         failed: counts.failed,
         expired: counts.expired,
+        metadata_bytes: bytes.0,
+        largest_write_bytes: bytes.1,
         state: format!("{:?}", report.state).to_lowercase(),
     }
 }

@@ -324,6 +324,10 @@ pub struct PartitionSnapshot {
     pub leased: u64,
     /// Delayed tasks known in memory (all of them unless more wait unread).
     pub delayed: u64,
+    /// The bytes of the metadata as it would be written now.
+    pub metadata_bytes: u64,
+    /// The bytes of the largest write since this engine was loaded.
+    pub largest_write_bytes: u64,
 }
 
 /// What an engine has counted since it was loaded, each from the writes that
@@ -420,6 +424,7 @@ pub struct PartitionEngine {
     /// leases below them were last looked for.
     lease_rows: VecDeque<i64>,
     lease_rows_unchecked: usize,
+    largest_write: usize,
 }
 
 /// The append needs more ids than the block has left: take a new range id first.
@@ -474,6 +479,7 @@ impl PartitionEngine {
             maybe_leased: HashSet::new(),
             lease_rows: VecDeque::new(),
             lease_rows_unchecked: 0,
+            largest_write: 0,
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
@@ -900,6 +906,7 @@ impl PartitionEngine {
             self.metadata_persisted(meta, now);
         }
         self.count_succeeded(&plan);
+        self.largest_write = self.largest_write.max(plan.write.bytes());
         if let Some(floor) = plan.delayed_floor {
             self.delayed.raise_floor(floor);
         }
@@ -1407,6 +1414,8 @@ impl PartitionEngine {
             counts: self.counts,
             leased: self.leases.len() as u64,
             delayed: self.delayed.len() as u64,
+            metadata_bytes: encode_meta(&self.metadata()).len() as u64,
+            largest_write_bytes: self.largest_write as u64,
         }
     }
 }

@@ -9,6 +9,7 @@
 
 mod drain;
 mod fairness;
+mod held;
 pub(super) mod latency;
 mod load;
 pub(super) mod plot;
@@ -42,6 +43,9 @@ pub enum BenchCommand {
     /// Weights, Zipf keys over partitions, a noisy neighbour and priorities,
     /// each with fair and with FIFO order.
     Fairness(fairness::FairnessArgs),
+    /// A key held at its concurrency limit beside many dispatches of others:
+    /// the marks above the ack level, parked tasks, metadata and memory.
+    HeldKey(held::HeldArgs),
     /// Every scenario with its defaults (drain with `--drain-tasks`).
     Suite(SuiteArgs),
 }
@@ -85,6 +89,10 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Drain(args) => {
             let store = BenchStore::prepare(&args.common).await?;
             (args.common.clone(), vec![drain::run(&args, &store).await?])
+        }
+        BenchCommand::HeldKey(args) => {
+            let store = BenchStore::prepare(&args.common).await?;
+            (args.common.clone(), vec![held::run(&args, &store).await?])
         }
         BenchCommand::Fairness(args) => {
             let store = BenchStore::prepare(&args.common).await?;

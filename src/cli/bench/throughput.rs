@@ -48,6 +48,10 @@ pub struct ThroughputArgs {
     /// Let new tasks skip the store when a worker waits (off: every task is written).
     #[arg(long)]
     sync_match: bool,
+    /// Give every task a dedup id of its own (as every visit task has): each
+    /// add looks its id up, each completion frees it.
+    #[arg(long)]
+    dedup: bool,
     /// Drive these running servers (HOST:PORT, comma-separated) instead of
     /// starting one; producers and workers spread over them. `--store` then
     /// names their store, for the raw rate.
@@ -67,6 +71,7 @@ impl ThroughputArgs {
             payload: 64,
             partitions: 1,
             sync_match: false,
+            dedup: false,
             servers: Vec::new(),
         }
     }
@@ -81,7 +86,7 @@ pub async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<Sc
     }
     let settings = format!(
         "{} node(s), {} tasks, {} producers × AddTasks of {}, {} workers × PollTasks of up to {}, \
-         {}-byte payloads, 16 keys, {} partition(s), sync match {}",
+         {}-byte payloads, 16 keys, {} partition(s), sync match {}, dedup ids {}",
         args.servers.len().max(1),
         args.tasks,
         args.producers,
@@ -90,7 +95,8 @@ pub async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<Sc
         args.poll_batch,
         args.payload,
         args.partitions,
-        if args.sync_match { "on" } else { "off" }
+        if args.sync_match { "on" } else { "off" },
+        if args.dedup { "on" } else { "off" }
     );
     repeat("throughput", settings, &args.common, |_| once(args, store)).await
 }
@@ -107,7 +113,7 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
     let raw = raw_appends(&raw_url, &config, args, &run_id).await?;
 
     // 2. End to end over gRPC, on the servers given or on one started for the run.
-    let end_to_end = if args.servers.is_empty() {
+    let (end_to_end, largest_write) = if args.servers.is_empty() {
         let server = BenchServer::start(store, &server_config(args.sync_match, &[]))?;
         let rate = end_to_end(vec![server.client().await?], &queue, args).await?;
         server.stop().await?;
@@ -133,7 +139,10 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
     }
     let unconditional =
         raw.get(1).map(|m| Measure::new("end to end / raw unconditional batches", "ratio", end_to_end / m.fairway));
-    let mut measures = vec![headline];
+    let largest_write =
+        Measure::new("largest write of a partition (served by this node)", "bytes", largest_write as f64)
+            .target(Bound::AtMost(config.writer.max_write_bytes as f64));
+    let mut measures = vec![headline, largest_write];
     measures.extend(raw);
     measures.push(efficiency);
     measures.extend(unconditional);
@@ -215,8 +224,8 @@ async fn plain_batch(
 
 /// Producers add `tasks` in AddTasks batches while workers poll and complete
 /// them, spread over `clients`; tasks per second from the first add to the
-/// last completion.
-async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) -> anyhow::Result<f64> {
+/// last completion, and the largest write of a partition in bytes.
+async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) -> anyhow::Result<(f64, u64)> {
     // Create the queue and let its partitions find their owners before the clock starts.
     let mut first = clients[0].clone();
     create_queue(&mut first, queue, args.partitions).await?;
@@ -228,7 +237,7 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
     let producers = (0..args.producers).map(|p| {
         let (mut client, payload) = (client_for(p), payload.clone());
         let queue = queue.to_owned();
-        let (batch, tasks) = (args.batch, args.tasks);
+        let (batch, tasks, dedup) = (args.batch, args.tasks, args.dedup);
         tokio::spawn(async move {
             let last = ((p + 1) * per_producer).min(tasks);
             let mut next = p * per_producer;
@@ -238,6 +247,11 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
                     .map(|i| pb::TaskSpec {
                         fairness_key: format!("key-{}", (next + i) % 16),
                         payload: payload.clone(),
+                        dedup_id: if dedup {
+                            format!("https://forge.example/{queue}/origin/{}", next + i)
+                        } else {
+                            String::new()
+                        },
                         ..Default::default()
                     })
                     .collect();
@@ -284,5 +298,8 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
     }
     let elapsed = started.elapsed();
     watcher.await?;
-    Ok(args.tasks as f64 / elapsed.as_secs_f64())
+    let state =
+        first.describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?.into_inner();
+    let largest_write = state.partitions.iter().map(|p| p.largest_write_bytes).max().unwrap_or(0);
+    Ok((args.tasks as f64 / elapsed.as_secs_f64(), largest_write))
 }
