@@ -380,7 +380,14 @@ async fn metrics_and_request_spans_reach_an_otlp_collector() {
     // This test's runtime runs on this thread alone, and so does the server.
     let subscriber =
         tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(traces.tracer("fairway")));
+    // `tracing` caches each call site's interest for the whole process: while
+    // a single dispatcher is registered, a call site first reached by another
+    // test's thread (which has no subscriber) would be cached as never
+    // enabled, and this test would see no span. A second dispatcher, kept
+    // alive, makes every call site's interest the union of all of them.
+    let _anchor = tracing::Dispatch::new(tracing_subscriber::registry());
     let _traced = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
 
     let mut config = Config::default();
     config.telemetry.otlp_endpoint = endpoint;
