@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -213,19 +214,28 @@ async fn read_parked(shared: &Shared) -> Result<(), PartitionError> {
     Ok(())
 }
 
-/// Reads the dedup buckets of `dedup_ids` that the engine does not know yet.
-/// Each read covers one bucket, however many ids hashed elsewhere were
-/// freed: it crosses only that bucket's deleted slots.
+/// Dedup buckets read at once, at most.
+const CONCURRENT_DEDUP_READS: usize = 32;
+
+/// Reads the dedup buckets of `dedup_ids` that the engine does not know yet,
+/// up to [`CONCURRENT_DEDUP_READS`] at once. Each read covers one bucket,
+/// however many ids hashed elsewhere were freed: it crosses only that
+/// bucket's deleted slots.
 async fn resolve_dedup<'a>(shared: &Shared, dedup_ids: impl Iterator<Item = &'a str>) -> Result<(), PartitionError> {
     let buckets = shared.engine().unresolved_buckets(dedup_ids);
-    for bucket in buckets {
+    let reads = futures::stream::iter(buckets).map(|bucket| async move {
         let range = RecordRange::bucket(Section::Dedup, bucket, i64::MIN);
         let records = shared.store.read_records(&shared.id, range, MAX_DEDUP_SLOTS).await?;
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(records.len());
         for record in records {
             let (dedup_id, task_id) = decode_dedup(&record.value)?;
             entries.push(DedupEntry { slot: record.at.key.1, dedup_id, task_id });
         }
+        Ok::<_, PartitionError>((bucket, entries))
+    });
+    let mut reads = reads.buffer_unordered(CONCURRENT_DEDUP_READS);
+    while let Some(read) = reads.next().await {
+        let (bucket, entries) = read?;
         shared.engine().resolve_bucket(bucket, entries);
     }
     Ok(())

@@ -38,7 +38,7 @@ pub struct HeldArgs {
 }
 
 const HELD: &str = "held";
-const WAITING: u64 = 1_000;
+const WAITING: u64 = 999;
 const MIB: f64 = 1024.0 * 1024.0;
 
 pub async fn run(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
