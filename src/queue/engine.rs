@@ -1008,7 +1008,7 @@ impl PartitionEngine {
                         // The earliest such record is kept: the range delete stops below it.
                         self.kept_lease_records.entry(id).or_insert(seq);
                     }
-                    self.parked.lease_not_written(id, Some(task));
+                    self.parked.lease_not_written(id, task);
                 } else if !direct {
                     if may_have_applied {
                         self.maybe_leased.insert(id);
@@ -1284,7 +1284,7 @@ impl PartitionEngine {
         if let Some(task) = self.leases.not_written(id) {
             self.rates.refund(&task.fairness_key);
             if self.parked.holds_lease(id) {
-                self.parked.lease_not_written(id, Some(task));
+                self.parked.lease_not_written(id, task);
             } else {
                 self.subqueues[task.priority.index()].restore(task);
             }

@@ -199,11 +199,10 @@ impl ParkedKeys {
     /// it was given back before it): the task is its key's head again. If
     /// the write landed, its record is gone and the lease record holds the
     /// task for a new owner; a later lease of the same task supersedes it.
-    pub fn lease_not_written(&mut self, lease_id: i64, task: Option<StoredTask>) {
+    pub fn lease_not_written(&mut self, lease_id: i64, task: StoredTask) {
         let Some((priority, key)) = self.by_lease.remove(&lease_id) else { return };
         if let Some(parked) = self.get_mut(priority, &key)
             && let Some(seq) = parked.taken.take()
-            && let Some(task) = task
             && parked.head.replace((seq, task)).is_some()
         {
             // A later record had been read meanwhile: it is read again after this one.
