@@ -261,3 +261,63 @@ async fn dead_letters_put_back_are_not_crossed_again() {
     assert!(cassandra.read_warnings() > 0, "a read across {BURIED} deleted dead letters drew no warning");
     keyspace.drop_keyspace().await;
 }
+
+/// Delayed tasks, retries and leases: 1,000 tasks added with a delay, each
+/// failed once (a retry record) and then completed (a finished lease), then
+/// a new owner loads the partition and takes 200 more. No read warns at a
+/// threshold of 100: promoted delayed records lie below the floor kept in
+/// the metadata, finished leases below the range delete. (Unlike dedup ids
+/// and dead letters there is no control here: the keeper's range delete
+/// through the delayed floor makes even a read of the whole section cheap,
+/// one range tombstone for 2,400 promotions, as a first try showed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_tasks_retries_and_leases_draw_no_warning() {
+    const TASKS: usize = 1_000;
+    let keyspace = Keyspace::create().await;
+    check_warn_threshold(keyspace.session()).await;
+    let cassandra = Arc::new(keyspace.store().await);
+    let store: Arc<dyn Store> = cassandra.clone();
+    let settings = || {
+        let mut settings = Settings::default();
+        settings.matcher.sync_match = false;
+        settings.writer.keeper_interval = Duration::from_millis(100);
+        settings.tasks.backoff_initial = Duration::from_millis(10);
+        settings.tasks.backoff_max = Duration::from_millis(20);
+        settings
+    };
+    let queue = validate::queue_name("queue", "delayed-tombstones").unwrap();
+    let first = Queues::new(store.clone(), Arc::new(SystemClock), settings());
+    delay_fail_and_complete(&first, &queue, 0, TASKS).await;
+    first.close().await;
+    // A new owner reads the leases, delayed records and retries the first left.
+    let second = Queues::new(store.clone(), Arc::new(SystemClock), settings());
+    delay_fail_and_complete(&second, &queue, TASKS, 200).await;
+    second.close().await;
+    assert_eq!(
+        cassandra.read_warnings(),
+        0,
+        "Cassandra warned that reads crossed more than {TOMBSTONE_BUDGET} tombstones of delayed records, retries or leases"
+    );
+    keyspace.drop_keyspace().await;
+}
+
+/// Adds tasks `from..from + count` with a delay of 200 ms, fails each one
+/// once (retryable), then completes it.
+async fn delay_fail_and_complete(queues: &Queues, queue: &fairway::model::QueueName, from: usize, count: usize) {
+    let matcher = queues.get(queue).await.expect("open the queue");
+    let delayed = |i: usize| TaskSpec {
+        delay: Duration::from_millis(200),
+        ..TaskSpec::new(format!("key-{}", i % 16), Priority::DEFAULT, format!("{i}").into_bytes())
+    };
+    for added in join_all((from..from + count).map(|i| matcher.add(delayed(i), None))).await {
+        added.expect("add a task");
+    }
+    let retry = Outcome::Fail { retryable: true, message: "once more".into(), retry_after: None };
+    let mut completed = 0;
+    while completed < count {
+        let task = matcher.poll(Duration::from_secs(10)).await.expect("every task comes, after its delay");
+        let outcome = if task.task.attempt == 1 { retry.clone() } else { Outcome::Complete };
+        matcher.finish(&task.token, outcome.clone()).await.expect("report");
+        completed += usize::from(outcome == Outcome::Complete);
+    }
+}
