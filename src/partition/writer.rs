@@ -214,8 +214,10 @@ async fn read_parked(shared: &Shared) -> Result<(), PartitionError> {
     Ok(())
 }
 
-/// Dedup buckets read at once, at most.
-const CONCURRENT_DEDUP_READS: usize = 32;
+/// Dedup buckets read at once, at most: a batch of new ids each needs its
+/// bucket before the write, and on Cassandra 32 at a time held a dedup add
+/// to under half a plain one (docs/benchmarks.md).
+const CONCURRENT_DEDUP_READS: usize = 128;
 
 /// Reads the dedup buckets of `dedup_ids` that the engine does not know yet,
 /// up to [`CONCURRENT_DEDUP_READS`] at once. Each read covers one bucket,

@@ -48,8 +48,9 @@ pub struct ThroughputArgs {
     /// Let new tasks skip the store when a worker waits (off: every task is written).
     #[arg(long)]
     sync_match: bool,
-    /// Give every task a dedup id of its own (as every visit task has): each
-    /// add looks its id up, each completion frees it.
+    /// Also run the same load with a dedup id of its own on every task (as
+    /// every visit task has), on a second queue of the same server after
+    /// the plain one: each add looks its id up, each completion frees it.
     #[arg(long)]
     dedup: bool,
     /// Drive these running servers (HOST:PORT, comma-separated) instead of
@@ -112,19 +113,30 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
     let raw_url: StoreUrl = raw_url.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     let raw = raw_appends(&raw_url, &config, args, &run_id).await?;
 
-    // 2. End to end over gRPC, on the servers given or on one started for the run.
-    let (end_to_end, largest_write) = if args.servers.is_empty() {
-        let server = BenchServer::start(store, &server_config(args.sync_match, &[]))?;
-        let rate = end_to_end(vec![server.client().await?], &queue, args).await?;
-        server.stop().await?;
-        rate
-    } else {
-        let mut clients = Vec::new();
-        for server in &args.servers {
-            clients.push(connect(server).await?);
-        }
-        end_to_end(clients, &queue, args).await?
+    // 2. End to end over gRPC, on the servers given or on one started for
+    // the run; with `--dedup`, again with dedup ids on a second queue.
+    let server = match args.servers.is_empty() {
+        true => Some(BenchServer::start(store, &server_config(args.sync_match, &[]))?),
+        false => None,
     };
+    let mut clients = Vec::new();
+    match &server {
+        Some(server) => clients.push(server.client().await?),
+        None => {
+            for server in &args.servers {
+                clients.push(connect(server).await?);
+            }
+        }
+    }
+    let plain = end_to_end(clients.clone(), &queue, args, false).await?;
+    let with_ids = match args.dedup {
+        true => Some(end_to_end(clients, &format!("{queue}-dedup"), args, true).await?),
+        false => None,
+    };
+    if let Some(server) = server {
+        server.stop().await?;
+    }
+    let (end_to_end, largest_write) = (plain.rate, plain.largest_write.max(with_ids.map_or(0, |f| f.largest_write)));
     // Design §10: ≥ 10,000 tasks/s embedded (one partition); on Cassandra,
     // ≥ 50% of its raw batched-write rate, taken as the conditional batches
     // the service itself must write (range-id fencing).
@@ -143,6 +155,17 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
         Measure::new("largest write of a partition (served by this node)", "bytes", largest_write as f64)
             .target(Bound::AtMost(config.writer.max_write_bytes as f64));
     let mut measures = vec![headline, largest_write];
+    measures.push(Measure::new("adds, beside the polls (AddTasks)", "tasks/s", plain.add_rate));
+    if let Some(with_ids) = with_ids {
+        measures.push(Measure::new("end to end, a dedup id per task", "tasks/s", with_ids.rate));
+        measures.push(Measure::new("adds with a dedup id per task, beside the polls", "tasks/s", with_ids.add_rate));
+        let mut ratio = Measure::new("adds with dedup ids / plain adds", "ratio", with_ids.add_rate / plain.add_rate);
+        if on_cassandra {
+            ratio = ratio.target(Bound::AtLeast(0.5));
+        }
+        measures.push(ratio);
+        measures.push(Measure::new("end to end with dedup ids / plain", "ratio", with_ids.rate / plain.rate));
+    }
     measures.extend(raw);
     measures.push(efficiency);
     measures.extend(unconditional);
@@ -222,10 +245,20 @@ async fn plain_batch(
     Ok(())
 }
 
-/// Producers add `tasks` in AddTasks batches while workers poll and complete
-/// them, spread over `clients`; tasks per second from the first add to the
-/// last completion, and the largest write of a partition in bytes.
-async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) -> anyhow::Result<(f64, u64)> {
+/// What one end-to-end run measured.
+#[derive(Clone, Copy)]
+struct Flow {
+    /// Tasks per second from the first add to the last completion.
+    rate: f64,
+    /// Tasks per second from the first add to the last.
+    add_rate: f64,
+    /// The largest write of a partition served by these nodes, in bytes.
+    largest_write: u64,
+}
+
+/// Producers add `tasks` in AddTasks batches (each with a dedup id of its
+/// own if `dedup`) while workers poll and complete them, spread over `clients`.
+async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, dedup: bool) -> anyhow::Result<Flow> {
     // Create the queue and let its partitions find their owners before the clock starts.
     let mut first = clients[0].clone();
     create_queue(&mut first, queue, args.partitions).await?;
@@ -237,7 +270,7 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
     let producers = (0..args.producers).map(|p| {
         let (mut client, payload) = (client_for(p), payload.clone());
         let queue = queue.to_owned();
-        let (batch, tasks, dedup) = (args.batch, args.tasks, args.dedup);
+        let (batch, tasks) = (args.batch, args.tasks);
         tokio::spawn(async move {
             let last = ((p + 1) * per_producer).min(tasks);
             let mut next = p * per_producer;
@@ -293,6 +326,7 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
     for joined in join_all(producers).await {
         joined??;
     }
+    let added = started.elapsed();
     for joined in join_all(workers).await {
         joined??;
     }
@@ -301,5 +335,9 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs) ->
     let state =
         first.describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?.into_inner();
     let largest_write = state.partitions.iter().map(|p| p.largest_write_bytes).max().unwrap_or(0);
-    Ok((args.tasks as f64 / elapsed.as_secs_f64(), largest_write))
+    Ok(Flow {
+        rate: args.tasks as f64 / elapsed.as_secs_f64(),
+        add_rate: args.tasks as f64 / added.as_secs_f64(),
+        largest_write,
+    })
 }
