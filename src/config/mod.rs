@@ -235,6 +235,9 @@ impl Config {
         if !(1..=10_000).contains(&self.cassandra.read_page_size) {
             return Err(ConfigError::new("cassandra.read_page_size", "must be in [1, 10000]"));
         }
+        if self.cassandra.visit_prune_margin > std::time::Duration::from_secs(3600) {
+            return Err(ConfigError::new("cassandra.visit_prune_margin", "must be at most 1h"));
+        }
         let cluster = &self.cluster;
         for (key, d) in [
             ("cluster.heartbeat_interval", cluster.heartbeat_interval),

@@ -23,9 +23,12 @@ use async_trait::async_trait;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::deserialize::row::DeserializeRow;
 use scylla::response::PagingState;
 use scylla::response::query_result::QueryResult;
+use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +63,11 @@ pub struct CassandraConfig {
     pub replication: String,
     /// Page size of task reads.
     pub read_page_size: i32,
+    /// How long before a scheduler read of an index or wake-up head the
+    /// range delete under that head is timestamped: longer than a write can
+    /// be held up in Cassandra, plus clock skew (see `visits/heads.rs`).
+    #[serde(with = "crate::config::duration_serde")]
+    pub visit_prune_margin: Duration,
 }
 
 impl Default for CassandraConfig {
@@ -71,6 +79,7 @@ impl Default for CassandraConfig {
             connect_patience: Duration::from_secs(120),
             replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
             read_page_size: 256,
+            visit_prune_margin: Duration::from_secs(10),
         }
     }
 }
@@ -106,6 +115,7 @@ pub struct CassandraStore {
     session: Session,
     statements: Statements,
     visit_statements: visits::VisitStatements,
+    visit_heads: visits::HeadPruner,
     keyspace: String,
     read_warnings: AtomicU64,
 }
@@ -136,6 +146,7 @@ impl CassandraStore {
             session,
             statements,
             visit_statements,
+            visit_heads: visits::HeadPruner::new(config.visit_prune_margin),
             keyspace: keyspace.to_owned(),
             read_warnings: AtomicU64::new(0),
         })
@@ -163,9 +174,6 @@ impl CassandraStore {
 
     /// Up to `limit` rows of one kind with `(pass, id)` in `(after, through]`:
     /// a slice bounded on both sides, so it crosses only that range's rows.
-    /// Read page by page, so that Cassandra's warnings on each page (a read
-    /// that crossed more than `tombstone_warn_threshold` tombstones) are
-    /// logged and counted (see [`CassandraStore::read_warnings`]).
     async fn read_rows(
         &self,
         partition: &PartitionId,
@@ -185,21 +193,36 @@ impl CassandraStore {
             through.1,
             i32::try_from(limit).unwrap_or(i32::MAX),
         );
+        let what = format!("partition {partition}, kind {kind}");
+        self.read_pages(&self.statements.read_tasks, &values, limit, &what).await
+    }
+
+    /// Up to `limit` rows of `statement`, read page by page, so that
+    /// Cassandra's warnings on each page (a read that crossed more than
+    /// `tombstone_warn_threshold` tombstones, above all) are logged and
+    /// counted (see [`CassandraStore::read_warnings`]).
+    async fn read_pages<T>(
+        &self,
+        statement: &PreparedStatement,
+        values: &(impl SerializeRow + ?Sized),
+        limit: usize,
+        what: &str,
+    ) -> StoreResult<Vec<T>>
+    where
+        T: for<'frame, 'metadata> DeserializeRow<'frame, 'metadata>,
+    {
+        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
         let mut rows = Vec::with_capacity(limit.min(1024));
         let mut paging = PagingState::start();
         while rows.len() < limit {
-            let (page, next) = self
-                .session
-                .execute_single_page(&self.statements.read_tasks, &values, paging)
-                .await
-                .map_err(read_error)?;
+            let (page, next) = self.session.execute_single_page(statement, values, paging).await.map_err(read_error)?;
             for warning in page.warnings() {
                 self.read_warnings.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(partition = %partition, kind, warning, "Cassandra warned about a read");
+                tracing::warn!(read = what, warning, "Cassandra warned about a read");
             }
-            let page = page.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            for row in page.rows::<(i64, i64, Vec<u8>)>().map_err(|e| StoreError::Corrupt(e.to_string()))? {
-                rows.push(row.map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            let page = page.into_rows_result().map_err(|e| corrupt(&e))?;
+            for row in page.rows::<T>().map_err(|e| corrupt(&e))? {
+                rows.push(row.map_err(|e| corrupt(&e))?);
             }
             match next.into_paging_control_flow() {
                 std::ops::ControlFlow::Continue(state) => paging = state,
@@ -211,7 +234,7 @@ impl CassandraStore {
     }
 
     /// How many warnings Cassandra sent back on this store's reads of
-    /// tasks and records (tombstones crossed past `tombstone_warn_threshold`,
+    /// tasks, records, visit indexes and wake-ups (tombstones crossed past `tombstone_warn_threshold`,
     /// above all). Normal operation keeps it at zero.
     pub fn read_warnings(&self) -> u64 {
         self.read_warnings.load(Ordering::Relaxed)

@@ -9,6 +9,7 @@ mod end_to_end;
 mod outage;
 mod startup;
 mod tombstones;
+mod visit_tombstones;
 
 use std::sync::{Arc, LazyLock};
 
@@ -81,9 +82,11 @@ impl Keyspace {
     }
 
     pub async fn store(&self) -> CassandraStore {
-        CassandraStore::connect(&contact_point(), &self.name, &CassandraConfig::default())
-            .await
-            .expect("connect to the test keyspace")
+        self.store_with(&CassandraConfig::default()).await
+    }
+
+    pub async fn store_with(&self, config: &CassandraConfig) -> CassandraStore {
+        CassandraStore::connect(&contact_point(), &self.name, config).await.expect("connect to the test keyspace")
     }
 
     pub async fn drop_keyspace(self) {

@@ -116,11 +116,11 @@ async fn reads_from_the_ack_level_scan_no_tombstones() {
 
 /// The most tombstones a read in normal operation may cross: the test node's
 /// `tombstone_warn_threshold`, past which Cassandra warns.
-const TOMBSTONE_BUDGET: u64 = 100;
+pub(super) const TOMBSTONE_BUDGET: u64 = 100;
 
 /// The node's `tombstone_warn_threshold`, which must be low enough for its
 /// warnings to prove the budget.
-async fn check_warn_threshold(session: &Session) {
+pub(super) async fn check_warn_threshold(session: &Session) {
     let result = session
         .query_unpaged("SELECT value FROM system_views.settings WHERE name = 'tombstone_warn_threshold'", ())
         .await

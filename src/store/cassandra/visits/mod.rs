@@ -8,7 +8,13 @@
 //!
 //! Index and wake-up partitions are split into [`SHARDS`] by a hash of the
 //! URL; a read asks each shard for its first `limit` rows and merges them,
-//! so the order is exact.
+//! so the order is exact. The rows deleted at those heads are covered by
+//! range deletes after each read ([`heads`]), so that reads do not cross
+//! them.
+
+mod heads;
+
+pub(super) use self::heads::HeadPruner;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
@@ -17,6 +23,7 @@ use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{Counter, CqlValue};
 
+use self::heads::Head;
 use super::CassandraStore;
 use super::error::{ConnectError, read_error, write_error};
 use super::statements::prepare;
@@ -48,6 +55,11 @@ pub(super) struct VisitStatements {
     insert_wake: PreparedStatement,
     delete_wake: PreparedStatement,
     read_wakes: PreparedStatement,
+    prune_index_below_row: PreparedStatement,
+    prune_index_below_key: PreparedStatement,
+    prune_index_all: PreparedStatement,
+    prune_wakes_below_row: PreparedStatement,
+    prune_wakes_through: PreparedStatement,
     add_lister: PreparedStatement,
     finish_listing: PreparedStatement,
     listers: PreparedStatement,
@@ -61,6 +73,7 @@ impl VisitStatements {
     pub(super) async fn prepare(session: &Session, ks: &str) -> Result<Self, ConnectError> {
         let prepare = |cql: String| prepare(session, cql);
         let index_key = "visit_type = ? AND policy = ? AND lister = ? AND shard = ?";
+        let wake_key = "visit_type = ? AND shard = ?";
         Ok(VisitStatements {
             read_origin: prepare(format!("SELECT state FROM {ks}.visit_origins WHERE visit_type = ? AND url = ?")).await?,
             write_origin: prepare(format!("INSERT INTO {ks}.visit_origins (visit_type, url, state) VALUES (?, ?, ?)")).await?,
@@ -74,11 +87,29 @@ impl VisitStatements {
                 .await?,
             insert_wake: prepare(format!("INSERT INTO {ks}.visit_wakes (visit_type, shard, at, url) VALUES (?, ?, ?, ?)")).await?,
             delete_wake: prepare(format!(
-                "DELETE FROM {ks}.visit_wakes WHERE visit_type = ? AND shard = ? AND at = ? AND url = ?"
+                "DELETE FROM {ks}.visit_wakes WHERE {wake_key} AND at = ? AND url = ?"
             ))
             .await?,
             read_wakes: prepare(format!(
-                "SELECT at, url FROM {ks}.visit_wakes WHERE visit_type = ? AND shard = ? AND at <= ? LIMIT ?"
+                "SELECT at, url FROM {ks}.visit_wakes WHERE {wake_key} AND at <= ? LIMIT ?"
+            ))
+            .await?,
+            prune_index_below_row: prepare(format!(
+                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND (key, url) < (?, ?)"
+            ))
+            .await?,
+            prune_index_below_key: prepare(format!(
+                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND key < ?"
+            ))
+            .await?,
+            prune_index_all: prepare(format!("DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key}"))
+                .await?,
+            prune_wakes_below_row: prepare(format!(
+                "DELETE FROM {ks}.visit_wakes USING TIMESTAMP ? WHERE {wake_key} AND (at, url) < (?, ?)"
+            ))
+            .await?,
+            prune_wakes_through: prepare(format!(
+                "DELETE FROM {ks}.visit_wakes USING TIMESTAMP ? WHERE {wake_key} AND at <= ?"
             ))
             .await?,
             add_lister: prepare(format!("UPDATE {ks}.visit_listers SET visit_types = visit_types + ? WHERE lister = ?")).await?,
@@ -174,31 +205,6 @@ impl CassandraStore {
         let rows = result.into_rows_result().map_err(corrupt)?;
         rows.maybe_first_row::<(Vec<u8>,)>().map_err(corrupt)?.map(|(state,)| decode_state(&state)).transpose()
     }
-
-    /// Every shard's first rows of one partition family, merged in order.
-    async fn read_shards(
-        &self,
-        statement: &PreparedStatement,
-        values: impl Fn(i32) -> Vec<CqlValue>,
-        limit: usize,
-    ) -> StoreResult<Vec<(i64, String)>> {
-        let reads = (0..SHARDS).map(|shard| {
-            let values = values(shard);
-            async move {
-                let pager = self.session().execute_iter(statement.clone(), values).await.map_err(read_error)?;
-                pager
-                    .rows_stream::<(i64, String)>()
-                    .map_err(corrupt)?
-                    .try_collect::<Vec<_>>()
-                    .await
-                    .map_err(read_error_of)
-            }
-        });
-        let mut rows: Vec<(i64, String)> = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
-        rows.sort();
-        rows.truncate(limit);
-        Ok(rows)
-    }
 }
 
 fn read_error_of(e: scylla::errors::NextRowError) -> StoreError {
@@ -243,22 +249,8 @@ impl VisitStore for CassandraStore {
         below: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<IndexEntry>> {
-        let s = self.visit_statements();
-        let statement = if below.is_some() { &s.read_index_below } else { &s.read_index };
-        let values = |shard: i32| {
-            let mut v = vec![
-                CqlValue::Text(visit_type.to_owned()),
-                CqlValue::Text(policy.name().to_owned()),
-                CqlValue::Text(lister.to_owned()),
-                CqlValue::Int(shard),
-            ];
-            if let Some(below) = below {
-                v.push(CqlValue::BigInt(below));
-            }
-            v.push(CqlValue::Int(limit_value(limit)));
-            v
-        };
-        let rows = self.read_shards(statement, values, limit).await?;
+        let head = Head::Index { visit_type, policy: policy.name(), lister, below };
+        let rows = self.read_head(head, limit).await?;
         Ok(rows.into_iter().map(|(key, url)| IndexEntry { policy, lister: lister.to_owned(), key, url }).collect())
     }
 
@@ -268,15 +260,7 @@ impl VisitStore for CassandraStore {
         through: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<(UnixMillis, String)>> {
-        let values = |shard: i32| {
-            vec![
-                CqlValue::Text(visit_type.to_owned()),
-                CqlValue::Int(shard),
-                CqlValue::BigInt(through),
-                CqlValue::Int(limit_value(limit)),
-            ]
-        };
-        self.read_shards(&self.visit_statements().read_wakes, values, limit).await
+        self.read_head(Head::Wakes { visit_type, through }, limit).await
     }
 
     async fn add_lister(&self, lister: &str, visit_types: &[String]) -> StoreResult<()> {
