@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -12,7 +13,7 @@ use crate::model::TaskSpec;
 use crate::queue::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
 use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput, spec_bytes};
 use crate::store::codec::{decode_dedup, decode_record_task};
-use crate::store::{ROW_BYTES, RecordKey, RecordRange, Section, StoreError, stored_task_bytes};
+use crate::store::{MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, Section, StoreError, stored_task_bytes};
 
 /// The writer: one conditional write at a time, commands grouped in
 /// batches, each batch also carrying what the engine has due (lease records,
@@ -214,33 +215,40 @@ async fn read_parked(shared: &Shared) -> Result<(), PartitionError> {
     Ok(())
 }
 
-/// Dedup buckets read at once, at most: a batch of new ids each needs its
-/// bucket before the write, and on Cassandra 32 at a time held a dedup add
-/// to under half a plain one (docs/benchmarks.md).
-const CONCURRENT_DEDUP_READS: usize = 128;
+/// Bucket reads in flight at once, each of up to [`MAX_BUCKETS_PER_READ`]
+/// buckets: a batch of new ids each needs its bucket before the write.
+const CONCURRENT_DEDUP_READS: usize = 8;
 
 /// Reads the dedup buckets of `dedup_ids` that the engine does not know yet,
-/// up to [`CONCURRENT_DEDUP_READS`] at once. Each read covers one bucket,
-/// however many ids hashed elsewhere were freed: it crosses only that
-/// bucket's deleted slots.
+/// [`MAX_BUCKETS_PER_READ`] to a read and up to [`CONCURRENT_DEDUP_READS`]
+/// reads at once. Each read covers its buckets only, however many ids
+/// hashed elsewhere were freed: it crosses only those buckets' deleted slots.
 async fn resolve_dedup<'a>(shared: &Shared, dedup_ids: impl Iterator<Item = &'a str>) -> Result<(), PartitionError> {
     let buckets = shared.engine().unresolved_buckets(dedup_ids);
-    let reads = futures::stream::iter(buckets).map(|bucket| async move {
-        let range = RecordRange::bucket(Section::Dedup, bucket, i64::MIN);
-        let records = shared.store.read_records(&shared.id, range, MAX_DEDUP_SLOTS).await?;
-        let mut entries = Vec::with_capacity(records.len());
-        for record in records {
-            let (dedup_id, task_id) = decode_dedup(&record.value)?;
-            entries.push(DedupEntry { slot: record.at.key.1, dedup_id, task_id });
-        }
-        Ok::<_, PartitionError>((bucket, entries))
-    });
+    let groups: Vec<Vec<i64>> = buckets.chunks(MAX_BUCKETS_PER_READ).map(<[i64]>::to_vec).collect();
+    let reads = futures::stream::iter(groups).map(|buckets| read_dedup_buckets(shared, buckets));
     let mut reads = reads.buffer_unordered(CONCURRENT_DEDUP_READS);
     while let Some(read) = reads.next().await {
-        let (bucket, entries) = read?;
-        shared.engine().resolve_bucket(bucket, entries);
+        for (bucket, entries) in read? {
+            shared.engine().resolve_bucket(bucket, entries);
+        }
     }
     Ok(())
+}
+
+/// The entries of each of `buckets` (empty for a bucket with none).
+async fn read_dedup_buckets(
+    shared: &Shared,
+    buckets: Vec<i64>,
+) -> Result<HashMap<i64, Vec<DedupEntry>>, PartitionError> {
+    let records = shared.store.read_buckets(&shared.id, Section::Dedup, &buckets, MAX_DEDUP_SLOTS).await?;
+    let mut entries: HashMap<i64, Vec<DedupEntry>> = buckets.iter().map(|bucket| (*bucket, Vec::new())).collect();
+    for record in records {
+        let (dedup_id, task_id) = decode_dedup(&record.value)?;
+        let (bucket, slot) = record.at.key;
+        entries.entry(bucket).or_default().push(DedupEntry { slot, dedup_id, task_id });
+    }
+    Ok(entries)
 }
 
 /// Dead letters read per re-drive write, at most.

@@ -78,6 +78,7 @@ macro_rules! store_conformance_suite {
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
             record_reads_stay_inside_their_range,
+            bucket_reads_return_the_buckets_named_and_no_more,
             read_row_finds_one_task_or_record,
         );
     };
@@ -396,6 +397,25 @@ pub async fn record_reads_stay_inside_their_range(store: &dyn Store) {
     assert_eq!(values(rest), vec!["b"], "above `after` in the bucket, at most the limit");
     let empty = store.read_records(&p, RecordRange::bucket(Section::Dedup, 7, i64::MIN), 100).await.unwrap();
     assert!(empty.is_empty(), "an empty bucket reads nothing of its neighbours");
+}
+
+pub async fn bucket_reads_return_the_buckets_named_and_no_more(store: &dyn Store) {
+    let p = partition("buckets", 0);
+    let range = owned(store, &p).await;
+    let mut put: Vec<Record> = [1, 2, 3, 5]
+        .into_iter()
+        .flat_map(|bucket| (0..3).map(move |slot| record(Section::Dedup, (bucket, slot), &format!("{bucket}/{slot}"))))
+        .collect();
+    put.push(record(Section::Leases, (4, 0), "another section"));
+    store.write(&p, range, &PartitionWrite { put, ..PartitionWrite::default() }).await.unwrap();
+    let freed = vec![RecordKey { section: Section::Dedup, key: (5, 0) }];
+    store.write(&p, range, &PartitionWrite { delete: freed, ..PartitionWrite::default() }).await.unwrap();
+    let read = store.read_buckets(&p, Section::Dedup, &[5, 4, 1, 3, 1], 2).await.unwrap();
+    let values: Vec<String> = read.iter().map(|r| String::from_utf8(r.value.clone()).unwrap()).collect();
+    assert_eq!(values, vec!["1/0", "1/1", "3/0", "3/1", "5/1", "5/2"], "each bucket named once, at most 2 of each");
+    assert!(read.iter().all(|r| r.at.section == Section::Dedup), "one section");
+    assert_eq!(read[4].at.key, (5, 1), "keys as written");
+    assert!(store.read_buckets(&p, Section::Dedup, &[], 2).await.unwrap().is_empty(), "no bucket, no record");
 }
 
 pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {

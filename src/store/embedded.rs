@@ -293,6 +293,40 @@ impl Store for EmbeddedStore {
         Ok(rows.into_iter().map(|(key, value)| Record { at: RecordKey { section, key }, value }).collect())
     }
 
+    async fn read_buckets(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        buckets: &[i64],
+        per_bucket: usize,
+    ) -> StoreResult<Vec<Record>> {
+        let (partition, mut buckets) = (partition.clone(), buckets.to_vec());
+        buckets.sort_unstable();
+        buckets.dedup();
+        let kind = section.code();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(TASKS).map_err(unavailable)?;
+            let (queue, number) = (partition.queue.as_str(), partition.partition);
+            let mut records = Vec::new();
+            for bucket in buckets {
+                let rows = table
+                    .range::<(&str, u32, u8, i64, i64)>(
+                        (queue, number, kind, bucket, i64::MIN)..=(queue, number, kind, bucket, i64::MAX),
+                    )
+                    .map_err(unavailable)?;
+                for row in rows.take(per_bucket) {
+                    let (key, value) = row.map_err(unavailable)?;
+                    let (_, _, _, bucket, slot) = key.value();
+                    records
+                        .push(Record { at: RecordKey { section, key: (bucket, slot) }, value: value.value().to_vec() });
+                }
+            }
+            Ok(records)
+        })
+        .await
+    }
+
     async fn read(
         &self,
         partition: &PartitionId,

@@ -14,6 +14,7 @@
 //! | [`Store::read`] | levels strictly above `after`, ascending, at most `limit` | retry |
 //! | [`Store::read_row`] | one task row or record, linearizable with the conditional writes before it | retry |
 //! | [`Store::read_records`] | keys of one section in `(after, through]` ([`RecordRange`]), ascending, at most `limit`; crosses only the rows (and tombstones) of that range | retry |
+//! | [`Store::read_buckets`] | the records of each bucket given (keys `(bucket, _)` of one section), ascending, at most `per_bucket` of each, at most [`MAX_BUCKETS_PER_READ`] buckets; crosses only those buckets' rows | retry |
 //! | [`Store::delete_records_through`] | every record of a section with a key at or below, in one range delete; idempotent | retry later |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
@@ -133,6 +134,9 @@ pub struct Record {
     pub at: RecordKey,
     pub value: Vec<u8>,
 }
+
+/// The most buckets one [`Store::read_buckets`] names.
+pub const MAX_BUCKETS_PER_READ: usize = 100;
 
 /// Keys of one section in `(after, through]`: what a record read covers.
 /// A read crosses only the rows, and the deleted rows, of its range, so a
@@ -276,6 +280,18 @@ pub trait Store: visits::VisitStore + Send + Sync + std::fmt::Debug + 'static {
     /// bounded on both sides.
     async fn read_records(&self, partition: &PartitionId, range: RecordRange, limit: usize)
     -> StoreResult<Vec<Record>>;
+
+    /// The records of each of `buckets` (keys `(bucket, _)` of `section`),
+    /// at most `per_bucket` of each, in ascending key order. At most
+    /// [`MAX_BUCKETS_PER_READ`] buckets. Only those buckets are read: on
+    /// Cassandra, one query with a clustering slice per bucket.
+    async fn read_buckets(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        buckets: &[i64],
+        per_bucket: usize,
+    ) -> StoreResult<Vec<Record>>;
 
     /// Up to `limit` tasks of the subqueue with level strictly above `after`,
     /// in ascending level order. Fewer than `limit` means there were no more

@@ -428,6 +428,43 @@ impl Store for CassandraStore {
         Ok(rows.into_iter().map(|(a, b, value)| Record { at: RecordKey { section, key: (a, b) }, value }).collect())
     }
 
+    async fn read_buckets(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        buckets: &[i64],
+        per_bucket: usize,
+    ) -> StoreResult<Vec<Record>> {
+        debug_assert!(buckets.len() <= super::MAX_BUCKETS_PER_READ, "{} buckets in one read", buckets.len());
+        if buckets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut buckets = buckets.to_vec();
+        buckets.sort_unstable();
+        buckets.dedup();
+        let code = i32::from(section.code());
+        let limit = buckets.len().saturating_mul(per_bucket);
+        let values = (
+            partition.queue.as_str(),
+            partition_number(partition),
+            code,
+            &buckets,
+            i32::try_from(limit).unwrap_or(i32::MAX),
+        );
+        let what = format!("partition {partition}, kind {code}, {} buckets", buckets.len());
+        let rows: Vec<(i64, i64, Vec<u8>)> =
+            self.read_pages(&self.statements.read_buckets, &values, limit, &what).await?;
+        let mut records = Vec::with_capacity(rows.len());
+        let mut in_bucket = (i64::MIN, 0);
+        for (bucket, slot, value) in rows {
+            in_bucket = if in_bucket.0 == bucket { (bucket, in_bucket.1 + 1) } else { (bucket, 1) };
+            if in_bucket.1 <= per_bucket {
+                records.push(Record { at: RecordKey { section, key: (bucket, slot) }, value });
+            }
+        }
+        Ok(records)
+    }
+
     async fn read(
         &self,
         partition: &PartitionId,

@@ -19,6 +19,8 @@ pub(super) struct Statements {
     /// One row at serial consistency: linearizable with the fence.
     pub read_row_serial: PreparedStatement,
     pub read_tasks: PreparedStatement,
+    /// The rows of several `pass` values (buckets) of one kind: `pass IN ?`.
+    pub read_buckets: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
     pub list_queues: PreparedStatement,
@@ -52,6 +54,12 @@ impl Statements {
         ))
         .await?;
         read_tasks.set_page_size(config.read_page_size);
+        let mut read_buckets = prepare(format!(
+            "SELECT pass, id, task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? \
+             AND pass IN ? LIMIT ?"
+        ))
+        .await?;
+        read_buckets.set_page_size(config.read_page_size);
         let mut read_row_serial = prepare(format!(
             "SELECT task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? AND pass = ? AND id = ?"
         ))
@@ -82,6 +90,7 @@ impl Statements {
             ))
             .await?,
             read_tasks,
+            read_buckets,
             delete_through: prepare(format!(
                 "DELETE FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
                  AND (kind, pass, id) >= (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?)"
