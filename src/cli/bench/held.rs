@@ -35,6 +35,10 @@ pub struct HeldArgs {
     /// `partition.max_parked_keys` of the server (0: no key is parked).
     #[arg(long, default_value_t = 1_000)]
     max_parked_keys: usize,
+    /// The same dispatches with no key held: the baseline of memory growth
+    /// (the store's page cache, the allocator) that the held key adds to.
+    #[arg(long)]
+    without_held_key: bool,
 }
 
 const HELD: &str = "held";
@@ -43,9 +47,14 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 pub async fn run(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
     anyhow::ensure!(args.dispatches > 0 && args.keys > 0 && args.workers > 0, "counts must be at least 1");
+    let held = if args.without_held_key {
+        "no key held (baseline)".to_owned()
+    } else {
+        format!("key \"{HELD}\" at key_concurrency 1 (its running task heartbeated, {WAITING} waiting)")
+    };
     let settings = format!(
-        "key \"{HELD}\" at key_concurrency 1 (its running task heartbeated, {WAITING} waiting) beside {} dispatches \
-         of {} other keys by {} workers × PollTasks of up to 64; one partition; partition.max_parked_keys {}",
+        "{held} beside {} dispatches of {} other keys by {} workers × PollTasks of up to 64; one partition; \
+         partition.max_parked_keys {}",
         args.dispatches, args.keys, args.workers, args.max_parked_keys
     );
     repeat("held-key", settings, &args.common, |_| once(args, store)).await
@@ -73,6 +82,29 @@ async fn sample(client: &mut Client, queue: &str, server: &BenchServer, dispatch
     })
 }
 
+/// Adds the held key's tasks and starts its first one, heartbeated until
+/// the returned task is aborted.
+async fn hold_a_key(client: &mut Client, queue: &str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    // The held key's tasks come first; its first one runs all along.
+    let held = (0..=WAITING)
+        .map(|n| pb::TaskSpec { fairness_key: HELD.into(), payload: format!("{n}").into_bytes(), ..Default::default() })
+        .collect();
+    add_batch(client, queue, held).await?;
+    let running = poll_batch(client, queue, 1, Duration::from_secs(5)).await?;
+    anyhow::ensure!(running.len() == 1 && running[0].fairness_key == HELD, "the held key's first task did not start");
+    let (mut client, lease_token) = (client.clone(), running[0].lease_token.clone());
+    Ok(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            ticks.tick().await;
+            let request = pb::HeartbeatTaskRequest { lease_token: lease_token.clone() };
+            if client.heartbeat_task(request).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
 async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let queue = format!("held-{}", run_id());
     let config = format!(
@@ -84,26 +116,7 @@ async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> 
     let mut client = server.client().await?;
     create_queue(&mut client, &queue, 1).await?;
 
-    // The held key's tasks come first; its first one runs all along.
-    let held = (0..=WAITING)
-        .map(|n| pb::TaskSpec { fairness_key: HELD.into(), payload: format!("{n}").into_bytes(), ..Default::default() })
-        .collect();
-    add_batch(&mut client, &queue, held).await?;
-    let running = poll_batch(&mut client, &queue, 1, Duration::from_secs(5)).await?;
-    anyhow::ensure!(running.len() == 1 && running[0].fairness_key == HELD, "the held key's first task did not start");
-    let heartbeat = {
-        let (mut client, lease_token) = (client.clone(), running[0].lease_token.clone());
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(Duration::from_secs(10));
-            loop {
-                ticks.tick().await;
-                let request = pb::HeartbeatTaskRequest { lease_token: lease_token.clone() };
-                if client.heartbeat_task(request).await.is_err() {
-                    return;
-                }
-            }
-        })
-    };
+    let heartbeat = if args.without_held_key { None } else { Some(hold_a_key(&mut client, &queue).await?) };
     let before = sample(&mut client, &queue, &server, 0).await?;
 
     let started = Instant::now();
@@ -155,7 +168,9 @@ async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> 
     for worker in workers.await? {
         worker??;
     }
-    heartbeat.abort();
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.abort();
+    }
     server.stop().await?;
 
     let last = samples.last().expect("a sample");
@@ -175,8 +190,22 @@ async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> 
     let series = |name: &str, f: fn(&Sample) -> u64| {
         Series::new(name, samples.iter().map(|s| (s.dispatched as f64, f(s) as f64)).collect())
     };
+    let name = if args.without_held_key { "baseline".to_owned() } else { args.max_parked_keys.to_string() };
+    let memory = Chart {
+        file: format!("held-key-{name}-memory.png"),
+        title: if args.without_held_key {
+            "Server memory, no key held".into()
+        } else {
+            format!("Server memory beside a key held at its limit (max_parked_keys {})", args.max_parked_keys)
+        },
+        x_label: "tasks of other keys dispatched".into(),
+        y_label: "MiB".into(),
+        panels: vec![("VmRSS".into(), vec![series("VmRSS", |s| s.rss >> 20)])],
+        log_x: false,
+        log_y: false,
+    };
     let chart = Chart {
-        file: format!("held-key-{}.png", args.max_parked_keys),
+        file: format!("held-key-{name}.png"),
         title: format!("A key held at its limit beside other keys (max_parked_keys {})", args.max_parked_keys),
         x_label: "tasks of other keys dispatched".into(),
         y_label: "tasks".into(),
@@ -190,5 +219,5 @@ async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> 
         log_x: false,
         log_y: false,
     };
-    Ok(RunOutput { measures, charts: vec![chart] })
+    Ok(RunOutput { measures, charts: vec![chart, memory] })
 }
