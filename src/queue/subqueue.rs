@@ -54,6 +54,8 @@ pub(super) struct Subqueue {
     written_during_read: Vec<StoredTask>,
     acks_since_gc: u64,
     last_gc_ms: UnixMillis,
+    /// The level of the last range delete asked for.
+    gc_through: FairLevel,
     /// Ready tasks of keys at their limits, beyond the buffer's capacity.
     blocked_room: usize,
 }
@@ -93,6 +95,7 @@ impl Subqueue {
             written_during_read: Vec::new(),
             acks_since_gc: 0,
             last_gc_ms: now,
+            gc_through: FairLevel::ZERO,
             blocked_room: 0,
         }
     }
@@ -288,13 +291,19 @@ impl Subqueue {
         }
     }
 
-    /// The level to delete through, when enough acks or time have gone by.
+    /// The level to delete through, when enough acks or time have gone by:
+    /// the ack level as persisted by a fenced write, never the one in
+    /// memory. An owner deposed while paused still deletes when it wakes
+    /// (deletes are not fenced), and a new owner gives new keys passes from
+    /// the persisted ack level, below the old owner's level in memory; the
+    /// persisted level is below everything the new owner writes.
     pub fn gc_due(&mut self, now: UnixMillis, min_acks: u64, interval_ms: i64) -> Option<FairLevel> {
         let due = self.acks_since_gc >= min_acks || (self.acks_since_gc > 0 && now - self.last_gc_ms >= interval_ms);
-        due.then(|| {
+        (due && self.persisted_ack > self.gc_through).then(|| {
             self.acks_since_gc = 0;
             self.last_gc_ms = now;
-            self.ack
+            self.gc_through = self.persisted_ack;
+            self.persisted_ack
         })
     }
 
