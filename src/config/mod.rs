@@ -374,6 +374,26 @@ mod tests {
     }
 
     #[test]
+    fn consistency_levels_that_lose_tasks_or_split_owners_are_refused() {
+        for (key, value) in [
+            ("FAIRWAY_CASSANDRA__CONSISTENCY", "ONE"),
+            ("FAIRWAY_CASSANDRA__CONSISTENCY", "two"),
+            ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_ONE"),
+            ("FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY", "LOCAL_SERIAL"),
+        ] {
+            let err = Config::load(None, env(&[(key, value)]), &[]).unwrap_err();
+            let field = key.trim_start_matches("FAIRWAY_").replace("__", ".").to_ascii_lowercase();
+            assert_eq!(err.key, field, "{err}");
+            assert!(err.message.contains("refused"), "{err}");
+        }
+        for (key, value) in
+            [("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM"), ("FAIRWAY_CASSANDRA__CONSISTENCY", "ALL")]
+        {
+            Config::load(None, env(&[(key, value)]), &[]).expect("a quorum level is accepted");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let err = Config::load(None, env(&[("FAIRWAY_PARTITION__BUFER", "1")]), &[]).unwrap_err();
         assert_eq!(err.key, "FAIRWAY_PARTITION__BUFER");

@@ -85,18 +85,23 @@ impl Default for CassandraConfig {
 }
 
 impl CassandraConfig {
+    /// The consistency of reads and plain writes. Levels below a quorum are
+    /// refused: a read at one of them can miss a task whose write was
+    /// acknowledged, and the reader then moves past it for good.
     pub fn consistency(&self) -> Result<scylla::statement::Consistency, String> {
         use scylla::statement::Consistency::*;
         Ok(match self.consistency.to_ascii_uppercase().as_str() {
-            "ONE" => One,
-            "TWO" => Two,
-            "THREE" => Three,
             "QUORUM" => Quorum,
             "ALL" => All,
             "LOCAL_QUORUM" => LocalQuorum,
             "EACH_QUORUM" => EachQuorum,
-            "LOCAL_ONE" => LocalOne,
-            other => return Err(format!("{other:?} is not a consistency level; use QUORUM, LOCAL_QUORUM, ONE, …")),
+            weak @ ("ONE" | "TWO" | "THREE" | "LOCAL_ONE" | "ANY") => {
+                return Err(format!(
+                    "{weak} is refused: a read at {weak} can miss a task whose write was acknowledged, and the \
+                     reader moves past it, losing it; use QUORUM (LOCAL_QUORUM when the keyspace has one datacenter)"
+                ));
+            }
+            other => return Err(format!("{other:?} is not a consistency level; use QUORUM or LOCAL_QUORUM")),
         })
     }
 
@@ -104,8 +109,13 @@ impl CassandraConfig {
         use scylla::statement::SerialConsistency::*;
         Ok(match self.serial_consistency.to_ascii_uppercase().as_str() {
             "SERIAL" => Serial,
-            "LOCAL_SERIAL" => LocalSerial,
-            other => return Err(format!("{other:?} is not a serial consistency; use SERIAL or LOCAL_SERIAL")),
+            "LOCAL_SERIAL" => {
+                return Err("LOCAL_SERIAL is refused: Paxos state is kept per datacenter, so two nodes whose \
+                            coordinators are in different datacenters can both win the same range id (two owners \
+                            of one partition), and nothing yet homes a queue in one region; use SERIAL"
+                    .into());
+            }
+            other => return Err(format!("{other:?} is not a serial consistency; use SERIAL")),
         })
     }
 }

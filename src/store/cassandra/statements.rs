@@ -45,9 +45,6 @@ impl Statements {
         let load_meta = prepare(load.clone()).await?;
         let mut load_meta_serial = prepare(load).await?;
         load_meta_serial.set_consistency(scylla::statement::Consistency::Serial);
-        if config.serial_consistency()? == scylla::statement::SerialConsistency::LocalSerial {
-            load_meta_serial.set_consistency(scylla::statement::Consistency::LocalSerial);
-        }
         let mut read_tasks = prepare(format!(
             "SELECT pass, id, task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
              AND (kind, pass, id) > (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?) LIMIT ?"
