@@ -654,8 +654,10 @@ impl QueueMatcher {
     pub async fn close(&self) {
         self.stop_polls();
         let _one_at_a_time = self.ownership.lock().await;
-        for (partition, counted) in self.remove_partitions(|_| true) {
-            partition.release().await;
+        // All at once: each may retry its last metadata write for a while.
+        let partitions = self.remove_partitions(|_| true);
+        futures::future::join_all(partitions.iter().map(|(partition, _)| partition.release())).await;
+        for (partition, counted) in partitions {
             self.retire(&partition, counted);
         }
     }

@@ -134,15 +134,18 @@ impl Queues {
     /// The nodes live right now, read from the store rather than from the
     /// view, which can lag (a node that just started may not have seen a
     /// peer yet, and must not take that peer's partitions). On an unshared
-    /// store: none but this node.
-    async fn live_now(&self) -> Vec<String> {
+    /// store: none but this node. `None` when the members cannot be read:
+    /// then nobody is known dead, and nothing is taken from anyone.
+    async fn live_now(&self) -> Option<Vec<String>> {
         if !self.view.is_shared() {
-            return Vec::new();
+            return Some(Vec::new());
         }
         match self.store.members().await {
-            Ok(members) => self.view.live_among(&members, self.clock.now_ms()),
-            // Unknown: take nothing from anyone.
-            Err(_) => self.view.live(),
+            Ok(members) => Some(self.view.live_among(&members, self.clock.now_ms())),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the members: taking no partition from another node");
+                None
+            }
         }
     }
 
@@ -152,7 +155,7 @@ impl Queues {
         if self.view.is_shared() {
             matcher.verify_held().await;
         }
-        let mut live_now: Option<Vec<String>> = None;
+        let mut live_now: Option<Option<Vec<String>>> = None;
         let owners = self.view.owners(matcher.name(), matcher.config().partitions);
         for (partition, owner) in (0..).zip(owners) {
             let id = PartitionId { queue: matcher.name().clone(), partition };
@@ -162,8 +165,9 @@ impl Queues {
                 if live_now.is_none() {
                     live_now = Some(self.live_now().await);
                 }
-                let live = live_now.as_deref().unwrap_or_default();
-                match matcher.adopt(partition, |owner| !live.iter().any(|n| n == owner)).await {
+                let live = live_now.as_ref().and_then(Option::as_deref);
+                let may_take = |owner: &str| live.is_some_and(|live| !live.iter().any(|n| n == owner));
+                match matcher.adopt(partition, may_take).await {
                     Ok(true) => tracing::info!(partition = %id, "took over"),
                     Ok(false) => tracing::debug!(partition = %id, "waiting for the previous owner to hand over"),
                     Err(error) => tracing::warn!(partition = %id, %error, "could not take the partition"),

@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -57,7 +58,39 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteC
         }
     }
     shared.drop_deliveries();
-    sync_metadata(&shared, true).await;
+    write_final_metadata(&shared).await;
+}
+
+/// How long a stopping partition keeps trying its last metadata write.
+const FINAL_METADATA_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The last metadata write of a partition that stops (handed over, or the
+/// node shutting down): its ack levels, and on a hand-over `owner = ""`.
+/// Until it lands the rightful node waits for this one, which still looks
+/// alive, so it is tried again with backoff until it lands, the partition is
+/// fenced (someone took it: nothing to hand over), or
+/// [`FINAL_METADATA_PATIENCE`] runs out.
+async fn write_final_metadata(shared: &Shared) {
+    let deadline = tokio::time::Instant::now() + FINAL_METADATA_PATIENCE;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let meta = shared.engine().metadata();
+        let error = match shared.store.update_metadata(&shared.id, &meta).await {
+            Ok(()) => return shared.engine().metadata_persisted(&meta, shared.clock.now_ms()),
+            Err(StoreError::Fenced { current_range_id }) => {
+                tracing::info!(partition = %shared.id, current_range_id, "already taken over: nothing to hand over");
+                return;
+            }
+            Err(error) => error,
+        };
+        if tokio::time::Instant::now() + backoff > deadline {
+            tracing::error!(partition = %shared.id, %error, "gave up the last metadata write; the next owner waits for this node's heartbeat to stop");
+            return;
+        }
+        tracing::warn!(partition = %shared.id, %error, "the last metadata write failed; trying again");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
 }
 
 /// Takes whatever else is queued, while the batch stays within
@@ -175,7 +208,7 @@ async fn process(shared: &Shared, batch: Vec<WriteCommand>) -> bool {
         write(shared, requests).await;
     }
     if sync {
-        sync_metadata(shared, false).await;
+        sync_metadata(shared).await;
     }
     shared.state() != PartitionState::Lost
 }
@@ -407,13 +440,9 @@ async fn renew_range(shared: &Shared, range_id: i64) -> Result<(), PartitionErro
     }
 }
 
-async fn sync_metadata(shared: &Shared, force: bool) {
+async fn sync_metadata(shared: &Shared) {
     let now = shared.clock.now_ms();
-    let meta = {
-        let engine = shared.engine();
-        if force { Some(engine.metadata()) } else { engine.metadata_due(now) }
-    };
-    let Some(meta) = meta else { return };
+    let Some(meta) = shared.engine().metadata_due(now) else { return };
     match shared.store.update_metadata(&shared.id, &meta).await {
         Ok(()) => shared.engine().metadata_persisted(&meta, now),
         Err(error) => {

@@ -6,7 +6,9 @@
 mod cluster;
 mod conformance;
 mod end_to_end;
+mod faulty;
 mod outage;
+mod ownership;
 mod startup;
 mod tombstones;
 mod visit_tombstones;

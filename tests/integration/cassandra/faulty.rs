@@ -1,0 +1,190 @@
+//! A store that fails the operations a test names, and passes everything
+//! else to a real one: the faults of a Cassandra cut off or timing out, at
+//! the exact step a test needs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use fairway::clock::UnixMillis;
+use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
+use fairway::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use fairway::store::visits::{ListerRecord, VisitStore};
+use fairway::store::{
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, Section, Store, StoreError,
+    StoreResult,
+};
+
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: Arc<dyn Store>,
+    /// `members` fails while set (the members' partition lost its quorum).
+    pub members_fail: AtomicBool,
+    /// The next this many `update_metadata` calls fail (certainly not applied).
+    pub metadata_failures: AtomicU32,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        FaultyStore { inner, members_fail: AtomicBool::new(false), metadata_failures: AtomicU32::new(0) }
+    }
+}
+
+fn unavailable(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("{what}: injected fault"))
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    async fn load_partition(&self, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
+        self.inner.load_partition(partition).await
+    }
+
+    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
+        self.inner.take_ownership(partition, expected, owner).await
+    }
+
+    async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {
+        self.inner.write(partition, range_id, write).await
+    }
+
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.read_row(partition, row).await
+    }
+
+    async fn read_records(
+        &self,
+        partition: &PartitionId,
+        range: RecordRange,
+        limit: usize,
+    ) -> StoreResult<Vec<Record>> {
+        self.inner.read_records(partition, range, limit).await
+    }
+
+    async fn read_buckets(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        buckets: &[i64],
+        per_bucket: usize,
+    ) -> StoreResult<Vec<Record>> {
+        self.inner.read_buckets(partition, section, buckets, per_bucket).await
+    }
+
+    async fn read(
+        &self,
+        partition: &PartitionId,
+        priority: Priority,
+        after: FairLevel,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredTask>> {
+        self.inner.read(partition, priority, after, limit).await
+    }
+
+    async fn delete_through(&self, partition: &PartitionId, priority: Priority, through: FairLevel) -> StoreResult<()> {
+        self.inner.delete_through(partition, priority, through).await
+    }
+
+    async fn delete_records_through(
+        &self,
+        partition: &PartitionId,
+        section: Section,
+        through: (i64, i64),
+    ) -> StoreResult<()> {
+        self.inner.delete_records_through(partition, section, through).await
+    }
+
+    async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
+        let failing = self.metadata_failures.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(unavailable("update_metadata"));
+        }
+        self.inner.update_metadata(partition, metadata).await
+    }
+
+    async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
+        self.inner.create_queue(queue, config).await
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
+        self.inner.list_queues().await
+    }
+
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
+        self.inner.heartbeat(member).await
+    }
+
+    async fn members(&self) -> StoreResult<Vec<Member>> {
+        if self.members_fail.load(Ordering::Acquire) {
+            return Err(unavailable("members"));
+        }
+        self.inner.members().await
+    }
+
+    async fn leave(&self, node: &str) -> StoreResult<()> {
+        self.inner.leave(node).await
+    }
+
+    fn is_shared(&self) -> bool {
+        self.inner.is_shared()
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl VisitStore for FaultyStore {
+    async fn read_origins(&self, visit_type: &str, urls: &[String]) -> StoreResult<Vec<Option<OriginState>>> {
+        self.inner.read_origins(visit_type, urls).await
+    }
+
+    async fn apply(&self, writes: &[OriginWrite]) -> StoreResult<()> {
+        self.inner.apply(writes).await
+    }
+
+    async fn read_index(
+        &self,
+        visit_type: &str,
+        policy: Policy,
+        lister: &str,
+        below: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<IndexEntry>> {
+        self.inner.read_index(visit_type, policy, lister, below, limit).await
+    }
+
+    async fn read_wakes(
+        &self,
+        visit_type: &str,
+        through: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<(UnixMillis, String)>> {
+        self.inner.read_wakes(visit_type, through, limit).await
+    }
+
+    async fn add_lister(&self, lister: &str, visit_types: &[String]) -> StoreResult<()> {
+        self.inner.add_lister(lister, visit_types).await
+    }
+
+    async fn finish_listing(&self, lister: &str, at: UnixMillis) -> StoreResult<()> {
+        self.inner.finish_listing(lister, at).await
+    }
+
+    async fn listers(&self) -> StoreResult<Vec<ListerRecord>> {
+        self.inner.listers().await
+    }
+
+    async fn metrics(&self, lister: &str) -> StoreResult<Vec<(String, ListerMetrics)>> {
+        self.inner.metrics(lister).await
+    }
+
+    async fn queue_position(&self, visit_type: &str) -> StoreResult<i64> {
+        self.inner.queue_position(visit_type).await
+    }
+
+    async fn set_queue_position(&self, visit_type: &str, position: i64) -> StoreResult<()> {
+        self.inner.set_queue_position(visit_type, position).await
+    }
+}

@@ -1,0 +1,91 @@
+//! Ownership under store faults, one node in process beside a peer that
+//! exists only as rows in the store: a node that cannot read the members
+//! takes nothing from a live owner; a hand-over whose last write fails
+//! is tried again until the partition is free for the rightful node.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use fairway::clock::{Clock, SystemClock};
+use fairway::cluster::{ClusterView, DispatchGate};
+use fairway::matcher::{Queues, Settings};
+use fairway::model::{PartitionId, QueueName, validate};
+use fairway::store::{Member, QueueConfig, Store};
+
+use super::Keyspace;
+use super::faulty::FaultyStore;
+
+const MEMBER_TIMEOUT: Duration = Duration::from_secs(6);
+
+fn queue(name: &str) -> QueueName {
+    validate::queue_name("queue", name).unwrap()
+}
+
+/// A node `name` of a cluster on `store`, whose view holds only itself (as
+/// at startup, before its first heartbeat round).
+fn node(store: Arc<dyn Store>, name: &str) -> Queues {
+    let settings = Settings { node: name.into(), ..Settings::default() };
+    let view = Arc::new(ClusterView::shared(name.into(), MEMBER_TIMEOUT));
+    Queues::in_cluster(store, Arc::new(SystemClock), settings, view, Arc::new(DispatchGate::always_open()))
+}
+
+/// A live peer `name`, as the store knows it: a fresh heartbeat.
+async fn live_peer(store: &dyn Store, name: &str) {
+    let now = SystemClock.now_ms();
+    let member = Member { node: name.into(), started_unix_ms: now, heartbeat_unix_ms: now };
+    store.heartbeat(&member).await.expect("write the peer's heartbeat");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_cannot_read_the_members_takes_nothing_from_a_live_owner() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let name = queue("owned-elsewhere");
+    cassandra.create_queue(&name, QueueConfig { partitions: 1 }).await.unwrap();
+    let partition = PartitionId { queue: name.clone(), partition: 0 };
+    cassandra.take_ownership(&partition, 0, "127.0.0.1:1").await.expect("the peer owns it");
+    live_peer(cassandra.as_ref(), "127.0.0.1:1").await;
+
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    faulty.members_fail.store(true, Ordering::Release);
+    let starting = node(faulty.clone(), "127.0.0.1:2");
+    // Its view holds only itself: it is the rightful owner of everything.
+    let matcher = starting.get(&name).await.expect("open the queue");
+    assert!(!matcher.holds(0), "took the partition of a live peer while the members could not be read");
+    let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
+    assert_eq!((stored.owner.as_str(), stored.range_id), ("127.0.0.1:1", 1), "the peer's ownership is untouched");
+    starting.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_whose_last_write_fails_is_tried_again() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = queue("handed-over");
+    let old = node(faulty.clone(), "127.0.0.1:2");
+    let matcher = old.get_with(&name, 1).await.expect("open the queue");
+    assert!(matcher.holds(0), "alone, it owns the partition");
+
+    // A peer joins whom the assignment gives the partition.
+    let peer = ["127.0.0.1:1", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"]
+        .into_iter()
+        .find(|peer| {
+            let view = ClusterView::shared("x".into(), MEMBER_TIMEOUT);
+            view.set_live(vec![(*peer).into(), "127.0.0.1:2".into()]);
+            view.owners(&name, 1)[0].as_deref() == Some(*peer)
+        })
+        .expect("some peer is the rightful owner");
+    old.view().set_live(vec![peer.into(), "127.0.0.1:2".into()]);
+    faulty.metadata_failures.store(3, Ordering::Release);
+    old.rebalance().await.expect("a rebalance");
+    assert!(!matcher.holds(0), "handed over");
+    assert_eq!(faulty.metadata_failures.load(Ordering::Acquire), 0, "the failures were met");
+    let partition = PartitionId { queue: name.clone(), partition: 0 };
+    let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
+    assert_eq!(stored.owner, "", "the last write, tried again, left the partition free for {peer}");
+    old.close().await;
+    keyspace.drop_keyspace().await;
+}
