@@ -423,6 +423,11 @@ impl Partition {
     /// writes are finished; the ack levels are written a last time with no
     /// owner, so that the next owner may take it at once; reader and keeper stop.
     pub async fn release(&self) {
+        if self.shared.state() == PartitionState::Lost {
+            // Fenced, or dropped after a write of unknown outcome: nothing
+            // of what it holds may be written.
+            return self.abandon().await;
+        }
         self.shared.engine().set_owner(String::new());
         self.shared.set_state(PartitionState::Closed);
         self.stop_tasks().await;

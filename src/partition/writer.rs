@@ -373,16 +373,26 @@ async fn write(shared: &Shared, mut requests: Requests) {
     (shared.on_ready)();
 }
 
-/// After a write of unknown outcome: takes the next range id (so that the
-/// write cannot land any more), then reads back a row it writes, to learn
-/// whether it landed. `Ok` if it did; a certain error if it did not; the
-/// original error if that cannot be told.
+/// After a write of unknown outcome: takes the next range id first (until
+/// then the write can still land: Cassandra completes an accepted Paxos
+/// proposal at the next round on the partition), then reads back a row only
+/// this write writes, to learn whether it landed. `Ok` if it did; a certain
+/// error if it did not; the original error if that cannot be told.
+///
+/// If the range id cannot be taken, nothing may be read or planned again
+/// in this partition: a re-read could move past the write, which could then
+/// land below it. The partition is dropped; whoever takes it next (this
+/// node, at its next rebalance) fences first and reads it from the store.
 async fn settle_uncertain(shared: &Shared, plan: &AppendPlan, error: StoreError) -> Result<(), StoreError> {
-    let Some((row, written)) = plan.probe() else { return Err(error) };
     let range_id = shared.engine().range_id();
-    if renew_range(shared, range_id).await.is_err() {
+    if let Err(fence_error) = renew_range(shared, range_id).await {
+        if shared.state() != PartitionState::Lost {
+            tracing::warn!(partition = %shared.id, %error, %fence_error, "cannot fence after a write of unknown outcome: dropping the partition until it is taken again");
+            shared.set_state(PartitionState::Lost);
+        }
         return Err(error);
     }
+    let Some((row, written)) = plan.probe() else { return Err(error) };
     match shared.store.read_row(&shared.id, row).await {
         Ok(Some(found)) if found == written => {
             tracing::info!(partition = %shared.id, %error, "a write of unknown outcome had landed");

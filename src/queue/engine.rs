@@ -149,11 +149,14 @@ impl Added {
 impl AppendPlan {
     /// A row this write creates or changes, with the bytes it writes there:
     /// reading it back tells whether the write landed.
+    /// Only rows no earlier write can have written the same way: a new task
+    /// row, or the write mark.
     pub fn probe(&self) -> Option<(RowRef, Vec<u8>)> {
         if let Some(task) = self.write.tasks.first() {
             return Some((RowRef::Task(task.priority, task.level), encode_task(task)));
         }
-        self.write.put.first().map(|record| (RowRef::Record(record.at), record.value.clone()))
+        let mark = self.write.put.iter().find(|record| record.at.section == Section::WriteMark)?;
+        Some((RowRef::Record(mark.at), mark.value.clone()))
     }
 
     /// The tasks this write parks.
@@ -540,8 +543,11 @@ impl PartitionEngine {
         now: UnixMillis,
         unit: &mut dyn FnMut() -> f64,
     ) -> Result<AppendPlan, IdsExhausted> {
-        let ids_needed =
-            2 * input.specs.len() + input.redrive.len() + self.unwritten_leases.len() + 3 * MAX_MAINTENANCE_PER_WRITE;
+        let ids_needed = 2 * input.specs.len()
+            + input.redrive.len()
+            + self.unwritten_leases.len()
+            + 3 * MAX_MAINTENANCE_PER_WRITE
+            + 1;
         if self.ids.remaining() < ids_needed as i64 {
             return Err(IdsExhausted { range_id: self.range_id });
         }
@@ -692,6 +698,11 @@ impl PartitionEngine {
             meta.dead_letters_through =
                 plan.dead_letters_floor.map_or(meta.dead_letters_through, |f| f.max(meta.dead_letters_through));
             plan.write.metadata = Some(meta);
+        }
+        if plan.write.tasks.is_empty() && !plan.write.is_empty() {
+            let mark = self.ids.take().expect("checked the block has room");
+            let at = RecordKey { section: Section::WriteMark, key: (0, 0) };
+            plan.write.put.push(Record { at, value: mark.to_be_bytes().to_vec() });
         }
         Ok(plan)
     }

@@ -431,3 +431,34 @@ fn counts_follow_durable_writes() {
         "the last lease ran out; the failed task is ready again, not added again"
     );
 }
+
+/// A finish sent again after a write of unknown outcome rewrites the same
+/// finished-lease record, byte for byte: the probe that tells whether the
+/// second write landed must be a row of its own, or the first write's row
+/// answers for it.
+#[test]
+fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
+    let mut world = World::new();
+    world.apply(Op::Add(1)).unwrap();
+    world.apply(Op::Write(0)).unwrap();
+    world.apply(Op::Poll).unwrap();
+    world.apply(Op::Write(0)).unwrap();
+    world.apply(Op::Complete(0)).unwrap();
+    let finishes = std::mem::take(&mut world.finishes);
+    let mut plan = |world: &mut World| {
+        let input = PlanInput { finishes: &finishes, ..PlanInput::default() };
+        world.engine.plan(input, world.now, &mut || 0.5).expect("ids are plenty")
+    };
+    let first = plan(&mut world);
+    let (first_row, first_bytes) = first.probe().expect("a finish is probed");
+    world.store.land(&first);
+    world.engine.write_failed(first, true, world.now);
+    let second = plan(&mut world);
+    let (second_row, second_bytes) = second.probe().expect("a finish is probed");
+    let crate::store::RowRef::Record(at) = second_row else { panic!("a record probe") };
+    assert_ne!(
+        world.store.records.get(&at),
+        Some(&second_bytes),
+        "the first write's row ({first_row:?}, {first_bytes:?}) answers for the second"
+    );
+}

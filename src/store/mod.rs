@@ -106,6 +106,12 @@ pub enum Section {
     /// Waiting tasks of keys held at their limits, keyed `(slot of the key,
     /// sequence)`; see `crate::queue::parked`.
     Parked,
+    /// One record, key `(0, 0)`, that every write without a task row
+    /// overwrites with a value of its own (an id of the owner's block), so
+    /// that reading it back after a write of unknown outcome tells whether
+    /// that write landed: other records can repeat an earlier write's bytes
+    /// (a finish sent again).
+    WriteMark,
 }
 
 impl Section {
@@ -117,6 +123,7 @@ impl Section {
             Section::DeadLetters => 8,
             Section::Dedup => 9,
             Section::Parked => 10,
+            Section::WriteMark => 11,
         }
     }
 }
