@@ -445,7 +445,7 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
     world.apply(Op::Write(0)).unwrap();
     world.apply(Op::Complete(0)).unwrap();
     let finishes = std::mem::take(&mut world.finishes);
-    let mut plan = |world: &mut World| {
+    let plan = |world: &mut World| {
         let input = PlanInput { finishes: &finishes, ..PlanInput::default() };
         world.engine.plan(input, world.now, &mut || 0.5).expect("ids are plenty")
     };
