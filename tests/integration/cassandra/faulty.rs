@@ -2,8 +2,8 @@
 //! else to a real one: the faults of a Cassandra cut off or timing out, at
 //! the exact step a test needs.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fairway::clock::UnixMillis;
@@ -22,12 +22,45 @@ pub struct FaultyStore {
     pub members_fail: AtomicBool,
     /// The next this many `update_metadata` calls fail (certainly not applied).
     pub metadata_failures: AtomicU32,
+    /// The next this many `take_ownership` calls fail (certainly not applied).
+    pub fence_failures: AtomicU32,
+    /// The next this many writes time out without landing, and land later:
+    /// just before the next conditional operation on their partition that
+    /// gets through (as Cassandra completes an accepted Paxos proposal at
+    /// the next round).
+    pub late_writes: AtomicU32,
+    held: Mutex<Vec<(PartitionId, i64, PartitionWrite)>>,
 }
 
 impl FaultyStore {
     pub fn new(inner: Arc<dyn Store>) -> Self {
-        FaultyStore { inner, members_fail: AtomicBool::new(false), metadata_failures: AtomicU32::new(0) }
+        FaultyStore {
+            inner,
+            members_fail: AtomicBool::new(false),
+            metadata_failures: AtomicU32::new(0),
+            fence_failures: AtomicU32::new(0),
+            late_writes: AtomicU32::new(0),
+            held: Mutex::new(Vec::new()),
+        }
     }
+
+    /// Lands the writes held back on `partition`, in order.
+    async fn land_held(&self, partition: &PartitionId) {
+        let held: Vec<_> = {
+            let mut held = self.held.lock().unwrap();
+            let (mine, others) = held.drain(..).partition(|(p, _, _)| p == partition);
+            *held = others;
+            mine
+        };
+        for (partition, range_id, write) in held {
+            let _ = self.inner.write(&partition, range_id, &write).await;
+        }
+    }
+}
+
+/// Takes one of `counter`'s faults, if any is left.
+fn take_fault(counter: &AtomicU32) -> bool {
+    counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
 }
 
 fn unavailable(what: &str) -> StoreError {
@@ -41,10 +74,19 @@ impl Store for FaultyStore {
     }
 
     async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
+        if take_fault(&self.fence_failures) {
+            return Err(unavailable("take_ownership"));
+        }
+        self.land_held(partition).await;
         self.inner.take_ownership(partition, expected, owner).await
     }
 
     async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {
+        if take_fault(&self.late_writes) {
+            self.held.lock().unwrap().push((partition.clone(), range_id, write.clone()));
+            return Err(StoreError::Uncertain("write: injected timeout; it lands later".into()));
+        }
+        self.land_held(partition).await;
         self.inner.write(partition, range_id, write).await
     }
 
@@ -95,10 +137,10 @@ impl Store for FaultyStore {
     }
 
     async fn update_metadata(&self, partition: &PartitionId, metadata: &PartitionMeta) -> StoreResult<()> {
-        let failing = self.metadata_failures.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-        if failing.is_ok() {
+        if take_fault(&self.metadata_failures) {
             return Err(unavailable("update_metadata"));
         }
+        self.land_held(partition).await;
         self.inner.update_metadata(partition, metadata).await
     }
 

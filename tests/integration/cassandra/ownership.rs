@@ -10,7 +10,8 @@ use std::time::Duration;
 use fairway::clock::{Clock, SystemClock};
 use fairway::cluster::{ClusterView, DispatchGate};
 use fairway::matcher::{Queues, Settings};
-use fairway::model::{PartitionId, QueueName, validate};
+use fairway::model::{PartitionId, Priority, QueueName, TaskSpec, validate};
+use fairway::queue::Outcome;
 use fairway::store::{Member, QueueConfig, Store};
 
 use super::Keyspace;
@@ -87,5 +88,51 @@ async fn a_hand_over_whose_last_write_fails_is_tried_again() {
     let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
     assert_eq!(stored.owner, "", "the last write, tried again, left the partition free for {peer}");
     old.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+/// An add whose write times out, and whose fence then fails too, lands
+/// later (Cassandra completes the accepted proposal at the next round on
+/// the partition). Nothing may be read before a fence: the partition is
+/// dropped and taken again, and the task that landed late is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_unknown_outcome_that_lands_later_loses_nothing() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    live_peer(cassandra.as_ref(), "127.0.0.1:2").await;
+    let node = node(faulty.clone(), "127.0.0.1:2");
+    let name = queue("lands-later");
+    let matcher = node.get_with(&name, 1).await.expect("open the queue");
+    let spec = |payload: &str| TaskSpec::new("key", Priority::DEFAULT, payload.as_bytes().to_vec());
+    for payload in ["first", "second"] {
+        matcher.add(spec(payload), None).await.expect("an add");
+    }
+
+    faulty.late_writes.store(1, Ordering::Release);
+    faulty.fence_failures.store(1, Ordering::Release);
+    let late = matcher.add(spec("late"), None).await;
+    assert!(late.is_err(), "the write timed out: {late:?}");
+
+    // Whatever the node does now, and however the partition changes hands,
+    // every task that reached the store comes out.
+    let mut delivered = Vec::new();
+    for round in 0..50 {
+        while let Some(task) = matcher.try_take().await {
+            delivered.push(String::from_utf8(task.task.payload.clone()).unwrap());
+            matcher.finish(&task.token, Outcome::Complete).await.expect("complete");
+        }
+        if round == 10 {
+            // A later add: its write is the next round on the partition.
+            matcher.add(spec("after"), None).await.expect("an add");
+        }
+        node.rebalance().await.expect("a rebalance");
+        if ["first", "second", "late", "after"].iter().all(|p| delivered.iter().any(|d| d == p)) {
+            break;
+        }
+    }
+    delivered.sort();
+    assert_eq!(delivered, vec!["after", "first", "late", "second"], "the late write's task is delivered, once");
+    node.close().await;
     keyspace.drop_keyspace().await;
 }
