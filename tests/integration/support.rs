@@ -200,9 +200,14 @@ impl ServerProcess {
 
     /// Starts the real binary on a store URL, with extra `FAIRWAY_*` settings.
     pub fn start_on(store: &str, env: &[(&str, &str)]) -> ServerProcess {
+        ServerProcess::start_listening(store, env, "127.0.0.1:0")
+    }
+
+    /// [`ServerProcess::start_on`], listening on `listen` (its name in a cluster).
+    pub fn start_listening(store: &str, env: &[(&str, &str)], listen: &str) -> ServerProcess {
         let log = tempfile::NamedTempFile::new().expect("a log file");
         let mut child = fairway_command()
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .args(["serve", "--listen", listen, "--store", store])
             .env("FAIRWAY_LOG", "info")
             .env("NO_COLOR", "1")
             .envs(env.iter().copied())
