@@ -183,7 +183,9 @@ impl Matching for MatchingService {
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
                 Ok(Response::new(pb::CompleteTaskResponse {}))
             }
-            Target::There(mut owner) => owner.complete_task(forwarded(request)).await,
+            Target::There { mut client, owner } => {
+                client.complete_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
+            }
         }
     }
 
@@ -209,7 +211,9 @@ impl Matching for MatchingService {
                     Finished::Buried | Finished::Completed => pb::FailTaskResponse::default(),
                 }))
             }
-            Target::There(mut owner) => owner.fail_task(forwarded(request)).await,
+            Target::There { mut client, owner } => {
+                client.fail_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
+            }
         }
     }
 
@@ -225,7 +229,9 @@ impl Matching for MatchingService {
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
                 Ok(Response::new(pb::HeartbeatTaskResponse { lease_deadline: Some(convert::timestamp(deadline)) }))
             }
-            Target::There(mut owner) => owner.heartbeat_task(forwarded(request)).await,
+            Target::There { mut client, owner } => {
+                client.heartbeat_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
+            }
         }
     }
 

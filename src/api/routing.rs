@@ -136,7 +136,8 @@ impl Router {
         let owner = self.remote_owner(&matcher, partition)?;
         let mut forwarded = Request::new(pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) });
         forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
-        Ok(self.peers.client(&owner)?.add_task(forwarded).await?.into_inner())
+        let added = self.peers.client(&owner)?.add_task(forwarded).await;
+        Ok(added.map_err(|error| status::from_forwarded(error, &owner))?.into_inner())
     }
 
     /// The owner of `partition` when it is another node.
@@ -232,7 +233,7 @@ impl Router {
             max_wait: Some(prost_types::Duration::try_from(wait).unwrap_or_default()),
         });
         request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
-        match self.peers.client(owner)?.poll_task(request).await {
+        match self.peers.client(owner)?.poll_task(request).await.map_err(|error| status::from_forwarded(error, owner)) {
             Ok(response) => Ok(response.into_inner().task),
             // A peer that cannot be reached has no task for us now.
             Err(error) if error.code() == tonic::Code::Unavailable => {
@@ -252,7 +253,7 @@ impl Router {
             return Ok(Target::Here(matcher));
         }
         let owner = self.remote_owner(&matcher, token.partition)?;
-        Ok(Target::There(self.peers.client(&owner)?))
+        Ok(Target::There { client: self.peers.client(&owner)?, owner })
     }
 
     /// Puts up to `limit` dead letters of each partition back in the queue
@@ -280,7 +281,8 @@ impl Router {
                 let mut forwarded =
                     Request::new(pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 });
                 forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
-                self.peers.client(&owner)?.redrive_dead_letters(forwarded).await?.into_inner()
+                let redriven = self.peers.client(&owner)?.redrive_dead_letters(forwarded).await;
+                redriven.map_err(|error| status::from_forwarded(error, &owner))?.into_inner()
             };
             total.redriven += done.redriven;
             total.duplicates += done.duplicates;
@@ -292,7 +294,11 @@ impl Router {
 /// Where a lease request is served.
 pub enum Target {
     Here(Arc<QueueMatcher>),
-    There(MatchingClient<Channel>),
+    /// The partition's owner, `owner`, through `client`.
+    There {
+        client: MatchingClient<Channel>,
+        owner: String,
+    },
 }
 
 /// `message` as a request forwarded by this node (never forwarded again).

@@ -5,6 +5,8 @@
 //! | invalid input | `INVALID_ARGUMENT` | no |
 //! | store unavailable, partition moved, shutting down | `UNAVAILABLE` | no: safe to retry |
 //! | outcome unknown (e.g. write timeout) | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
+//! | forwarded to the owner, whom this node could not reach | `UNAVAILABLE` | no: safe to retry |
+//! | forwarded to the owner, cut off after the request left | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
 //! | store refused a write this server made (too large, bad value): not the caller's fault | `INTERNAL` | no |
 //! | corrupt stored data | `DATA_LOSS` | no |
 //! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
@@ -55,6 +57,33 @@ pub fn from_store(error: StoreError) -> Status {
         )),
         StoreError::Corrupt(_) => Status::data_loss(error.to_string()),
     }
+}
+
+/// The status of a request forwarded to `owner`, as the caller must read
+/// it. A status the owner sent is passed on as it is. A failure in
+/// transport is told apart by what is known: the owner could not be reached
+/// (nothing was sent) is `UNAVAILABLE`; anything else (the connection broke
+/// after the request left) may have been applied by the owner.
+pub fn from_forwarded(status: Status, owner: &str) -> Status {
+    use std::error::Error;
+    let Some(transport) = status.source() else { return status };
+    let mut chain = Some(transport);
+    let mut not_sent = false;
+    while let Some(error) = chain {
+        let text = error.to_string();
+        not_sent |=
+            ["tcp connect error", "error trying to connect", "connect timeout"].iter().any(|t| text.contains(t));
+        chain = error.source();
+    }
+    if not_sent {
+        return Status::unavailable(format!("could not reach {owner}, the owner: nothing was written, retry"));
+    }
+    let mut maybe = Status::new(
+        Code::Unknown,
+        format!("the request to {owner}, the owner, failed after it was sent: it may have been applied ({status})"),
+    );
+    maybe.metadata_mut().insert(MAYBE_APPLIED, "true".parse().expect("ascii"));
+    maybe
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ mod cassandra;
 mod conformance_embedded;
 mod connections;
 mod durability;
+mod forwarding;
 mod grpc_fairness;
 mod keeper;
 mod leases;
