@@ -251,6 +251,16 @@ impl CassandraStore {
     }
 
     async fn read_meta(&self, partition: &PartitionId, serial: bool) -> StoreResult<Option<(i64, PartitionMeta)>> {
+        Ok(self.read_meta_bytes(partition, serial).await?.map(|(range_id, meta, _)| (range_id, meta)))
+    }
+
+    /// The metadata row: its range id, its metadata, and the metadata's
+    /// bytes as stored (`None` when it has none).
+    async fn read_meta_bytes(
+        &self,
+        partition: &PartitionId,
+        serial: bool,
+    ) -> StoreResult<Option<(i64, PartitionMeta, Option<Vec<u8>>)>> {
         let statement = if serial { &self.statements.load_meta_serial } else { &self.statements.load_meta };
         let result = self
             .session
@@ -258,20 +268,23 @@ impl CassandraStore {
             .await
             .map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let Some((range_id, meta)) =
+        let Some((range_id, bytes)) =
             rows.maybe_first_row::<(Option<i64>, Option<Vec<u8>>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?
         else {
             return Ok(None);
         };
         let range_id = range_id.ok_or_else(|| StoreError::Corrupt(format!("partition {partition}: no range id")))?;
-        let mut meta = match meta {
-            Some(bytes) => decode_meta(&bytes)?,
+        let mut meta = match &bytes {
+            Some(bytes) => decode_meta(bytes)?,
             None => PartitionMeta::default(),
         };
         meta.range_id = range_id;
-        Ok(Some((range_id, meta)))
+        Ok(Some((range_id, meta, bytes)))
     }
 }
+
+/// Reads and compare-and-sets in one `take_ownership`, at most.
+const TAKE_ATTEMPTS: usize = 8;
 
 /// Whether a conditional statement applied; if not, the values it found,
 /// by column name. (Cassandra adds them only when it did not apply.)
@@ -340,23 +353,34 @@ impl Store for CassandraStore {
             return fenced(result).map(|()| created);
         }
         // The metadata as it stands, then the steal: conditional on the range
-        // id read, so that no earlier owner can write after it.
-        let mut taken = match self.read_meta(partition, true).await? {
-            Some((range_id, meta)) if range_id == expected => meta,
-            Some((current_range_id, _)) => return Err(StoreError::Fenced { current_range_id }),
-            None => return Err(StoreError::Fenced { current_range_id: 0 }),
-        };
-        taken.range_id = expected + 1;
-        taken.owner = owner.to_owned();
-        let result = self
-            .session
-            .execute_unpaged(
-                &self.statements.write_meta,
-                (taken.range_id, encode_meta(&taken), queue, number, expected),
-            )
-            .await
-            .map_err(write_error)?;
-        fenced(result).map(|()| taken)
+        // id read, so that no earlier owner can write after it, and on the
+        // metadata read, so that a write the owner at `expected` made between
+        // the read and the steal is not overwritten by the older metadata
+        // (its ack level would go back, below what that owner deletes).
+        for _ in 0..TAKE_ATTEMPTS {
+            let (mut taken, bytes) = match self.read_meta_bytes(partition, true).await? {
+                Some((range_id, meta, bytes)) if range_id == expected => (meta, bytes),
+                Some((current_range_id, _, _)) => return Err(StoreError::Fenced { current_range_id }),
+                None => return Err(StoreError::Fenced { current_range_id: 0 }),
+            };
+            taken.range_id = expected + 1;
+            taken.owner = owner.to_owned();
+            let values = (taken.range_id, encode_meta(&taken), queue, number, expected, bytes);
+            let result = self.session.execute_unpaged(&self.statements.take_meta, values).await.map_err(write_error)?;
+            match conditional(result)? {
+                None => return Ok(taken),
+                Some(found) => {
+                    let current_range_id = column(&found, "range_id").and_then(CqlValue::as_bigint).unwrap_or(0);
+                    if current_range_id != expected {
+                        return Err(StoreError::Fenced { current_range_id });
+                    }
+                    // The owner at `expected` wrote in between: read again.
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "partition {partition}: its owner kept writing while it was taken ({TAKE_ATTEMPTS} tries)"
+        )))
     }
 
     async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {

@@ -13,6 +13,8 @@ pub(super) struct Statements {
     /// `SET range_id = ? … IF range_id = ?` with the same value: the fence of an append.
     pub set_range: PreparedStatement,
     pub write_meta: PreparedStatement,
+    /// The steal: `write_meta`, also conditional on the metadata read.
+    pub take_meta: PreparedStatement,
     /// A task row, or a record row (kind = its section's code).
     pub insert_task: PreparedStatement,
     pub delete_record: PreparedStatement,
@@ -73,6 +75,10 @@ impl Statements {
             .await?,
             set_range: prepare(format!("UPDATE {keyspace}.tasks SET range_id = ? WHERE {meta_key} IF range_id = ?"))
                 .await?,
+            take_meta: prepare(format!(
+                "UPDATE {keyspace}.tasks SET range_id = ?, meta = ? WHERE {meta_key} IF range_id = ? AND meta = ?"
+            ))
+            .await?,
             write_meta: prepare(format!(
                 "UPDATE {keyspace}.tasks SET range_id = ?, meta = ? WHERE {meta_key} IF range_id = ?"
             ))
