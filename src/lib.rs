@@ -31,6 +31,7 @@
 //!   the backlog.
 
 pub mod api;
+pub mod chaos;
 pub mod clock;
 pub mod cluster;
 pub mod config;

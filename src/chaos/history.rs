@@ -1,0 +1,65 @@
+//! A chaos run's history: every operation a client invoked, with when it
+//! started and ended and what came of it, one JSON object per line. The
+//! workload writes it; the checker reads it; nothing else is trusted.
+
+use serde::{Deserialize, Serialize};
+
+/// What came of an operation, as the client saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It succeeded.
+    Ok,
+    /// It certainly did not happen (`UNAVAILABLE`, refused).
+    Failed,
+    /// It may have happened (`fairway-maybe-applied`, or a transport error
+    /// after the request left).
+    Maybe,
+}
+
+/// One operation of the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// `AddTask` of a task whose payload is `value` (unique in the run).
+    Add { value: String, key: String },
+    /// A poll that returned the task `value` (polls that return nothing are
+    /// not recorded), from `partition`, as its `attempt`-th delivery.
+    Deliver { value: String, key: String, partition: u32, attempt: u32, lease_token: String },
+    /// `CompleteTask` of the delivery with `lease_token`.
+    Complete { value: String, lease_token: String },
+    /// `FailTask` (retryable) of the delivery with `lease_token`.
+    Fail { value: String, lease_token: String },
+    /// A fault the nemesis injected, or ended.
+    Nemesis { what: String },
+}
+
+/// One line of the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The client (or the nemesis) that invoked it.
+    pub process: u32,
+    /// When it was invoked and when its answer came, in ms since the run began.
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub outcome: Outcome,
+    /// The gRPC code of a failure, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// Parses a history, line by line; the error names the line.
+pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| serde_json::from_str(line).map_err(|e| format!("history line {}: {e}", n + 1)))
+        .collect()
+}
+
+/// One line of history text.
+pub fn line(entry: &Entry) -> String {
+    serde_json::to_string(entry).expect("a history entry serializes")
+}
