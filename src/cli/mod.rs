@@ -1,6 +1,7 @@
 //! Command-line interface. `anyhow` lives here and nowhere else.
 
 mod bench;
+mod chaos;
 mod client;
 mod demo;
 mod origin;
@@ -48,6 +49,10 @@ enum Command {
     /// A synthetic forge in virtual time, scheduled by the real scheduler:
     /// Fairway's defaults against the reference scheduler's way.
     Simulate(simulate::SimulateArgs),
+    /// Fault injection: several nodes on one Cassandra keyspace, a nemesis,
+    /// and a checker of what clients saw.
+    #[command(subcommand)]
+    Chaos(chaos::ChaosCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -75,6 +80,7 @@ pub fn main() -> ExitCode {
             Command::Worker(args) => worker::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Simulate(args) => simulate::run(args).await,
+            Command::Chaos(command) => chaos::run(command).await,
         }
     });
     match result {

@@ -2,6 +2,7 @@
 //! over real gRPC; process tests run the real `fairway` binary.
 
 mod cassandra;
+mod chaos;
 mod conformance_embedded;
 mod connections;
 mod durability;

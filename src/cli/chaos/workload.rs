@@ -1,0 +1,226 @@
+//! The clients of a chaos run: producers that add tasks with unique
+//! payloads, workers that poll, heartbeat, complete and fail them. Every
+//! operation goes to the history with its outcome; a client whose node
+//! fails moves to the next node.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+
+use fairway::api::status::MAYBE_APPLIED;
+use fairway::chaos::history::{Entry, Op, Outcome};
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+
+pub const QUEUE: &str = "chaos";
+
+/// Where clients send their operations, and when the run began.
+#[derive(Clone)]
+pub struct Recorder {
+    began: Instant,
+    entries: mpsc::UnboundedSender<Entry>,
+    /// When the last delivery was recorded, in ms since the run began.
+    last_delivery_ms: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    pub fn new(began: Instant) -> (Recorder, mpsc::UnboundedReceiver<Entry>) {
+        let (entries, received) = mpsc::unbounded_channel();
+        (Recorder { began, entries, last_delivery_ms: Arc::new(AtomicU64::new(0)) }, received)
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.began.elapsed().as_millis() as u64
+    }
+
+    pub fn record(&self, process: u32, start_ms: u64, result: Result<(), &tonic::Status>, applied: Outcome, op: Op) {
+        let (outcome, error) = match result {
+            Ok(()) => (Outcome::Ok, String::new()),
+            Err(status) => (classify(status, applied), format!("{:?}", status.code())),
+        };
+        if matches!(op, Op::Deliver { .. }) {
+            self.last_delivery_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
+        }
+        let entry = Entry { process, start_ms, end_ms: self.now_ms(), outcome, error, op };
+        let _ = self.entries.send(entry);
+    }
+
+    /// How long since a task was last delivered.
+    pub fn since_last_delivery(&self) -> Duration {
+        Duration::from_millis(self.now_ms().saturating_sub(self.last_delivery_ms.load(Ordering::Acquire)))
+    }
+
+    pub fn nemesis(&self, what: String) {
+        let at = self.now_ms();
+        let entry = Entry {
+            process: 0,
+            start_ms: at,
+            end_ms: at,
+            outcome: Outcome::Ok,
+            error: String::new(),
+            op: Op::Nemesis { what },
+        };
+        let _ = self.entries.send(entry);
+    }
+}
+
+/// What a failed call says of its effect: certainly nothing (`UNAVAILABLE`
+/// and refusals), or maybe something. `applied` is what an unknown failure
+/// counts as for this operation.
+fn classify(status: &tonic::Status, applied: Outcome) -> Outcome {
+    if status.metadata().get(MAYBE_APPLIED).is_some() {
+        return Outcome::Maybe;
+    }
+    match status.code() {
+        Code::Unavailable
+        | Code::InvalidArgument
+        | Code::FailedPrecondition
+        | Code::Aborted
+        | Code::NotFound
+        | Code::ResourceExhausted => Outcome::Failed,
+        _ => applied,
+    }
+}
+
+/// A client that sends to one node at a time and moves on when it fails.
+pub struct Client {
+    nodes: Vec<String>,
+    turn: usize,
+    client: Option<MatchingClient<Channel>>,
+}
+
+impl Client {
+    pub fn new(nodes: Vec<String>, first: usize) -> Client {
+        Client { nodes, turn: first, client: None }
+    }
+
+    fn get(&mut self) -> MatchingClient<Channel> {
+        self.client
+            .get_or_insert_with(|| {
+                let address = &self.nodes[self.turn % self.nodes.len()];
+                let endpoint = Endpoint::from_shared(format!("http://{address}"))
+                    .expect("a node address")
+                    .connect_timeout(Duration::from_secs(1))
+                    // Shorter than any pause: a client moves to another node.
+                    .timeout(Duration::from_secs(2));
+                MatchingClient::new(endpoint.connect_lazy())
+            })
+            .clone()
+    }
+
+    fn next_node(&mut self) {
+        self.turn += 1;
+        self.client = None;
+    }
+
+    /// The queue as the current node describes it, or `None` (and the next node next time).
+    pub async fn describe(&mut self, request: pb::DescribeQueueRequest) -> Option<pb::DescribeQueueResponse> {
+        match self.get().describe_queue(request).await {
+            Ok(response) => Some(response.into_inner()),
+            Err(_) => {
+                self.next_node();
+                None
+            }
+        }
+    }
+
+    pub async fn create_queue(&mut self, request: pb::CreateQueueRequest) -> Result<(), tonic::Status> {
+        let created = self.get().create_queue(request).await.map(|_| ());
+        if created.is_err() {
+            self.next_node();
+        }
+        created
+    }
+}
+
+/// Adds tasks `p{process}-{n}` until `stop`, one at a time, `pause` apart.
+/// Keys change every 100 tasks, so that new keys keep arriving.
+pub async fn produce(process: u32, mut client: Client, recorder: Recorder, stop: Arc<AtomicBool>, pause: Duration) {
+    let mut n = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let value = format!("p{process}-{n}");
+        let key = format!("k{}-{}", process, n / 100);
+        let spec =
+            pb::TaskSpec { fairness_key: key.clone(), payload: value.clone().into_bytes(), ..Default::default() };
+        let start = recorder.now_ms();
+        let result = client.get().add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec) }).await;
+        recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, Op::Add { value, key });
+        if result.is_err() {
+            client.next_node();
+        }
+        n += 1;
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Polls until `stop`; completes nine tasks in ten (heartbeating one in
+/// ten first) and fails the tenth (retryable). Each task takes `busy` while
+/// `slow` is set: workers slower than the producers keep a backlog waiting,
+/// as loader workers on visits do.
+pub async fn work(
+    process: u32,
+    mut client: Client,
+    recorder: Recorder,
+    stop: Arc<AtomicBool>,
+    slow: Arc<AtomicBool>,
+    busy: Duration,
+) {
+    let mut n = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let start = recorder.now_ms();
+        let request = pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: format!("w{process}"),
+            max_wait: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
+        };
+        let task = match client.get().poll_task(request).await {
+            Ok(response) => response.into_inner().task,
+            Err(_) => {
+                client.next_node();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(task) = task else { continue };
+        let value = String::from_utf8_lossy(&task.payload).into_owned();
+        let token = task.lease_token.clone();
+        let op = Op::Deliver {
+            value: value.clone(),
+            key: task.fairness_key.clone(),
+            partition: task.partition,
+            attempt: task.attempt,
+            lease_token: token.clone(),
+        };
+        recorder.record(process, start, Ok(()), Outcome::Ok, op);
+        if slow.load(Ordering::Acquire) {
+            tokio::time::sleep(busy).await;
+        }
+        n += 1;
+        if n % 10 == 3 {
+            let _ = client.get().heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token.clone() }).await;
+        }
+        let start = recorder.now_ms();
+        if n % 10 == 7 {
+            let request = pb::FailTaskRequest {
+                lease_token: token.clone(),
+                retryable: true,
+                message: "chaos".into(),
+                retry_after: None,
+            };
+            let result = client.get().fail_task(request).await;
+            let op = Op::Fail { value, lease_token: token };
+            recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, op);
+        } else {
+            let result = client
+                .get()
+                .complete_task(pb::CompleteTaskRequest { lease_token: token.clone(), ..Default::default() })
+                .await;
+            let op = Op::Complete { value, lease_token: token };
+            recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, op);
+        }
+    }
+}
