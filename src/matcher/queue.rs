@@ -85,6 +85,9 @@ pub struct QueueMatcher {
     ownership: tokio::sync::Mutex<()>,
     waiters: Mutex<VecDeque<Waiter>>,
     next_partition: AtomicUsize,
+    /// Where the next dispatch starts looking: ties between partitions go
+    /// round.
+    next_dispatch: AtomicUsize,
     next_waiter: AtomicU64,
     closing: AtomicBool,
     settings: Arc<Settings>,
@@ -171,6 +174,7 @@ impl QueueMatcher {
                 ownership: tokio::sync::Mutex::new(()),
                 waiters: Mutex::new(VecDeque::new()),
                 next_partition: AtomicUsize::new(0),
+                next_dispatch: AtomicUsize::new(0),
                 next_waiter: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
                 settings,
@@ -555,12 +559,22 @@ impl QueueMatcher {
             return false;
         }
         let partitions = self.partitions();
+        if partitions.is_empty() {
+            return false;
+        }
+        // Across partitions only the priority and how far a task's pass is
+        // ahead of its own partition's ack level compare: passes and ids of
+        // different partitions are unrelated, and comparing them would serve
+        // one backlogged partition and starve another. Ties go round.
+        let rank = |c: &Candidate| (c.priority, c.pass_ahead);
         loop {
+            let start = self.next_dispatch.fetch_add(1, Ordering::Relaxed);
             let mut best: Option<(usize, Candidate)> = None;
-            for (index, partition) in partitions.iter().enumerate() {
-                let candidate = partition.with_engine(|e| e.peek(now)).flatten();
+            for offset in 0..partitions.len() {
+                let index = (start + offset) % partitions.len();
+                let candidate = partitions[index].with_engine(|e| e.peek(now)).flatten();
                 if let Some(candidate) = candidate
-                    && best.is_none_or(|(_, b)| candidate < b)
+                    && best.is_none_or(|(_, b)| rank(&candidate) < rank(&b))
                 {
                     best = Some((index, candidate));
                 }

@@ -285,8 +285,9 @@ pub struct GcRequest {
     pub through: FairLevel,
 }
 
-/// A dispatchable task, compared across partitions by
-/// `(priority, pass ahead of its ack level, id)`.
+/// A dispatchable task. Within a partition candidates order by
+/// `(priority, pass ahead of the ack level, level)`; across partitions only
+/// the first two compare (the matcher breaks ties in turn).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
     pub priority: Priority,
