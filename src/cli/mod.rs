@@ -57,8 +57,13 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve(_)) {
+    // Short commands that print: a closed pipe ends them. Not the long-lived
+    // ones, which write to sockets of servers that may die (a chaos run kills
+    // them on purpose): SIGPIPE would kill the client with them.
+    if matches!(cli.command, Command::Task(_) | Command::Queue(_) | Command::Origin(_) | Command::Schema(_)) {
         exit_quietly_on_closed_pipe();
+    }
+    if !matches!(cli.command, Command::Serve(_)) {
         // `serve` sets up logging once it has read its config.
         init_logging(false, None);
     }
@@ -113,7 +118,8 @@ fn init_logging(server: bool, tracer: Option<opentelemetry_sdk::trace::Tracer>) 
 /// A client command whose output is cut short (`fairway queue describe | head`)
 /// ends at once, as other command-line tools do, instead of panicking on the
 /// failed write. Rust ignores SIGPIPE by default; this restores the default
-/// action. Not for `serve`, which writes to sockets that peers may close.
+/// action. Not for `serve`, `worker`, `bench`, `demo`, `simulate` or
+/// `chaos`, which write to sockets that peers may close.
 fn exit_quietly_on_closed_pipe() {
     // SAFETY: called once at startup, before any other thread exists; setting
     // the disposition of SIGPIPE to its default has no other effect.
