@@ -1,7 +1,8 @@
 //! Routing requests between nodes: any node accepts any request; adds go to
 //! a partition this node holds, or are forwarded to the owner of one; polls
-//! are served from the partitions this node holds, then from the others'
-//! (a probe that does not wait), then wait where the queue's partitions are.
+//! ask the owner of the partition whose turn it is first (here, or another
+//! node with a probe that does not wait), then this node's partitions, then
+//! the other owners', then wait where the queue's partitions are.
 //!
 //! Invariant: a forwarded request is never forwarded again, so a stale view
 //! of ownership costs one failed hop, never a loop.
@@ -164,11 +165,20 @@ impl Router {
         if origin != Origin::Client {
             return Ok(matcher.poll(wait).await.map(convert::task));
         }
+        // Partitions take turns at being asked first, here or at their owner:
+        // were local partitions always first, a node with many workers would
+        // leave the backlog of another node's partitions waiting.
+        let first = self.owner_of_next_turn(&matcher);
+        if let Some(owner) = &first
+            && let Some(task) = self.forward_poll(owner, queue, Duration::ZERO, worker_id).await?
+        {
+            return Ok(Some(task));
+        }
         if let Some(task) = matcher.try_take().await {
             return Ok(Some(convert::task(task)));
         }
         let others = self.other_owners(&matcher);
-        for owner in &others {
+        for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
             if let Some(task) = self.forward_poll(owner, queue, Duration::ZERO, worker_id).await? {
                 return Ok(Some(task));
             }
@@ -204,6 +214,17 @@ impl Router {
         tasks.push(first);
         take_ready_within(&matcher, max, room, &mut tasks).await;
         Ok(tasks)
+    }
+
+    /// The owner of the partition whose turn it is to be asked first, when
+    /// that is another node: each owner is asked first in proportion to the
+    /// partitions it owns.
+    fn owner_of_next_turn(&self, matcher: &QueueMatcher) -> Option<String> {
+        let view = self.queues.view();
+        let partitions = matcher.config().partitions;
+        let turn = self.next_turn() % partitions as usize;
+        let owner = view.owners(matcher.name(), partitions).into_iter().nth(turn).flatten()?;
+        (owner != view.node()).then_some(owner)
     }
 
     /// The other live nodes that own partitions of the queue.

@@ -515,3 +515,73 @@ async fn a_restarted_single_node_serves_again_at_once() {
     second.terminate();
     keyspace.drop_keyspace().await;
 }
+
+/// Workers connected to one node must not leave the backlog of another
+/// node's partitions waiting while this node has a backlog of its own: each
+/// partition takes its turn at being asked first, wherever it is owned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_at_one_node_serve_the_backlog_of_every_node_in_turn() {
+    // Node 0 holds every partition before node 1 starts: it hands partitions
+    // over only once its view holds node 1, the view its polls are routed by.
+    let mut cluster = Cluster::start(Keyspace::create().await, 1).await;
+    until_each_owner_holds(&cluster).await;
+    cluster.nodes.push(ServerProcess::start_on(&cluster.keyspace.store_url(), CLUSTER_ENV));
+    let owners = until_each_owner_holds(&cluster).await;
+    // Adds without a dedup id go to a partition of the node that takes them.
+    for node in &cluster.nodes {
+        let mut producer = client(node.addr).await;
+        let specs: Vec<pb::TaskSpec> = (0..40).map(|i| spec(&format!("k{i}"), 1.0, 3, b"backlog")).collect();
+        crate::support::add_all(&mut producer, QUEUE, specs).await;
+    }
+    let mut worker = client(cluster.nodes[0].addr).await;
+    let polls = 2 * PARTITIONS as usize;
+    let mut served_by_the_other = 0;
+    for _ in 0..polls {
+        let task = crate::support::poll(&mut worker, QUEUE, Duration::ZERO).await.expect("a backlog on both nodes");
+        served_by_the_other += usize::from(owners[task.partition as usize] == cluster.addresses()[1]);
+    }
+    let share = owners.iter().filter(|o| *o == &cluster.addresses()[1]).count() * polls / PARTITIONS as usize;
+    println!(
+        "owners {owners:?}: {served_by_the_other} of {polls} polls at node 0 served by node 1 (its share {share})"
+    );
+    assert!(
+        served_by_the_other * 2 >= share,
+        "node 1 owns {share} of every {polls} turns but served {served_by_the_other} polls made at node 0\n{}\n{}",
+        cluster.nodes[0].log(),
+        cluster.nodes[1].log()
+    );
+    let Cluster { keyspace, nodes } = cluster;
+    for node in nodes {
+        node.terminate();
+    }
+    keyspace.drop_keyspace().await;
+}
+
+/// Waits (at most two minutes) until every partition is active at the
+/// owner that the assignment of the live nodes gives it, as every node
+/// reports; returns the owners.
+async fn until_each_owner_holds(cluster: &Cluster) -> Vec<String> {
+    let queue = fairway::model::validate::queue_name("queue", QUEUE).expect("a queue name");
+    let mut live = cluster.addresses();
+    live.sort();
+    let assigned: Vec<String> =
+        fairway::cluster::assignment::owners(&queue, PARTITIONS, &live).into_iter().flatten().collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        ticks.tick().await;
+        let reports = futures::future::join_all(cluster.nodes.iter().map(|n| describe(n.addr))).await;
+        let reports: Vec<pb::DescribeQueueResponse> = reports.into_iter().flatten().collect();
+        if reports.len() == cluster.nodes.len() {
+            let owners: Vec<String> = reports[0].partitions.iter().map(|p| p.owner.clone()).collect();
+            let same = reports.iter().all(|r| r.partitions.iter().map(|p| &p.owner).eq(owners.iter()));
+            let held = cluster.nodes.iter().zip(&reports).all(|(node, report)| {
+                report.partitions.iter().all(|p| p.owner != node.addr.to_string() || p.state == "active")
+            });
+            if same && held && owners == assigned {
+                return owners;
+            }
+        }
+        assert!(Instant::now() < deadline, "the partitions did not settle at their owners in two minutes");
+    }
+}
