@@ -15,13 +15,18 @@
 #
 # Node N listens on 127.0.0.N:9042 (CQL) and 127.0.0.N:7000 (gossip), JMX on
 # 7N99. State lives in $CASSANDRA_DEV_HOME (default: .deploy/cassandra
-# at the repository root): lib/ holds the jars, nodeN/ each node's data and logs.
+# at the repository root): nodeN/ holds each node's data and logs;
+# .deploy/cassandra/lib the jars.
+# A second cluster runs beside the first in a home of its own from another
+# address: CASSANDRA_DEV_FIRST=11 at `start` puts node N on 127.0.0.(10+N)
+# (JMX on port 7099 + 100 × the address's last number); the home remembers it.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 home="${CASSANDRA_DEV_HOME:-$root/.deploy/cassandra}"
-lib="$home/lib"
+# The jars are shared by every home.
+lib="${CASSANDRA_DEV_LIB:-$root/.deploy/cassandra/lib}"
 version="5.0.8"
 heap="${CASSANDRA_DEV_HEAP:-768m}"
 start_timeout="${CASSANDRA_DEV_START_TIMEOUT:-240}"
@@ -46,6 +51,10 @@ fetch() {
 
 node_dir() { echo "$home/node$1"; }
 
+# The last number of the first node's address (1 unless the home says otherwise).
+first() { cat "$home/first" 2>/dev/null || echo 1; }
+address() { echo "127.0.0.$(($(first) + $1 - 1))"; }
+
 write_config() {
   local n="$1" nodes="$2" dir tokens token
   dir="$(node_dir "$n")"
@@ -63,14 +72,14 @@ initial_token: $token
 auto_bootstrap: false
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
-listen_address: 127.0.0.$n
-rpc_address: 127.0.0.$n
+listen_address: $(address "$n")
+rpc_address: $(address "$n")
 storage_port: 7000
 native_transport_port: 9042
 start_native_transport: true
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
-    parameters: [{seeds: "127.0.0.1:7000"}]
+    parameters: [{seeds: "$(address 1):7000"}]
 data_file_directories: [$dir/data]
 commitlog_directory: $dir/commitlog
 saved_caches_directory: $dir/saved_caches
@@ -118,7 +127,7 @@ is_running() {
 
 cql_up() {
   # A TCP connect to the CQL port of node $1.
-  (exec 3<>"/dev/tcp/127.0.0.$1/9042") 2>/dev/null
+  (exec 3<>"/dev/tcp/$(address "$1")/9042") 2>/dev/null
 }
 
 launch() {
@@ -134,7 +143,7 @@ launch() {
   if [ "$nodes" = 1 ]; then
     single=(-Dcassandra.system_distributed.default_rf=1 -Dcassandra.system_traces.default_rf=1)
   fi
-  say "starting node $n on 127.0.0.$n:9042 (logs: $dir/logs)"
+  say "starting node $n on $(address "$n"):9042 (logs: $dir/logs)"
   # A fresh log, so that readiness is judged on this start only.
   [ -f "$dir/logs/system.log" ] && mv "$dir/logs/system.log" "$dir/logs/system.log.previous"
   # setsid: the node outlives this script, in its own process group.
@@ -144,7 +153,7 @@ launch() {
     "-Dcassandra.logdir=$dir/logs" \
     "-Dlogback.configurationFile=$dir/logback.xml" \
     -Dcassandra-foreground=yes \
-    "-Dcassandra.jmx.local.port=7${n}99" \
+    "-Dcassandra.jmx.local.port=$((7099 + 100 * ($(first) + n - 1)))" \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 \
     -Dcassandra.ring_delay_ms=5000 \
     "${single[@]}" \
@@ -174,12 +183,14 @@ start() {
   local nodes="${1:-1}"
   case "$nodes" in 1|3) ;; *) die "start takes 1 or 3 nodes, not $nodes" ;; esac
   fetch
-  if [ -f "$home/nodes" ] && [ "$(cat "$home/nodes")" != "$nodes" ]; then
-    say "the data in $home was made for $(cat "$home/nodes") node(s); wiping it for $nodes"
+  if [ -f "$home/nodes" ] && [ "$(cat "$home/nodes")/$(first)" != "$nodes/${CASSANDRA_DEV_FIRST:-1}" ]; then
+    say "the data in $home was made for $(cat "$home/nodes") node(s) from $(address 1); wiping it"
     stop
     rm -rf "$home"/node*
   fi
+  mkdir -p "$home"
   echo "$nodes" > "$home/nodes"
+  echo "${CASSANDRA_DEV_FIRST:-1}" > "$home/first"
   # On 2 cores: the first node alone, then the others.
   launch 1 "$nodes"
   wait_up 1

@@ -206,11 +206,11 @@ pub fn check(history: &[Entry], lease_timeout_ms: u64) -> Report {
 
     add_attempts.sort_unstable_by_key(|(start, end, _)| (*start, *end));
     let mut last_success: Option<u64> = None;
-    for (start, end, outcome) in &add_attempts {
+    for (_, end, outcome) in &add_attempts {
         if *outcome == Outcome::Ok {
             last_success = Some(*end);
         } else if let Some(since) = last_success {
-            report.longest_add_outage_ms = report.longest_add_outage_ms.max(end.saturating_sub(since.max(*start)));
+            report.longest_add_outage_ms = report.longest_add_outage_ms.max(end.saturating_sub(since));
         }
     }
 
@@ -321,6 +321,22 @@ mod tests {
         assert_eq!(report.longest_dispatch_gap_ms, 70_000 - 50_002);
         assert_eq!(report.longest_gap_partition, Some(0));
         assert!(report.table().contains("not met"));
+    }
+
+    #[test]
+    fn an_add_outage_runs_from_the_last_success_to_the_last_failure_before_the_next() {
+        let history = vec![
+            add("a", 0, Outcome::Ok),
+            add("b", 100, Outcome::Failed),
+            add("c", 1_000, Outcome::Failed),
+            add("d", 5_000, Outcome::Maybe),
+            add("e", 6_000, Outcome::Ok),
+            add("f", 6_200, Outcome::Failed),
+            add("g", 6_300, Outcome::Ok),
+        ];
+        let report = check(&history, 1000);
+        // add() ends each call 1 ms after it began.
+        assert_eq!(report.longest_add_outage_ms, 5_000);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! `fairway chaos run --scenario S --duration D` runs one scenario;
 //! `fairway chaos check HISTORY` checks a history again.
 
+mod cassandra;
+mod nemesis;
+mod network;
 mod nodes;
 mod workload;
 
@@ -15,16 +18,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand, ValueEnum};
-use rand::Rng;
+use clap::{Args, Subcommand};
 use rand::SeedableRng;
 
 use fairway::chaos::checker::{self, Report};
 use fairway::chaos::history::{self, Entry};
 use fairway::proto::v1 as pb;
 
-use self::nodes::{MEMBER_TIMEOUT_MS, Node};
-use self::workload::{Client, QUEUE, Recorder};
+use self::cassandra::CassandraNodes;
+use self::nemesis::{Nemesis, Scenario};
+use self::network::Firewall;
+use self::nodes::{Launch, MEMBER_TIMEOUT_MS, Node};
+use self::workload::{Client, QUEUE, Recorder, Traffic};
 
 #[derive(Subcommand, Debug)]
 pub enum ChaosCommand {
@@ -34,32 +39,6 @@ pub enum ChaosCommand {
     Check(CheckArgs),
 }
 
-/// The faults of a scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
-    /// Every 10 s, `kill -9` of a random node, started again 3 s later at its address.
-    Kill,
-    /// Every 10 s, `SIGSTOP` of a random node for 2 s (less than the member timeout).
-    Pause,
-    /// Every 15 s, `SIGSTOP` of the owner of partition 0 for 8 s (past the
-    /// 3 s member timeout) while new keys are added through the others,
-    /// then `SIGCONT`: the deposed owner wakes up with its keeper overdue.
-    PauseOwner,
-}
-
-impl Scenario {
-    /// The nodes' lease timeout. Pausing an owner hurts most with leases
-    /// longer than the pause (visits run for minutes): it then wakes up with
-    /// no expiry to write, and its keeper runs before any write of its
-    /// finds it fenced.
-    fn lease_timeout(self) -> Duration {
-        match self {
-            Scenario::PauseOwner => Duration::from_secs(20),
-            Scenario::Kill | Scenario::Pause => Duration::from_secs(3),
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[arg(long, value_enum)]
@@ -67,8 +46,8 @@ pub struct RunArgs {
     /// How long faults are injected (then the run heals and drains), e.g. `5m`.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
-    /// `cassandra://HOST:PORT/KEYSPACE`; the schema is applied if missing, and the
-    /// run's queue is removed from it first.
+    /// `cassandra://HOST:PORT/KEYSPACE`: the keyspace is dropped and made
+    /// again, so use one of the run's own.
     #[arg(long, default_value = "cassandra://127.0.0.1:9042/fairway_chaos")]
     store: String,
     /// Fairway nodes (2 to 5).
@@ -80,6 +59,14 @@ pub struct RunArgs {
     /// Seed of the nemesis's choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The `fairway` binary the nodes run: this one by default, or another
+    /// build (say, one with a bug the checker must find).
+    #[arg(long)]
+    node_binary: Option<PathBuf>,
+    /// The script that manages the Cassandra nodes, for the scenarios that
+    /// fault them (a cluster of three it started, replication factor 3).
+    #[arg(long, default_value = "deploy/cassandra/cassandra.sh")]
+    cassandra_script: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -112,18 +99,40 @@ pub async fn run(command: ChaosCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Cassandra nodes in the clusters `deploy/cassandra/cassandra.sh` starts.
+const CASSANDRA_NODES: u32 = 3;
+
 async fn run_scenario(args: &RunArgs) -> anyhow::Result<Report> {
     if args.duration < Duration::from_secs(5) || args.duration > Duration::from_secs(24 * 3600) {
         bail!("--duration must be 5s to 24h, not {:?}", args.duration);
     }
+    let scenario = args.scenario;
     std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
-    prepare_store(&args.store).await?;
+    // Faults of the environment first: a run that cannot inject them does not start.
+    let firewall = if scenario.cuts_the_network() { Some(Firewall::install()?) } else { None };
+    let cassandra = if scenario.faults_cassandra() {
+        Some(CassandraNodes::find(args.cassandra_script.clone(), CASSANDRA_NODES).await?)
+    } else {
+        None
+    };
+    let replicas = if scenario.faults_cassandra() { CASSANDRA_NODES } else { 1 };
+    let store_port = prepare_store(&args.store, replicas).await?;
+    let launch = Launch {
+        binary: match &args.node_binary {
+            Some(binary) => binary.clone(),
+            None => std::env::current_exe().context("the path of this binary")?,
+        },
+        store: args.store.clone(),
+        lease_timeout: scenario.lease_timeout(),
+        own_uids: scenario.cuts_the_network(),
+    };
     let mut nodes = Vec::new();
     for n in 0..args.nodes {
-        nodes.push(Node::start(&args.store, args.out.join(format!("node{n}.log")), args.scenario.lease_timeout())?);
+        nodes.push(Node::start(&launch, n, args.out.join(format!("node{n}.log")))?);
     }
     let addresses: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
-    let mut admin = Client::new(addresses.clone(), 0);
+    let traffic = Arc::new(Traffic::default());
+    let mut admin = Client::new(addresses.clone(), 0, traffic.clone());
     create_queue(&mut admin).await?;
 
     let began = Instant::now();
@@ -145,42 +154,49 @@ async fn run_scenario(args: &RunArgs) -> anyhow::Result<Report> {
     let slow = Arc::new(AtomicBool::new(true));
     let mut clients = tokio::task::JoinSet::new();
     for p in 1..=4u32 {
-        let client = Client::new(addresses.clone(), p as usize);
+        let client = Client::new(addresses.clone(), p as usize, traffic.clone());
         clients.spawn(workload::produce(p, client, recorder.clone(), adding.clone(), Duration::from_millis(20)));
     }
     for w in 11..=18u32 {
-        let client = Client::new(addresses.clone(), w as usize);
-        // Pausing an owner hurts most when workers are busy with long tasks:
-        // tasks then wait in the new owner's buffer when the partition moves back.
-        let busy = Duration::from_millis(if args.scenario == Scenario::PauseOwner { 1_500 } else { 100 });
+        let client = Client::new(addresses.clone(), w as usize, traffic.clone());
+        let busy = scenario.task_time();
         clients.spawn(workload::work(w, client, recorder.clone(), polling.clone(), slow.clone(), busy));
     }
 
-    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let end = began + args.duration;
+    let rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let mut nemesis = Nemesis {
+        scenario,
+        nodes,
+        admin,
+        recorder: recorder.clone(),
+        traffic,
+        rng,
+        firewall,
+        cassandra,
+        store_port,
+        end,
+    };
     let mut last_line = Instant::now();
     while Instant::now() < end {
-        nemesis_step(args.scenario, &mut nodes, &mut admin, &recorder, &mut rng, end).await?;
+        nemesis.step().await?;
         if last_line.elapsed() >= Duration::from_secs(5) {
             eprintln!(
-                "chaos {:?}: {:.0} s of {:.0} s, {} nodes up",
-                args.scenario,
+                "chaos {scenario:?}: {:.0} s of {:.0} s, {} Fairway nodes up, {} acknowledged adds",
                 began.elapsed().as_secs_f64(),
                 args.duration.as_secs_f64(),
-                nodes.iter().filter(|n| n.is_up() && !n.is_paused()).count()
+                nemesis.nodes_up(),
+                recorder.acknowledged_adds(),
             );
             last_line = Instant::now();
         }
     }
-    for node in &mut nodes {
-        node.heal()?;
-    }
-    recorder.nemesis("healed every node".into());
+    nemesis.heal().await?;
     adding.store(true, Ordering::Release);
     slow.store(false, Ordering::Release);
-    eprintln!("chaos {:?}: healed; draining until nothing is delivered for a while", args.scenario);
+    eprintln!("chaos {scenario:?}: healed; draining until nothing is delivered for a while");
     // Quiet for longer than an expired lease, a retry's backoff and a takeover.
-    let quiet = 2 * args.scenario.lease_timeout() + Duration::from_millis(2 * MEMBER_TIMEOUT_MS);
+    let quiet = 2 * scenario.lease_timeout() + Duration::from_millis(2 * MEMBER_TIMEOUT_MS);
     let drain_deadline = Instant::now() + Duration::from_secs(600);
     while recorder.since_last_delivery() < quiet && Instant::now() < drain_deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -188,85 +204,29 @@ async fn run_scenario(args: &RunArgs) -> anyhow::Result<Report> {
     polling.store(true, Ordering::Release);
     while clients.join_next().await.is_some() {}
     drop(recorder);
+    drop(nemesis);
     let entries = collector.await?;
-    let report = checker::check(&entries, args.scenario.lease_timeout().as_millis() as u64);
+    let report = checker::check(&entries, scenario.lease_timeout().as_millis() as u64);
     std::fs::write(args.out.join("report.md"), report.table()).context("write the report")?;
     eprintln!("history: {} ({} operations)", history_path.display(), entries.len());
     Ok(report)
 }
 
-/// One step of the scenario's nemesis; returns once the step is over (or
-/// the run's end has come).
-async fn nemesis_step(
-    scenario: Scenario,
-    nodes: &mut [Node],
-    admin: &mut Client,
-    recorder: &Recorder,
-    rng: &mut impl Rng,
-    end: Instant,
-) -> anyhow::Result<()> {
-    let wait = |d: Duration| tokio::time::sleep(d.min(end.saturating_duration_since(Instant::now())));
-    match scenario {
-        Scenario::Kill => {
-            wait(Duration::from_secs(7)).await;
-            let victim = rng.random_range(0..nodes.len());
-            recorder.nemesis(format!("kill -9 {}", nodes[victim].addr));
-            nodes[victim].kill();
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            nodes[victim].restart()?;
-            recorder.nemesis(format!("restarted {}", nodes[victim].addr));
-        }
-        Scenario::Pause => {
-            wait(Duration::from_secs(8)).await;
-            let victim = rng.random_range(0..nodes.len());
-            recorder.nemesis(format!("SIGSTOP {}", nodes[victim].addr));
-            nodes[victim].pause(true);
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            nodes[victim].pause(false);
-            recorder.nemesis(format!("SIGCONT {}", nodes[victim].addr));
-        }
-        Scenario::PauseOwner => {
-            wait(Duration::from_secs(7)).await;
-            let owner = partition_owner(admin, 0).await;
-            let victim = nodes.iter().position(|n| Some(&n.addr) == owner.as_ref());
-            let victim = victim.unwrap_or_else(|| rng.random_range(0..nodes.len()));
-            recorder.nemesis(format!("SIGSTOP {} (owner of partition 0)", nodes[victim].addr));
-            nodes[victim].pause(true);
-            tokio::time::sleep(Duration::from_millis(8_000)).await;
-            nodes[victim].pause(false);
-            recorder.nemesis(format!("SIGCONT {}", nodes[victim].addr));
-        }
-    }
-    Ok(())
-}
-
-/// Who owns `partition`, as some node reports it.
-async fn partition_owner(admin: &mut Client, partition: u32) -> Option<String> {
-    for _ in 0..3 {
-        let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 };
-        match admin.describe(request).await {
-            Some(described) => {
-                return described.partitions.get(partition as usize).map(|p| p.owner.clone());
-            }
-            None => continue,
-        }
-    }
-    None
-}
-
-/// The schema, and no queue left from an earlier run.
-async fn prepare_store(store: &str) -> anyhow::Result<()> {
+/// The schema (with `replicas` copies of each row), and no queue left from
+/// an earlier run; returns the port Cassandra serves CQL on.
+async fn prepare_store(store: &str, replicas: u32) -> anyhow::Result<u16> {
     let url: fairway::config::StoreUrl = store.parse().map_err(|e| anyhow::anyhow!("--store: {e}"))?;
     let fairway::config::StoreUrl::Cassandra { contact_point, keyspace } = url else {
         bail!("--store must be cassandra://HOST:PORT/KEYSPACE: chaos runs several nodes on one store");
     };
     let config = fairway::store::cassandra::CassandraConfig::default();
     let session = fairway::store::cassandra::connect_session(&contact_point, &config).await?;
-    fairway::store::cassandra::apply_schema(&session, &keyspace, &config.replication).await?;
-    for table in ["tasks", "queues", "members"] {
-        session.query_unpaged(format!("TRUNCATE {keyspace}.{table}"), ()).await.context("empty the keyspace")?;
-    }
-    Ok(())
+    let replication = format!("{{'class': 'SimpleStrategy', 'replication_factor': {replicas}}}");
+    // Nothing of an earlier run is reused: not its rows, not its schema.
+    session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.context("drop the keyspace")?;
+    fairway::store::cassandra::apply_schema(&session, &keyspace, &replication).await?;
+    let port = contact_point.rsplit(':').next().and_then(|p| p.parse().ok());
+    port.with_context(|| format!("the port of {contact_point}"))
 }
 
 async fn create_queue(admin: &mut Client) -> anyhow::Result<()> {

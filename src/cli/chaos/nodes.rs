@@ -1,8 +1,9 @@
 //! The Fairway nodes of a chaos run: `fairway serve` processes on fixed
 //! loopback addresses (their names in the cluster), which the nemesis kills,
-//! restarts, pauses and resumes.
+//! restarts, pauses and resumes. A node dies with the run that started it.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -25,26 +26,41 @@ pub const NODE_ENV: &[(&str, &str)] = &[
 /// The member timeout of [`NODE_ENV`], in ms.
 pub const MEMBER_TIMEOUT_MS: u64 = 3_000;
 
+/// How the nodes of a run are started.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The `fairway` binary the nodes run (this one, or a build under test).
+    pub binary: PathBuf,
+    pub store: String,
+    pub lease_timeout: std::time::Duration,
+    /// Run each node as a user id of its own (for network partitions).
+    pub own_uids: bool,
+}
+
 pub struct Node {
     pub addr: String,
-    store: String,
-    lease_timeout: String,
+    /// The user id the node runs as, when it has one of its own.
+    pub uid: Option<u32>,
+    launch: Launch,
     log: PathBuf,
     child: Option<Child>,
     paused: bool,
 }
 
 impl Node {
-    /// Starts a node at a free loopback port, with leases of `lease_timeout`;
-    /// its log goes to `log`.
-    pub fn start(store: &str, log: PathBuf, lease_timeout: std::time::Duration) -> anyhow::Result<Node> {
+    /// Starts node `index` at a free loopback port; its log goes to `log`.
+    pub fn start(launch: &Launch, index: u32, log: PathBuf) -> anyhow::Result<Node> {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?;
         let addr = probe.local_addr()?.to_string();
         drop(probe);
-        let lease_timeout = fairway::config::duration_serde::format(lease_timeout);
-        let mut node = Node { addr, store: store.to_owned(), lease_timeout, log, child: None, paused: false };
+        let uid = launch.own_uids.then_some(super::network::NODE_UID_BASE + index);
+        let mut node = Node { addr, uid, launch: launch.clone(), log, child: None, paused: false };
         node.restart()?;
         Ok(node)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("an address of our own making")
     }
 
     pub fn is_up(&self) -> bool {
@@ -58,17 +74,30 @@ impl Node {
     /// Starts the process again at the same address, and waits until it listens.
     pub fn restart(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).context("the node's log")?;
-        let exe = std::env::current_exe().context("the path of this binary")?;
-        let mut command = Command::new(exe);
+        let mut command = Command::new(&self.launch.binary);
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("FAIRWAY_") {
                 command.env_remove(name);
             }
         }
+        if let Some(uid) = self.uid {
+            command.uid(uid).gid(uid);
+        }
+        // SAFETY: prctl is async-signal-safe; the closure touches no memory of the parent's.
+        unsafe {
+            // A node dies with the run that started it, also when the run is killed.
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let lease_timeout = fairway::config::duration_serde::format(self.launch.lease_timeout);
         let mut child = command
-            .args(["serve", "--listen", &self.addr, "--store", &self.store])
+            .args(["serve", "--listen", &self.addr, "--store", &self.launch.store])
             .envs(NODE_ENV.iter().copied())
-            .env("FAIRWAY_TASKS__LEASE_TIMEOUT", &self.lease_timeout)
+            .env("FAIRWAY_TASKS__LEASE_TIMEOUT", &lease_timeout)
             .env("FAIRWAY_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())

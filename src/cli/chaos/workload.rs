@@ -3,8 +3,8 @@
 //! operation goes to the history with its outcome; a client whose node
 //! fails moves to the next node.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -25,12 +25,19 @@ pub struct Recorder {
     entries: mpsc::UnboundedSender<Entry>,
     /// When the last delivery was recorded, in ms since the run began.
     last_delivery_ms: Arc<AtomicU64>,
+    acknowledged_adds: Arc<AtomicU64>,
 }
 
 impl Recorder {
     pub fn new(began: Instant) -> (Recorder, mpsc::UnboundedReceiver<Entry>) {
         let (entries, received) = mpsc::unbounded_channel();
-        (Recorder { began, entries, last_delivery_ms: Arc::new(AtomicU64::new(0)) }, received)
+        let recorder = Recorder {
+            began,
+            entries,
+            last_delivery_ms: Arc::new(AtomicU64::new(0)),
+            acknowledged_adds: Arc::new(AtomicU64::new(0)),
+        };
+        (recorder, received)
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -42,11 +49,21 @@ impl Recorder {
             Ok(()) => (Outcome::Ok, String::new()),
             Err(status) => (classify(status, applied), format!("{:?}", status.code())),
         };
-        if matches!(op, Op::Deliver { .. }) {
-            self.last_delivery_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
+        match op {
+            Op::Deliver { .. } => {
+                self.last_delivery_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
+            }
+            Op::Add { .. } if outcome == Outcome::Ok => {
+                self.acknowledged_adds.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
         let entry = Entry { process, start_ms, end_ms: self.now_ms(), outcome, error, op };
         let _ = self.entries.send(entry);
+    }
+
+    pub fn acknowledged_adds(&self) -> u64 {
+        self.acknowledged_adds.load(Ordering::Relaxed)
     }
 
     /// How long since a task was last delivered.
@@ -86,19 +103,70 @@ fn classify(status: &tonic::Status, applied: Outcome) -> Outcome {
     }
 }
 
-/// A client that sends to one node at a time and moves on when it fails.
+/// What the nemesis asks of the clients: a node to stay away from (as a
+/// load balancer that drained it would), and workers to hold off.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    avoided: Mutex<Option<String>>,
+    workers_held: AtomicBool,
+    /// Workers between a poll and the end of its task's completion.
+    workers_busy: AtomicUsize,
+}
+
+impl Traffic {
+    pub fn avoid(&self, node: Option<String>) {
+        *self.avoided.lock().expect("not poisoned") = node;
+    }
+
+    fn avoids(&self, node: &str) -> bool {
+        self.avoided.lock().expect("not poisoned").as_deref() == Some(node)
+    }
+
+    pub fn hold_workers(&self, held: bool) {
+        self.workers_held.store(held, Ordering::Release);
+    }
+
+    /// No worker is polling or busy with a task.
+    pub fn workers_idle(&self) -> bool {
+        self.workers_busy.load(Ordering::Acquire) == 0
+    }
+}
+
+/// Counts a worker busy while it lives.
+struct Busy<'a>(&'a Traffic);
+
+impl<'a> Busy<'a> {
+    fn new(traffic: &'a Traffic) -> Busy<'a> {
+        traffic.workers_busy.fetch_add(1, Ordering::AcqRel);
+        Busy(traffic)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.workers_busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A client that sends to one node at a time and moves on when it fails
+/// or when the nemesis asks clients to avoid it.
 pub struct Client {
     nodes: Vec<String>,
     turn: usize,
     client: Option<MatchingClient<Channel>>,
+    traffic: Arc<Traffic>,
 }
 
 impl Client {
-    pub fn new(nodes: Vec<String>, first: usize) -> Client {
-        Client { nodes, turn: first, client: None }
+    pub fn new(nodes: Vec<String>, first: usize, traffic: Arc<Traffic>) -> Client {
+        Client { nodes, turn: first, client: None, traffic }
     }
 
     fn get(&mut self) -> MatchingClient<Channel> {
+        // At most one node is avoided: the next one is not.
+        if self.traffic.avoids(&self.nodes[self.turn % self.nodes.len()]) {
+            self.next_node();
+        }
         self.client
             .get_or_insert_with(|| {
                 let address = &self.nodes[self.turn % self.nodes.len()];
@@ -170,7 +238,13 @@ pub async fn work(
     busy: Duration,
 ) {
     let mut n = 0u64;
+    let traffic = client.traffic.clone();
     while !stop.load(Ordering::Acquire) {
+        if traffic.workers_held.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        let _busy = Busy::new(&traffic);
         let start = recorder.now_ms();
         let request = pb::PollTaskRequest {
             queue: QUEUE.into(),
