@@ -7,7 +7,11 @@
 # Cassandra: uses the node at $FAIRWAY_TEST_CASSANDRA (default
 # 127.0.0.1:9042) if one listens there; otherwise fetches Cassandra from
 # Maven Central (once) and starts a node with deploy/cassandra/cassandra.sh,
-# and stops it at the end, also when tests fail.
+# and stops it at the end, also when tests fail. The chaos tests of
+# Cassandra faults need a cluster of three more (127.0.0.11-13, in
+# .deploy/cassandra-cluster), started and stopped the same way; the chaos
+# tests of network partitions need root and iptables, installed from
+# Debian's packages if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +19,10 @@ contact="${FAIRWAY_TEST_CASSANDRA:-127.0.0.1:9042}"
 host="${contact%:*}"
 port="${contact##*:}"
 started_cassandra=""
+started_cluster=""
+cluster_home="$PWD/.deploy/cassandra-cluster"
+# The single node lives in the script's default home.
+unset CASSANDRA_DEV_HOME CASSANDRA_DEV_FIRST
 # Cassandra warns of reads that cross more than 100 tombstones: the tombstone
 # tests count those warnings to prove the budget of every read. Exported, so
 # that a node the outage tests restart keeps it.
@@ -23,6 +31,9 @@ export CASSANDRA_DEV_TOMBSTONE_WARN=100
 cleanup() {
   if [ -n "$started_cassandra" ]; then
     bash deploy/cassandra/cassandra.sh stop || true
+  fi
+  if [ -n "$started_cluster" ]; then
+    CASSANDRA_DEV_HOME="$cluster_home" bash deploy/cassandra/cassandra.sh stop || true
   fi
   rm -f "${log:-}"
 }
@@ -36,6 +47,22 @@ else
   rm -rf .deploy/cassandra/node* .deploy/cassandra/nodes
   started_cassandra=yes
   bash deploy/cassandra/cassandra.sh start 1
+fi
+
+if [ -n "${FAIRWAY_TEST_CASSANDRA_CLUSTER:-}" ]; then
+  echo "test: using the Cassandra cluster at $FAIRWAY_TEST_CASSANDRA_CLUSTER"
+elif (exec 3<>"/dev/tcp/127.0.0.11/9042") 2>/dev/null; then
+  echo "test: using the Cassandra cluster already listening at 127.0.0.11:9042"
+else
+  echo "test: starting a Cassandra cluster of three nodes at 127.0.0.11-13"
+  rm -rf "$cluster_home"
+  started_cluster=yes
+  CASSANDRA_DEV_HOME="$cluster_home" CASSANDRA_DEV_FIRST=11 bash deploy/cassandra/cassandra.sh start 3
+fi
+
+if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "test: installing iptables (network partitions in the chaos tests)"
+  apt-get install -y -q iptables >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q iptables >/dev/null; }
 fi
 
 log="$(mktemp)"

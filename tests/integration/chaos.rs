@@ -1,32 +1,74 @@
-//! A short run of every chaos scenario (`fairway chaos run`) against the
-//! test Cassandra node: the checker must pass. Long runs are in
-//! docs/operations.md.
+//! A short run of every chaos scenario (`fairway chaos run`): the checker
+//! must pass. Fairway faults and network partitions run against the test
+//! Cassandra node; Cassandra faults against a cluster of three of their
+//! own. Long runs are in docs/operations.md.
+
+use std::path::PathBuf;
 
 use crate::support::fairway_command;
 
+/// The test Cassandra cluster of three nodes (replication factor 3), whose
+/// nodes the Cassandra scenarios kill, pause and restart.
+fn cluster_contact_point() -> String {
+    std::env::var("FAIRWAY_TEST_CASSANDRA_CLUSTER").unwrap_or_else(|_| "127.0.0.11:9042".to_owned())
+}
+
+/// The `CASSANDRA_DEV_HOME` of that cluster, for deploy/cassandra/cassandra.sh.
+fn cluster_home() -> PathBuf {
+    std::env::var_os("FAIRWAY_TEST_CASSANDRA_CLUSTER_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".deploy/cassandra-cluster"))
+}
+
+/// Runs `scenario` for 16 s and asserts the checker's pass, with a fault injected.
+fn run_briefly(scenario: &str, store: &str, needs: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    let out = tempfile::tempdir().expect("a directory for the run");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cassandra/cassandra.sh");
+    let output = fairway_command()
+        .args(["chaos", "run", "--scenario", scenario, "--duration", "16s", "--seed", "7", "--store", store])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--cassandra-script")
+        .arg(script)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run fairway chaos");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("scenario {scenario}:\n{stdout}");
+    assert!(output.status.success(), "scenario {scenario} failed ({}):\n{stdout}\n{stderr}\n{needs}", output.status);
+    assert!(stdout.contains("PASS: 0 lost, 0 delivered after completion"), "{stdout}");
+    let history = std::fs::read_to_string(out.path().join("history.jsonl")).expect("the history");
+    assert!(history.lines().any(|l| l.contains("\"nemesis\"")), "no fault was injected in {scenario}");
+}
+
 #[test]
-fn a_short_run_of_every_scenario_passes_the_checker() {
+fn a_short_run_of_every_fairway_fault_and_network_partition_passes_the_checker() {
     let contact = crate::cassandra::contact_point();
     let store = format!("cassandra://{contact}/fairway_chaos_test");
-    for scenario in ["kill", "pause", "pause-owner"] {
-        let out = tempfile::tempdir().expect("a directory for the run");
-        let output = fairway_command()
-            .args(["chaos", "run", "--scenario", scenario, "--duration", "16s", "--seed", "7", "--store", &store])
-            .arg("--out")
-            .arg(out.path())
-            .output()
-            .expect("run fairway chaos");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        println!("scenario {scenario}:\n{stdout}");
-        assert!(
-            output.status.success(),
-            "scenario {scenario} failed ({}):\n{stdout}\n{stderr}\n\
-             It needs a Cassandra node at {contact}: `bash scripts/test.sh` starts one.",
-            output.status
-        );
-        assert!(stdout.contains("PASS: 0 lost, 0 delivered after completion"), "{stdout}");
-        let history = std::fs::read_to_string(out.path().join("history.jsonl")).expect("the history");
-        assert!(history.lines().any(|l| l.contains("\"nemesis\"")), "no fault was injected in {scenario}");
+    let needs = format!(
+        "It needs a Cassandra node at {contact} (`bash scripts/test.sh` starts one), and for the network \
+         partitions root and iptables (Debian's package iptables)."
+    );
+    for scenario in ["kill", "pause", "pause-owner", "cut-store", "cut-peers"] {
+        run_briefly(scenario, &store, &needs, &[]);
+    }
+}
+
+#[test]
+fn a_short_run_of_every_cassandra_fault_passes_the_checker() {
+    let contact = cluster_contact_point();
+    let home = cluster_home();
+    let store = format!("cassandra://{contact}/fairway_chaos_test");
+    let needs = format!(
+        "It needs a Cassandra cluster of three nodes at {contact} whose CASSANDRA_DEV_HOME is {}: \
+         `bash scripts/test.sh` starts one, or `CASSANDRA_DEV_HOME={} CASSANDRA_DEV_FIRST=11 \
+         deploy/cassandra/cassandra.sh start 3` (FAIRWAY_TEST_CASSANDRA_CLUSTER and \
+         FAIRWAY_TEST_CASSANDRA_CLUSTER_HOME name another).",
+        home.display(),
+        home.display()
+    );
+    for scenario in ["cassandra-kill", "cassandra-pause", "cassandra-quorum-loss"] {
+        run_briefly(scenario, &store, &needs, &[("CASSANDRA_DEV_HOME", home.as_os_str())]);
     }
 }
