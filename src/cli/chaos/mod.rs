@@ -124,7 +124,7 @@ async fn run_scenario(args: &RunArgs) -> anyhow::Result<Report> {
         },
         store: args.store.clone(),
         lease_timeout: scenario.lease_timeout(),
-        own_uids: scenario.cuts_the_network(),
+        own_gids: scenario.cuts_the_network(),
     };
     let mut nodes = Vec::new();
     for n in 0..args.nodes {

@@ -129,7 +129,7 @@ impl Nemesis {
             Scenario::CutStore => {
                 self.wait(Duration::from_secs(8)).await;
                 let victim = &self.nodes[self.rng.random_range(0..self.nodes.len())];
-                self.firewall().cut(victim.uid.expect("own uids"), self.store_port)?;
+                self.firewall().cut(victim.gid.expect("own gids"), self.store_port)?;
                 self.say(format!("cut {} off from Cassandra", victim.addr));
                 tokio::time::sleep(Duration::from_secs(8)).await;
                 self.firewall().heal()?;
@@ -139,8 +139,8 @@ impl Nemesis {
                 self.wait(Duration::from_secs(8)).await;
                 let victim = &self.nodes[self.rng.random_range(0..self.nodes.len())];
                 for other in self.nodes.iter().filter(|n| n.addr != victim.addr) {
-                    self.firewall().cut(victim.uid.expect("own uids"), other.port())?;
-                    self.firewall().cut(other.uid.expect("own uids"), victim.port())?;
+                    self.firewall().cut(victim.gid.expect("own gids"), other.port())?;
+                    self.firewall().cut(other.gid.expect("own gids"), victim.port())?;
                 }
                 self.say(format!("cut {} off from the other Fairway nodes", victim.addr));
                 tokio::time::sleep(Duration::from_secs(8)).await;

@@ -1,6 +1,6 @@
-//! Network partitions on one machine: each Fairway node of a run runs as a
-//! user id of its own, and packets a node sends are dropped by `iptables`
-//! rules matching that user id and the destination port, in a chain of the
+//! Network partitions on one machine: each Fairway node of a run runs with a
+//! group id of its own, and packets a node sends are dropped by `iptables`
+//! rules matching that group id and the destination port, in a chain of the
 //! run's own (`FAIRWAY_CHAOS`, jumped to from `OUTPUT`). Dropping (not
 //! rejecting) is what a cut cable or a silent firewall does: the sender's
 //! calls time out.
@@ -14,8 +14,8 @@ use anyhow::{Context, bail};
 
 const CHAIN: &str = "FAIRWAY_CHAOS";
 
-/// The first user id given to a node; node `i` runs as `NODE_UID_BASE + i`.
-pub const NODE_UID_BASE: u32 = 47_000;
+/// The first group id given to a node; node `i` runs with `NODE_GID_BASE + i`.
+pub const NODE_GID_BASE: u32 = 47_000;
 
 #[derive(Debug)]
 pub struct Firewall {
@@ -45,7 +45,7 @@ impl Firewall {
     pub fn install() -> anyhow::Result<Firewall> {
         // SAFETY: geteuid reads the process's credentials; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            bail!("network partitions need root (iptables rules and nodes under user ids of their own)");
+            bail!("network partitions need root (iptables rules, and nodes with group ids of their own)");
         }
         if !iptables(&["-N", CHAIN])? {
             must(&["-F", CHAIN])?;
@@ -56,10 +56,10 @@ impl Firewall {
         Ok(Firewall { _private: () })
     }
 
-    /// Drops what the node of `uid` sends to TCP port `port`.
-    pub fn cut(&self, uid: u32, port: u16) -> anyhow::Result<()> {
-        let (uid, port) = (uid.to_string(), port.to_string());
-        must(&["-A", CHAIN, "-p", "tcp", "-m", "owner", "--uid-owner", &uid, "--dport", &port, "-j", "DROP"])
+    /// Drops what the node of group `gid` sends to TCP port `port`.
+    pub fn cut(&self, gid: u32, port: u16) -> anyhow::Result<()> {
+        let (gid, port) = (gid.to_string(), port.to_string());
+        must(&["-A", CHAIN, "-p", "tcp", "-m", "owner", "--gid-owner", &gid, "--dport", &port, "-j", "DROP"])
     }
 
     /// Removes every cut.

@@ -33,14 +33,14 @@ pub struct Launch {
     pub binary: PathBuf,
     pub store: String,
     pub lease_timeout: std::time::Duration,
-    /// Run each node as a user id of its own (for network partitions).
-    pub own_uids: bool,
+    /// Run each node with a group id of its own (for network partitions).
+    pub own_gids: bool,
 }
 
 pub struct Node {
     pub addr: String,
-    /// The user id the node runs as, when it has one of its own.
-    pub uid: Option<u32>,
+    /// The group id the node runs with, when it has one of its own.
+    pub gid: Option<u32>,
     launch: Launch,
     log: PathBuf,
     child: Option<Child>,
@@ -53,8 +53,8 @@ impl Node {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?;
         let addr = probe.local_addr()?.to_string();
         drop(probe);
-        let uid = launch.own_uids.then_some(super::network::NODE_UID_BASE + index);
-        let mut node = Node { addr, uid, launch: launch.clone(), log, child: None, paused: false };
+        let gid = launch.own_gids.then_some(super::network::NODE_GID_BASE + index);
+        let mut node = Node { addr, gid, launch: launch.clone(), log, child: None, paused: false };
         node.restart()?;
         Ok(node)
     }
@@ -80,8 +80,10 @@ impl Node {
                 command.env_remove(name);
             }
         }
-        if let Some(uid) = self.uid {
-            command.uid(uid).gid(uid);
+        // The user stays the same (a user of its own could not read a binary
+        // under a private directory); the group marks the node's packets.
+        if let Some(gid) = self.gid {
+            command.gid(gid);
         }
         // SAFETY: prctl is async-signal-safe; the closure touches no memory of the parent's.
         unsafe {
