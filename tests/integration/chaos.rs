@@ -4,6 +4,7 @@
 //! own. Long runs are in docs/operations.md.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use crate::support::fairway_command;
 
@@ -20,8 +21,13 @@ fn cluster_home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".deploy/cassandra-cluster"))
 }
 
+/// One chaos run at a time: each starts three nodes and a workload, and
+/// two at once on two cores starve both.
+static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Runs `scenario` for 16 s and asserts the checker's pass, with a fault injected.
 fn run_briefly(scenario: &str, store: &str, needs: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let out = tempfile::tempdir().expect("a directory for the run");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cassandra/cassandra.sh");
     let output = fairway_command()

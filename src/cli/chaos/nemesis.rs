@@ -22,13 +22,14 @@ pub enum Scenario {
     Kill,
     /// Every 10 s, `SIGSTOP` of a random Fairway node for 2 s (less than the member timeout).
     Pause,
-    /// Every 15 s, `SIGSTOP` of the owner of partition 0 for 8 s (past the 3 s
+    /// Every 17 s, `SIGSTOP` of the owner of partition 0 for 8 s (past the 3 s
     /// member timeout), then `SIGCONT`. Before the pause, clients drain it as
-    /// a load balancer would and workers finish what they hold; they poll
-    /// again through the others once it has been taken over, and new keys
-    /// are added meanwhile. The deposed owner wakes up with nothing to write
-    /// and its keeper overdue: the race of a GC that deletes what the new
-    /// owner wrote.
+    /// a load balancer would, producers stop, and workers rush through the
+    /// backlog for 2 s and finish what they hold: its ack levels are far
+    /// ahead of its persisted metadata. Once it has been taken over,
+    /// producers add under new keys and workers poll again through the
+    /// others. The deposed owner wakes up with nothing to write and its
+    /// keeper overdue: the race of a GC that deletes what the new owner wrote.
     PauseOwner,
     /// Every 16 s, a random Fairway node cut off from Cassandra for 8 s
     /// (its calls time out): its partitions move to the others, then it rejoins.
@@ -194,16 +195,25 @@ impl Nemesis {
         let addr = self.nodes[victim].addr.clone();
         // Nothing of a client's may wait at the victim: a request it found on
         // waking would be written, fenced, and tell it that it was deposed.
+        // Workers rush through the backlog for a while first: the ack levels
+        // move far past what the metadata last persisted.
         self.traffic.avoid(Some(addr.clone()));
+        self.traffic.hold_producers(true);
+        self.traffic.rush_workers(true);
+        tokio::time::sleep(Duration::from_secs(2)).await;
         self.traffic.hold_workers(true);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.traffic.workers_idle() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        self.say(format!("SIGSTOP {addr} (owner of partition 0)"));
         self.nodes[victim].pause(true);
-        // Past the member timeout, the others take its partitions over.
+        self.say(format!("SIGSTOP {addr} (owner of partition 0)"));
+        self.traffic.rush_workers(false);
+        // Past the member timeout, the others take its partitions over; the
+        // keys added from then on are new to the new owner.
         tokio::time::sleep(Duration::from_millis(MEMBER_TIMEOUT_MS + 1_000)).await;
+        self.traffic.new_keys();
+        self.traffic.hold_producers(false);
         self.traffic.hold_workers(false);
         tokio::time::sleep(Duration::from_millis(8_000 - MEMBER_TIMEOUT_MS - 1_000)).await;
         self.nodes[victim].pause(false);
@@ -225,7 +235,9 @@ impl Nemesis {
             node.heal()?;
         }
         self.traffic.avoid(None);
+        self.traffic.hold_producers(false);
         self.traffic.hold_workers(false);
+        self.traffic.rush_workers(false);
         self.say("healed every node".into());
         Ok(())
     }

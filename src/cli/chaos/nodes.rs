@@ -21,6 +21,9 @@ pub const NODE_ENV: &[(&str, &str)] = &[
     // at once, the moment fencing must make harmless.
     ("FAIRWAY_PARTITION__GC_INTERVAL", "1s"),
     ("FAIRWAY_PARTITION__GC_MIN_ACKS", "10"),
+    // Ack levels persisted seldom (a setting users may choose): a deposed
+    // owner's in-memory ack levels are far ahead of what the new owner reads.
+    ("FAIRWAY_PARTITION__PIGGYBACK_INTERVAL", "5s"),
 ];
 
 /// The member timeout of [`NODE_ENV`], in ms.

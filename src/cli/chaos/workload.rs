@@ -104,11 +104,16 @@ fn classify(status: &tonic::Status, applied: Outcome) -> Outcome {
 }
 
 /// What the nemesis asks of the clients: a node to stay away from (as a
-/// load balancer that drained it would), and workers to hold off.
+/// load balancer that drained it would), producers and workers to hold
+/// off, workers to rush through their tasks, producers to start new keys.
 #[derive(Debug, Default)]
 pub struct Traffic {
     avoided: Mutex<Option<String>>,
+    producers_held: AtomicBool,
     workers_held: AtomicBool,
+    workers_rushed: AtomicBool,
+    /// Part of every fairness key: a new generation is a set of new keys.
+    key_generation: AtomicU64,
     /// Workers between a poll and the end of its task's completion.
     workers_busy: AtomicUsize,
 }
@@ -122,8 +127,22 @@ impl Traffic {
         self.avoided.lock().expect("not poisoned").as_deref() == Some(node)
     }
 
+    pub fn hold_producers(&self, held: bool) {
+        self.producers_held.store(held, Ordering::Release);
+    }
+
     pub fn hold_workers(&self, held: bool) {
         self.workers_held.store(held, Ordering::Release);
+    }
+
+    /// Workers take no time over their tasks (they are slow otherwise while faults run).
+    pub fn rush_workers(&self, rushed: bool) {
+        self.workers_rushed.store(rushed, Ordering::Release);
+    }
+
+    /// Producers add under keys never seen before from now on.
+    pub fn new_keys(&self) {
+        self.key_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// No worker is polling or busy with a task.
@@ -209,9 +228,15 @@ impl Client {
 /// Keys change every 100 tasks, so that new keys keep arriving.
 pub async fn produce(process: u32, mut client: Client, recorder: Recorder, stop: Arc<AtomicBool>, pause: Duration) {
     let mut n = 0u64;
+    let traffic = client.traffic.clone();
     while !stop.load(Ordering::Acquire) {
+        if traffic.producers_held.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
         let value = format!("p{process}-{n}");
-        let key = format!("k{}-{}", process, n / 100);
+        let generation = traffic.key_generation.load(Ordering::Acquire);
+        let key = format!("k{process}-{generation}-{}", n / 100);
         let spec =
             pb::TaskSpec { fairness_key: key.clone(), payload: value.clone().into_bytes(), ..Default::default() };
         let start = recorder.now_ms();
@@ -270,7 +295,7 @@ pub async fn work(
             lease_token: token.clone(),
         };
         recorder.record(process, start, Ok(()), Outcome::Ok, op);
-        if slow.load(Ordering::Acquire) {
+        if slow.load(Ordering::Acquire) && !traffic.workers_rushed.load(Ordering::Acquire) {
             tokio::time::sleep(busy).await;
         }
         n += 1;
