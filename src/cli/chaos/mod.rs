@@ -198,8 +198,17 @@ async fn run_scenario(args: &RunArgs) -> anyhow::Result<Report> {
     // Quiet for longer than an expired lease, a retry's backoff and a takeover.
     let quiet = 2 * scenario.lease_timeout() + Duration::from_millis(2 * MEMBER_TIMEOUT_MS);
     let drain_deadline = Instant::now() + Duration::from_secs(600);
+    let mut last_line = Instant::now();
     while recorder.since_last_delivery() < quiet && Instant::now() < drain_deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        if last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!(
+                "chaos {scenario:?}: draining, {} deliveries of {} acknowledged adds",
+                recorder.deliveries(),
+                recorder.acknowledged_adds(),
+            );
+            last_line = Instant::now();
+        }
     }
     polling.store(true, Ordering::Release);
     while clients.join_next().await.is_some() {}

@@ -27,9 +27,10 @@ pub enum Scenario {
     /// a load balancer would, producers stop, and workers rush through the
     /// backlog for 2 s and finish what they hold: its ack levels are far
     /// ahead of its persisted metadata. Once it has been taken over,
-    /// producers add under new keys and workers poll again through the
-    /// others. The deposed owner wakes up with nothing to write and its
-    /// keeper overdue: the race of a GC that deletes what the new owner wrote.
+    /// producers add under new keys (whose first tasks the new owner puts at
+    /// the persisted ack level); workers wait until 2 s after it woke. The
+    /// deposed owner wakes up with nothing to write and its keeper overdue:
+    /// the race of a GC that deletes what the new owner wrote.
     PauseOwner,
     /// Every 16 s, a random Fairway node cut off from Cassandra for 8 s
     /// (its calls time out): its partitions move to the others, then it rejoins.
@@ -59,7 +60,7 @@ impl Scenario {
 
     /// How long a worker is busy with each task while faults run.
     pub fn task_time(self) -> Duration {
-        // Long tasks keep what the new owner adds waiting in its buffer.
+        // Long tasks, as visits are: a backlog waits.
         Duration::from_millis(if self == Scenario::PauseOwner { 1_500 } else { 100 })
     }
 
@@ -214,11 +215,13 @@ impl Nemesis {
         tokio::time::sleep(Duration::from_millis(MEMBER_TIMEOUT_MS + 1_000)).await;
         self.traffic.new_keys();
         self.traffic.hold_producers(false);
-        self.traffic.hold_workers(false);
         tokio::time::sleep(Duration::from_millis(8_000 - MEMBER_TIMEOUT_MS - 1_000)).await;
         self.nodes[victim].pause(false);
         self.say(format!("SIGCONT {addr}"));
+        // Workers poll again once the partition is back where it belongs:
+        // what the new owner was given waits for them there, or is lost.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        self.traffic.hold_workers(false);
         self.traffic.avoid(None);
         Ok(())
     }

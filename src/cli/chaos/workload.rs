@@ -26,6 +26,7 @@ pub struct Recorder {
     /// When the last delivery was recorded, in ms since the run began.
     last_delivery_ms: Arc<AtomicU64>,
     acknowledged_adds: Arc<AtomicU64>,
+    deliveries: Arc<AtomicU64>,
 }
 
 impl Recorder {
@@ -36,6 +37,7 @@ impl Recorder {
             entries,
             last_delivery_ms: Arc::new(AtomicU64::new(0)),
             acknowledged_adds: Arc::new(AtomicU64::new(0)),
+            deliveries: Arc::new(AtomicU64::new(0)),
         };
         (recorder, received)
     }
@@ -52,6 +54,7 @@ impl Recorder {
         match op {
             Op::Deliver { .. } => {
                 self.last_delivery_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
+                self.deliveries.fetch_add(1, Ordering::Relaxed);
             }
             Op::Add { .. } if outcome == Outcome::Ok => {
                 self.acknowledged_adds.fetch_add(1, Ordering::Relaxed);
@@ -64,6 +67,11 @@ impl Recorder {
 
     pub fn acknowledged_adds(&self) -> u64 {
         self.acknowledged_adds.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries so far, redeliveries included.
+    pub fn deliveries(&self) -> u64 {
+        self.deliveries.load(Ordering::Relaxed)
     }
 
     /// How long since a task was last delivered.
