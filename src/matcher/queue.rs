@@ -1,4 +1,4 @@
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::partition::{Delivery, FinishError, Partition, PartitionError, Partiti
 use crate::queue::dedup::bucket_of;
 use crate::queue::{Added, Candidate, Finish, Finished, LeaseError, Outcome, PartitionSnapshot, TaskCounts};
 use crate::store::codec::{RecordTask, decode_record_task};
-use crate::store::{QueueConfig, RecordRange, Section, Store};
+use crate::store::{PartitionMeta, QueueConfig, RecordRange, Section, Store, StoreError};
 use crate::telemetry::histogram::{HistogramReading, LatencyHistogram};
 
 /// A task handed to a worker.
@@ -103,6 +103,10 @@ pub struct QueueMatcher {
     retired: Mutex<TaskCounts>,
     /// Partitions taken from an owner that had not handed them over.
     takeovers: AtomicU64,
+    /// Partitions dropped without a write at a heartbeat lapse, which the
+    /// store may still say this node owns: while it lives, their rightful
+    /// node waits for it to hand them over.
+    abandoned: Mutex<BTreeSet<u32>>,
     /// From AddTask to delivery (see [`QueueMatcher::stats`]).
     dispatch_latency: LatencyHistogram,
 }
@@ -188,6 +192,7 @@ impl QueueMatcher {
                 }),
                 retired: Mutex::new(TaskCounts::default()),
                 takeovers: AtomicU64::new(0),
+                abandoned: Mutex::new(BTreeSet::new()),
                 dispatch_latency,
             }
         })
@@ -246,6 +251,7 @@ impl QueueMatcher {
         )
         .await?;
         self.write_partitions().push(opened);
+        self.abandoned().remove(&partition);
         if not_handed_over {
             self.takeovers.fetch_add(1, Ordering::Relaxed);
         }
@@ -284,8 +290,42 @@ impl QueueMatcher {
             tracing::warn!(partition = %partition.id(), "abandoning");
             partition.abandon().await;
             self.retire(&partition, counted);
+            self.abandoned().insert(partition.id().partition);
         }
         self.dispatch_waiting();
+    }
+
+    /// Whether `partition` was abandoned and not handed over since.
+    pub fn was_abandoned(&self, partition: u32) -> bool {
+        self.abandoned().contains(&partition)
+    }
+
+    /// Hands over an abandoned partition that is not this node's to take
+    /// again: if the store still names this node its owner, writes its
+    /// metadata back with no owner, on the condition that its range id has
+    /// not moved (a node that took it since fences this write). The ack
+    /// levels written are the ones stored, never ahead of them.
+    pub async fn hand_over_abandoned(&self, partition: u32) -> Result<(), MatchError> {
+        let _one_at_a_time = self.ownership.lock().await;
+        if self.holds(partition) || !self.was_abandoned(partition) {
+            return Ok(());
+        }
+        let id = PartitionId { queue: self.name.clone(), partition };
+        let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+        if let Some(meta) = stored.filter(|meta| meta.owner == self.settings.node) {
+            let freed = PartitionMeta { owner: String::new(), ..meta };
+            match self.store.update_metadata(&id, &freed).await {
+                Ok(()) => tracing::info!(partition = %id, "handed over after abandoning it"),
+                Err(StoreError::Fenced { .. }) => {}
+                Err(error) => return Err(PartitionError::from(error).into()),
+            }
+        }
+        self.abandoned().remove(&partition);
+        Ok(())
+    }
+
+    fn abandoned(&self) -> MutexGuard<'_, BTreeSet<u32>> {
+        self.abandoned.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {

@@ -174,6 +174,10 @@ impl Queues {
                 }
             } else if held && !rightful {
                 matcher.release(partition).await;
+            } else if !held && !rightful && matcher.was_abandoned(partition) {
+                if let Err(error) = matcher.hand_over_abandoned(partition).await {
+                    tracing::warn!(partition = %id, %error, "could not hand over an abandoned partition; trying again");
+                }
             } else if !held && matcher.held().iter().any(|(p, _)| *p == partition) {
                 // Held but lost (fenced): forget it; a later pass takes it again if it is ours.
                 matcher.release(partition).await;
