@@ -25,8 +25,9 @@ pub enum Scenario {
     /// Every 17 s, `SIGSTOP` of the owner of partition 0 for 8 s (past the 3 s
     /// member timeout), then `SIGCONT`. Before the pause, clients drain it as
     /// a load balancer would, producers stop, and workers rush through the
-    /// backlog for 2 s and finish what they hold: its ack levels are far
-    /// ahead of its persisted metadata. Once it has been taken over,
+    /// backlog for 3 s, failing nothing, and finish what they hold: its ack
+    /// levels are far ahead of its persisted metadata (no retry comes due to
+    /// carry the metadata in a write). Once it has been taken over,
     /// producers add under new keys (whose first tasks the new owner puts at
     /// the persisted ack level); workers wait until 2 s after it woke. The
     /// deposed owner wakes up with nothing to write and its keeper overdue:
@@ -201,7 +202,7 @@ impl Nemesis {
         self.traffic.avoid(Some(addr.clone()));
         self.traffic.hold_producers(true);
         self.traffic.rush_workers(true);
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
         self.traffic.hold_workers(true);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.traffic.workers_idle() && Instant::now() < deadline {
