@@ -95,6 +95,8 @@ struct Task {
     completed_at: Option<u64>,
     /// Lease tokens whose failure was acknowledged.
     failed: HashSet<String>,
+    /// Lease tokens whose failure may have been applied (the call's outcome is unknown).
+    maybe_failed: HashSet<String>,
 }
 
 pub fn check(history: &[Entry], lease_timeout_ms: u64) -> Report {
@@ -129,8 +131,13 @@ pub fn check(history: &[Entry], lease_timeout_ms: u64) -> Report {
                 let task = tasks.entry(value).or_default();
                 task.completed_at = Some(task.completed_at.map_or(entry.end_ms, |at| at.min(entry.end_ms)));
             }
-            Op::Fail { value, lease_token } if entry.outcome == Outcome::Ok => {
-                tasks.entry(value).or_default().failed.insert(lease_token.clone());
+            Op::Fail { value, lease_token } => {
+                let task = tasks.entry(value).or_default();
+                match entry.outcome {
+                    Outcome::Ok => task.failed.insert(lease_token.clone()),
+                    Outcome::Maybe => task.maybe_failed.insert(lease_token.clone()),
+                    Outcome::Failed => false,
+                };
             }
             Op::Nemesis { .. } => report.faults += 1,
             _ => {}
@@ -166,6 +173,8 @@ pub fn check(history: &[Entry], lease_timeout_ms: u64) -> Report {
             let (previous, next) = (&pair[0], &pair[1]);
             let cause = if task.failed.contains(&previous.4) {
                 "retries after a failure (not duplicates)"
+            } else if task.maybe_failed.contains(&previous.4) {
+                "after a failure of unknown outcome"
             } else if next.0 >= previous.1 + lease_timeout_ms {
                 "after the lease ran out"
             } else {
@@ -303,6 +312,15 @@ mod tests {
             BTreeMap::from([("after the lease ran out", 1), ("within the lease (a fault)", 1)]),
             "a retry after a failure is no duplicate"
         );
+    }
+
+    #[test]
+    fn a_delivery_soon_after_a_failure_of_unknown_outcome_is_no_fault() {
+        let fail = entry(2, 6, 2_006, Outcome::Maybe, Op::Fail { value: "a".into(), lease_token: "t1".into() });
+        let history = vec![add("a", 0, Outcome::Ok), deliver("a", 5, 1, "t1"), fail, deliver("a", 300, 2, "t2")];
+        let report = check(&history, 3_000);
+        assert_eq!(report.duplicates, BTreeMap::from([("after a failure of unknown outcome", 1)]));
+        assert!(report.passed());
     }
 
     #[test]
