@@ -31,9 +31,23 @@ pub(super) struct Statements {
     pub leave: PreparedStatement,
 }
 
-/// Prepares one statement; the error names it.
+/// Prepares one statement; the error names it. A read is marked idempotent
+/// (see [`is_read`]).
 pub(super) async fn prepare(session: &Session, cql: String) -> Result<PreparedStatement, ConnectError> {
-    session.prepare(cql.clone()).await.map_err(|e| ConnectError::Prepare { statement: cql, message: e.to_string() })
+    let mut statement = session
+        .prepare(cql.clone())
+        .await
+        .map_err(|e| ConnectError::Prepare { statement: cql.clone(), message: e.to_string() })?;
+    statement.set_is_idempotent(is_read(&cql));
+    Ok(statement)
+}
+
+/// Whether a statement only reads. A read applies nothing, so the driver may
+/// send it again to the next node after a broken connection or a timeout:
+/// a Cassandra node killed under a read costs a retry, not the read.
+/// (Serial reads are never retried by the driver's policy.)
+fn is_read(cql: &str) -> bool {
+    cql.trim_start().get(..6).is_some_and(|verb| verb.eq_ignore_ascii_case("SELECT"))
 }
 
 /// The one cluster of a keyspace, as the partition key of `members`.
@@ -104,15 +118,35 @@ impl Statements {
             ))
             .await?,
             list_queues: prepare(format!("SELECT queue, partitions FROM {keyspace}.queues")).await?,
-            heartbeat: prepare(format!(
-                "INSERT INTO {keyspace}.members (cluster, node, started_ms, heartbeat_ms) VALUES ({CLUSTER}, ?, ?, ?)"
-            ))
-            .await?,
+            heartbeat: {
+                let mut heartbeat = prepare(format!(
+                    "INSERT INTO {keyspace}.members (cluster, node, started_ms, heartbeat_ms) VALUES ({CLUSTER}, ?, ?, ?)"
+                ))
+                .await?;
+                // The same values again: writing them twice is writing them once.
+                heartbeat.set_is_idempotent(true);
+                heartbeat
+            },
             members: prepare(format!(
                 "SELECT node, started_ms, heartbeat_ms FROM {keyspace}.members WHERE cluster = {CLUSTER}"
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_read;
+
+    #[test]
+    fn only_reads_are_retried_on_another_node() {
+        assert!(is_read("SELECT range_id, meta FROM ks.tasks WHERE queue = ?"));
+        assert!(is_read("  select node FROM ks.members"));
+        assert!(!is_read("INSERT INTO ks.tasks (queue) VALUES (?)"));
+        assert!(!is_read("UPDATE ks.tasks SET range_id = ? WHERE queue = ? IF range_id = ?"));
+        assert!(!is_read("DELETE FROM ks.members WHERE cluster = 'default' AND node = ?"));
+        assert!(!is_read("SELEC"));
     }
 }
