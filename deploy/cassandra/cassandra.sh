@@ -7,7 +7,8 @@
 #   deploy/cassandra/cassandra.sh stop              stop every node this script started (SIGTERM, then SIGKILL)
 #   deploy/cassandra/cassandra.sh status            which nodes run
 #   deploy/cassandra/cassandra.sh pid N             the pid of node N (for fault tests)
-#   deploy/cassandra/cassandra.sh restart-node N    start node N again on its data (after a kill)
+#   deploy/cassandra/cassandra.sh restart-node N    start node N again on its data (after a kill); returns
+#                                                   once it accepts CQL and gossip has it up on the other nodes
 #
 # The commit log is synced before each write is acknowledged (`commitlog_sync:
 # batch`): with the default periodic sync, a killed single node forgets the
@@ -202,16 +203,42 @@ start() {
   done
 }
 
+# How many times node $1's log says gossip marked node $2 up.
+times_seen_up() {
+  local count
+  count="$(grep -c "/$(address "$2"):7000 is now UP" "$(node_dir "$1")/logs/system.log" 2>/dev/null)" || true
+  echo "${count:-0}"
+}
+
 restart_node() {
-  local n="$1" waited=0
+  local n="$1" waited=0 m others=() before=()
   # A node that was just killed may take a moment to go.
   while is_running "$n"; do
     [ "$waited" -lt 60 ] || die "node $n still runs; stop it before restarting it"
     sleep 0.5
     waited=$((waited + 1))
   done
+  for m in $(seq 1 "$(cat "$home/nodes" 2>/dev/null || echo 1)"); do
+    if [ "$m" != "$n" ] && is_running "$m"; then
+      others+=("$m")
+      before+=("$(times_seen_up "$m" "$n")")
+    fi
+  done
   launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)"
   wait_up "$n"
+  # Back for the cluster only once gossip has marked it up on every other
+  # running node and it has marked them up: until then their coordinators
+  # count it as down, and another node down is two at once for them.
+  waited=0
+  for i in "${!others[@]}"; do
+    m="${others[$i]}"
+    until [ "$(times_seen_up "$m" "$n")" -gt "${before[$i]}" ] && [ "$(times_seen_up "$n" "$m")" -gt 0 ]; do
+      [ "$waited" -lt "$start_timeout" ] || die "node $n and node $m did not see each other up within ${start_timeout}s"
+      sleep 0.5
+      waited=$((waited + 1))
+    done
+  done
+  [ "${#others[@]}" = 0 ] || say "node $n and nodes ${others[*]} see each other up"
 }
 
 stop() {

@@ -86,7 +86,8 @@ impl CassandraNodes {
         Ok(())
     }
 
-    /// Starts node `n` again on its data; returns once it accepts CQL.
+    /// Starts node `n` again on its data; returns once it accepts CQL and
+    /// gossip has it up on the other running nodes (the script waits).
     pub async fn restart(&mut self, n: u32) -> anyhow::Result<()> {
         self.script(&["restart-node", &n.to_string()]).await?;
         self.killed.retain(|&k| k != n);

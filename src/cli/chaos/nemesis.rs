@@ -158,7 +158,7 @@ impl Nemesis {
                 self.say(format!("kill -9 Cassandra node {victim}"));
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 self.cassandra().restart(victim).await?;
-                self.say(format!("Cassandra node {victim} accepts CQL again"));
+                self.say(format!("Cassandra node {victim} is back (CQL up, gossip has it up)"));
             }
             Scenario::CassandraPause => {
                 self.wait(Duration::from_secs(5)).await;
@@ -183,7 +183,7 @@ impl Nemesis {
                 for &victim in &victims {
                     self.cassandra().restart(victim).await?;
                 }
-                self.say(format!("Cassandra nodes {victims:?} accept CQL again"));
+                self.say(format!("Cassandra nodes {victims:?} are back (CQL up, gossip has them up)"));
             }
         }
         Ok(())

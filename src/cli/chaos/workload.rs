@@ -176,28 +176,53 @@ impl Drop for Busy<'_> {
     }
 }
 
+/// How long a client that moved away from its home node stays away.
+const RETURN_HOME_AFTER: Duration = Duration::from_secs(5);
+
 /// A client that sends to one node at a time and moves on when it fails
-/// or when the nemesis asks clients to avoid it.
+/// or when the nemesis asks clients to avoid it. It goes back to its home
+/// node a while later, as clients behind a load balancer come back to a
+/// node that restarted: otherwise every fault would herd more clients onto
+/// fewer nodes, and a run would end up exercising one node.
 pub struct Client {
     nodes: Vec<String>,
+    home: usize,
     turn: usize,
+    /// When the client last left its home node, while it is away.
+    away_since: Option<Instant>,
     client: Option<MatchingClient<Channel>>,
     traffic: Arc<Traffic>,
 }
 
 impl Client {
-    pub fn new(nodes: Vec<String>, first: usize, traffic: Arc<Traffic>) -> Client {
-        Client { nodes, turn: first, client: None, traffic }
+    pub fn new(nodes: Vec<String>, home: usize, traffic: Arc<Traffic>) -> Client {
+        let home = home % nodes.len();
+        Client { nodes, home, turn: home, away_since: None, client: None, traffic }
+    }
+
+    /// The node to send to at `now`: home once the client has been away
+    /// for [`RETURN_HOME_AFTER`] and home is not avoided; else the current
+    /// node unless it is avoided (at most one node is: the next is not).
+    fn node_at(&self, now: Instant) -> usize {
+        let current = self.turn % self.nodes.len();
+        let due_home = self.away_since.is_some_and(|left| now.duration_since(left) >= RETURN_HOME_AFTER);
+        if current != self.home && due_home && !self.traffic.avoids(&self.nodes[self.home]) {
+            self.home
+        } else if self.traffic.avoids(&self.nodes[current]) {
+            (current + 1) % self.nodes.len()
+        } else {
+            current
+        }
     }
 
     fn get(&mut self) -> MatchingClient<Channel> {
-        // At most one node is avoided: the next one is not.
-        if self.traffic.avoids(&self.nodes[self.turn % self.nodes.len()]) {
-            self.next_node();
+        let node = self.node_at(Instant::now());
+        if node != self.turn % self.nodes.len() {
+            self.move_to(node);
         }
         self.client
             .get_or_insert_with(|| {
-                let address = &self.nodes[self.turn % self.nodes.len()];
+                let address = &self.nodes[self.turn];
                 let endpoint = Endpoint::from_shared(format!("http://{address}"))
                     .expect("a node address")
                     .connect_timeout(Duration::from_secs(1))
@@ -209,7 +234,16 @@ impl Client {
     }
 
     fn next_node(&mut self) {
-        self.turn += 1;
+        self.move_to((self.turn + 1) % self.nodes.len());
+    }
+
+    fn move_to(&mut self, node: usize) {
+        if node == self.home {
+            self.away_since = None;
+        } else if self.turn == self.home {
+            self.away_since = Some(Instant::now());
+        }
+        self.turn = node;
         self.client = None;
     }
 
@@ -332,5 +366,42 @@ pub async fn work(
             let op = Op::Complete { value, lease_token: token };
             recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, op);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(home: usize, traffic: &Arc<Traffic>) -> Client {
+        Client::new(vec!["a:1".into(), "b:1".into(), "c:1".into()], home, traffic.clone())
+    }
+
+    #[test]
+    fn a_client_sent_away_comes_home_once_its_node_is_no_longer_avoided() {
+        let traffic = Arc::new(Traffic::default());
+        let mut client = client(0, &traffic);
+        let left = Instant::now();
+        traffic.avoid(Some("a:1".into()));
+        assert_eq!(client.node_at(left), 1, "an avoided node is passed over");
+        client.move_to(1);
+        assert_eq!(client.node_at(left + RETURN_HOME_AFTER * 2), 1, "home is still avoided");
+        traffic.avoid(None);
+        assert_eq!(client.node_at(left + RETURN_HOME_AFTER / 2), 1, "too soon to go back");
+        assert_eq!(client.node_at(left + RETURN_HOME_AFTER * 2), 0, "back home");
+    }
+
+    #[test]
+    fn a_client_whose_node_failed_moves_on_and_comes_home_later() {
+        let traffic = Arc::new(Traffic::default());
+        let mut client = client(2, &traffic);
+        let left = Instant::now();
+        client.next_node();
+        assert_eq!(client.node_at(left), 0, "the next node, round");
+        client.next_node();
+        assert_eq!(client.node_at(left), 1, "and the next one: away since it first left");
+        assert_eq!(client.node_at(left + RETURN_HOME_AFTER * 2), 2);
+        client.move_to(2);
+        assert_eq!(client.away_since, None, "at home");
     }
 }
