@@ -207,6 +207,7 @@ impl Node {
         if !store.is_shared() {
             let queues = Arc::new(Queues::new(store.clone(), clock, settings));
             tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
+            tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             return Node { queues, membership: None, loops, tasks };
         }
         let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout));
@@ -220,6 +221,7 @@ impl Node {
         let queues = Arc::new(Queues::in_cluster(store, clock, settings, view, gate));
         tasks.spawn(heartbeat_loop(membership.clone(), queues.clone(), config.heartbeat_interval, loops.clone()));
         tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
+        tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
         Node { queues, membership: Some(membership), loops, tasks }
     }
 
@@ -263,9 +265,17 @@ async fn heartbeat_loop(membership: Arc<Membership>, queues: Arc<Queues>, interv
     .await;
 }
 
+/// Claims partitions of the queues opened here; apart from the listing of
+/// queues, which may wait out the store's timeout (see
+/// [`Queues::claim_opened`]).
 async fn rebalance_loop(queues: Arc<Queues>, interval: Duration, stop: CancellationToken) {
+    every(interval, stop, || queues.claim_opened()).await;
+}
+
+/// Opens the queues other nodes created that have partitions for this one.
+async fn listing_loop(queues: Arc<Queues>, interval: Duration, stop: CancellationToken) {
     every(interval, stop, || async {
-        if let Err(error) = queues.rebalance().await {
+        if let Err(error) = queues.open_listed().await {
             tracing::warn!(%error, "could not list the queues");
         }
     })

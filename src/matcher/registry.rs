@@ -185,32 +185,46 @@ impl Queues {
         }
     }
 
-    /// One pass of ownership: every queue in the store, every partition.
+    /// One pass of ownership: every queue in the store, every partition
+    /// ([`Self::claim_opened`], then [`Self::open_listed`]).
     pub async fn rebalance(&self) -> Result<(), StoreError> {
+        self.claim_opened().await;
+        self.open_listed().await
+    }
+
+    /// Takes, releases and hands over the partitions of every queue opened
+    /// here, as the view assigns them. It reads no listing of the queues,
+    /// so that a listing that waits (a range read waits out the store's
+    /// timeout when a Cassandra replica has just died) does not hold back
+    /// the partitions this node dropped at a heartbeat lapse.
+    pub async fn claim_opened(&self) {
+        for matcher in self.opened() {
+            if self.closing.load(Ordering::Acquire) {
+                return;
+            }
+            self.claim(&matcher).await;
+        }
+    }
+
+    /// Opens the queues of the store that are not opened here and have
+    /// partitions for this node (opening takes them).
+    pub async fn open_listed(&self) -> Result<(), StoreError> {
         let queues = self.store.list_queues().await?;
         for (name, config) in queues {
             if self.closing.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let opened = self.opened_queue(&name);
-            let matcher = match opened {
-                Some(matcher) => matcher,
-                None => {
-                    let node = self.view.node();
-                    let ours = self.view.owners(&name, config.partitions).iter().any(|o| o.as_deref() == Some(node));
-                    if !ours {
-                        continue;
-                    }
-                    match self.get_with(&name, config.partitions).await {
-                        Ok(matcher) => matcher,
-                        Err(error) => {
-                            tracing::warn!(queue = %name, %error, "could not open the queue");
-                            continue;
-                        }
-                    }
-                }
-            };
-            self.claim(&matcher).await;
+            if self.opened_queue(&name).is_some() {
+                continue;
+            }
+            let node = self.view.node();
+            let ours = self.view.owners(&name, config.partitions).iter().any(|o| o.as_deref() == Some(node));
+            if !ours {
+                continue;
+            }
+            if let Err(error) = self.get_with(&name, config.partitions).await {
+                tracing::warn!(queue = %name, %error, "could not open the queue");
+            }
         }
         Ok(())
     }

@@ -20,6 +20,8 @@ pub struct FaultyStore {
     inner: Arc<dyn Store>,
     /// `members` fails while set (the members' partition lost its quorum).
     pub members_fail: AtomicBool,
+    /// `list_queues` fails while set (a range read timed out).
+    pub listing_fails: AtomicBool,
     /// The next this many `update_metadata` calls fail (certainly not applied).
     pub metadata_failures: AtomicU32,
     /// The next this many `take_ownership` calls fail (certainly not applied).
@@ -37,6 +39,7 @@ impl FaultyStore {
         FaultyStore {
             inner,
             members_fail: AtomicBool::new(false),
+            listing_fails: AtomicBool::new(false),
             metadata_failures: AtomicU32::new(0),
             fence_failures: AtomicU32::new(0),
             late_writes: AtomicU32::new(0),
@@ -149,6 +152,9 @@ impl Store for FaultyStore {
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
+        if self.listing_fails.load(Ordering::Acquire) {
+            return Err(unavailable("list_queues"));
+        }
         self.inner.list_queues().await
     }
 
