@@ -132,7 +132,7 @@ cql_up() {
 }
 
 launch() {
-  local n="$1" nodes="$2" dir
+  local n="$1" nodes="$2" niceness="${3:-0}" dir
   dir="$(node_dir "$n")"
   if is_running "$n"; then
     say "node $n already runs (pid $(cat "$dir/pid"))"
@@ -148,7 +148,7 @@ launch() {
   # A fresh log, so that readiness is judged on this start only.
   [ -f "$dir/logs/system.log" ] && mv "$dir/logs/system.log" "$dir/logs/system.log.previous"
   # setsid: the node outlives this script, in its own process group.
-  setsid java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
+  setsid nice -n "$niceness" java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
     "-Dcassandra.config=file://$dir/cassandra.yaml" \
     "-Dcassandra.storagedir=$dir" \
     "-Dcassandra.logdir=$dir/logs" \
@@ -224,7 +224,11 @@ restart_node() {
       before+=("$(times_seen_up "$m" "$n")")
     fi
   done
-  launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)"
+  # The start (JIT, commit log replay) runs at a lower priority and the node
+  # gets the normal one back once up: on a machine of two cores, a start at
+  # full priority takes both cores from the other nodes and their clients
+  # for half a minute, which a node on a machine of its own does not do.
+  launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)" 10
   wait_up "$n"
   # Back for the cluster only once gossip has marked it up on every other
   # running node and it has marked them up: until then their coordinators
@@ -239,6 +243,17 @@ restart_node() {
     done
   done
   [ "${#others[@]}" = 0 ] || say "node $n and nodes ${others[*]} see each other up"
+  normal_priority "$(cat "$(node_dir "$n")/pid")"
+}
+
+# Every thread of process $1 back to niceness 0 (a thread's niceness is its
+# own, so the process's alone would leave the JVM's threads behind). Only
+# root may raise a priority: for others the node stays at the lower one.
+normal_priority() {
+  local task
+  for task in /proc/"$1"/task/*; do
+    renice -n 0 -p "${task##*/}" >/dev/null 2>&1 || true
+  done
 }
 
 stop() {
