@@ -48,11 +48,22 @@ impl Membership {
     /// Writes this node's heartbeat and reads the live set. The gate opens
     /// until the heartbeat could go stale in the others' eyes, less a
     /// margin of one heartbeat interval.
+    ///
+    /// A beat gives up after a third of the member timeout ([`StoreError::Uncertain`]:
+    /// the heartbeat may have been written), so that a request held up by
+    /// the store (a coordinator waiting on a replica that just died) leaves
+    /// time for two more beats before the others count this node dead.
     pub async fn beat(&self) -> Result<Heartbeat, StoreError> {
         let started = self.clock.now_ms();
         let member = Member { heartbeat_unix_ms: started, ..self.me.clone() };
-        self.store.heartbeat(&member).await?;
-        let members = self.store.members().await?;
+        let bound = self.config.member_timeout / 3;
+        let write_and_read = async {
+            self.store.heartbeat(&member).await?;
+            self.store.members().await
+        };
+        let members = tokio::time::timeout(bound, write_and_read).await.map_err(|_| {
+            StoreError::Uncertain(format!("the heartbeat got no answer within {bound:?}; the next one tries again"))
+        })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
         let mut live = live_nodes(&members, now, timeout);

@@ -232,6 +232,12 @@ impl Config {
         if self.cassandra.request_timeout.is_zero() {
             return Err(ConfigError::new("cassandra.request_timeout", "must be longer than 0s"));
         }
+        if self.cassandra.speculative_retry_after >= self.cassandra.request_timeout {
+            return Err(ConfigError::new(
+                "cassandra.speculative_retry_after",
+                "must be shorter than cassandra.request_timeout (0s: never send a statement again)",
+            ));
+        }
         if !(1..=10_000).contains(&self.cassandra.read_page_size) {
             return Err(ConfigError::new("cassandra.read_page_size", "must be in [1, 10000]"));
         }
@@ -404,6 +410,13 @@ mod tests {
 
         let err = Config::load(None, env(&[("FAIRWAY_STORE", "ftp://x")]), &[]).unwrap_err();
         assert_eq!(err.key, "store");
+
+        let late = env(&[("FAIRWAY_CASSANDRA__SPECULATIVE_RETRY_AFTER", "12s")]);
+        let err = Config::load(None, late, &[]).unwrap_err();
+        assert_eq!(err.key, "cassandra.speculative_retry_after");
+        assert!(err.message.contains("request_timeout"), "{err}");
+        let never = env(&[("FAIRWAY_CASSANDRA__SPECULATIVE_RETRY_AFTER", "0s")]);
+        assert!(Config::load(None, never, &[]).is_ok());
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.toml");

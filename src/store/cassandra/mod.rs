@@ -16,6 +16,7 @@ mod schema;
 mod statements;
 mod visits;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::DeserializeRow;
+use scylla::policies::speculative_execution::{SimpleSpeculativeExecutionPolicy, SpeculativeExecutionPolicy};
 use scylla::response::PagingState;
 use scylla::response::query_result::QueryResult;
 use scylla::serialize::row::SerializeRow;
@@ -56,6 +58,12 @@ pub struct CassandraConfig {
     /// Client-side limit for one request.
     #[serde(with = "crate::config::duration_serde")]
     pub request_timeout: Duration,
+    /// A read or heartbeat without an answer after this long is sent again
+    /// to the next node (at most twice), so that a coordinator waiting on a
+    /// replica that just died does not hold it up to `request_timeout`.
+    /// Writes other than heartbeats are never sent twice. `0s`: never.
+    #[serde(with = "crate::config::duration_serde")]
+    pub speculative_retry_after: Duration,
     /// How long to keep trying to reach Cassandra at startup.
     #[serde(with = "crate::config::duration_serde")]
     pub connect_patience: Duration,
@@ -76,6 +84,7 @@ impl Default for CassandraConfig {
             consistency: "QUORUM".into(),
             serial_consistency: "SERIAL".into(),
             request_timeout: Duration::from_secs(12),
+            speculative_retry_after: Duration::from_millis(500),
             connect_patience: Duration::from_secs(120),
             replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
             read_page_size: 256,
@@ -286,6 +295,10 @@ impl CassandraStore {
 /// Reads and compare-and-sets in one `take_ownership`, at most.
 const TAKE_ATTEMPTS: usize = 8;
 
+/// How many times at most an idempotent statement is sent again to another
+/// node while the first is unanswered: with three replicas, once to each.
+const SPECULATIVE_RETRIES: usize = 2;
+
 /// Whether a conditional statement applied; if not, the values it found,
 /// by column name. (Cassandra adds them only when it did not apply.)
 fn conditional(result: QueryResult) -> StoreResult<Option<Vec<(String, CqlValue)>>> {
@@ -321,10 +334,19 @@ fn fenced(result: QueryResult) -> StoreResult<()> {
 pub async fn connect_session(contact_point: &str, config: &CassandraConfig) -> Result<Session, ConnectError> {
     let consistency = config.consistency().map_err(ConnectError::Config)?;
     let serial = config.serial_consistency().map_err(ConnectError::Config)?;
+    // The driver speculates only on statements marked idempotent: reads
+    // and the membership heartbeat (`statements.rs`).
+    let speculation = (!config.speculative_retry_after.is_zero()).then(|| {
+        Arc::new(SimpleSpeculativeExecutionPolicy {
+            max_retry_count: SPECULATIVE_RETRIES,
+            retry_interval: config.speculative_retry_after,
+        }) as Arc<dyn SpeculativeExecutionPolicy>
+    });
     let profile = ExecutionProfile::builder()
         .consistency(consistency)
         .serial_consistency(Some(serial))
         .request_timeout(Some(config.request_timeout))
+        .speculative_execution_policy(speculation)
         .build();
     SessionBuilder::new()
         .known_node(contact_point)

@@ -20,6 +20,9 @@ pub struct FaultyStore {
     inner: Arc<dyn Store>,
     /// `members` fails while set (the members' partition lost its quorum).
     pub members_fail: AtomicBool,
+    /// `members` never answers while set (a coordinator waiting on a dead
+    /// replica, up to the client timeout).
+    pub members_hang: AtomicBool,
     /// `list_queues` fails while set (a range read timed out).
     pub listing_fails: AtomicBool,
     /// The next this many `update_metadata` calls fail (certainly not applied).
@@ -39,6 +42,7 @@ impl FaultyStore {
         FaultyStore {
             inner,
             members_fail: AtomicBool::new(false),
+            members_hang: AtomicBool::new(false),
             listing_fails: AtomicBool::new(false),
             metadata_failures: AtomicU32::new(0),
             fence_failures: AtomicU32::new(0),
@@ -165,6 +169,9 @@ impl Store for FaultyStore {
     async fn members(&self) -> StoreResult<Vec<Member>> {
         if self.members_fail.load(Ordering::Acquire) {
             return Err(unavailable("members"));
+        }
+        if self.members_hang.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
         }
         self.inner.members().await
     }

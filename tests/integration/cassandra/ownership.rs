@@ -4,18 +4,19 @@
 //! is tried again until the partition is free for the rightful node; a
 //! partition dropped at a heartbeat lapse is handed over by its last owner
 //! once another node is its rightful owner, and taken back by its rightful
-//! owner whether or not the queues can be listed.
+//! owner whether or not the queues can be listed; a heartbeat held up by
+//! the store gives up in time for the next one.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fairway::clock::{Clock, SystemClock};
-use fairway::cluster::{ClusterView, DispatchGate};
+use fairway::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{PartitionId, Priority, QueueName, TaskSpec, validate};
 use fairway::queue::Outcome;
-use fairway::store::{Member, QueueConfig, Store};
+use fairway::store::{Member, QueueConfig, Store, StoreError};
 
 use super::Keyspace;
 use super::faulty::FaultyStore;
@@ -60,6 +61,34 @@ async fn a_node_that_cannot_read_the_members_takes_nothing_from_a_live_owner() {
     let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
     assert_eq!((stored.owner.as_str(), stored.range_id), ("127.0.0.1:1", 1), "the peer's ownership is untouched");
     starting.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+/// Without a bound, a beat waits on a stuck read until the driver's 12-s
+/// timeout, and every beat after it waits its turn: the node lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_held_up_by_the_store_gives_up_and_the_next_one_gets_through() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = "127.0.0.1:2";
+    let config = ClusterConfig { member_timeout: MEMBER_TIMEOUT, ..ClusterConfig::default() };
+    let view = Arc::new(ClusterView::shared(name.into(), MEMBER_TIMEOUT));
+    let gate = Arc::new(DispatchGate::closed());
+    let membership = Membership::new(view, gate.clone(), faulty.clone(), Arc::new(SystemClock), config);
+    assert_eq!(membership.beat().await.expect("a first beat"), Heartbeat::Fresh);
+
+    faulty.members_hang.store(true, Ordering::Release);
+    let held_up = tokio::time::timeout(Duration::from_secs(60), membership.beat())
+        .await
+        .expect("the beat waited on a read that never answers");
+    assert!(matches!(held_up, Err(StoreError::Uncertain(_))), "{held_up:?}");
+
+    faulty.members_hang.store(false, Ordering::Release);
+    membership.beat().await.expect("the next beat gets through");
+    let members = cassandra.members().await.unwrap();
+    assert!(members.iter().any(|m| m.node == name), "its heartbeat is in the store: {members:?}");
+    assert!(gate.is_open(SystemClock.now_ms()), "the gate is open after a beat that got through");
     keyspace.drop_keyspace().await;
 }
 
