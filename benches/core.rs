@@ -17,9 +17,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use fairway::fairness::{CounterConfig, KeyCounters, STRIDE_SCALE};
+use fairway::core::engine::{AppendPlan, EngineConfig, PartitionEngine, PlanInput, ReadRequest};
+use fairway::core::fairness::{CounterConfig, KeyCounters, STRIDE_SCALE};
 use fairway::model::{Priority, StoredTask, TaskSpec};
-use fairway::queue::{AppendPlan, EngineConfig, PartitionEngine, PlanInput, ReadRequest};
 use fairway::store::PartitionMeta;
 
 /// Distinct fairness keys: few; many; the exact limit; twice it (the exact

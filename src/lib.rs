@@ -8,14 +8,13 @@
 //! ## Layout
 //!
 //! - [`model`]: levels, priorities, task specs, validation of outside input.
-//! - [`fairness`]: pass assignment per fairness key (exact, then bounded).
-//! - [`queue`]: the pure partition engine: levels, buffer, merge, ack, GC.
+//! - [`core`]: the pure state machines, time passed in: the partition
+//!   [`engine`](core::engine), [`fairness`](core::fairness) counters, and the
+//!   origin-visit scheduler's rules ([`visits`](core::visits)).
 //! - [`store`]: the storage contract, its conformance suite, and backends.
 //! - [`partition`]: the async shell that drives an engine against a store.
 //! - [`matcher`]: long polls, sync match, dispatch across partitions.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
-//! - [`scheduler`]: the origin-visit scheduler's pure rules: visit feedback,
-//!   cooldowns, policies, slot sharing.
 //! - [`server`]: wiring, startup and the ordered shutdown.
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
 //! - [`config`], [`clock`].
@@ -35,13 +34,11 @@ pub mod chaos;
 pub mod clock;
 pub mod cluster;
 pub mod config;
-pub mod fairness;
+pub mod core;
 pub mod hash;
 pub mod matcher;
 pub mod model;
 pub mod partition;
-pub mod queue;
-pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod telemetry;

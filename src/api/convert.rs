@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use crate::core::engine::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
-use crate::queue::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::store::PartitionMeta;
 use crate::store::codec::RecordTask;
 

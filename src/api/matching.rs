@@ -6,11 +6,11 @@ use tonic::{Request, Response, Status};
 
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target, forwarded};
 use super::{VisitOutcomes, convert, status};
+use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{LeaseToken, Queues};
 use crate::model::{Limits, PartitionId, QueueName, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
-use crate::queue::{Finished, Outcome};
 
 /// The longest worker id, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;

@@ -12,10 +12,10 @@ use tonic::{Request, Response, Status};
 use super::routing::{Origin, Router};
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
+use crate::core::visits::{Outcome, VisitStatus};
 use crate::model::{Limits, PartitionId, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
-use crate::scheduler::{Outcome, VisitStatus};
 use crate::visits::{
     ListedReport, Scheduler, SchedulerError, Visit, VisitQueue, VisitQueueError, queue_name, visit_type_of,
 };

@@ -14,10 +14,10 @@
 
 use tonic::{Code, Status};
 
+use crate::core::engine::LeaseError;
 use crate::matcher::MatchError;
 use crate::model::ValidationError;
 use crate::partition::PartitionError;
-use crate::queue::LeaseError;
 use crate::store::StoreError;
 
 /// Metadata key set on errors whose write may have happened.

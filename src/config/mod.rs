@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 pub use store_url::StoreUrl;
 
 use crate::cluster::ClusterConfig;
+use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits};
 use crate::partition::WriterConfig;
-use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;

@@ -7,10 +7,10 @@ use tokio::sync::OnceCell;
 use super::{MatchError, MatcherConfig, QueueMatcher, QueueStats};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterView, DispatchGate};
+use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::model::PartitionId;
 use crate::model::QueueName;
 use crate::partition::WriterConfig;
-use crate::queue::{EngineConfig, TaskPolicy};
 use crate::store::{QueueConfig, Store, StoreError};
 
 /// What every queue of a node is opened with.

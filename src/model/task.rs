@@ -98,6 +98,6 @@ pub struct StoredTask {
     /// 1 for the first delivery, one more for each retry.
     pub attempt: u32,
     pub dedup_id: Option<String>,
-    /// Where its dedup record is (see `crate::queue::dedup`).
+    /// Where its dedup record is (see `crate::core::engine::dedup`).
     pub dedup_slot: i64,
 }

@@ -1,234 +1,19 @@
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use std::collections::HashMap;
-
-use super::writer::{AppendReply, FinishReply, RedriveReply};
+use super::config::WriterConfig;
+use super::error::{FinishError, PartitionError};
+use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
+use crate::core::engine::{Added, EngineConfig, Finish, Finished, PartitionEngine, TaskCounts, spec_bytes};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::queue::{Added, EngineConfig, Finish, Finished, LeaseError, PartitionEngine, TaskCounts, spec_bytes};
 use crate::store::codec::decode_lease;
-use crate::store::{RecordRange, Section, Store, StoreError};
-
-/// Group commit (section `[writer]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WriterConfig {
-    /// The most tasks in one append.
-    pub max_batch_tasks: usize,
-    /// The most bytes one write of a partition carries, counting every task
-    /// row, record and the metadata. Adds, completions, failures and
-    /// re-drives take at most half of it; promotions of delayed tasks,
-    /// lease records and expiries fill the rest and wait for the next write
-    /// when it is full, so neither starves the other. On Cassandra a write
-    /// is one mutation: keep this well below the largest one the cluster
-    /// takes (half of `commitlog_segment_size`, 16 MiB with the default 32
-    /// MiB segments; and the 16 MiB native frame). At least 4 ×
-    /// `limits.max_payload_bytes`, so that a task always fits.
-    pub max_write_bytes: usize,
-    /// How often the keeper looks at ack levels and deletes.
-    #[serde(with = "crate::config::duration_serde")]
-    pub keeper_interval: Duration,
-}
-
-impl Default for WriterConfig {
-    fn default() -> Self {
-        WriterConfig {
-            max_batch_tasks: 1000,
-            max_write_bytes: 4 * 1024 * 1024,
-            keeper_interval: Duration::from_millis(500),
-        }
-    }
-}
-
-/// Why a partition could not do what was asked.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PartitionError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Another owner took the partition; nothing was written.
-    #[error("partition {0} is owned by another node now")]
-    Lost(String),
-    /// The partition is shutting down; nothing was written.
-    #[error("partition {0} is shutting down")]
-    Closed(String),
-}
-
-impl PartitionError {
-    pub fn certainly_not_applied(&self) -> bool {
-        match self {
-            PartitionError::Store(e) => e.certainly_not_applied(),
-            PartitionError::Lost(_) | PartitionError::Closed(_) => true,
-        }
-    }
-}
-
-/// Called after new tasks became ready, so that waiting pollers get them.
-pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PartitionState {
-    Active = 0,
-    /// Fenced by a newer owner: hands out nothing more.
-    Lost = 1,
-    Closed = 2,
-}
-
-/// Why a finish (complete or fail) was not recorded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FinishError {
-    /// The token no longer holds the lease: nothing was written.
-    #[error(transparent)]
-    Lease(#[from] LeaseError),
-    #[error(transparent)]
-    Partition(#[from] PartitionError),
-}
-
-/// What a re-drive of dead letters did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Redriven {
-    /// Put back in the queue.
-    pub redriven: usize,
-    /// Removed without being put back: a task with the same dedup id is
-    /// pending or running.
-    pub duplicates: usize,
-}
-
-/// A task on its way to the worker that polled for it: sent once its lease
-/// record is durable.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Delivery {
-    pub partition: u32,
-    pub task: StoredTask,
-    pub lease_deadline: UnixMillis,
-}
-
-pub(super) enum WriteCommand {
-    /// New tasks; with `deliver`, a single task to lease at once to that poller.
-    Append {
-        specs: Vec<TaskSpec>,
-        deliver: Option<oneshot::Sender<Delivery>>,
-        reply: AppendReply,
-    },
-    Finish {
-        finish: Finish,
-        reply: FinishReply,
-    },
-    Redrive {
-        limit: usize,
-        reply: RedriveReply,
-    },
-    SyncMetadata,
-}
-
-impl WriteCommand {
-    pub fn fail(self, error: PartitionError) {
-        match self {
-            WriteCommand::Append { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            WriteCommand::Finish { reply, .. } => {
-                let _ = reply.send(Err(FinishError::Partition(error)));
-            }
-            WriteCommand::Redrive { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            WriteCommand::SyncMetadata => {}
-        }
-    }
-}
-
-pub(super) struct Shared {
-    pub id: PartitionId,
-    /// This node's name, recorded as the owner when it takes the partition.
-    pub node: String,
-    pub engine: Mutex<PartitionEngine>,
-    pub store: Arc<dyn Store>,
-    pub clock: SharedClock,
-    pub wake_reader: Notify,
-    /// Wakes the writer when the engine has a write due without a command.
-    pub wake_writer: Notify,
-    /// Pollers waiting for tasks whose lease records are being written, by lease id.
-    pub deliveries: Mutex<HashMap<i64, oneshot::Sender<Delivery>>>,
-    pub on_ready: ReadyHook,
-    pub state: AtomicU8,
-    pub config: WriterConfig,
-}
-
-impl Shared {
-    pub fn engine(&self) -> MutexGuard<'_, PartitionEngine> {
-        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    pub fn state(&self) -> PartitionState {
-        match self.state.load(Ordering::Acquire) {
-            0 => PartitionState::Active,
-            1 => PartitionState::Lost,
-            _ => PartitionState::Closed,
-        }
-    }
-
-    pub fn set_state(&self, state: PartitionState) {
-        self.state.fetch_max(state as u8, Ordering::AcqRel);
-    }
-
-    pub fn lost(&self) -> PartitionError {
-        PartitionError::Lost(self.id.to_string())
-    }
-
-    fn deliveries(&self) -> MutexGuard<'_, HashMap<i64, oneshot::Sender<Delivery>>> {
-        self.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Hands leases now durable to their pollers; a lease whose poller has
-    /// gone goes back to the queue.
-    pub fn deliver(&self, leases: Vec<(i64, StoredTask, UnixMillis)>) {
-        let mut undelivered = Vec::new();
-        {
-            let mut deliveries = self.deliveries();
-            for (id, task, lease_deadline) in leases {
-                let delivery = Delivery { partition: self.id.partition, task, lease_deadline };
-                let sent = deliveries.remove(&id).is_some_and(|to| to.send(delivery).is_ok());
-                if !sent {
-                    undelivered.push(id);
-                }
-            }
-        }
-        if !undelivered.is_empty() {
-            let now = self.clock.now_ms();
-            let mut engine = self.engine();
-            for id in undelivered {
-                engine.lease_undelivered(id, now);
-            }
-            drop(engine);
-            self.wake_writer.notify_one();
-        }
-    }
-
-    /// Pollers to send the tasks of these leases to, once they are durable.
-    pub fn await_leases(&self, pollers: impl Iterator<Item = (i64, oneshot::Sender<Delivery>)>) {
-        self.deliveries().extend(pollers);
-    }
-
-    /// Leases that were not written: their pollers get nothing.
-    pub fn forget_deliveries(&self, ids: &[i64]) {
-        let mut deliveries = self.deliveries();
-        for id in ids {
-            deliveries.remove(id);
-        }
-    }
-
-    pub fn drop_deliveries(&self) {
-        self.deliveries().clear();
-    }
-}
+use crate::store::{RecordRange, Section, Store};
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -281,7 +66,7 @@ impl Partition {
         let mut tasks = JoinSet::new();
         tasks.spawn(super::writer::run(shared.clone(), commands, stop.clone()));
         tasks.spawn(super::reader::run(shared.clone(), stop.clone()));
-        tasks.spawn(super::writer::keep(shared.clone(), writes.clone(), stop.clone()));
+        tasks.spawn(super::keeper::run(shared.clone(), writes.clone(), stop.clone()));
         Ok(Arc::new(Partition { shared, writes, stop, tasks: tokio::sync::Mutex::new(tasks) }))
     }
 

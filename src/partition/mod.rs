@@ -1,5 +1,5 @@
 //! The async shell around one owned partition: it drives a
-//! [`PartitionEngine`](crate::queue::PartitionEngine) against a [`Store`].
+//! [`PartitionEngine`](crate::core::engine::PartitionEngine) against a [`Store`].
 //!
 //! Three tasks per partition:
 //! - the **writer** turns concurrent adds, completions, failures and the
@@ -13,8 +13,15 @@
 //! await; a task reaches a worker only after its lease record is durable;
 //! once a write comes back `Fenced` the partition hands out nothing more.
 
+mod config;
+mod error;
 mod handle;
+mod keeper;
 mod reader;
+mod shared;
 mod writer;
 
-pub use handle::{Delivery, FinishError, Partition, PartitionError, PartitionState, ReadyHook, Redriven, WriterConfig};
+pub use config::WriterConfig;
+pub use error::{FinishError, PartitionError};
+pub use handle::Partition;
+pub use shared::{Delivery, PartitionState, ReadyHook, Redriven};

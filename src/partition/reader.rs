@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::handle::{PartitionState, Shared};
+use super::shared::{PartitionState, Shared};
 
 /// The reader: refills the buffer of each priority level that runs low, and
 /// waits to be woken otherwise. Read errors are retried with backoff.

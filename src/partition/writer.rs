@@ -8,11 +8,14 @@ use tokio_util::sync::CancellationToken;
 
 use tokio::sync::oneshot;
 
-use super::handle::{Delivery, FinishError, PartitionError, PartitionState, Redriven, Shared, WriteCommand};
+use super::error::{FinishError, PartitionError};
+use super::shared::{
+    AppendReply, Delivery, FinishReply, PartitionState, RedriveReply, Redriven, Shared, WriteCommand, on_write_error,
+};
 
+use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
+use crate::core::engine::{AppendPlan, Finish, PlanInput, spec_bytes};
 use crate::model::TaskSpec;
-use crate::queue::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
-use crate::queue::{Added, AppendPlan, Finish, Finished, PlanInput, spec_bytes};
 use crate::store::codec::{decode_dedup, decode_record_task};
 use crate::store::{MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, Section, StoreError, stored_task_bytes};
 
@@ -434,10 +437,6 @@ async fn plan(
     }
 }
 
-pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
-pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
-pub(super) type RedriveReply = oneshot::Sender<Result<Redriven, PartitionError>>;
-
 /// Takes the next range id, and with it a new block of task ids.
 async fn renew_range(shared: &Shared, range_id: i64) -> Result<(), PartitionError> {
     match shared.store.take_ownership(&shared.id, range_id, &shared.node).await {
@@ -458,66 +457,6 @@ async fn sync_metadata(shared: &Shared) {
         Err(error) => {
             let error = on_write_error(shared, error);
             tracing::warn!(partition = %shared.id, %error, "could not write the ack levels");
-        }
-    }
-}
-
-/// A fenced write means another node owns the partition: stop handing out.
-fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {
-    if let StoreError::Fenced { current_range_id } = error {
-        tracing::warn!(partition = %shared.id, current_range_id, "fenced: dropping the partition");
-        shared.set_state(PartitionState::Lost);
-        (shared.on_ready)();
-        return shared.lost();
-    }
-    PartitionError::Store(error)
-}
-
-/// The keeper: deletes acknowledged tasks, asks the writer to persist the
-/// ack levels when they are due, and wakes it for expired leases and delayed
-/// tasks that are ready.
-pub(super) async fn keep(shared: Arc<Shared>, writes: mpsc::Sender<WriteCommand>, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(shared.config.keeper_interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.cancelled() => return,
-        }
-        if shared.state() != PartitionState::Active {
-            return;
-        }
-        let now = shared.clock.now_ms();
-        let (deletes, record_deletes, metadata_due, write_due, keys_limited) = {
-            let mut engine = shared.engine();
-            let deletes = engine.gc_requests(now);
-            (
-                deletes,
-                engine.record_deletes(),
-                engine.metadata_due(now).is_some(),
-                engine.write_due(now),
-                engine.keys_limited(),
-            )
-        };
-        for through in record_deletes {
-            if let Err(error) = shared.store.delete_records_through(&shared.id, through.section, through.key).await {
-                tracing::warn!(partition = %shared.id, %error, "delete of finished records failed; the next one covers it");
-            }
-        }
-        if write_due {
-            shared.wake_writer.notify_one();
-        }
-        if keys_limited {
-            // Keys held back by their rate may start again as time passes.
-            (shared.on_ready)();
-        }
-        for delete in deletes {
-            if let Err(error) = shared.store.delete_through(&shared.id, delete.priority, delete.through).await {
-                tracing::warn!(partition = %shared.id, %error, "delete of acknowledged tasks failed; the next one covers it");
-            }
-        }
-        if metadata_due {
-            let _ = writes.try_send(WriteCommand::SyncMetadata);
         }
     }
 }

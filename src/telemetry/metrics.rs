@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::histogram::{BOUNDS_MS, HistogramReading};
+use crate::core::engine::TaskCounts;
 use crate::matcher::{LevelStats, QueueStats, Queues};
 use crate::model::QueueName;
-use crate::queue::TaskCounts;
 
 /// What a reading of the queues holds, by queue name.
 pub type Sample = Vec<(QueueName, QueueStats)>;

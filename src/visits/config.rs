@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::scheduler::{Cooldowns, Policy, Sharing};
+use crate::core::visits::{Cooldowns, Policy, Sharing};
 
 /// What a visit task's fairness key is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

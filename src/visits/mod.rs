@@ -1,6 +1,6 @@
 //! The origin-visit scheduler's async shell: it records what listers report
 //! and what visits find, and runs the rounds that fill the `visits.<type>`
-//! queues. The rules are the pure [`crate::scheduler`]; the data is a
+//! queues. The rules are the pure [`crate::core::visits`]; the data is a
 //! [`VisitStore`]; the queues are a [`VisitQueue`].
 //!
 //! Invariants kept here:
@@ -27,7 +27,7 @@ pub use config::{BlindVisits, FairnessKeyOf, SchedulerConfig};
 pub use queue::{Visit, VisitQueue, VisitQueueError};
 
 use crate::clock::UnixMillis;
-use crate::scheduler::{Heads, ListedOrigin, OriginState, OriginWrite, Outcome, Policy, VisitStats, plan_round};
+use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Outcome, Policy, VisitStats, plan_round};
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
 

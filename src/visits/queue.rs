@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::FairnessKeyOf;
+use crate::core::visits::ListedOrigin;
 use crate::model::validate::{MAX_DEDUP_ID_BYTES, MAX_FAIRNESS_KEY_BYTES};
-use crate::scheduler::ListedOrigin;
 
 /// One visit to queue.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
-use crate::scheduler::{DAY_MS, VisitStatus};
+use crate::core::visits::{DAY_MS, VisitStatus};
 use crate::store::StoreResult;
 use crate::store::visits::memory::MemoryVisitStore;
 
@@ -189,7 +189,7 @@ impl VisitStore for CountingStore {
         lister: &str,
         below: Option<i64>,
         limit: usize,
-    ) -> StoreResult<Vec<crate::scheduler::IndexEntry>> {
+    ) -> StoreResult<Vec<crate::core::visits::IndexEntry>> {
         let rows = self.inner.read_index(visit_type, policy, lister, below, limit).await?;
         self.count(rows.len());
         Ok(rows)
@@ -213,7 +213,7 @@ impl VisitStore for CountingStore {
     async fn listers(&self) -> StoreResult<Vec<crate::store::visits::ListerRecord>> {
         self.inner.listers().await
     }
-    async fn metrics(&self, lister: &str) -> StoreResult<Vec<(String, crate::scheduler::ListerMetrics)>> {
+    async fn metrics(&self, lister: &str) -> StoreResult<Vec<(String, crate::core::visits::ListerMetrics)>> {
         self.inner.metrics(lister).await
     }
     async fn queue_position(&self, visit_type: &str) -> StoreResult<i64> {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use fairway::fairness::effective_weight;
+use fairway::core::fairness::effective_weight;
 
 use fairway::config::Config;
 

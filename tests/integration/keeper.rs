@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairway::clock::{Clock, ManualClock};
+use fairway::core::engine::EngineConfig;
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
 use fairway::partition::{Partition, WriterConfig};
-use fairway::queue::EngineConfig;
 use fairway::store::Store;
 use fairway::store::embedded::EmbeddedStore;
 

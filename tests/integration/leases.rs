@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use fairway::clock::{Clock, ManualClock};
 use fairway::config::Config;
+use fairway::core::engine::TaskPolicy;
 use fairway::proto::v1 as pb;
-use fairway::queue::TaskPolicy;
 use tonic::Code;
 
 use crate::support::{Backend, Client, TestServer, add, describe, poll, spec, wait};

@@ -138,9 +138,9 @@ async fn poll_tasks_takes_up_to_its_maximum_each_with_a_lease() {
 #[tokio::test]
 async fn backlogged_partitions_are_served_in_turn_whatever_their_passes() {
     use fairway::clock::SystemClock;
+    use fairway::core::engine::Outcome;
     use fairway::matcher::{Queues, Settings};
     use fairway::model::{Priority, TaskSpec, validate};
-    use fairway::queue::Outcome;
 
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(fairway::store::embedded::EmbeddedStore::open(dir.path()).unwrap());

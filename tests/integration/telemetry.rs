@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use fairway::clock::{ManualClock, SharedClock};
 use fairway::config::Config;
+use fairway::core::engine::TaskPolicy;
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{PartitionId, Priority, TaskSpec, validate};
 use fairway::proto::v1 as pb;
-use fairway::queue::TaskPolicy;
 use fairway::store::embedded::EmbeddedStore;
 use fairway::store::{QueueConfig, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use fairway::clock::millis;
-use fairway::scheduler::{Outcome, VisitStatus};
+use fairway::core::visits::{Outcome, VisitStatus};
 use fairway::store::visits::memory::MemoryVisitStore;
 use fairway::visits::{ListedReport, Scheduler, SchedulerConfig};
 

@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
+use fairway::core::visits::DAY_MS;
 use fairway::hash::splitmix64;
-use fairway::scheduler::DAY_MS;
 
 /// What the forge is made of.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use fairway::scheduler::DAY_MS;
+use fairway::core::visits::DAY_MS;
 
 use super::forge::{Cursor, Forge};
 use crate::cli::bench::latency::cdf;

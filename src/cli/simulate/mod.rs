@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::Args;
 
-use fairway::scheduler::{DAY_MS, Sharing};
+use fairway::core::visits::{DAY_MS, Sharing};
 use fairway::visits::{BlindVisits, SchedulerConfig};
 
 use arm::{ArmSpec, Capacity};

@@ -2,9 +2,9 @@
 //! queue's order and a free loader takes the first one whose host is below
 //! its politeness limit.
 //!
-//! The order is the one Fairway's queue engine gives (`src/queue/engine.rs`,
+//! The order is the one Fairway's queue engine gives (`src/core/engine/machine.rs`,
 //! `next_pass`): each visit gets a pass from the real [`KeyCounters`] of
-//! `src/fairness` when it is queued, and visits leave in pass order. The
+//! `src/core/fairness` when it is queued, and visits leave in pass order. The
 //! fair arm counts passes per fairness key (weight 1 each: stride
 //! scheduling across listers); the FIFO arm counts every visit against one
 //! shared key, so passes follow arrival, as the engine does for a FIFO
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use fairway::fairness::{CounterConfig, KeyCounters, stride};
+use fairway::core::fairness::{CounterConfig, KeyCounters, stride};
 use fairway::visits::{Visit, VisitQueue, VisitQueueError};
 
 use super::forge::Forge;
@@ -181,7 +181,7 @@ mod tests {
     use fairway::visits::FairnessKeyOf;
 
     fn visit(forge: &Forge, id: u32) -> Visit {
-        let origin = fairway::scheduler::ListedOrigin {
+        let origin = fairway::core::visits::ListedOrigin {
             url: forge.url(id),
             visit_type: "git".into(),
             lister: forge.listers[forge.origins[id as usize].lister as usize].name.clone(),

@@ -9,7 +9,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::{EmbeddedStore, unavailable, uncertain};
 use crate::clock::UnixMillis;
-use crate::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state};
 

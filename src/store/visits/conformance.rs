@@ -5,7 +5,7 @@
 //! [`TestStore`](crate::store::conformance::TestStore).
 
 use super::VisitStore;
-use crate::scheduler::{
+use crate::core::visits::{
     Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Outcome, Policy, VisitStats, VisitStatus,
 };
 

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{ListerRecord, VisitStore};
 use crate::clock::UnixMillis;
-use crate::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 
 #[derive(Debug, Default)]

@@ -37,7 +37,7 @@ use async_trait::async_trait;
 
 use super::StoreResult;
 use crate::clock::UnixMillis;
-use crate::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 
 /// A lister, as the scheduler knows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

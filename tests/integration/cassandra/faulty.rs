@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fairway::clock::UnixMillis;
+use fairway::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
-use fairway::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use fairway::store::visits::{ListerRecord, VisitStore};
 use fairway::store::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, Section, Store, StoreError,

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use fairway::clock::{Clock, SystemClock};
 use fairway::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
+use fairway::core::engine::Outcome;
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{PartitionId, Priority, QueueName, TaskSpec, validate};
-use fairway::queue::Outcome;
 use fairway::store::{Member, QueueConfig, Store, StoreError};
 
 use super::Keyspace;

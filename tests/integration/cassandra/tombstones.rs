@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairway::clock::SystemClock;
+use fairway::core::engine::Outcome;
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
-use fairway::queue::Outcome;
 use fairway::store::{RecordRange, Section, Store};
 use futures::future::join_all;
 use scylla::client::session::Session;

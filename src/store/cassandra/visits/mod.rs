@@ -28,8 +28,8 @@ use super::CassandraStore;
 use super::error::{ConnectError, read_error, write_error};
 use super::statements::prepare;
 use crate::clock::UnixMillis;
+use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::hash::fnv1a;
-use crate::scheduler::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state};
 use crate::store::{StoreError, StoreResult};
 

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{Outcome, PartitionEngine, PlanInput};
+use crate::core::engine::{EngineConfig, Finish};
 use crate::model::{Priority, TaskSpec};
-use crate::queue::{EngineConfig, Finish};
 use crate::store::PartitionMeta;
 
 const MIB: usize = 1 << 20;

@@ -1,12 +1,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::UnixMillis;
-use crate::fairness::{CounterConfig, KeyCounters};
+use crate::core::fairness::{CounterConfig, KeyCounters};
 use crate::model::{FairLevel, Priority, StoredTask};
 use crate::store::SubqueueMeta;
 
 /// A buffered level: a task waiting for dispatch, one whose lease is being
-/// written, one being parked (`crate::queue::parked`), or the mark of one
+/// written, one being parked (`crate::core::engine::parked`), or the mark of one
 /// dispatched or parked that the ack level has not passed yet. The ack level
 /// never passes a `Leasing` or `Parking` slot.
 #[derive(Clone, Debug)]
@@ -27,7 +27,7 @@ pub struct KeyBacklog {
 }
 
 /// One priority level of a partition: its levels, buffer and key counters.
-/// The invariants are those of the module (`crate::queue`).
+/// The invariants are those of the module (`crate::core::engine`).
 #[derive(Debug)]
 pub(super) struct Subqueue {
     pub priority: Priority,

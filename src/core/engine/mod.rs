@@ -26,23 +26,30 @@
 //! 5. The tasks dispatched above `A` stay near `park_after`: a key held at
 //!    its limits that holds `A` back is parked off the ack path (`parked`).
 
+mod config;
 pub mod dedup;
 pub mod delayed;
-mod engine;
 mod ids;
 pub mod key_rates;
 pub mod leases;
+mod machine;
+mod outcomes;
 pub mod parked;
+mod plan;
 pub mod policy;
+mod report;
+mod sizes;
 mod subqueue;
 
-pub use engine::{
-    Added, AppendPlan, Candidate, EngineConfig, Finish, Finished, GcRequest, IdsExhausted, MAX_MAINTENANCE_PER_WRITE,
-    Outcome, PartitionEngine, PartitionSnapshot, PlanInput, ReadRequest, SubqueueSnapshot, TaskCounts, spec_bytes,
-};
+pub use config::EngineConfig;
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;
+pub use machine::{MAX_MAINTENANCE_PER_WRITE, PartitionEngine};
+pub use outcomes::{Added, Candidate, Finish, Finished, Outcome};
+pub use plan::{AppendPlan, GcRequest, IdsExhausted, PlanInput, ReadRequest};
 pub use policy::{DispatchOrder, TaskPolicy};
+pub use report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
+pub use sizes::spec_bytes;
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]

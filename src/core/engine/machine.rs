@@ -1,25 +1,28 @@
+//! The state machine of one owned partition; what it takes and gives back
+//! is in its sibling files (config, outcomes, plan, report, sizes).
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::ops::AddAssign;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::IdBlock;
+use super::config::EngineConfig;
 use super::dedup::{DedupEntry, DedupIndex, bucket_of};
 use super::delayed::{DelayKey, Delayed};
 use super::key_rates::KeyRates;
 use super::leases::{LeaseError, Leases};
+use super::outcomes::{Added, Candidate, Finish, Finished, Outcome};
 use super::parked::{ParkedKeys, ParkedRead};
-use super::policy::{AfterFailure, DispatchOrder, TaskPolicy};
-use super::subqueue::{KeyBacklog, Subqueue};
+use super::plan::{AppendPlan, GcRequest, IdsExhausted, PlanInput, ReadRequest};
+use super::policy::{AfterFailure, DispatchOrder};
+use super::report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
+use super::sizes::{SMALL_ROW_BYTES, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes};
+use super::subqueue::Subqueue;
 use crate::clock::{UnixMillis, millis};
-use crate::fairness::{CounterConfig, Weights, stride};
+use crate::core::fairness::stride;
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
 use crate::store::codec::encode_meta;
-use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task, encode_task};
-use crate::store::{
-    PartitionMeta, PartitionWrite, ROW_BYTES, Record, RecordKey, RowRef, Section, SubqueueMeta, stored_task_bytes,
-};
+use crate::store::codec::{encode_dedup, encode_finished_lease, encode_record_task};
+use crate::store::{PartitionMeta, PartitionWrite, Record, RecordKey, Section, SubqueueMeta};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {
@@ -39,350 +42,6 @@ pub const MAX_MAINTENANCE_PER_WRITE: usize = 256;
 
 /// The failure message of a lease that ran out.
 const LEASE_EXPIRED: &str = "lease expired";
-
-/// How a partition buffers, persists and collects (section `[partition]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EngineConfig {
-    /// Ready tasks kept in memory per priority level.
-    pub buffer_tasks: usize,
-    /// The reader refills a level when its ready tasks fall to this many.
-    pub reload_at: usize,
-    /// The ack levels are written at least this often while they move.
-    #[serde(with = "crate::config::duration_serde")]
-    pub ack_sync_interval: Duration,
-    /// An append carries the metadata (ack levels) when the last metadata
-    /// write is older than this.
-    #[serde(with = "crate::config::duration_serde")]
-    pub piggyback_interval: Duration,
-    /// Delete acknowledged tasks once this many have been acked...
-    pub gc_min_acks: u64,
-    /// ...or once this much time has passed since the last delete.
-    #[serde(with = "crate::config::duration_serde")]
-    pub gc_interval: Duration,
-    /// Fairness keys saved in the metadata for the next owner.
-    pub saved_top_keys: usize,
-    /// Once this many tasks are dispatched above the ack level of a
-    /// priority level, a key at its concurrency or rate limit that holds the
-    /// ack level back is parked: its waiting tasks move to records of their
-    /// own, and the ack level moves on (docs/fairness.md §5c).
-    pub park_after: usize,
-    /// The most keys parked at once in a partition (each is a few dozen
-    /// bytes of its metadata). Past it, a held key holds the ack level back.
-    pub max_parked_keys: usize,
-    pub counters: CounterConfig,
-    pub weights: Weights,
-    /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
-    #[serde(skip)]
-    pub tasks: TaskPolicy,
-    /// A held lease whose record has this many newer lease records above
-    /// it is written again on top, so that a lease held for hours does not
-    /// keep the range delete of finished leases from passing it (1,024;
-    /// not a setting: tests make it small).
-    #[serde(skip)]
-    pub move_lease_after: usize,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            buffer_tasks: 1000,
-            reload_at: 100,
-            ack_sync_interval: Duration::from_secs(10),
-            piggyback_interval: Duration::from_secs(1),
-            gc_min_acks: 1000,
-            gc_interval: Duration::from_secs(15),
-            saved_top_keys: 100,
-            park_after: 512,
-            max_parked_keys: 1000,
-            counters: CounterConfig::default(),
-            weights: Weights::default(),
-            tasks: TaskPolicy::default(),
-            move_lease_after: 1024,
-        }
-    }
-}
-
-/// How a worker ended its attempt.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
-    Complete,
-    Fail { retryable: bool, message: String, retry_after: Option<Duration> },
-}
-
-/// A worker's report on the lease of task level id `lease_id`, attempt `attempt`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Finish {
-    pub lease_id: i64,
-    pub attempt: u32,
-    pub outcome: Outcome,
-}
-
-/// What became of a finished lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finished {
-    Completed,
-    Retrying { not_before: UnixMillis },
-    Buried,
-}
-
-/// What became of an added task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Added {
-    Added {
-        task_id: i64,
-    },
-    /// Its dedup id is held by this pending or running task: nothing added.
-    Duplicate {
-        task_id: i64,
-    },
-}
-
-impl Added {
-    pub fn task_id(self) -> i64 {
-        match self {
-            Added::Added { task_id } | Added::Duplicate { task_id } => task_id,
-        }
-    }
-}
-
-impl AppendPlan {
-    /// A row this write creates or changes, with the bytes it writes there:
-    /// reading it back tells whether the write landed.
-    /// Only rows no earlier write can have written the same way: a new task
-    /// row, or the write mark.
-    pub fn probe(&self) -> Option<(RowRef, Vec<u8>)> {
-        if let Some(task) = self.write.tasks.first() {
-            return Some((RowRef::Task(task.priority, task.level), encode_task(task)));
-        }
-        let mark = self.write.put.iter().find(|record| record.at.section == Section::WriteMark)?;
-        Some((RowRef::Record(mark.at), mark.value.clone()))
-    }
-
-    /// The tasks this write parks.
-    pub fn parked_tasks(&self) -> impl Iterator<Item = i64> + '_ {
-        self.parked.iter().map(|(_, task)| task.task_id)
-    }
-
-    /// The tasks whose leases this write ends (completed, failed or expired).
-    pub fn ended_tasks(&self) -> impl Iterator<Item = i64> + '_ {
-        self.ending.iter().map(|(_, task_id)| *task_id)
-    }
-}
-
-/// What one write should carry besides what the engine itself has due
-/// (lease records to write, expired leases, delayed tasks now ready).
-#[derive(Debug)]
-pub struct PlanInput<'a> {
-    pub specs: &'a [TaskSpec],
-    /// Indexes (ascending) of specs to hand straight to a waiting worker:
-    /// their lease is written instead of a backlog row ("sync match"). Such
-    /// specs have no delay and no dedup id.
-    pub direct: &'a [usize],
-    pub finishes: &'a [Finish],
-    /// Dead letters to put back in the queue, as read from the store.
-    pub redrive: Vec<(RecordKey, StoredTask)>,
-    /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
-    /// commands above always go in (their sender keeps them within half of
-    /// it); what the engine has due goes in while it fits, and the rest
-    /// waits for the next write.
-    pub max_bytes: usize,
-}
-
-impl Default for PlanInput<'_> {
-    fn default() -> Self {
-        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), max_bytes: usize::MAX }
-    }
-}
-
-/// The bytes of a record that holds a task (a lease, a delayed task or a
-/// retry, a dead letter), with `message`.
-fn record_bytes(task: &StoredTask, message: usize) -> usize {
-    stored_task_bytes(task) + message + 64 + ROW_BYTES
-}
-
-/// The bytes of `meta`, and of what `parks` tasks parked with it may add
-/// to it (their levels, and their keys if they enter the directory).
-fn meta_bytes(meta: &PartitionMeta, parks: usize) -> usize {
-    encode_meta(meta).len() + ROW_BYTES + parks * (16 + crate::model::validate::MAX_FAIRNESS_KEY_BYTES + 24)
-}
-
-/// The bytes of a finished lease's record, or of a dedup record's delete.
-const SMALL_ROW_BYTES: usize = 64 + ROW_BYTES;
-
-/// The bytes a new task adds to a write: its row (or delayed record, or
-/// lease record) and its dedup record.
-pub fn spec_bytes(spec: &TaskSpec) -> usize {
-    let dedup = spec.dedup_id.as_ref().map_or(0, |id| id.len() + SMALL_ROW_BYTES);
-    spec.payload.len() + spec.fairness_key.len() + 96 + 64 + ROW_BYTES + dedup
-}
-
-/// The bytes of ending the lease of `task`: its finished record, a retry or
-/// dead-letter record holding it (with `message`), and its dedup record's delete.
-fn ending_bytes(task: &StoredTask, message: usize) -> usize {
-    SMALL_ROW_BYTES + record_bytes(task, message) + SMALL_ROW_BYTES
-}
-
-/// The bytes of putting `task` back in the backlog from a record: its new
-/// row, the record's delete and its dedup record.
-fn requeue_bytes(task: &StoredTask) -> usize {
-    stored_task_bytes(task) + ROW_BYTES + 2 * SMALL_ROW_BYTES
-}
-
-/// One write, planned: tasks with ids and passes assigned, records to put
-/// and delete. The ack levels of the subqueues it adds to stay pinned until
-/// the engine hears how it went ([`PartitionEngine::write_succeeded`] or
-/// [`PartitionEngine::write_failed`]).
-#[derive(Debug)]
-pub struct AppendPlan {
-    pub range_id: i64,
-    pub write: PartitionWrite,
-    /// One per spec, in order.
-    pub added: Vec<Added>,
-    /// One per finish, in order.
-    pub finished: Vec<Result<Finished, LeaseError>>,
-    /// Dead letters put back in the queue...
-    pub redriven: usize,
-    /// ...and removed without being put back: a task with the same dedup id
-    /// is pending or running.
-    pub redrive_duplicates: usize,
-    /// Leases written by this write, to be delivered once it is durable.
-    pub leases: Vec<(i64, StoredTask, UnixMillis)>,
-    /// Of those, the ones of new tasks handed straight to a worker.
-    direct: Vec<i64>,
-    pinned: [bool; PRIORITY_LEVELS],
-    /// Delayed records written.
-    delayed: Vec<(DelayKey, StoredTask)>,
-    /// Delayed records made ready (taken out of the delayed buffer).
-    promoted: Vec<(DelayKey, StoredTask)>,
-    /// Leases this write ends: (lease id, task id).
-    ending: Vec<(i64, i64)>,
-    /// Of those, leases of tasks a worker got that ran out without a report.
-    expired: u64,
-    buckets: Vec<i64>,
-    /// The delayed floor written with this plan (promotions up to it).
-    delayed_floor: Option<DelayKey>,
-    /// The dead-letter floor written with this plan (re-drives up to it).
-    dead_letters_floor: Option<(i64, i64)>,
-    /// Held leases whose records this write writes again higher: (id, seq).
-    moved_leases: Vec<(i64, i64)>,
-    /// Tasks of held keys parked by this write, and their records.
-    parked: Vec<(RecordKey, StoredTask)>,
-}
-
-/// A read the reader should perform: tasks of `priority` strictly above `after`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadRequest {
-    pub priority: Priority,
-    pub after: FairLevel,
-    pub limit: usize,
-}
-
-/// A delete the collector should perform: everything of `priority` at or below `through`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcRequest {
-    pub priority: Priority,
-    pub through: FairLevel,
-}
-
-/// A dispatchable task. Within a partition candidates order by
-/// `(priority, pass ahead of the ack level, level)`; across partitions only
-/// the first two compare (the matcher breaks ties in turn).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Candidate {
-    pub priority: Priority,
-    pub pass_ahead: i64,
-    pub level: FairLevel,
-    /// The oldest parked task of a key, not a task of the backlog.
-    parked: bool,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct SubqueueSnapshot {
-    pub priority: Priority,
-    pub ack_level: FairLevel,
-    pub read_level: FairLevel,
-    pub max_level: FairLevel,
-    pub buffered: u64,
-    pub approx_backlog: u64,
-    /// Tasks dispatched (or being leased) above the ack level: a task below
-    /// them still waits, and holds the ack level back.
-    pub dispatched_above_ack: u64,
-    pub reader_at_end: bool,
-    pub tracked_keys: u64,
-    pub approximate_keys: bool,
-    pub top_keys: Vec<KeyBacklog>,
-    /// Keys held at their limits whose waiting tasks are parked...
-    pub parked_keys: u64,
-    /// ...and those tasks (a lower bound after a takeover, until read).
-    pub parked_tasks: u64,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct PartitionSnapshot {
-    pub range_id: i64,
-    pub subqueues: Vec<SubqueueSnapshot>,
-    /// Since this engine was loaded.
-    pub counts: TaskCounts,
-    /// Tasks out with workers (leases held or being written).
-    pub leased: u64,
-    /// Delayed tasks known in memory (all of them unless more wait unread).
-    pub delayed: u64,
-    /// The bytes of the metadata as it would be written now.
-    pub metadata_bytes: u64,
-    /// The bytes of the largest write since this engine was loaded.
-    pub largest_write_bytes: u64,
-}
-
-/// What an engine has counted since it was loaded, each from the writes that
-/// made it durable: a count only grows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TaskCounts {
-    /// New tasks, from producers (not duplicates, retries or re-drives).
-    pub added: u64,
-    /// Leases written: tasks handed to workers, with sync matches and redeliveries.
-    pub dispatched: u64,
-    /// Leases ended by a worker's completion.
-    pub completed: u64,
-    /// Leases ended by a worker's failure (retried later, or dead letters now).
-    pub failed: u64,
-    /// Leases that ran out without a report from the worker that got the task.
-    pub expired: u64,
-}
-
-impl TaskCounts {
-    /// What was counted after `earlier` (an earlier reading of the same counts).
-    pub fn since(self, earlier: TaskCounts) -> TaskCounts {
-        TaskCounts {
-            added: self.added.saturating_sub(earlier.added),
-            dispatched: self.dispatched.saturating_sub(earlier.dispatched),
-            completed: self.completed.saturating_sub(earlier.completed),
-            failed: self.failed.saturating_sub(earlier.failed),
-            expired: self.expired.saturating_sub(earlier.expired),
-        }
-    }
-
-    /// Each count the larger of the two.
-    pub fn max(self, other: TaskCounts) -> TaskCounts {
-        TaskCounts {
-            added: self.added.max(other.added),
-            dispatched: self.dispatched.max(other.dispatched),
-            completed: self.completed.max(other.completed),
-            failed: self.failed.max(other.failed),
-            expired: self.expired.max(other.expired),
-        }
-    }
-}
-
-impl AddAssign for TaskCounts {
-    fn add_assign(&mut self, other: TaskCounts) {
-        self.added += other.added;
-        self.dispatched += other.dispatched;
-        self.completed += other.completed;
-        self.failed += other.failed;
-        self.expired += other.expired;
-    }
-}
 
 /// The engine of one owned partition. See the module docs for its invariants.
 #[derive(Debug)]
@@ -429,13 +88,6 @@ pub struct PartitionEngine {
     lease_rows: VecDeque<i64>,
     lease_rows_unchecked: usize,
     largest_write: usize,
-}
-
-/// The append needs more ids than the block has left: take a new range id first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the id block of range {range_id} is used up")]
-pub struct IdsExhausted {
-    pub range_id: i64,
 }
 
 impl PartitionEngine {

@@ -172,7 +172,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::DAY_MS;
+    use crate::core::visits::DAY_MS;
 
     const NOW: i64 = 1_000 * DAY_MS;
 

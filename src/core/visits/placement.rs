@@ -164,7 +164,7 @@ impl OriginWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::{DAY_MS, Outcome, VisitStatus};
+    use crate::core::visits::{DAY_MS, Outcome, VisitStatus};
 
     const NOW: i64 = 1_000 * DAY_MS;
 

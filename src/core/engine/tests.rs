@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use proptest::prelude::*;
 
 use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, ReadRequest};
-use crate::fairness::{CounterConfig, Weights, effective_weight};
+use crate::core::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 use crate::store::PartitionMeta;
 
@@ -490,7 +490,7 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
     let (sequence, backlogged) = backlogged_run(&weights, 3, 50_000, config);
 
     // Which overflow keys share a cell with another overflow key in every row.
-    let sketch = crate::fairness::PassSketch::new(sketch_width);
+    let sketch = crate::core::fairness::PassSketch::new(sketch_width);
     let overflow = &names[exact_keys..];
     let mut occupancy: HashMap<usize, u32> = HashMap::new();
     for key in overflow {
@@ -578,7 +578,7 @@ fn fifo_ordering_dispatches_in_order_of_arrival() {
     let arrivals: Vec<TaskSpec> =
         (0..20).map(|_| spec("heavy", Priority::DEFAULT)).chain([spec("light", Priority::DEFAULT)]).collect();
     let dispatch_order = |ordering| {
-        let tasks = crate::queue::TaskPolicy { ordering, ..Default::default() };
+        let tasks = crate::core::engine::TaskPolicy { ordering, ..Default::default() };
         let mut backlog = Backlog::new(EngineConfig { tasks, ..EngineConfig::default() });
         backlog.add(&arrivals);
         std::iter::from_fn(|| backlog.dispatch()).collect::<Vec<StoredTask>>()

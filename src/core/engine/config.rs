@@ -1,0 +1,71 @@
+//! The settings of a partition's engine (section `[partition]`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::policy::TaskPolicy;
+use crate::core::fairness::{CounterConfig, Weights};
+
+/// How a partition buffers, persists and collects (section `[partition]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Ready tasks kept in memory per priority level.
+    pub buffer_tasks: usize,
+    /// The reader refills a level when its ready tasks fall to this many.
+    pub reload_at: usize,
+    /// The ack levels are written at least this often while they move.
+    #[serde(with = "crate::config::duration_serde")]
+    pub ack_sync_interval: Duration,
+    /// An append carries the metadata (ack levels) when the last metadata
+    /// write is older than this.
+    #[serde(with = "crate::config::duration_serde")]
+    pub piggyback_interval: Duration,
+    /// Delete acknowledged tasks once this many have been acked...
+    pub gc_min_acks: u64,
+    /// ...or once this much time has passed since the last delete.
+    #[serde(with = "crate::config::duration_serde")]
+    pub gc_interval: Duration,
+    /// Fairness keys saved in the metadata for the next owner.
+    pub saved_top_keys: usize,
+    /// Once this many tasks are dispatched above the ack level of a
+    /// priority level, a key at its concurrency or rate limit that holds the
+    /// ack level back is parked: its waiting tasks move to records of their
+    /// own, and the ack level moves on (docs/fairness.md §5c).
+    pub park_after: usize,
+    /// The most keys parked at once in a partition (each is a few dozen
+    /// bytes of its metadata). Past it, a held key holds the ack level back.
+    pub max_parked_keys: usize,
+    pub counters: CounterConfig,
+    pub weights: Weights,
+    /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
+    #[serde(skip)]
+    pub tasks: TaskPolicy,
+    /// A held lease whose record has this many newer lease records above
+    /// it is written again on top, so that a lease held for hours does not
+    /// keep the range delete of finished leases from passing it (1,024;
+    /// not a setting: tests make it small).
+    #[serde(skip)]
+    pub move_lease_after: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            buffer_tasks: 1000,
+            reload_at: 100,
+            ack_sync_interval: Duration::from_secs(10),
+            piggyback_interval: Duration::from_secs(1),
+            gc_min_acks: 1000,
+            gc_interval: Duration::from_secs(15),
+            saved_top_keys: 100,
+            park_after: 512,
+            max_parked_keys: 1000,
+            counters: CounterConfig::default(),
+            weights: Weights::default(),
+            tasks: TaskPolicy::default(),
+            move_lease_after: 1024,
+        }
+    }
+}

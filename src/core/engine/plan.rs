@@ -1,0 +1,123 @@
+//! What the engine asks its shell to do: one write, planned (tasks with ids
+//! and passes, records to put and delete), a read, a delete of what every
+//! owner has acknowledged.
+
+use super::delayed::DelayKey;
+use super::leases::LeaseError;
+use super::outcomes::{Added, Finish, Finished};
+use crate::clock::UnixMillis;
+use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
+use crate::store::codec::encode_task;
+use crate::store::{PartitionWrite, RecordKey, RowRef, Section};
+
+/// One write, planned: tasks with ids and passes assigned, records to put
+/// and delete. The ack levels of the subqueues it adds to stay pinned until
+/// the engine hears how it went ([`PartitionEngine::write_succeeded`] or
+/// [`PartitionEngine::write_failed`]).
+#[derive(Debug)]
+pub struct AppendPlan {
+    pub range_id: i64,
+    pub write: PartitionWrite,
+    /// One per spec, in order.
+    pub added: Vec<Added>,
+    /// One per finish, in order.
+    pub finished: Vec<Result<Finished, LeaseError>>,
+    /// Dead letters put back in the queue...
+    pub redriven: usize,
+    /// ...and removed without being put back: a task with the same dedup id
+    /// is pending or running.
+    pub redrive_duplicates: usize,
+    /// Leases written by this write, to be delivered once it is durable.
+    pub leases: Vec<(i64, StoredTask, UnixMillis)>,
+    /// Of those, the ones of new tasks handed straight to a worker.
+    pub(super) direct: Vec<i64>,
+    pub(super) pinned: [bool; PRIORITY_LEVELS],
+    /// Delayed records written.
+    pub(super) delayed: Vec<(DelayKey, StoredTask)>,
+    /// Delayed records made ready (taken out of the delayed buffer).
+    pub(super) promoted: Vec<(DelayKey, StoredTask)>,
+    /// Leases this write ends: (lease id, task id).
+    pub(super) ending: Vec<(i64, i64)>,
+    /// Of those, leases of tasks a worker got that ran out without a report.
+    pub(super) expired: u64,
+    pub(super) buckets: Vec<i64>,
+    /// The delayed floor written with this plan (promotions up to it).
+    pub(super) delayed_floor: Option<DelayKey>,
+    /// The dead-letter floor written with this plan (re-drives up to it).
+    pub(super) dead_letters_floor: Option<(i64, i64)>,
+    /// Held leases whose records this write writes again higher: (id, seq).
+    pub(super) moved_leases: Vec<(i64, i64)>,
+    /// Tasks of held keys parked by this write, and their records.
+    pub(super) parked: Vec<(RecordKey, StoredTask)>,
+}
+
+impl AppendPlan {
+    /// A row this write creates or changes, with the bytes it writes there:
+    /// reading it back tells whether the write landed.
+    /// Only rows no earlier write can have written the same way: a new task
+    /// row, or the write mark.
+    pub fn probe(&self) -> Option<(RowRef, Vec<u8>)> {
+        if let Some(task) = self.write.tasks.first() {
+            return Some((RowRef::Task(task.priority, task.level), encode_task(task)));
+        }
+        let mark = self.write.put.iter().find(|record| record.at.section == Section::WriteMark)?;
+        Some((RowRef::Record(mark.at), mark.value.clone()))
+    }
+
+    /// The tasks this write parks.
+    pub fn parked_tasks(&self) -> impl Iterator<Item = i64> + '_ {
+        self.parked.iter().map(|(_, task)| task.task_id)
+    }
+
+    /// The tasks whose leases this write ends (completed, failed or expired).
+    pub fn ended_tasks(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ending.iter().map(|(_, task_id)| *task_id)
+    }
+}
+
+/// What one write should carry besides what the engine itself has due
+/// (lease records to write, expired leases, delayed tasks now ready).
+#[derive(Debug)]
+pub struct PlanInput<'a> {
+    pub specs: &'a [TaskSpec],
+    /// Indexes (ascending) of specs to hand straight to a waiting worker:
+    /// their lease is written instead of a backlog row ("sync match"). Such
+    /// specs have no delay and no dedup id.
+    pub direct: &'a [usize],
+    pub finishes: &'a [Finish],
+    /// Dead letters to put back in the queue, as read from the store.
+    pub redrive: Vec<(RecordKey, StoredTask)>,
+    /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
+    /// commands above always go in (their sender keeps them within half of
+    /// it); what the engine has due goes in while it fits, and the rest
+    /// waits for the next write.
+    pub max_bytes: usize,
+}
+
+impl Default for PlanInput<'_> {
+    fn default() -> Self {
+        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), max_bytes: usize::MAX }
+    }
+}
+
+/// A read the reader should perform: tasks of `priority` strictly above `after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadRequest {
+    pub priority: Priority,
+    pub after: FairLevel,
+    pub limit: usize,
+}
+
+/// A delete the collector should perform: everything of `priority` at or below `through`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcRequest {
+    pub priority: Priority,
+    pub through: FairLevel,
+}
+
+/// The append needs more ids than the block has left: take a new range id first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the id block of range {range_id} is used up")]
+pub struct IdsExhausted {
+    pub range_id: i64,
+}

@@ -1,0 +1,34 @@
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Group commit (section `[writer]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WriterConfig {
+    /// The most tasks in one append.
+    pub max_batch_tasks: usize,
+    /// The most bytes one write of a partition carries, counting every task
+    /// row, record and the metadata. Adds, completions, failures and
+    /// re-drives take at most half of it; promotions of delayed tasks,
+    /// lease records and expiries fill the rest and wait for the next write
+    /// when it is full, so neither starves the other. On Cassandra a write
+    /// is one mutation: keep this well below the largest one the cluster
+    /// takes (half of `commitlog_segment_size`, 16 MiB with the default 32
+    /// MiB segments; and the 16 MiB native frame). At least 4 ×
+    /// `limits.max_payload_bytes`, so that a task always fits.
+    pub max_write_bytes: usize,
+    /// How often the keeper looks at ack levels and deletes.
+    #[serde(with = "crate::config::duration_serde")]
+    pub keeper_interval: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            max_batch_tasks: 1000,
+            max_write_bytes: 4 * 1024 * 1024,
+            keeper_interval: Duration::from_millis(500),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+use crate::core::engine::LeaseError;
+use crate::store::StoreError;
+
+/// Why a partition could not do what was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PartitionError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Another owner took the partition; nothing was written.
+    #[error("partition {0} is owned by another node now")]
+    Lost(String),
+    /// The partition is shutting down; nothing was written.
+    #[error("partition {0} is shutting down")]
+    Closed(String),
+}
+
+impl PartitionError {
+    pub fn certainly_not_applied(&self) -> bool {
+        match self {
+            PartitionError::Store(e) => e.certainly_not_applied(),
+            PartitionError::Lost(_) | PartitionError::Closed(_) => true,
+        }
+    }
+}
+
+/// Why a finish (complete or fail) was not recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FinishError {
+    /// The token no longer holds the lease: nothing was written.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+}

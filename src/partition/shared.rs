@@ -1,0 +1,182 @@
+//! What the writer, the reader and the keeper of one partition share: its
+//! engine (touched only under its mutex, never across an await), its store,
+//! its state, and the pollers waiting for leases to become durable.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Notify, oneshot};
+
+use super::config::WriterConfig;
+use super::error::{FinishError, PartitionError};
+use crate::clock::{SharedClock, UnixMillis};
+use crate::core::engine::{Added, Finish, Finished, PartitionEngine};
+use crate::model::{PartitionId, StoredTask, TaskSpec};
+use crate::store::{Store, StoreError};
+
+/// Called after new tasks became ready, so that waiting pollers get them.
+pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PartitionState {
+    Active = 0,
+    /// Fenced by a newer owner: hands out nothing more.
+    Lost = 1,
+    Closed = 2,
+}
+
+/// What a re-drive of dead letters did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// Put back in the queue.
+    pub redriven: usize,
+    /// Removed without being put back: a task with the same dedup id is
+    /// pending or running.
+    pub duplicates: usize,
+}
+
+/// A task on its way to the worker that polled for it: sent once its lease
+/// record is durable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub partition: u32,
+    pub task: StoredTask,
+    pub lease_deadline: UnixMillis,
+}
+
+pub(super) enum WriteCommand {
+    /// New tasks; with `deliver`, a single task to lease at once to that poller.
+    Append {
+        specs: Vec<TaskSpec>,
+        deliver: Option<oneshot::Sender<Delivery>>,
+        reply: AppendReply,
+    },
+    Finish {
+        finish: Finish,
+        reply: FinishReply,
+    },
+    Redrive {
+        limit: usize,
+        reply: RedriveReply,
+    },
+    SyncMetadata,
+}
+
+impl WriteCommand {
+    pub fn fail(self, error: PartitionError) {
+        match self {
+            WriteCommand::Append { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            WriteCommand::Finish { reply, .. } => {
+                let _ = reply.send(Err(FinishError::Partition(error)));
+            }
+            WriteCommand::Redrive { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            WriteCommand::SyncMetadata => {}
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub id: PartitionId,
+    /// This node's name, recorded as the owner when it takes the partition.
+    pub node: String,
+    pub engine: Mutex<PartitionEngine>,
+    pub store: Arc<dyn Store>,
+    pub clock: SharedClock,
+    pub wake_reader: Notify,
+    /// Wakes the writer when the engine has a write due without a command.
+    pub wake_writer: Notify,
+    /// Pollers waiting for tasks whose lease records are being written, by lease id.
+    pub deliveries: Mutex<HashMap<i64, oneshot::Sender<Delivery>>>,
+    pub on_ready: ReadyHook,
+    pub state: AtomicU8,
+    pub config: WriterConfig,
+}
+
+impl Shared {
+    pub fn engine(&self) -> MutexGuard<'_, PartitionEngine> {
+        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn state(&self) -> PartitionState {
+        match self.state.load(Ordering::Acquire) {
+            0 => PartitionState::Active,
+            1 => PartitionState::Lost,
+            _ => PartitionState::Closed,
+        }
+    }
+
+    pub fn set_state(&self, state: PartitionState) {
+        self.state.fetch_max(state as u8, Ordering::AcqRel);
+    }
+
+    pub fn lost(&self) -> PartitionError {
+        PartitionError::Lost(self.id.to_string())
+    }
+
+    fn deliveries(&self) -> MutexGuard<'_, HashMap<i64, oneshot::Sender<Delivery>>> {
+        self.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands leases now durable to their pollers; a lease whose poller has
+    /// gone goes back to the queue.
+    pub fn deliver(&self, leases: Vec<(i64, StoredTask, UnixMillis)>) {
+        let mut undelivered = Vec::new();
+        {
+            let mut deliveries = self.deliveries();
+            for (id, task, lease_deadline) in leases {
+                let delivery = Delivery { partition: self.id.partition, task, lease_deadline };
+                let sent = deliveries.remove(&id).is_some_and(|to| to.send(delivery).is_ok());
+                if !sent {
+                    undelivered.push(id);
+                }
+            }
+        }
+        if !undelivered.is_empty() {
+            let now = self.clock.now_ms();
+            let mut engine = self.engine();
+            for id in undelivered {
+                engine.lease_undelivered(id, now);
+            }
+            drop(engine);
+            self.wake_writer.notify_one();
+        }
+    }
+
+    /// Pollers to send the tasks of these leases to, once they are durable.
+    pub fn await_leases(&self, pollers: impl Iterator<Item = (i64, oneshot::Sender<Delivery>)>) {
+        self.deliveries().extend(pollers);
+    }
+
+    /// Leases that were not written: their pollers get nothing.
+    pub fn forget_deliveries(&self, ids: &[i64]) {
+        let mut deliveries = self.deliveries();
+        for id in ids {
+            deliveries.remove(id);
+        }
+    }
+
+    pub fn drop_deliveries(&self) {
+        self.deliveries().clear();
+    }
+}
+
+pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
+pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
+pub(super) type RedriveReply = oneshot::Sender<Result<Redriven, PartitionError>>;
+
+/// A fenced write means another node owns the partition: stop handing out.
+pub(super) fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {
+    if let StoreError::Fenced { current_range_id } = error {
+        tracing::warn!(partition = %shared.id, current_range_id, "fenced: dropping the partition");
+        shared.set_state(PartitionState::Lost);
+        (shared.on_ready)();
+        return shared.lost();
+    }
+    PartitionError::Store(error)
+}
