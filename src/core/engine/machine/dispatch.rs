@@ -1,0 +1,130 @@
+//! Handing tasks out: the best candidate under the per-key limits, taking
+//! and giving back, and the leases of the tasks handed out.
+
+use super::PartitionEngine;
+use crate::clock::UnixMillis;
+use crate::core::engine::leases::LeaseError;
+use crate::core::engine::outcomes::Candidate;
+use crate::model::{Priority, StoredTask};
+
+impl PartitionEngine {
+    /// Extends the lease of `lease_id` by the lease timeout from `now`.
+    pub fn heartbeat(&mut self, lease_id: i64, attempt: u32, now: UnixMillis) -> Result<UnixMillis, LeaseError> {
+        let deadline = now + self.config.tasks.lease_ms();
+        self.leases.heartbeat(lease_id, attempt, deadline)
+    }
+
+    /// The deadline of the lease of `lease_id` at `attempt`, if it runs.
+    pub fn lease_deadline(&self, lease_id: i64, attempt: u32) -> Option<UnixMillis> {
+        self.leases.check(lease_id, attempt).ok().map(|lease| lease.deadline)
+    }
+
+    /// A lease was written but its worker had gone: it goes back to the queue.
+    pub fn lease_undelivered(&mut self, lease_id: i64, now: UnixMillis) {
+        self.leases.undelivered(lease_id, now);
+    }
+
+    /// Whether the queue limits keys' concurrency or rate.
+    pub fn keys_limited(&self) -> bool {
+        self.config.tasks.key_concurrency > 0 || self.rates.limited()
+    }
+
+    /// Whether a task of `key` may start now (its concurrency and rate limits).
+    pub(super) fn key_allowed(&self, key: &str, now: UnixMillis) -> bool {
+        let concurrency = self.config.tasks.key_concurrency;
+        (concurrency == 0 || self.leases.running(key) < concurrency) && self.rates.allows(key, now)
+    }
+
+    /// Whether a buffered task of `key` may be dispatched now: its key is
+    /// within its limits and not parked (a parked key's tasks go out of its
+    /// records, in order).
+    pub(super) fn dispatchable(&self, priority: Priority, key: &str, now: UnixMillis) -> bool {
+        self.key_allowed(key, now) && (self.parked.is_empty() || !self.parked.is_parked(priority, key))
+    }
+
+    /// The task this partition would dispatch next, passing over keys at
+    /// their limits. Strict priority: a level is not passed over while it
+    /// may hold unread tasks. A parked key's oldest task competes with the
+    /// backlog at the pass it was given, or at the ack level's if that is
+    /// higher: it comes back like a key that was idle.
+    pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
+        for subqueue in &self.subqueues {
+            let priority = subqueue.priority;
+            let ready = subqueue.first_ready(|key| self.dispatchable(priority, key, now)).map(|task| Candidate {
+                priority,
+                pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass),
+                level: task.level,
+                parked: false,
+            });
+            let parked = self
+                .parked
+                .heads(priority)
+                .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
+                .map(|task| Candidate {
+                    priority,
+                    pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass).max(0),
+                    level: task.level,
+                    parked: true,
+                })
+                .min();
+            if let Some(candidate) = ready.into_iter().chain(parked).min() {
+                return Some(candidate);
+            }
+            if subqueue.may_have_unread() {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Hands out the task of a candidate from [`Self::peek`] and starts its
+    /// lease, with the deadline returned. The lease record goes with the
+    /// next write ([`Self::plan`]); until it is durable the task must not
+    /// reach a worker, and the ack level does not pass it.
+    pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
+        let task = if candidate.parked {
+            self.parked.take(candidate.priority, candidate.level.id)?
+        } else {
+            self.subqueues[candidate.priority.index()].take(candidate.level)?
+        };
+        self.rates.consume(&task.fairness_key, now);
+        let deadline = now + self.config.tasks.lease_ms();
+        self.leases.start(task.clone(), deadline);
+        self.unwritten_leases.push(task.level.id);
+        Some((task, deadline))
+    }
+
+    /// Takes the next task and treats its lease as written at once: for
+    /// drivers that persist nothing (tests and models of the engine).
+    pub fn take_next(&mut self, now: UnixMillis) -> Option<StoredTask> {
+        let candidate = self.peek(now)?;
+        let (task, _) = self.take(candidate, now)?;
+        self.unwritten_leases.retain(|id| *id != task.level.id);
+        self.leases.written(task.level.id, true, now);
+        self.parked.lease_written(task.level.id);
+        self.subqueues[task.priority.index()].leased(task.level);
+        self.counts.dispatched += 1;
+        Some(task)
+    }
+
+    /// Gives back a task from [`Self::take`] whose lease was not written yet.
+    pub fn untake(&mut self, task: StoredTask) {
+        let id = task.level.id;
+        self.unwritten_leases.retain(|unwritten| *unwritten != id);
+        if let Some(task) = self.leases.not_written(id) {
+            self.rates.refund(&task.fairness_key);
+            if self.parked.holds_lease(id) {
+                self.parked.lease_not_written(id, task);
+            } else {
+                self.subqueues[task.priority.index()].restore(task);
+            }
+        }
+    }
+
+    /// Moves the ack levels over what has been dispatched.
+    pub fn settle(&mut self) {
+        for subqueue in &mut self.subqueues {
+            subqueue.advance_ack();
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The state machine of one owned partition, its methods by role: planning
+//! writes (`planning`), concluding them (`write_outcome`), reads (`reads`), handing
+//! tasks out (`dispatch`), deletes and metadata (`upkeep`). What it takes
+//! and gives back is in the engine's other files (config, outcomes, plan,
+//! report, sizes).
+
+mod dispatch;
+mod planning;
+mod reads;
+mod upkeep;
+mod write_outcome;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use super::IdBlock;
+use super::config::EngineConfig;
+use super::dedup::DedupIndex;
+use super::delayed::{DelayKey, Delayed};
+use super::key_rates::KeyRates;
+use super::leases::Leases;
+use super::parked::ParkedKeys;
+use super::report::TaskCounts;
+use super::subqueue::Subqueue;
+use crate::clock::UnixMillis;
+use crate::model::{FairLevel, Priority, StoredTask};
+use crate::store::codec::encode_finished_lease;
+use crate::store::{PartitionMeta, Record, RecordKey, Section};
+
+/// Where the lease record of sequence number `seq` lives.
+fn lease_key(seq: i64) -> RecordKey {
+    RecordKey { section: Section::Leases, key: (0, seq) }
+}
+
+/// A finished lease: a record of where its task was, over the lease's (an
+/// overwrite, not a tombstone), so that a new owner does not hand the task
+/// out again before the persisted ack level covers it. Removed later by a
+/// range delete below the oldest lease still needed.
+fn lease_done(seq: i64, task: &StoredTask) -> Record {
+    Record { at: lease_key(seq), value: encode_finished_lease(task.priority, task.level) }
+}
+
+/// The most expired leases and due delayed tasks one write handles.
+pub const MAX_MAINTENANCE_PER_WRITE: usize = 256;
+
+/// The failure message of a lease that ran out.
+const LEASE_EXPIRED: &str = "lease expired";
+
+/// The engine of one owned partition. See the module docs for its invariants.
+#[derive(Debug)]
+pub struct PartitionEngine {
+    range_id: i64,
+    /// The node that owns the partition, as written in its metadata.
+    owner: String,
+    ids: IdBlock,
+    subqueues: Vec<Subqueue>,
+    config: EngineConfig,
+    last_meta_sync: UnixMillis,
+    counts: TaskCounts,
+    leases: Leases,
+    /// Leases taken and not written yet.
+    unwritten_leases: Vec<i64>,
+    delayed: Delayed,
+    /// The highest lease seq planned, and what the last range deletes of
+    /// finished leases and promoted delayed records covered.
+    max_lease_seq: i64,
+    lease_gc_through: i64,
+    delayed_gc_through: DelayKey,
+    /// Dead letters at or below it were put back or removed (in the metadata).
+    dead_letters_through: (i64, i64),
+    /// Finished leases (seq → priority and level) whose tasks the persisted
+    /// ack level does not cover yet: their records must stay.
+    finished: BTreeMap<i64, (Priority, FairLevel)>,
+    dedup: DedupIndex,
+    rates: KeyRates,
+    parked: ParkedKeys,
+    /// Lease records written by writes of unknown outcome that may be all
+    /// that holds a task (task level id → the lowest such seq): the lease
+    /// of a parked task whose record the write deleted, or a held lease's
+    /// record written again. Kept from the range delete of leases until a
+    /// later write of the task's lease, or its end, is durable.
+    kept_lease_records: HashMap<i64, i64>,
+    /// Tasks back in the buffer after a write of unknown outcome leased
+    /// them (by level id): a lease record of theirs may have landed. One
+    /// that is parked gets a finished lease record over it, so that a new
+    /// owner does not take it as held beside its parked record.
+    maybe_leased: HashSet<i64>,
+    /// The seqs of the last lease records written, oldest first (at most
+    /// `config.move_lease_after`), and how many were written since the
+    /// leases below them were last looked for.
+    lease_rows: VecDeque<i64>,
+    lease_rows_unchecked: usize,
+    largest_write: usize,
+}
+
+impl PartitionEngine {
+    /// Starts from the metadata returned by a successful `take_ownership`,
+    /// with no lease out.
+    pub fn load(meta: &PartitionMeta, config: EngineConfig, now: UnixMillis) -> Self {
+        Self::load_with_leases(meta, Vec::new(), Vec::new(), config, now)
+    }
+
+    /// Starts from the metadata and the lease records (task, deadline) of the partition.
+    /// `finished` are the records of finished leases: (seq, priority, level).
+    pub fn load_with_leases(
+        meta: &PartitionMeta,
+        leased: Vec<(StoredTask, UnixMillis, i64)>,
+        finished: Vec<(i64, Priority, FairLevel)>,
+        config: EngineConfig,
+        now: UnixMillis,
+    ) -> Self {
+        // A lease record written after another one of the same task supersedes
+        // it (an earlier write of unknown outcome can leave a stale record).
+        let mut last_finished: HashMap<i64, i64> = HashMap::new();
+        for (seq, _, level) in &finished {
+            let last = last_finished.entry(level.id).or_default();
+            *last = (*last).max(*seq);
+        }
+        let leased =
+            leased.into_iter().filter(|(task, _, seq)| last_finished.get(&task.level.id).is_none_or(|f| f < seq));
+        let leases = Leases::load(leased, now, config.tasks.lease_ms());
+        let finished: BTreeMap<i64, (Priority, FairLevel)> =
+            finished.into_iter().map(|(seq, priority, level)| (seq, (priority, level))).collect();
+        let subqueues = Priority::all()
+            .map(|p| {
+                let leased = leases.levels().filter(|t| t.priority == p).map(|t| t.level);
+                let done = finished.values().filter(|(priority, _)| *priority == p).map(|(_, level)| *level);
+                Subqueue::load(p, &meta.subqueues[p.index()], leased.chain(done), config.counters.clone(), now)
+            })
+            .collect();
+        let rates = KeyRates::new(config.tasks.key_rate_per_second, config.tasks.key_burst);
+        let parked = Priority::all()
+            .flat_map(|p| meta.subqueues[p.index()].parked.iter().map(move |entry| (p, entry.clone())))
+            .collect::<Vec<_>>();
+        PartitionEngine {
+            parked: ParkedKeys::load(parked, config.max_parked_keys),
+            kept_lease_records: HashMap::new(),
+            maybe_leased: HashSet::new(),
+            lease_rows: VecDeque::new(),
+            lease_rows_unchecked: 0,
+            largest_write: 0,
+            leases,
+            unwritten_leases: Vec::new(),
+            delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
+            max_lease_seq: 0,
+            lease_gc_through: 0,
+            delayed_gc_through: meta.delayed_through,
+            dead_letters_through: meta.dead_letters_through,
+            finished,
+            dedup: DedupIndex::default(),
+            rates,
+            range_id: meta.range_id,
+            owner: meta.owner.clone(),
+            ids: IdBlock::for_range(meta.range_id),
+            subqueues,
+            config,
+            last_meta_sync: now,
+            counts: TaskCounts::default(),
+        }
+    }
+
+    pub fn range_id(&self) -> i64 {
+        self.range_id
+    }
+
+    /// The owner written with the next metadata ("" to hand the partition over).
+    pub fn set_owner(&mut self, owner: String) {
+        self.owner = owner;
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// After a `take_ownership` that renewed the range id (and so the id block).
+    pub fn renew_range(&mut self, range_id: i64) {
+        assert!(range_id > self.range_id, "range ids only grow");
+        self.range_id = range_id;
+        self.ids = IdBlock::for_range(range_id);
+    }
+}
