@@ -16,8 +16,6 @@ use crate::proto::v1::matching_server::Matching;
 const MAX_WORKER_ID_BYTES: usize = 256;
 /// The most keys DescribeQueue lists per priority level.
 const MAX_TOP_KEYS: u32 = 100;
-/// The most partitions a queue may have.
-const MAX_PARTITIONS: u32 = 256;
 
 /// `fairway.v1.Matching` on this node, routing to the others as needed.
 #[derive(Clone, Debug)]
@@ -267,13 +265,8 @@ impl Matching for MatchingService {
     ) -> Result<Response<pb::CreateQueueResponse>, Status> {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
-        if !(1..=MAX_PARTITIONS).contains(&request.partitions) {
-            return Err(status::invalid(ValidationError::new(
-                "partitions",
-                format!("is {}; it must be 1 to {MAX_PARTITIONS}", request.partitions),
-            )));
-        }
-        let matcher = self.queues().get_with(&queue, request.partitions).await.map_err(status::from_match)?;
+        let partitions = validate::partitions("partitions", request.partitions).map_err(status::invalid)?;
+        let matcher = self.queues().get_with(&queue, partitions).await.map_err(status::from_match)?;
         Ok(Response::new(pb::CreateQueueResponse { partitions: matcher.config().partitions }))
     }
 

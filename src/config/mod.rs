@@ -221,9 +221,8 @@ impl Config {
                 ),
             ));
         }
-        if !(1..=256).contains(&self.matcher.partitions_per_queue) {
-            return Err(ConfigError::new("matcher.partitions_per_queue", "must be in [1, 256]"));
-        }
+        crate::model::validate::partitions("matcher.partitions_per_queue", self.matcher.partitions_per_queue)
+            .map_err(|e| ConfigError::new(e.field, e.message))?;
         if !(1..=65_536).contains(&self.embedded.cache_mib) {
             return Err(ConfigError::new("embedded.cache_mib", "must be 1 to 65536 (MiB)"));
         }

@@ -10,7 +10,7 @@
 //! Invariants: pollers are served in arrival order; a task handed to a poller
 //! that has gone away is put back before anyone else can miss it.
 
-mod queue;
+mod queue_matcher;
 mod registry;
 mod token;
 
@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use queue::{AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, QueueMatcher, QueueStats};
+pub use queue_matcher::{
+    AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, QueueMatcher, QueueStats,
+};
 pub use registry::{Queues, Settings};
 pub use token::LeaseToken;
 

@@ -12,6 +12,8 @@ use super::{Priority, QueueName};
 pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 /// The longest fairness key, in bytes.
 pub const MAX_FAIRNESS_KEY_BYTES: usize = 256;
+/// The most partitions a queue may have.
+pub const MAX_PARTITIONS: u32 = 256;
 /// The smallest and largest fairness weights.
 pub const MIN_WEIGHT: f64 = 0.001;
 pub const MAX_WEIGHT: f64 = 1000.0;
@@ -115,6 +117,14 @@ pub fn check_weight(field: &str, weight: f64) -> Result<f64> {
         ));
     }
     Ok(weight)
+}
+
+/// A queue's partition count: 1 to [`MAX_PARTITIONS`].
+pub fn partitions(field: &str, count: u32) -> Result<u32> {
+    if !(1..=MAX_PARTITIONS).contains(&count) {
+        return Err(ValidationError::new(field, format!("is {count}; it must be 1 to {MAX_PARTITIONS}")));
+    }
+    Ok(count)
 }
 
 /// 0 (the default, 3) or 1 (highest) to 5 (lowest).

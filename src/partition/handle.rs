@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU8;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -10,7 +11,9 @@ use super::config::WriterConfig;
 use super::error::{FinishError, PartitionError};
 use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::engine::{Added, EngineConfig, Finish, Finished, PartitionEngine, TaskCounts, spec_bytes};
+use crate::core::engine::{
+    Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, spec_bytes,
+};
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::store::codec::decode_lease;
 use crate::store::{RecordRange, Section, Store};
@@ -148,20 +151,49 @@ impl Partition {
         }
     }
 
-    /// Sends `delivery`'s task to it once the lease of `lease_id` is durable.
-    /// Call with the engine locked, right after taking the task.
-    pub fn await_lease(&self, lease_id: i64, delivery: oneshot::Sender<Delivery>) {
-        self.shared.await_leases(std::iter::once((lease_id, delivery)));
-        self.shared.wake_writer.notify_one();
+    /// The task this partition would hand out next, if it may hand out any.
+    pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
+        self.with_engine(|e| e.peek(now)).flatten()
     }
 
-    /// Runs `f` on the engine, if the partition may still hand out tasks.
-    pub fn with_engine<T>(&self, f: impl FnOnce(&mut PartitionEngine) -> T) -> Option<T> {
+    /// Takes `candidate` (from [`Self::peek`]) and starts its lease: the task
+    /// goes to `deliver` once its lease record is durable, never before. Gives
+    /// `deliver` back when the candidate is gone (another poller took it, or
+    /// the partition may no longer hand out tasks).
+    pub fn dispatch(
+        &self,
+        candidate: Candidate,
+        now: UnixMillis,
+        deliver: oneshot::Sender<Delivery>,
+    ) -> Result<(), oneshot::Sender<Delivery>> {
         if self.state() != PartitionState::Active {
-            return None;
+            return Err(deliver);
         }
         let mut engine = self.shared.engine();
-        Some(f(&mut engine))
+        let Some((task, _)) = engine.take(candidate, now) else {
+            return Err(deliver);
+        };
+        // Registered under the engine's lock, so that the writer that
+        // writes the lease record finds the poller waiting for it.
+        self.shared.await_leases(std::iter::once((task.level.id, deliver)));
+        let wants_read = engine.wants_read(now);
+        drop(engine);
+        self.shared.wake_writer.notify_one();
+        if wants_read {
+            self.shared.wake_reader.notify_one();
+        }
+        Ok(())
+    }
+
+    /// A snapshot of the engine, if the partition may still hand out tasks.
+    pub fn snapshot(&self, top_keys: usize) -> Option<PartitionSnapshot> {
+        self.with_engine(|e| e.snapshot(top_keys))
+    }
+
+    /// Whether every ready task is younger than `max_age` (true when the
+    /// partition may no longer hand out tasks).
+    pub fn backlog_negligible(&self, now: UnixMillis, max_age: Duration) -> bool {
+        self.with_engine(|e| e.backlog_negligible(now, max_age)).unwrap_or(true)
     }
 
     /// What the engine has counted, whatever the partition's state.
@@ -169,17 +201,13 @@ impl Partition {
         self.shared.engine().counts()
     }
 
-    /// Locks the engine for a multi-step decision; `None` if the partition
-    /// may not hand out tasks.
-    pub fn lock_engine(&self) -> Option<MutexGuard<'_, PartitionEngine>> {
-        (self.state() == PartitionState::Active).then(|| self.shared.engine())
-    }
-
-    /// After tasks were taken: refill if the buffer runs low.
-    pub fn after_dispatch(&self) {
-        if self.shared.engine().wants_read(self.shared.clock.now_ms()) {
-            self.shared.wake_reader.notify_one();
+    /// Runs `f` on the engine, if the partition may still hand out tasks.
+    fn with_engine<T>(&self, f: impl FnOnce(&mut PartitionEngine) -> T) -> Option<T> {
+        if self.state() != PartitionState::Active {
+            return None;
         }
+        let mut engine = self.shared.engine();
+        Some(f(&mut engine))
     }
 
     pub fn now_ms(&self) -> i64 {

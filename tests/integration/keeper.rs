@@ -53,19 +53,32 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
     .unwrap();
     let spec = |n: usize| TaskSpec::new(format!("k{}", n % 3), Priority::DEFAULT, vec![]);
     partition.append((0..10).map(spec).collect()).await.unwrap();
-    let mut taken = 0;
-    until("all ten tasks are dispatched", || {
-        while partition.with_engine(|e| e.take_next(clock.now_ms()).inspect(|_| e.settle())).flatten().is_some() {
-            taken += 1;
+    // Dispatched as a poll dispatches them, each delivered once its lease
+    // is durable.
+    let (mut waiting, mut delivered) = (Vec::new(), 0);
+    until("all ten tasks are delivered", || {
+        let now = clock.now_ms();
+        while let Some(candidate) = partition.peek(now) {
+            let (deliver, delivery) = tokio::sync::oneshot::channel();
+            if partition.dispatch(candidate, now, deliver).is_ok() {
+                waiting.push(delivery);
+            }
         }
-        let all = taken == 10;
+        waiting.retain_mut(|delivery| match delivery.try_recv() {
+            Ok(_) => {
+                delivered += 1;
+                false
+            }
+            Err(_) => true,
+        });
+        let all = delivered == 10;
         async move { all }
     })
     .await;
     let ack = |store: Arc<dyn Store>, id: PartitionId| async move {
         store.load_partition(&id).await.unwrap().unwrap().subqueues[Priority::DEFAULT.index()].ack_level
     };
-    let in_memory = partition.with_engine(|e| e.snapshot(0).subqueues[Priority::DEFAULT.index()].ack_level).unwrap();
+    let in_memory = partition.snapshot(0).unwrap().subqueues[Priority::DEFAULT.index()].ack_level;
     assert!(in_memory > FairLevel::ZERO);
 
     // Before the interval: nothing written, whatever the keeper's ticks.

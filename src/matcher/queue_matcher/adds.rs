@@ -1,0 +1,92 @@
+//! Adds: to a waiting poller at once (sync match), or to a partition held here.
+
+use super::polls::drop_gone;
+use super::{AddOutcome, MatchError, QueueMatcher};
+use crate::core::engine::Added;
+use crate::core::engine::dedup::bucket_of;
+use crate::model::TaskSpec;
+use crate::partition::{Delivery, Partition, PartitionState};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::oneshot;
+
+impl QueueMatcher {
+    /// Adds a task durably to `partition` if given, else to the partition
+    /// its dedup id belongs to, else to one of the partitions this node
+    /// holds (round robin).
+    pub async fn add(&self, spec: TaskSpec, partition: Option<u32>) -> Result<AddOutcome, MatchError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(MatchError::ShuttingDown);
+        }
+        let partition = match partition.or_else(|| self.partition_for(&spec)) {
+            Some(number) => self
+                .partitions()
+                .into_iter()
+                .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
+                .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))?,
+            None => self.pick_partition()?,
+        };
+        if let Some(poller) = self.sync_match_poller(&spec) {
+            let added = partition.append_to(spec, poller).await?;
+            return Ok(AddOutcome {
+                task_id: added.task_id(),
+                partition: partition.id().partition,
+                sync_matched: true,
+                duplicate: false,
+            });
+        }
+        let added = partition.append(vec![spec]).await?[0];
+        Ok(AddOutcome {
+            task_id: added.task_id(),
+            partition: partition.id().partition,
+            sync_matched: false,
+            duplicate: matches!(added, Added::Duplicate { .. }),
+        })
+    }
+
+    /// The oldest waiting poller, taken from the line, when a new task may
+    /// go straight to it: sync match is on, the task is ready now and has no
+    /// dedup id, and nothing older than `backlog_negligible_age` waits in
+    /// any partition (so that it passes no one).
+    fn sync_match_poller(&self, spec: &TaskSpec) -> Option<oneshot::Sender<Delivery>> {
+        if !self.settings.matcher.sync_match || !spec.delay.is_zero() || spec.dedup_id.is_some() {
+            return None;
+        }
+        let mut waiters = self.waiters();
+        drop_gone(&mut waiters);
+        let now = self.clock.now_ms();
+        if waiters.is_empty() || !self.gate.is_open(now) {
+            return None;
+        }
+        let age = self.settings.matcher.backlog_negligible_age;
+        let negligible = self.partitions().iter().all(|p| p.backlog_negligible(now, age));
+        if !negligible {
+            return None;
+        }
+        waiters.pop_front().map(|w| w.deliver)
+    }
+
+    /// The partition a task must go to: the one of its dedup id, if it has one.
+    pub fn partition_for(&self, spec: &TaskSpec) -> Option<u32> {
+        let dedup_id = spec.dedup_id.as_deref()?;
+        Some((bucket_of(dedup_id) as u64 % u64::from(self.config.partitions)) as u32)
+    }
+
+    fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
+        let active: Vec<Arc<Partition>> =
+            self.partitions().into_iter().filter(|p| p.state() == PartitionState::Active).collect();
+        if active.is_empty() {
+            return Err(MatchError::NoPartition(self.name.to_string()));
+        }
+        let turn = self.next_partition.fetch_add(1, Ordering::Relaxed);
+        Ok(active[turn % active.len()].clone())
+    }
+
+    /// The active partition `number`, if this node holds it.
+    pub(super) fn held_partition(&self, number: u32) -> Result<Arc<Partition>, MatchError> {
+        self.partitions()
+            .into_iter()
+            .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
+            .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))
+    }
+}

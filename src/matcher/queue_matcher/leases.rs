@@ -1,0 +1,70 @@
+//! What workers do with the tasks they hold: finish, heartbeat; and the
+//! dead letters, listed and put back.
+
+use super::{MatchError, QueueMatcher};
+use crate::clock::UnixMillis;
+use crate::core::engine::{Finish, Finished, Outcome};
+use crate::matcher::LeaseToken;
+use crate::model::PartitionId;
+use crate::partition::{PartitionError, Redriven};
+use crate::store::codec::{RecordTask, decode_record_task};
+use crate::store::{RecordRange, Section};
+
+impl QueueMatcher {
+    /// Records a worker's report on the lease of `token`.
+    pub async fn finish(&self, token: &LeaseToken, outcome: Outcome) -> Result<Finished, MatchError> {
+        let partition = self.held_partition(token.partition)?;
+        Ok(partition.finish(Finish { lease_id: token.lease_id, attempt: token.attempt, outcome }).await?)
+    }
+
+    /// Extends the lease of `token`; its new deadline.
+    pub fn heartbeat(&self, token: &LeaseToken) -> Result<UnixMillis, MatchError> {
+        Ok(self.held_partition(token.partition)?.heartbeat(token.lease_id, token.attempt)?)
+    }
+
+    /// Puts up to `limit` dead letters of `partition` back in the queue.
+    pub async fn redrive(&self, partition: u32, limit: usize) -> Result<Redriven, MatchError> {
+        Ok(self.held_partition(partition)?.redrive(limit).await?)
+    }
+
+    /// Up to `limit` dead letters of the queue, oldest failure first, with
+    /// their partitions, within `max_bytes` of payloads and messages (the
+    /// first always). Read from the store, so that any node can list them:
+    /// per partition, above the floor of those put back (past their deleted
+    /// rows), in pages, until its share of `max_bytes` is read.
+    pub async fn dead_letters(&self, limit: usize, max_bytes: usize) -> Result<Vec<(u32, RecordTask)>, MatchError> {
+        const PAGE: usize = 64;
+        let size = |d: &RecordTask| d.task.payload.len() + d.message.len();
+        let share = (max_bytes / self.config.partitions as usize).max(1);
+        let mut dead = Vec::new();
+        for partition in 0..self.config.partitions {
+            let id = PartitionId { queue: self.name.clone(), partition };
+            let meta = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+            let mut after = meta.map_or((0, 0), |m| m.dead_letters_through);
+            let (mut taken, mut bytes) = (0, 0);
+            while taken < limit && bytes < share {
+                let page = (limit - taken).min(PAGE);
+                let range = RecordRange::above(Section::DeadLetters, after);
+                let records = self.store.read_records(&id, range, page).await.map_err(PartitionError::from)?;
+                let last_page = records.len() < page;
+                for record in records {
+                    after = record.at.key;
+                    let letter = decode_record_task(&record.value).map_err(PartitionError::from)?;
+                    (taken, bytes) = (taken + 1, bytes + size(&letter));
+                    dead.push((partition, letter));
+                }
+                if last_page {
+                    break;
+                }
+            }
+        }
+        dead.sort_by_key(|(partition, d)| (d.at_unix_ms, *partition, d.task.task_id));
+        let mut total = 0;
+        let within = dead.into_iter().take(limit).take_while(|(_, letter)| {
+            let first = total == 0;
+            total += size(letter).max(1);
+            first || total <= max_bytes
+        });
+        Ok(within.collect())
+    }
+}

@@ -1,0 +1,180 @@
+//! One queue as this node serves it: the partitions it holds, the pollers
+//! waiting on them, and what it reports. Its methods by concern: taking and
+//! handing over partitions (`ownership`), adds (`adds`), finishes, heartbeats
+//! and dead letters (`leases`), polls and dispatch (`polls`), reports (`stats`).
+
+mod adds;
+mod leases;
+mod ownership;
+mod polls;
+mod stats;
+
+pub use stats::{LevelStats, PartitionReport, QueueStats};
+
+use self::polls::Waiter;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use super::LeaseToken;
+use super::registry::Settings;
+use crate::clock::{SharedClock, UnixMillis};
+use crate::cluster::DispatchGate;
+use crate::core::engine::{LeaseError, TaskCounts};
+use crate::model::{QueueName, StoredTask};
+use crate::partition::{FinishError, Partition, PartitionError, ReadyHook};
+use crate::store::{QueueConfig, Store};
+use crate::telemetry::histogram::LatencyHistogram;
+
+/// A task handed to a worker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchedTask {
+    pub partition: u32,
+    pub task: StoredTask,
+    pub token: LeaseToken,
+    pub lease_deadline: UnixMillis,
+}
+
+/// Where an added task went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddOutcome {
+    pub task_id: i64,
+    pub partition: u32,
+    /// Handed straight to a waiting poller (its lease written, not a backlog row).
+    pub sync_matched: bool,
+    /// Nothing added: `task_id` already holds the dedup id.
+    pub duplicate: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    /// The server is shutting down; nothing was written.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// No partition of the queue can take writes on this node.
+    #[error("no partition of queue {0} is available on this node")]
+    NoPartition(String),
+    /// The lease token does not hold the lease (nothing was written).
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+}
+
+impl From<FinishError> for MatchError {
+    fn from(error: FinishError) -> Self {
+        match error {
+            FinishError::Lease(lease) => MatchError::Lease(lease),
+            FinishError::Partition(partition) => MatchError::Partition(partition),
+        }
+    }
+}
+
+impl MatchError {
+    pub fn certainly_not_applied(&self) -> bool {
+        match self {
+            MatchError::Partition(e) => e.certainly_not_applied(),
+            MatchError::ShuttingDown | MatchError::NoPartition(_) | MatchError::Lease(_) => true,
+        }
+    }
+}
+
+/// One queue as this node serves it: the partitions of the queue this node
+/// owns, and the pollers waiting on them. See the module docs.
+pub struct QueueMatcher {
+    name: QueueName,
+    config: QueueConfig,
+    partitions: RwLock<Vec<Arc<Partition>>>,
+    /// Adoptions and releases, one at a time.
+    ownership: tokio::sync::Mutex<()>,
+    waiters: Mutex<VecDeque<Waiter>>,
+    next_partition: AtomicUsize,
+    /// Where the next dispatch starts looking: ties between partitions go
+    /// round.
+    next_dispatch: AtomicUsize,
+    next_waiter: AtomicU64,
+    closing: AtomicBool,
+    settings: Arc<Settings>,
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    gate: Arc<DispatchGate>,
+    on_ready: ReadyHook,
+    /// What partitions no longer held counted while this node held them. A
+    /// partition's counts move here in the same step as it leaves the list
+    /// (under the list's write lock), so that a reading (under the read
+    /// lock) counts it once; what it counts after that (finishing its
+    /// queued writes) is added once it has stopped.
+    retired: Mutex<TaskCounts>,
+    /// Partitions taken from an owner that had not handed them over.
+    takeovers: AtomicU64,
+    /// Partitions dropped without a write at a heartbeat lapse, which the
+    /// store may still say this node owns: while it lives, their rightful
+    /// node waits for it to hand them over.
+    abandoned: Mutex<BTreeSet<u32>>,
+    /// From AddTask to delivery (see [`QueueMatcher::stats`]).
+    dispatch_latency: LatencyHistogram,
+}
+
+impl std::fmt::Debug for QueueMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueMatcher").field("name", &self.name).finish()
+    }
+}
+
+impl QueueMatcher {
+    /// A queue with none of its partitions taken yet (see [`Self::adopt`]).
+    pub(super) fn new(
+        name: QueueName,
+        config: QueueConfig,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        settings: Arc<Settings>,
+        gate: Arc<DispatchGate>,
+    ) -> Arc<QueueMatcher> {
+        let dispatch_latency = LatencyHistogram::new(settings.dispatch_latency_otlp.clone(), name.as_str());
+        Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
+            let weak = weak.clone();
+            QueueMatcher {
+                name,
+                config,
+                partitions: RwLock::new(Vec::new()),
+                ownership: tokio::sync::Mutex::new(()),
+                waiters: Mutex::new(VecDeque::new()),
+                next_partition: AtomicUsize::new(0),
+                next_dispatch: AtomicUsize::new(0),
+                next_waiter: AtomicU64::new(0),
+                closing: AtomicBool::new(false),
+                settings,
+                store,
+                clock,
+                gate,
+                on_ready: Arc::new(move || {
+                    if let Some(matcher) = weak.upgrade() {
+                        matcher.dispatch_waiting();
+                    }
+                }),
+                retired: Mutex::new(TaskCounts::default()),
+                takeovers: AtomicU64::new(0),
+                abandoned: Mutex::new(BTreeSet::new()),
+                dispatch_latency,
+            }
+        })
+    }
+
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    pub fn config(&self) -> QueueConfig {
+        self.config
+    }
+
+    fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn write_partitions(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Partition>>> {
+        self.partitions.write().unwrap_or_else(|p| p.into_inner())
+    }
+}

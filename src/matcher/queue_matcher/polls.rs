@@ -1,0 +1,179 @@
+//! Polls: the best task across the partitions held, or a wait in arrival
+//! order until one is ready.
+
+use super::{DispatchedTask, QueueMatcher};
+use crate::core::engine::Candidate;
+use crate::matcher::LeaseToken;
+use crate::partition::{Delivery, PartitionState};
+use std::collections::VecDeque;
+use std::sync::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub(super) struct Waiter {
+    pub(super) id: u64,
+    pub(super) deliver: oneshot::Sender<Delivery>,
+}
+
+impl QueueMatcher {
+    pub(super) fn waiters(&self) -> MutexGuard<'_, VecDeque<Waiter>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A task if one is ready now (waiting only for its lease to be written).
+    pub async fn try_take(&self) -> Option<DispatchedTask> {
+        self.take_ready(1).await.pop()
+    }
+
+    /// Up to `max` tasks ready now, each waited for until its lease is
+    /// durable; taken together, so that their leases ride one write.
+    pub async fn take_ready(&self, max: usize) -> Vec<DispatchedTask> {
+        if self.closing.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut deliveries = Vec::new();
+        while deliveries.len() < max {
+            let (deliver, delivery) = oneshot::channel();
+            if !self.dispatch_one(&mut Some(deliver)) {
+                break;
+            }
+            deliveries.push(delivery);
+        }
+        let delivered = futures::future::join_all(deliveries).await;
+        delivered.into_iter().filter_map(Result::ok).map(|d| self.dispatched(d)).collect()
+    }
+
+    /// Waits up to `wait` for a task. `None` when the wait ends empty or the
+    /// server shuts down. A task taken for this poll is waited for until its
+    /// lease is durable, however short `wait` is.
+    pub async fn poll(&self, wait: Duration) -> Option<DispatchedTask> {
+        if self.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        let (deliver, mut delivery) = oneshot::channel();
+        let mut deliver = Some(deliver);
+        if self.dispatch_one(&mut deliver) {
+            return delivery.await.ok().map(|d| self.dispatched(d));
+        }
+        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut waiters = self.waiters();
+            // Checked again under the lock that dispatchers take first, so a
+            // task that became ready just now is not missed.
+            if self.dispatch_one(&mut deliver) {
+                drop(waiters);
+                return delivery.await.ok().map(|d| self.dispatched(d));
+            }
+            drop_gone(&mut waiters);
+            waiters.push_back(Waiter { id, deliver: deliver.take().expect("not used") });
+        }
+        tokio::select! {
+            delivered = &mut delivery => return delivered.ok().map(|d| self.dispatched(d)),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let still_waiting = {
+            let mut waiters = self.waiters();
+            let position = waiters.iter().position(|w| w.id == id);
+            position.map(|at| waiters.remove(at)).is_some()
+        };
+        if still_waiting {
+            return None;
+        }
+        // A dispatcher took a task for this poll just now: it comes once its lease is written.
+        delivery.await.ok().map(|d| self.dispatched(d))
+    }
+
+    /// Serves waiting pollers, oldest first, while there are tasks. When
+    /// this node holds no partition of the queue any more, they are answered
+    /// empty, so that their workers poll again where the partitions are.
+    pub fn dispatch_waiting(&self) {
+        let mut waiters = self.waiters();
+        if !self.partitions().iter().any(|p| p.state() == PartitionState::Active) {
+            waiters.clear();
+            return;
+        }
+        loop {
+            drop_gone(&mut waiters);
+            let Some(waiter) = waiters.pop_front() else { return };
+            let mut deliver = Some(waiter.deliver);
+            if !self.dispatch_one(&mut deliver) {
+                waiters.push_front(Waiter { id: waiter.id, deliver: deliver.expect("not used without a task") });
+                return;
+            }
+        }
+    }
+
+    /// Takes the best task across the partitions and starts its lease; the
+    /// partition sends it to `deliver` once the lease is durable. False
+    /// (and `deliver` left in place) when there is no task.
+    fn dispatch_one(&self, deliver: &mut Option<oneshot::Sender<Delivery>>) -> bool {
+        let now = self.clock.now_ms();
+        if !self.gate.is_open(now) {
+            return false;
+        }
+        let partitions = self.partitions();
+        if partitions.is_empty() {
+            return false;
+        }
+        // Across partitions only the priority and how far a task's pass is
+        // ahead of its own partition's ack level compare: passes and ids of
+        // different partitions are unrelated, and comparing them would serve
+        // one backlogged partition and starve another. Ties go round.
+        let rank = |c: &Candidate| (c.priority, c.pass_ahead);
+        loop {
+            let start = self.next_dispatch.fetch_add(1, Ordering::Relaxed);
+            let mut best: Option<(usize, Candidate)> = None;
+            for offset in 0..partitions.len() {
+                let index = (start + offset) % partitions.len();
+                let candidate = partitions[index].peek(now);
+                if let Some(candidate) = candidate
+                    && best.is_none_or(|(_, b)| rank(&candidate) < rank(&b))
+                {
+                    best = Some((index, candidate));
+                }
+            }
+            let Some((index, candidate)) = best else {
+                return false;
+            };
+            let to = deliver.take().expect("one delivery per dispatch");
+            match partitions[index].dispatch(candidate, now, to) {
+                Ok(()) => return true,
+                Err(to) => *deliver = Some(to),
+            }
+        }
+    }
+
+    fn dispatched(&self, delivery: Delivery) -> DispatchedTask {
+        let Delivery { partition, task, lease_deadline } = delivery;
+        // A task keeps the level id of its first write until it is delayed,
+        // retried or re-driven, which give it a new level: until then it has
+        // been ready since it was created.
+        if task.level.id == task.task_id {
+            let waited = self.clock.now_ms().saturating_sub(task.created_at_unix_ms).max(0);
+            self.dispatch_latency.observe_ms(waited as u64);
+        }
+        DispatchedTask {
+            partition,
+            token: LeaseToken { queue: self.name.clone(), partition, lease_id: task.level.id, attempt: task.attempt },
+            task,
+            lease_deadline,
+        }
+    }
+
+    pub fn waiting_pollers(&self) -> usize {
+        let mut waiters = self.waiters();
+        drop_gone(&mut waiters);
+        waiters.len()
+    }
+
+    /// Parked polls return empty now, new polls at once.
+    pub fn stop_polls(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.waiters().clear();
+    }
+}
+
+pub(super) fn drop_gone(waiters: &mut VecDeque<Waiter>) {
+    waiters.retain(|w| !w.deliver.is_closed());
+}

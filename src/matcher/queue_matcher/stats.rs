@@ -1,0 +1,92 @@
+//! What this node reports of the queue: per partition, and summed for telemetry.
+
+use super::QueueMatcher;
+use crate::core::engine::{PartitionSnapshot, TaskCounts};
+use crate::model::Priority;
+use crate::partition::PartitionState;
+use crate::telemetry::histogram::HistogramReading;
+use std::sync::atomic::Ordering;
+
+/// What this node counts and holds of one queue, for telemetry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueStats {
+    /// Counted since this node started, over every partition it has held.
+    pub counts: TaskCounts,
+    /// Partitions taken from an owner that had not handed them over.
+    pub takeovers: u64,
+    /// Partitions held and served now.
+    pub owned_partitions: u64,
+    /// Per priority level, over the partitions held.
+    pub levels: Vec<LevelStats>,
+    /// Tasks out with workers.
+    pub leased: u64,
+    /// Delayed tasks and retries waiting out their backoff, known in memory.
+    pub delayed: u64,
+    pub waiting_pollers: u64,
+    /// Milliseconds from AddTask to delivery to a worker, of tasks
+    /// delivered on their first pass through the backlog (not delayed, not
+    /// retries or re-drives), sync matches included.
+    pub dispatch_latency: HistogramReading,
+}
+
+/// One priority level of a queue, over the partitions this node holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelStats {
+    pub priority: Priority,
+    /// Tasks written and not yet dispatched (approximate; see `SubqueueSnapshot`).
+    pub backlog: u64,
+    /// Tasks above the ack level: the backlog, and tasks dispatched above a
+    /// task that still waits.
+    pub ack_lag: u64,
+}
+
+/// What `describe` reports of one partition this node holds.
+#[derive(Clone, Debug)]
+pub struct PartitionReport {
+    pub partition: u32,
+    pub state: PartitionState,
+    pub snapshot: Option<PartitionSnapshot>,
+}
+
+impl QueueMatcher {
+    pub fn describe(&self, top_keys: usize) -> Vec<PartitionReport> {
+        self.partitions()
+            .iter()
+            .map(|p| PartitionReport { partition: p.id().partition, state: p.state(), snapshot: p.snapshot(top_keys) })
+            .collect()
+    }
+
+    /// What this node counts and holds of the queue now. Counts never
+    /// decrease between readings, but for a moment while a partition is
+    /// being handed over (what it counts after its removal from the list is
+    /// added once it has stopped).
+    pub fn stats(&self) -> QueueStats {
+        let (partitions, mut counts) = {
+            let partitions = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+            (partitions.clone(), *self.retired())
+        };
+        let mut stats = QueueStats {
+            takeovers: self.takeovers.load(Ordering::Relaxed),
+            levels: Priority::all().map(|priority| LevelStats { priority, backlog: 0, ack_lag: 0 }).collect(),
+            waiting_pollers: self.waiting_pollers() as u64,
+            dispatch_latency: self.dispatch_latency.read(),
+            ..QueueStats::default()
+        };
+        for partition in &partitions {
+            let Some(snapshot) = partition.snapshot(0) else {
+                counts += partition.counts();
+                continue;
+            };
+            counts += snapshot.counts;
+            stats.owned_partitions += 1;
+            stats.leased += snapshot.leased;
+            stats.delayed += snapshot.delayed;
+            for (level, subqueue) in stats.levels.iter_mut().zip(&snapshot.subqueues) {
+                level.backlog += subqueue.approx_backlog;
+                level.ack_lag += subqueue.approx_backlog + subqueue.dispatched_above_ack;
+            }
+        }
+        stats.counts = counts;
+        stats
+    }
+}
