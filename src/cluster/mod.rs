@@ -27,7 +27,7 @@ pub use membership::{Heartbeat, Membership};
 pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
 
 use crate::clock::UnixMillis;
-use crate::model::QueueName;
+use crate::model::{QueueName, ValidationError};
 
 /// Section `[cluster]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +55,38 @@ impl Default for ClusterConfig {
             member_timeout: Duration::from_secs(6),
             rebalance_interval: Duration::from_secs(1),
         }
+    }
+}
+
+impl ClusterConfig {
+    /// Checks section `[cluster]`; the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        for (key, d) in [
+            ("cluster.heartbeat_interval", self.heartbeat_interval),
+            ("cluster.rebalance_interval", self.rebalance_interval),
+        ] {
+            if d.is_zero() {
+                return Err(ValidationError::new(key, "must be longer than 0s"));
+            }
+        }
+        if self.member_timeout < self.heartbeat_interval * 3 {
+            return Err(ValidationError::new(
+                "cluster.member_timeout",
+                "must be at least three cluster.heartbeat_interval, so that one late heartbeat does not evict a node",
+            ));
+        }
+        let advertise_ok = self.advertise.is_empty()
+            || self
+                .advertise
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
+        if !advertise_ok {
+            return Err(ValidationError::new(
+                "cluster.advertise",
+                "must be HOST:PORT, e.g. 10.0.0.5:7070 or fairway-0.fairway:7070",
+            ));
+        }
+        Ok(())
     }
 }
 

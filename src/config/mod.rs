@@ -20,7 +20,7 @@ pub use store_url::StoreUrl;
 use crate::cluster::ClusterConfig;
 use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
-use crate::model::validate::{self, Limits};
+use crate::model::validate::{self, Limits, ValidationError};
 use crate::partition::WriterConfig;
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
@@ -87,6 +87,12 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl From<ValidationError> for ConfigError {
+    fn from(error: ValidationError) -> Self {
+        ConfigError::new(error.field, error.message)
+    }
+}
+
 impl ConfigError {
     pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError { key: key.into(), message: message.into() }
@@ -134,83 +140,27 @@ impl Config {
     /// Checks every rule that a value's type does not already enforce.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store_url()?;
-        let limits = &self.limits;
-        if !(1..=64 * 1024 * 1024).contains(&limits.max_payload_bytes) {
-            return Err(ConfigError::new("limits.max_payload_bytes", "must be in [1, 67108864] (64 MiB)"));
-        }
-        if !(1..=10_000).contains(&limits.max_batch_tasks) {
-            return Err(ConfigError::new("limits.max_batch_tasks", "must be in [1, 10000]"));
-        }
-        if limits.max_poll_wait.is_zero() || limits.max_poll_wait > std::time::Duration::from_secs(3600) {
-            return Err(ConfigError::new("limits.max_poll_wait", "must be in (0s, 1h]"));
-        }
-        if !(1..=10_000).contains(&limits.max_poll_tasks) {
-            return Err(ConfigError::new("limits.max_poll_tasks", "must be 1 to 10000"));
-        }
-        if !(64 * 1024..=256 * 1024 * 1024).contains(&limits.max_poll_response_bytes) {
-            return Err(ConfigError::new(
-                "limits.max_poll_response_bytes",
-                "must be in [65536, 268435456] (64 KiB to 256 MiB)",
-            ));
-        }
-        let p = &self.partition;
-        if !(2..=1_000_000).contains(&p.buffer_tasks) {
-            return Err(ConfigError::new("partition.buffer_tasks", "must be in [2, 1000000]"));
-        }
-        if p.reload_at >= p.buffer_tasks {
-            return Err(ConfigError::new(
-                "partition.reload_at",
-                format!("is {}; it must be below partition.buffer_tasks ({})", p.reload_at, p.buffer_tasks),
-            ));
-        }
-        for (key, d) in [
-            ("partition.ack_sync_interval", p.ack_sync_interval),
-            ("partition.gc_interval", p.gc_interval),
-            ("writer.keeper_interval", self.writer.keeper_interval),
-        ] {
-            if d.is_zero() {
-                return Err(ConfigError::new(key, "must be longer than 0s"));
-            }
-        }
-        if !(1..=100_000).contains(&p.park_after) {
-            return Err(ConfigError::new(
-                "partition.park_after",
-                "must be in [1, 100000] (it bounds the tasks dispatched above an ack level, kept in the metadata)",
-            ));
-        }
-        if p.max_parked_keys > 100_000 {
-            return Err(ConfigError::new(
-                "partition.max_parked_keys",
-                "must be at most 100000 (each parked key is an entry of the partition's metadata; 0 parks none)",
-            ));
-        }
-        if p.gc_min_acks == 0 {
-            return Err(ConfigError::new("partition.gc_min_acks", "must be at least 1"));
-        }
-        if p.counters.exact_keys == 0 {
-            return Err(ConfigError::new("partition.counters.exact_keys", "must be at least 1"));
-        }
-        if !(1..=1 << 22).contains(&p.counters.sketch_width) {
-            return Err(ConfigError::new("partition.counters.sketch_width", "must be in [1, 4194304]"));
-        }
-        validate::check_weight("partition.weights.default", p.weights.default)
-            .map_err(|e| ConfigError::new(e.field, e.message))?;
-        for (key, weight) in &p.weights.keys {
-            validate::check_weight(&format!("partition.weights.keys.{key:?}"), *weight)
-                .map_err(|e| ConfigError::new(e.field, e.message))?;
-            validate::fairness_key(&format!("partition.weights.keys.{key:?}"), key)
-                .map_err(|e| ConfigError::new(e.field, e.message))?;
-        }
-        self.tasks.validate("tasks").map_err(|m| ConfigError::new("tasks", m))?;
+        self.limits.validate()?;
+        self.partition.validate()?;
+        self.writer.validate()?;
+        self.matcher.validate()?;
+        self.embedded.validate()?;
+        self.cassandra.validate()?;
+        self.cluster.validate()?;
+        self.tasks.validate("tasks")?;
         for (name, policy) in &self.queues {
             let section = format!("queues.{name:?}");
-            validate::queue_name(&section, name).map_err(|e| ConfigError::new(e.field, e.message))?;
-            policy.validate(&section).map_err(|m| ConfigError::new(&section, m))?;
+            validate::queue_name(&section, name)?;
+            policy.validate(&section)?;
         }
-        if self.writer.max_batch_tasks == 0 {
-            return Err(ConfigError::new("writer.max_batch_tasks", "must be at least 1"));
-        }
-        let smallest_write = 4 * limits.max_payload_bytes.max(64 * 1024);
+        self.telemetry.validate(self.listen)?;
+        self.scheduler.validate()?;
+        self.validate_across_sections()
+    }
+
+    /// The rules that tie one section to another.
+    fn validate_across_sections(&self) -> Result<(), ConfigError> {
+        let smallest_write = 4 * self.limits.max_payload_bytes.max(64 * 1024);
         if self.writer.max_write_bytes < smallest_write {
             return Err(ConfigError::new(
                 "writer.max_write_bytes",
@@ -221,59 +171,9 @@ impl Config {
                 ),
             ));
         }
-        crate::model::validate::partitions("matcher.partitions_per_queue", self.matcher.partitions_per_queue)
-            .map_err(|e| ConfigError::new(e.field, e.message))?;
-        if !(1..=65_536).contains(&self.embedded.cache_mib) {
-            return Err(ConfigError::new("embedded.cache_mib", "must be 1 to 65536 (MiB)"));
-        }
-        self.cassandra.consistency().map_err(|m| ConfigError::new("cassandra.consistency", m))?;
-        self.cassandra.serial_consistency().map_err(|m| ConfigError::new("cassandra.serial_consistency", m))?;
-        if self.cassandra.request_timeout.is_zero() {
-            return Err(ConfigError::new("cassandra.request_timeout", "must be longer than 0s"));
-        }
-        if self.cassandra.speculative_retry_after >= self.cassandra.request_timeout {
-            return Err(ConfigError::new(
-                "cassandra.speculative_retry_after",
-                "must be shorter than cassandra.request_timeout (0s: never send a statement again)",
-            ));
-        }
-        if !(1..=10_000).contains(&self.cassandra.read_page_size) {
-            return Err(ConfigError::new("cassandra.read_page_size", "must be in [1, 10000]"));
-        }
-        if self.cassandra.visit_prune_margin > std::time::Duration::from_secs(3600) {
-            return Err(ConfigError::new("cassandra.visit_prune_margin", "must be at most 1h"));
-        }
-        let cluster = &self.cluster;
-        for (key, d) in [
-            ("cluster.heartbeat_interval", cluster.heartbeat_interval),
-            ("cluster.rebalance_interval", cluster.rebalance_interval),
-        ] {
-            if d.is_zero() {
-                return Err(ConfigError::new(key, "must be longer than 0s"));
-            }
-        }
-        if cluster.member_timeout < cluster.heartbeat_interval * 3 {
-            return Err(ConfigError::new(
-                "cluster.member_timeout",
-                "must be at least three cluster.heartbeat_interval, so that one late heartbeat does not evict a node",
-            ));
-        }
-        let advertise_ok = cluster.advertise.is_empty()
-            || cluster
-                .advertise
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0));
-        if !advertise_ok {
-            return Err(ConfigError::new(
-                "cluster.advertise",
-                "must be HOST:PORT, e.g. 10.0.0.5:7070 or fairway-0.fairway:7070",
-            ));
-        }
-        if self.matcher.default_poll_wait > limits.max_poll_wait {
+        if self.matcher.default_poll_wait > self.limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
-        self.telemetry.validate(self.listen).map_err(|(key, message)| ConfigError::new(key, message))?;
-        self.scheduler.validate().map_err(|(key, message)| ConfigError::new(key, message))?;
         Ok(())
     }
 
@@ -416,6 +316,17 @@ mod tests {
         assert!(err.message.contains("request_timeout"), "{err}");
         let never = env(&[("FAIRWAY_CASSANDRA__SPECULATIVE_RETRY_AFTER", "0s")]);
         assert!(Config::load(None, never, &[]).is_ok());
+
+        // Each section checks itself and names the key in full.
+        let err = Config::load(None, env(&[("FAIRWAY_TASKS__MAX_ATTEMPTS", "0")]), &[]).unwrap_err();
+        assert_eq!(err.key, "tasks.max_attempts");
+        let err = Config::load(None, env(&[("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "1s")]), &[]).unwrap_err();
+        assert_eq!(err.key, "cluster.member_timeout");
+        let err = Config::load(None, env(&[("FAIRWAY_MATCHER__PARTITIONS_PER_QUEUE", "257")]), &[]).unwrap_err();
+        assert_eq!(
+            (err.key.as_str(), err.message.as_str()),
+            ("matcher.partitions_per_queue", "is 257; it must be 1 to 256")
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.toml");

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{ValidationError, validate};
+
 pub use queue_matcher::{
     AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, QueueMatcher, QueueStats,
 };
@@ -49,5 +51,14 @@ impl Default for MatcherConfig {
             backlog_negligible_age: Duration::from_secs(5),
             sync_match: true,
         }
+    }
+}
+
+impl MatcherConfig {
+    /// Checks section `[matcher]` alone (its bound from `[limits]` is
+    /// checked with the whole config); the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        validate::partitions("matcher.partitions_per_queue", self.partitions_per_queue)?;
+        Ok(())
     }
 }

@@ -55,6 +55,31 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Checks section `[limits]`; the error names the key.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=64 * 1024 * 1024).contains(&self.max_payload_bytes) {
+            return Err(ValidationError::new("limits.max_payload_bytes", "must be in [1, 67108864] (64 MiB)"));
+        }
+        if !(1..=10_000).contains(&self.max_batch_tasks) {
+            return Err(ValidationError::new("limits.max_batch_tasks", "must be in [1, 10000]"));
+        }
+        if self.max_poll_wait.is_zero() || self.max_poll_wait > Duration::from_secs(3600) {
+            return Err(ValidationError::new("limits.max_poll_wait", "must be in (0s, 1h]"));
+        }
+        if !(1..=10_000).contains(&self.max_poll_tasks) {
+            return Err(ValidationError::new("limits.max_poll_tasks", "must be 1 to 10000"));
+        }
+        if !(64 * 1024..=256 * 1024 * 1024).contains(&self.max_poll_response_bytes) {
+            return Err(ValidationError::new(
+                "limits.max_poll_response_bytes",
+                "must be in [65536, 268435456] (64 KiB to 256 MiB)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A rejected input: which field, and what it should have been.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]

@@ -2,6 +2,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::ValidationError;
+
 /// Group commit (section `[writer]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -30,5 +32,19 @@ impl Default for WriterConfig {
             max_write_bytes: 4 * 1024 * 1024,
             keeper_interval: Duration::from_millis(500),
         }
+    }
+}
+
+impl WriterConfig {
+    /// Checks section `[writer]` alone (its bound from `[limits]` is checked
+    /// with the whole config); the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.max_batch_tasks == 0 {
+            return Err(ValidationError::new("writer.max_batch_tasks", "must be at least 1"));
+        }
+        if self.keeper_interval.is_zero() {
+            return Err(ValidationError::new("writer.keeper_interval", "must be longer than 0s"));
+        }
+        Ok(())
     }
 }

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::matcher::Queues;
+use crate::model::ValidationError;
 use metrics::Sampler;
 use otlp::OtlpMetrics;
 
@@ -87,19 +88,22 @@ impl TelemetryConfig {
         Ok(Some(endpoint.trim_end_matches('/').to_owned()))
     }
 
-    /// Checks every key; the error names the key at fault.
-    pub fn validate(&self, grpc_listen: SocketAddr) -> Result<(), (&'static str, String)> {
-        let metrics = self.metrics_listen().map_err(|m| ("telemetry.metrics_listen", m))?;
+    /// Checks section `[telemetry]`; the error names the key at fault.
+    pub fn validate(&self, grpc_listen: SocketAddr) -> Result<(), ValidationError> {
+        let metrics = self.metrics_listen().map_err(|m| ValidationError::new("telemetry.metrics_listen", m))?;
         if let Some(address) = metrics
             && address.port() != 0
             && address == grpc_listen
         {
-            return Err(("telemetry.metrics_listen", format!("is {address}, which `listen` uses already")));
+            return Err(ValidationError::new(
+                "telemetry.metrics_listen",
+                format!("is {address}, which `listen` uses already"),
+            ));
         }
-        self.otlp_endpoint().map_err(|m| ("telemetry.otlp_endpoint", m))?;
+        self.otlp_endpoint().map_err(|m| ValidationError::new("telemetry.otlp_endpoint", m))?;
         let (shortest, longest) = EXPORT_INTERVALS;
         if !(shortest..=longest).contains(&self.otlp_export_interval) {
-            return Err(("telemetry.otlp_export_interval", "must be in [1s, 1h]".to_owned()));
+            return Err(ValidationError::new("telemetry.otlp_export_interval", "must be in [1s, 1h]"));
         }
         Ok(())
     }
@@ -161,8 +165,8 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], 7070))
     }
 
-    fn check(config: TelemetryConfig) -> Result<(), (&'static str, String)> {
-        config.validate(grpc())
+    fn check(config: TelemetryConfig) -> Result<(), (String, String)> {
+        config.validate(grpc()).map_err(|e| (e.field, e.message))
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::core::visits::{Cooldowns, Policy, Sharing};
+use crate::model::ValidationError;
 
 /// What a visit task's fairness key is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,8 +129,8 @@ impl SchedulerConfig {
     }
 
     /// Checks the settings; the error names the key.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let fail = |key: &str, message: String| Err((format!("scheduler.{key}"), message));
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let fail = |key: &str, message: String| Err(ValidationError::new(format!("scheduler.{key}"), message));
         if self.queue_length == 0 || self.queue_length > 1_000_000 {
             return fail("queue_length", format!("is {}; it must be 1 to 1000000", self.queue_length));
         }
@@ -189,7 +190,7 @@ mod tests {
         assert!(parsed.scheduler.validate().is_ok());
         let mut bad = parsed.scheduler;
         bad.policies.insert("hg".into(), BTreeMap::from([(Policy::StopAfterSuccess, -1.0)]));
-        let (key, message) = bad.validate().unwrap_err();
+        let ValidationError { field: key, message } = bad.validate().unwrap_err();
         assert_eq!(key, "scheduler.policies.hg.stop_after_success");
         assert!(message.contains("-1"), "{message}");
     }

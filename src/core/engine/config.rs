@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::policy::TaskPolicy;
 use crate::core::fairness::{CounterConfig, Weights};
+use crate::model::ValidationError;
+use crate::model::validate;
 
 /// How a partition buffers, persists and collects (section `[partition]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,5 +69,55 @@ impl Default for EngineConfig {
             tasks: TaskPolicy::default(),
             move_lease_after: 1024,
         }
+    }
+}
+
+impl EngineConfig {
+    /// Checks section `[partition]` (its `tasks` are checked with `[tasks]`);
+    /// the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if !(2..=1_000_000).contains(&self.buffer_tasks) {
+            return Err(ValidationError::new("partition.buffer_tasks", "must be in [2, 1000000]"));
+        }
+        if self.reload_at >= self.buffer_tasks {
+            return Err(ValidationError::new(
+                "partition.reload_at",
+                format!("is {}; it must be below partition.buffer_tasks ({})", self.reload_at, self.buffer_tasks),
+            ));
+        }
+        for (key, d) in
+            [("partition.ack_sync_interval", self.ack_sync_interval), ("partition.gc_interval", self.gc_interval)]
+        {
+            if d.is_zero() {
+                return Err(ValidationError::new(key, "must be longer than 0s"));
+            }
+        }
+        if !(1..=100_000).contains(&self.park_after) {
+            return Err(ValidationError::new(
+                "partition.park_after",
+                "must be in [1, 100000] (it bounds the tasks dispatched above an ack level, kept in the metadata)",
+            ));
+        }
+        if self.max_parked_keys > 100_000 {
+            return Err(ValidationError::new(
+                "partition.max_parked_keys",
+                "must be at most 100000 (each parked key is an entry of the partition's metadata; 0 parks none)",
+            ));
+        }
+        if self.gc_min_acks == 0 {
+            return Err(ValidationError::new("partition.gc_min_acks", "must be at least 1"));
+        }
+        if self.counters.exact_keys == 0 {
+            return Err(ValidationError::new("partition.counters.exact_keys", "must be at least 1"));
+        }
+        if !(1..=1 << 22).contains(&self.counters.sketch_width) {
+            return Err(ValidationError::new("partition.counters.sketch_width", "must be in [1, 4194304]"));
+        }
+        validate::check_weight("partition.weights.default", self.weights.default)?;
+        for (key, weight) in &self.weights.keys {
+            validate::check_weight(&format!("partition.weights.keys.{key:?}"), *weight)?;
+            validate::fairness_key(&format!("partition.weights.keys.{key:?}"), key)?;
+        }
+        Ok(())
     }
 }

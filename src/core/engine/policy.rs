@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{UnixMillis, millis};
+use crate::model::ValidationError;
 
 /// A queue's task policy (section `[tasks]`, overridden per queue in
 /// `[queues."name"]`).
@@ -77,35 +78,33 @@ pub enum AfterFailure {
 }
 
 impl TaskPolicy {
-    /// Checks the values an operator set; the error names the field and the limit.
-    pub fn validate(&self, section: &str) -> Result<(), String> {
-        let field = |name: &str| format!("{section}.{name}");
+    /// Checks the values an operator set in `section` (`tasks`, or
+    /// `queues."name"`); the error names the key and the limit.
+    pub fn validate(&self, section: &str) -> Result<(), ValidationError> {
+        let fail = |name: &str, message: String| Err(ValidationError::new(format!("{section}.{name}"), message));
         if self.lease_timeout < Duration::from_secs(1) || self.lease_timeout > Duration::from_secs(24 * 3600) {
-            return Err(format!("{}: is {:?}; it must be 1s to 24h", field("lease_timeout"), self.lease_timeout));
+            return fail("lease_timeout", format!("is {:?}; it must be 1s to 24h", self.lease_timeout));
         }
         if !(1..=1000).contains(&self.max_attempts) {
-            return Err(format!("{}: is {}; it must be 1 to 1000", field("max_attempts"), self.max_attempts));
+            return fail("max_attempts", format!("is {}; it must be 1 to 1000", self.max_attempts));
         }
         if self.backoff_initial > self.backoff_max {
-            return Err(format!(
-                "{}: is {:?}, above backoff_max {:?}",
-                field("backoff_initial"),
-                self.backoff_initial,
-                self.backoff_max
-            ));
+            return fail(
+                "backoff_initial",
+                format!("is {:?}, above backoff_max {:?}", self.backoff_initial, self.backoff_max),
+            );
         }
         if !(0.0..=1.0).contains(&self.backoff_jitter) {
-            return Err(format!("{}: is {}; it must be 0 to 1", field("backoff_jitter"), self.backoff_jitter));
+            return fail("backoff_jitter", format!("is {}; it must be 0 to 1", self.backoff_jitter));
         }
         if !(self.key_rate_per_second >= 0.0 && self.key_rate_per_second <= 1e6) {
-            return Err(format!(
-                "{}: is {}; it must be 0 (no limit) to 1000000",
-                field("key_rate_per_second"),
-                self.key_rate_per_second
-            ));
+            return fail(
+                "key_rate_per_second",
+                format!("is {}; it must be 0 (no limit) to 1000000", self.key_rate_per_second),
+            );
         }
         if self.key_burst == 0 {
-            return Err(format!("{}: is 0; it must be at least 1", field("key_burst")));
+            return fail("key_burst", "is 0; it must be at least 1".to_owned());
         }
         Ok(())
     }
@@ -184,8 +183,8 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let bad = TaskPolicy { max_attempts: 0, ..TaskPolicy::default() };
-        assert!(bad.validate("tasks").unwrap_err().starts_with("tasks.max_attempts"));
+        assert_eq!(bad.validate("tasks").unwrap_err().field, "tasks.max_attempts");
         let bad = TaskPolicy { backoff_jitter: 2.0, ..TaskPolicy::default() };
-        assert!(bad.validate("queues.\"q\"").unwrap_err().contains("backoff_jitter"));
+        assert_eq!(bad.validate("queues.\"q\"").unwrap_err().field, "queues.\"q\".backoff_jitter");
     }
 }

@@ -44,7 +44,7 @@ use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
     StoreError, StoreResult, check_metadata_range,
 };
-use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
 /// Section `[cassandra]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -94,6 +94,28 @@ impl Default for CassandraConfig {
 }
 
 impl CassandraConfig {
+    /// Checks section `[cassandra]`; the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.consistency().map_err(|m| ValidationError::new("cassandra.consistency", m))?;
+        self.serial_consistency().map_err(|m| ValidationError::new("cassandra.serial_consistency", m))?;
+        if self.request_timeout.is_zero() {
+            return Err(ValidationError::new("cassandra.request_timeout", "must be longer than 0s"));
+        }
+        if self.speculative_retry_after >= self.request_timeout {
+            return Err(ValidationError::new(
+                "cassandra.speculative_retry_after",
+                "must be shorter than cassandra.request_timeout (0s: never send a statement again)",
+            ));
+        }
+        if !(1..=10_000).contains(&self.read_page_size) {
+            return Err(ValidationError::new("cassandra.read_page_size", "must be in [1, 10000]"));
+        }
+        if self.visit_prune_margin > Duration::from_secs(3600) {
+            return Err(ValidationError::new("cassandra.visit_prune_margin", "must be at most 1h"));
+        }
+        Ok(())
+    }
+
     /// The consistency of reads and plain writes. Levels below a quorum are
     /// refused: a read at one of them can miss a task whose write was
     /// acknowledged, and the reader then moves past it for good.

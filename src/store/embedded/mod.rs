@@ -18,7 +18,7 @@ use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
     StoreError, StoreResult, check_metadata_range,
 };
-use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, validate};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
 /// (queue, partition) → encoded `PartitionMeta`.
 const META: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("partition_meta");
@@ -58,6 +58,16 @@ pub struct EmbeddedConfig {
 impl Default for EmbeddedConfig {
     fn default() -> Self {
         EmbeddedConfig { cache_mib: 64 }
+    }
+}
+
+impl EmbeddedConfig {
+    /// Checks section `[embedded]`; the error names the key.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if !(1..=65_536).contains(&self.cache_mib) {
+            return Err(ValidationError::new("embedded.cache_mib", "must be 1 to 65536 (MiB)"));
+        }
+        Ok(())
     }
 }
 
