@@ -27,7 +27,7 @@ use fairway::clock::SystemClock;
 use fairway::config::{Config, StoreUrl, duration_serde};
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
-use fairway::server::{self, ServeError};
+use fairway::server::{self, LocalServer};
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -163,8 +163,7 @@ fn demo_config() -> anyhow::Result<Config> {
 struct DemoServer {
     address: SocketAddr,
     store: StoreUrl,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), ServeError>>,
+    server: LocalServer,
     /// Deleted when the server has stopped.
     dir: Option<tempfile::TempDir>,
 }
@@ -183,20 +182,13 @@ impl DemoServer {
             fairway::store::cassandra::apply_schema(&session, keyspace, &config.cassandra.replication).await?;
         }
         let store = server::open_store(&store_url, config).await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot listen on 127.0.0.1")?;
-        let address = listener.local_addr().context("the listener's address")?;
-        let shutdown = CancellationToken::new();
-        let stopped = shutdown.clone().cancelled_owned();
-        let config = config.clone();
-        let task =
-            tokio::spawn(async move { server::serve(listener, &config, store, Arc::new(SystemClock), stopped).await });
-        Ok(DemoServer { address, store: store_url, shutdown, task, dir })
+        let server = LocalServer::start(config, store, Arc::new(SystemClock)).await?;
+        Ok(DemoServer { address: server.addr, store: store_url, server, dir })
     }
 
     /// Shuts the server down in its usual order and waits for it.
     async fn stop(self) -> anyhow::Result<()> {
-        self.shutdown.cancel();
-        self.task.await.context("the server task")?.context("the server")?;
+        self.server.stop().await.context("the server")?;
         match self.dir {
             Some(dir) => dir.close().context("removing the store's temporary directory"),
             None => Ok(()),

@@ -11,7 +11,7 @@ use fairway::clock::{SharedClock, SystemClock};
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
-use tokio::sync::oneshot;
+use fairway::server::LocalServer;
 use tonic::transport::Channel;
 
 use crate::cassandra::Keyspace;
@@ -43,9 +43,8 @@ pub struct TestServer {
     /// Where it serves `GET /metrics`, when `telemetry.metrics_listen` is set.
     pub metrics: Option<SocketAddr>,
     channel: Channel,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<()>,
-    home: Option<Home>,
+    server: LocalServer,
+    home: Home,
 }
 
 impl TestServer {
@@ -80,25 +79,11 @@ impl TestServer {
             }
         };
         let store = fairway::server::open_store(&config.store_url().unwrap(), &config).await.expect("open the store");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let metrics = match config.telemetry.metrics_listen().expect("a valid metrics address") {
-            Some(address) => Some(tokio::net::TcpListener::bind(address).await.expect("bind the metrics address")),
-            None => None,
-        };
-        let metrics_addr = metrics.as_ref().map(|listener| listener.local_addr().unwrap());
-        let listeners = fairway::server::Listeners { grpc: listener, metrics };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(async move {
-            fairway::server::serve(listeners, &config, store, clock, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("the server runs and stops cleanly");
-        });
+        let server = LocalServer::start(&config, store, clock).await.expect("start the server");
+        let (addr, metrics) = (server.addr, server.metrics_addr);
         let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
         let client = MatchingClient::new(channel.clone());
-        TestServer { client, addr, metrics: metrics_addr, channel, stop: Some(stop), served, home: Some(home) }
+        TestServer { client, addr, metrics, channel, server, home }
     }
 
     /// A channel to the server, for other services' clients.
@@ -107,12 +92,9 @@ impl TestServer {
     }
 
     /// Shuts down in order and waits until the server has stopped.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.served).await.expect("the server task ends");
-        if let Some(Home::Keyspace(keyspace)) = self.home.take() {
+    pub async fn stop(self) {
+        self.server.stop().await.expect("the server runs and stops cleanly");
+        if let Home::Keyspace(keyspace) = self.home {
             keyspace.drop_keyspace().await;
         }
     }

@@ -11,6 +11,10 @@
 //! over OTLP a last time. The metrics endpoint stays up until then, so that
 //! the hand-over can be watched, and its last answer has the final counts.
 
+mod local;
+
+pub use local::LocalServer;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +56,8 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
+    #[error("cannot listen: {0}")]
+    Listen(#[from] std::io::Error),
 }
 
 /// The sockets a node serves on.
