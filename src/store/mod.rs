@@ -24,6 +24,7 @@
 
 pub mod cassandra;
 pub mod codec;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
 mod error;

@@ -28,6 +28,7 @@
 //! whose outcome was uncertain and is applied again may count twice: the
 //! counts are figures for operators, never used to decide.
 
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod memory;
 
