@@ -189,7 +189,10 @@ impl Config {
             matcher: self.matcher.clone(),
             tasks: self.tasks.clone(),
             queues: self.queues.clone(),
-            visits: TaskPolicy { key_concurrency: self.scheduler.key_concurrency, ..self.tasks.clone() },
+            prefixed: vec![(
+                crate::visits::QUEUE_PREFIX.to_owned(),
+                TaskPolicy { key_concurrency: self.scheduler.key_concurrency, ..self.tasks.clone() },
+            )],
             dispatch_latency_otlp: None,
         }
     }
@@ -253,6 +256,7 @@ mod tests {
         };
         let mut config = Config::default();
         assert_eq!((limit(&config, "visits.git"), limit(&config, "jobs")), (10, 0));
+        assert_eq!(limit(&config, "visits."), 0, "the prefix alone names no visit type");
         config.queues.insert("visits.git".into(), TaskPolicy { key_concurrency: 3, ..TaskPolicy::default() });
         config.scheduler.key_concurrency = 7;
         assert_eq!((limit(&config, "visits.git"), limit(&config, "visits.hg")), (3, 7));

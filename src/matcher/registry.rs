@@ -24,19 +24,26 @@ pub struct Settings {
     /// The default task policy, and the queues that override it.
     pub tasks: TaskPolicy,
     pub queues: BTreeMap<String, TaskPolicy>,
-    /// The default of `visits.*` queues (the origin-visit scheduler's).
-    pub visits: TaskPolicy,
+    /// Defaults of the queues named by a prefix and at least one more
+    /// character (say, the visit scheduler's `visits.`), ahead of `tasks`;
+    /// the first prefix that matches wins.
+    pub prefixed: Vec<(String, TaskPolicy)>,
     /// Where dispatch latencies also go when metrics are pushed over OTLP.
     pub dispatch_latency_otlp: Option<opentelemetry::metrics::Histogram<f64>>,
 }
 
 impl Settings {
     /// The engine config of `queue`'s partitions: the node's, with the
-    /// queue's task policy (its own section, else the `visits.*` default
-    /// for a visit queue, else `[tasks]`).
+    /// queue's task policy (its own section, else the default of its
+    /// prefix, else `[tasks]`).
     pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
-        let default = if crate::visits::visit_type_of(queue.as_str()).is_some() { &self.visits } else { &self.tasks };
-        let tasks = self.queues.get(queue.as_str()).unwrap_or(default).clone();
+        let name = queue.as_str();
+        let by_prefix = self
+            .prefixed
+            .iter()
+            .find(|(prefix, _)| name.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.is_empty()))
+            .map(|(_, policy)| policy);
+        let tasks = self.queues.get(name).or(by_prefix).unwrap_or(&self.tasks).clone();
         EngineConfig { tasks, ..self.engine.clone() }
     }
 }

@@ -31,14 +31,17 @@ use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Outcome
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
 
+/// The prefix of the queues visits go to: `visits.<type>`.
+pub const QUEUE_PREFIX: &str = "visits.";
+
 /// The queue a visit type's visits go to.
 pub fn queue_name(visit_type: &str) -> String {
-    format!("visits.{visit_type}")
+    format!("{QUEUE_PREFIX}{visit_type}")
 }
 
 /// The visit type of a `visits.<type>` queue.
 pub fn visit_type_of(queue: &str) -> Option<&str> {
-    queue.strip_prefix("visits.").filter(|t| !t.is_empty())
+    queue.strip_prefix(QUEUE_PREFIX).filter(|t| !t.is_empty())
 }
 
 /// An origin as a lister reports it.
