@@ -3,7 +3,6 @@
 //! its usual order.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -12,7 +11,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::{Listeners, ServeError, serve};
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError};
-use crate::store::Store;
+use crate::store::Stores;
 
 /// A running server; [`LocalServer::stop`] shuts it down and waits for it.
 /// Dropped, it is told to shut down, and nobody waits.
@@ -28,9 +27,9 @@ pub struct LocalServer {
 }
 
 impl LocalServer {
-    /// Serves `store` with `config` (its `listen` is not used), reading time
-    /// from `clock`.
-    pub async fn start(config: &Config, store: Arc<dyn Store>, clock: SharedClock) -> Result<LocalServer, ServeError> {
+    /// Serves `stores` with `config` (its `listen` is not used), reading
+    /// time from `clock`.
+    pub async fn start(config: &Config, stores: Stores, clock: SharedClock) -> Result<LocalServer, ServeError> {
         let grpc = TcpListener::bind("127.0.0.1:0").await?;
         let addr = grpc.local_addr()?;
         let metrics_listen =
@@ -44,7 +43,7 @@ impl LocalServer {
         let stopped = shutdown.clone().cancelled_owned();
         let config = config.clone();
         let task =
-            tokio::spawn(async move { serve(Listeners { grpc, metrics }, &config, store, clock, stopped).await });
+            tokio::spawn(async move { serve(Listeners { grpc, metrics }, &config, stores, clock, stopped).await });
         Ok(LocalServer { addr, metrics_addr, shutdown: shutdown.drop_guard(), task })
     }
 

@@ -33,10 +33,9 @@ use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
-use crate::store::Store;
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
-use crate::store::visits::VisitStore;
+use crate::store::{Store, Stores};
 use crate::telemetry::otlp::OtlpMetrics;
 use crate::telemetry::{Exports, TelemetryError};
 use crate::visits::{Scheduler, VisitQueue, run_rounds};
@@ -80,10 +79,10 @@ impl From<TcpListener> for Listeners {
 /// Opens the store a URL names. Cassandra is tried again with backoff for up
 /// to `cassandra.connect_patience` while it cannot be reached, so that a
 /// node may start before its database.
-pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Arc<dyn Store>, ServeError> {
+pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Stores, ServeError> {
     let cassandra = &config.cassandra;
     match url {
-        StoreUrl::Embedded(dir) => Ok(Arc::new(EmbeddedStore::open_with(dir, &config.embedded)?)),
+        StoreUrl::Embedded(dir) => Ok(Stores::of(Arc::new(EmbeddedStore::open_with(dir, &config.embedded)?))),
         StoreUrl::Cassandra { contact_point, keyspace } => {
             let connect = || CassandraStore::connect(contact_point, keyspace, cassandra);
             let backoff = ExponentialBuilder::default()
@@ -96,7 +95,7 @@ pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Arc<dyn Store
                 .when(|e| matches!(e, ConnectError::Unreachable { .. }))
                 .notify(|error, wait| tracing::warn!(%error, "retrying in {wait:?}"))
                 .await?;
-            Ok(Arc::new(store))
+            Ok(Stores::of(Arc::new(store)))
         }
     }
 }
@@ -109,10 +108,11 @@ pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Arc<dyn Store
 pub async fn serve(
     listeners: impl Into<Listeners>,
     config: &Config,
-    store: Arc<dyn Store>,
+    stores: Stores,
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let Stores { tasks: store, visits: visit_store } = stores;
     let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
     settings.node = node_name(config, &listener);
@@ -124,7 +124,6 @@ pub async fn serve(
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
-    let visit_store: Arc<dyn VisitStore> = store.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() };
     let matching_service = MatchingService::new(queues.clone(), config.limits.clone()).with_visit_outcomes(outcomes);

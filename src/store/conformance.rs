@@ -26,14 +26,8 @@ pub struct TestStore<S: ?Sized + Send + Sync = dyn Store> {
     cleanup: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
-impl TestStore {
-    pub fn new(store: Arc<dyn Store>, guard: impl Any + Send) -> Self {
-        TestStore::of(store, guard)
-    }
-}
-
 impl<S: ?Sized + Send + Sync> TestStore<S> {
-    /// A test store of any kind of store (`new` is for a [`Store`]).
+    /// A test store: `store`, and `guard` dropped after it.
     pub fn of(store: Arc<S>, guard: impl Any + Send) -> Self {
         TestStore { store, guard: Box::new(guard), cleanup: None }
     }

@@ -30,6 +30,8 @@ pub mod embedded;
 mod error;
 pub mod visits;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult};
@@ -235,8 +237,25 @@ pub struct Member {
     pub heartbeat_unix_ms: i64,
 }
 
+/// One backend under the two contracts a node serves from: the tasks'
+/// ([`Store`]) and the visit scheduler's ([`visits::VisitStore`]). Both are
+/// the same instance (a data directory has one opener; a Cassandra
+/// keyspace, one session per node).
+#[derive(Clone, Debug)]
+pub struct Stores {
+    pub tasks: Arc<dyn Store>,
+    pub visits: Arc<dyn visits::VisitStore>,
+}
+
+impl Stores {
+    /// A backend that keeps both contracts.
+    pub fn of<S: Store + visits::VisitStore>(store: Arc<S>) -> Stores {
+        Stores { tasks: store.clone(), visits: store }
+    }
+}
+
 #[async_trait]
-pub trait Store: visits::VisitStore + Send + Sync + std::fmt::Debug + 'static {
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The partition's metadata as stored, `None` if it was never created.
     /// Not linearizable with concurrent writes: use it to learn the range id
     /// to pass to [`Store::take_ownership`].

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use fairway::store::conformance::TestStore;
 use fairway::store::embedded::EmbeddedStore;
 
-async fn embedded_store() -> TestStore {
+async fn embedded_store() -> TestStore<EmbeddedStore> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = EmbeddedStore::open(dir.path()).expect("open the embedded store");
-    TestStore::new(Arc::new(store), dir)
+    TestStore::of(Arc::new(store), dir)
 }
 
 fairway::store_conformance_suite!(embedded_store);

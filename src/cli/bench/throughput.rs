@@ -181,7 +181,7 @@ async fn raw_appends(
     args: &ThroughputArgs,
     run_id: &str,
 ) -> anyhow::Result<Vec<Measure>> {
-    let store = fairway::server::open_store(url, config).await?;
+    let store = fairway::server::open_store(url, config).await?.tasks;
     let partition = PartitionId { queue: validate::queue_name("queue", &format!("raw-{run_id}"))?, partition: 0 };
     let range_id = store.take_ownership(&partition, 0, "bench").await?.range_id;
     let batches = args.tasks.div_ceil(args.batch);

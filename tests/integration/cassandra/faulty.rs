@@ -6,10 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use fairway::clock::UnixMillis;
-use fairway::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
-use fairway::store::visits::{ListerRecord, VisitStore};
 use fairway::store::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, Section, Store, StoreError,
     StoreResult,
@@ -186,60 +183,5 @@ impl Store for FaultyStore {
 
     async fn close(&self) -> StoreResult<()> {
         self.inner.close().await
-    }
-}
-
-#[async_trait]
-impl VisitStore for FaultyStore {
-    async fn read_origins(&self, visit_type: &str, urls: &[String]) -> StoreResult<Vec<Option<OriginState>>> {
-        self.inner.read_origins(visit_type, urls).await
-    }
-
-    async fn apply(&self, writes: &[OriginWrite]) -> StoreResult<()> {
-        self.inner.apply(writes).await
-    }
-
-    async fn read_index(
-        &self,
-        visit_type: &str,
-        policy: Policy,
-        lister: &str,
-        below: Option<i64>,
-        limit: usize,
-    ) -> StoreResult<Vec<IndexEntry>> {
-        self.inner.read_index(visit_type, policy, lister, below, limit).await
-    }
-
-    async fn read_wakes(
-        &self,
-        visit_type: &str,
-        through: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<Vec<(UnixMillis, String)>> {
-        self.inner.read_wakes(visit_type, through, limit).await
-    }
-
-    async fn add_lister(&self, lister: &str, visit_types: &[String]) -> StoreResult<()> {
-        self.inner.add_lister(lister, visit_types).await
-    }
-
-    async fn finish_listing(&self, lister: &str, at: UnixMillis) -> StoreResult<()> {
-        self.inner.finish_listing(lister, at).await
-    }
-
-    async fn listers(&self) -> StoreResult<Vec<ListerRecord>> {
-        self.inner.listers().await
-    }
-
-    async fn metrics(&self, lister: &str) -> StoreResult<Vec<(String, ListerMetrics)>> {
-        self.inner.metrics(lister).await
-    }
-
-    async fn queue_position(&self, visit_type: &str) -> StoreResult<i64> {
-        self.inner.queue_position(visit_type).await
-    }
-
-    async fn set_queue_position(&self, visit_type: &str, position: i64) -> StoreResult<()> {
-        self.inner.set_queue_position(visit_type, position).await
     }
 }

@@ -99,8 +99,7 @@ impl Keyspace {
     }
 }
 
-pub async fn cassandra_store() -> TestStore {
+pub async fn cassandra_store() -> TestStore<CassandraStore> {
     let keyspace = Keyspace::create().await;
-    let store: Arc<dyn fairway::store::Store> = Arc::new(keyspace.store().await);
-    TestStore::new(store, ()).with_cleanup(keyspace.drop_keyspace())
+    TestStore::of(Arc::new(keyspace.store().await), ()).with_cleanup(keyspace.drop_keyspace())
 }
