@@ -7,8 +7,8 @@ use tonic::{Request, Response, Status};
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target, forwarded};
 use super::{VisitOutcomes, convert, status};
 use crate::core::engine::{Finished, Outcome};
-use crate::matcher::{LeaseToken, Queues};
-use crate::model::{Limits, PartitionId, QueueName, ValidationError, validate};
+use crate::matcher::{LeaseToken, PartitionView, Queues};
+use crate::model::{Limits, QueueName, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
 
@@ -284,20 +284,15 @@ impl Matching for MatchingService {
         }
         let top_keys = if request.top_keys == 0 { 10 } else { request.top_keys as usize };
         let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
-        let held: std::collections::HashMap<u32, _> =
-            matcher.describe(top_keys).into_iter().map(|report| (report.partition, report)).collect();
-        let mut partitions = Vec::new();
-        for partition in 0..matcher.config().partitions {
-            let state = match held.get(&partition) {
-                Some(report) => convert::held_partition(report, self.queues().view().node()),
-                None => {
-                    let id = PartitionId { queue: queue.clone(), partition };
-                    let stored = self.queues().store().load_partition(&id).await.map_err(status::from_store)?;
-                    convert::stored_partition(partition, stored)
-                }
-            };
-            partitions.push(state);
-        }
+        let node = self.queues().view().node();
+        let views = matcher.partition_views(top_keys).await.map_err(status::from_store)?;
+        let partitions = views
+            .into_iter()
+            .map(|view| match view {
+                PartitionView::Held(report) => convert::held_partition(&report, node),
+                PartitionView::Stored(partition, stored) => convert::stored_partition(partition, stored),
+            })
+            .collect();
         Ok(Response::new(pb::DescribeQueueResponse {
             queue: queue.to_string(),
             partitions,

@@ -13,7 +13,7 @@ use super::routing::{Origin, Router};
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::visits::{Outcome, VisitStatus};
-use crate::model::{Limits, PartitionId, Priority, TaskSpec, ValidationError, validate};
+use crate::model::{Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
 use crate::visits::{
@@ -151,17 +151,8 @@ impl VisitQueue for RoutedVisits {
     async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
         let unavailable = |e: &dyn std::fmt::Display| VisitQueueError::Unavailable(e.to_string());
         let queue = validate::queue_name("visit_type", &queue_name(visit_type)).map_err(|e| unavailable(&e))?;
-        let queues = self.router.queues();
-        let matcher = queues.get(&queue).await.map_err(|e| unavailable(&e))?;
-        let held: Vec<u32> = matcher.describe(0).iter().map(|report| report.partition).collect();
-        let mut backlog: u64 = matcher.stats().levels.iter().map(|level| level.backlog).sum();
-        for partition in (0..matcher.config().partitions).filter(|p| !held.contains(p)) {
-            let id = PartitionId { queue: queue.clone(), partition };
-            let stored = queues.store().load_partition(&id).await.map_err(|e| unavailable(&e))?;
-            let waiting = stored.iter().flat_map(|meta| &meta.subqueues).map(|s| s.approx_backlog.max(0) as u64);
-            backlog += waiting.sum::<u64>();
-        }
-        Ok(backlog)
+        let matcher = self.router.queues().get(&queue).await.map_err(|e| unavailable(&e))?;
+        matcher.backlog().await.map_err(|e| unavailable(&e))
     }
 
     async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {

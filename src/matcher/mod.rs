@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{ValidationError, validate};
 
 pub use queue_matcher::{
-    AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, QueueMatcher, QueueStats,
+    AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, PartitionView, QueueMatcher, QueueStats,
 };
 pub use registry::{Queues, Settings};
 pub use token::LeaseToken;

@@ -115,7 +115,9 @@ async fn origins_are_visited_and_rounds_follow_the_outcomes(backend: Backend) {
         HashMap::from([("never_visited_oldest_update_first", 3), ("origins_without_last_update", 2)])
     );
     assert_eq!(first.sent_by_lister, HashMap::from([("gitlab/a".into(), 3), ("cgit/b".into(), 2)]));
-    assert!(sent(&round(&mut scheduler).await).is_empty(), "queued origins are not queued again");
+    let second = round(&mut scheduler).await;
+    assert!(sent(&second).is_empty(), "queued origins are not queued again");
+    assert_eq!(second.slots, 995, "the five queued visits are the queue's backlog");
 
     // The loader visits all five; the outcomes reach the statistics.
     visit(address.clone(), 5).await;

@@ -9,7 +9,7 @@ mod ownership;
 mod polls;
 mod stats;
 
-pub use stats::{LevelStats, PartitionReport, QueueStats};
+pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 
 use self::polls::Waiter;
 

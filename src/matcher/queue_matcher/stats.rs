@@ -1,9 +1,12 @@
 //! What this node reports of the queue: per partition, and summed for telemetry.
 
+use std::collections::HashMap;
+
 use super::QueueMatcher;
 use crate::core::engine::{PartitionSnapshot, TaskCounts};
-use crate::model::Priority;
+use crate::model::{PartitionId, Priority};
 use crate::partition::PartitionState;
+use crate::store::{PartitionMeta, StoreError};
 use crate::telemetry::histogram::HistogramReading;
 use std::sync::atomic::Ordering;
 
@@ -48,12 +51,63 @@ pub struct PartitionReport {
     pub snapshot: Option<PartitionSnapshot>,
 }
 
+/// One partition of the queue as this node sees it.
+#[derive(Clone, Debug)]
+pub enum PartitionView {
+    /// Held here: as it is now.
+    Held(PartitionReport),
+    /// Held by another node or by none: as its owner last wrote its
+    /// metadata (`None`: never created).
+    Stored(u32, Option<PartitionMeta>),
+}
+
+impl PartitionView {
+    /// Tasks written and not yet dispatched, over every priority level
+    /// (approximate; see `SubqueueSnapshot`). A partition held here that may
+    /// hand out nothing now (being handed over) counts none.
+    pub fn backlog(&self) -> u64 {
+        match self {
+            PartitionView::Held(report) => {
+                report.snapshot.iter().flat_map(|s| &s.subqueues).map(|s| s.approx_backlog).sum()
+            }
+            PartitionView::Stored(_, meta) => {
+                meta.iter().flat_map(|m| &m.subqueues).map(|s| s.approx_backlog.max(0) as u64).sum()
+            }
+        }
+    }
+}
+
 impl QueueMatcher {
     pub fn describe(&self, top_keys: usize) -> Vec<PartitionReport> {
         self.partitions()
             .iter()
             .map(|p| PartitionReport { partition: p.id().partition, state: p.state(), snapshot: p.snapshot(top_keys) })
             .collect()
+    }
+
+    /// Every partition of the queue, in order: the ones held here as they
+    /// are (with up to `top_keys` keys each), the others as the store has
+    /// them (one read each).
+    pub async fn partition_views(&self, top_keys: usize) -> Result<Vec<PartitionView>, StoreError> {
+        let mut held: HashMap<u32, PartitionReport> =
+            self.describe(top_keys).into_iter().map(|report| (report.partition, report)).collect();
+        let mut views = Vec::with_capacity(self.config.partitions as usize);
+        for partition in 0..self.config.partitions {
+            views.push(match held.remove(&partition) {
+                Some(report) => PartitionView::Held(report),
+                None => {
+                    let id = PartitionId { queue: self.name.clone(), partition };
+                    PartitionView::Stored(partition, self.store.load_partition(&id).await?)
+                }
+            });
+        }
+        Ok(views)
+    }
+
+    /// Tasks of the queue written and not yet dispatched, over every
+    /// partition ([`PartitionView::backlog`]).
+    pub async fn backlog(&self) -> Result<u64, StoreError> {
+        Ok(self.partition_views(0).await?.iter().map(PartitionView::backlog).sum())
     }
 
     /// What this node counts and holds of the queue now. Counts never
