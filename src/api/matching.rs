@@ -5,7 +5,7 @@ use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target, forwarded};
-use super::{VisitOutcomes, convert, status};
+use super::{convert, status};
 use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{LeaseToken, PartitionView, Queues};
 use crate::model::{Limits, QueueName, ValidationError, validate};
@@ -17,24 +17,31 @@ const MAX_WORKER_ID_BYTES: usize = 256;
 /// The most keys DescribeQueue lists per priority level.
 const MAX_TOP_KEYS: u32 = 100;
 
+/// Sees each completion a client sends (not the copies forwarded between
+/// nodes) before the task is completed; an error refuses the completion,
+/// and nothing is completed. The visit scheduler records there the outcome
+/// a `visits.*` task carries.
+#[tonic::async_trait]
+pub trait CompletionHook: Send + Sync + std::fmt::Debug {
+    async fn completing(&self, queue: &QueueName, result: &[u8]) -> Result<(), Status>;
+}
+
 /// `fairway.v1.Matching` on this node, routing to the others as needed.
 #[derive(Clone, Debug)]
 pub struct MatchingService {
     router: Arc<Router>,
     limits: Limits,
-    /// Where the outcomes of `visits.*` tasks go, if this node records them.
-    outcomes: Option<VisitOutcomes>,
+    on_completion: Option<Arc<dyn CompletionHook>>,
 }
 
 impl MatchingService {
     pub fn new(queues: Arc<Queues>, limits: Limits) -> Self {
-        MatchingService { router: Arc::new(Router::new(queues)), limits, outcomes: None }
+        MatchingService { router: Arc::new(Router::new(queues)), limits, on_completion: None }
     }
 
-    /// Records the outcome carried by each completion of a `visits.*` task
-    /// before the task is completed.
-    pub fn with_visit_outcomes(mut self, outcomes: VisitOutcomes) -> Self {
-        self.outcomes = Some(outcomes);
+    /// Shows each client's completion to `hook` before the task is completed.
+    pub fn with_completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
+        self.on_completion = Some(hook);
         self
     }
 
@@ -173,8 +180,8 @@ impl Matching for MatchingService {
         // Recorded before the completion, so that a completion never loses
         // its outcome; a completion retried records it again, which changes
         // nothing (an outcome no newer than the last one is ignored).
-        if let (Some(outcomes), Origin::Client) = (&self.outcomes, origin) {
-            outcomes.record(token.queue.as_str(), &request.result).await?;
+        if let (Some(hook), Origin::Client) = (&self.on_completion, origin) {
+            hook.completing(&token.queue, &request.result).await?;
         }
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {

@@ -11,5 +11,5 @@ mod routing;
 pub mod scheduler;
 pub mod status;
 
-pub use matching::MatchingService;
+pub use matching::{CompletionHook, MatchingService};
 pub use scheduler::{RoutedVisits, SchedulerService, VisitOutcomes};

@@ -9,11 +9,12 @@ use futures::future::join_all;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use super::matching::CompletionHook;
 use super::routing::{Origin, Router};
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::visits::{Outcome, VisitStatus};
-use crate::model::{Limits, Priority, TaskSpec, ValidationError, validate};
+use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
 use crate::visits::{
@@ -120,10 +121,11 @@ pub struct VisitOutcomes {
     pub clock: SharedClock,
 }
 
-impl VisitOutcomes {
+#[tonic::async_trait]
+impl CompletionHook for VisitOutcomes {
     /// Records the outcome in `result` if `queue` is a `visits.*` queue.
-    pub async fn record(&self, queue: &str, result: &[u8]) -> Result<(), Status> {
-        let Some(visit_type) = visit_type_of(queue) else {
+    async fn completing(&self, queue: &QueueName, result: &[u8]) -> Result<(), Status> {
+        let Some(visit_type) = visit_type_of(queue.as_str()) else {
             return Ok(());
         };
         let now = self.clock.now_ms();

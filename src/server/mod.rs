@@ -125,8 +125,8 @@ pub async fn serve(
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
-    let outcomes = VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() };
-    let matching_service = MatchingService::new(queues.clone(), config.limits.clone()).with_visit_outcomes(outcomes);
+    let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
+    let matching_service = MatchingService::new(queues.clone(), config.limits.clone()).with_completion_hook(outcomes);
     let router = matching_service.router().clone();
     let scheduler_service = SchedulerService {
         scheduler: scheduler.clone(),

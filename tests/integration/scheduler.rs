@@ -12,9 +12,10 @@ use fairway::clock::{Clock, ManualClock, SystemClock};
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::scheduler_client::SchedulerClient;
+use prost::Message;
 use tonic::transport::Channel;
 
-use crate::support::{Backend, TestServer, fairway_command};
+use crate::support::{Backend, TestServer, add, fairway_command, poll, spec};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -221,5 +222,39 @@ async fn bad_scheduler_requests_name_the_field_and_write_nothing() {
         scheduler.get_visit_stats(nothing).await.unwrap().into_inner().stats.is_none(),
         "the valid first origin was not written"
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_visit_completion_must_carry_its_outcome_and_other_queues_take_any_result() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let wait = Duration::from_secs(5);
+    let complete =
+        |lease_token: &str, result: Vec<u8>| pb::CompleteTaskRequest { lease_token: lease_token.into(), result };
+    let url = "https://x.example/a";
+    let payload = format!(r#"{{"url":"{url}"}}"#);
+    add(&mut client, "visits.git", spec("lister", 0.0, 0, payload.as_bytes())).await.expect("add a visit");
+    let visit = poll(&mut client, "visits.git", wait).await.expect("the visit");
+
+    let cases = [(b"\xff garbage".to_vec(), "result"), (Vec::new(), "result.origin_url")];
+    for (result, field) in cases {
+        let refused = client.complete_task(complete(&visit.lease_token, result)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(refused.message().starts_with(field), "{field}: {}", refused.message());
+    }
+    let no_status = pb::VisitOutcome { origin_url: url.into(), ..Default::default() }.encode_to_vec();
+    let refused = client.complete_task(complete(&visit.lease_token, no_status)).await.unwrap_err();
+    assert!(refused.message().starts_with("result.status"), "{}", refused.message());
+    // Refused completions completed nothing: the lease still holds.
+    let heartbeat = pb::HeartbeatTaskRequest { lease_token: visit.lease_token.clone() };
+    client.heartbeat_task(heartbeat).await.expect("the visit is still leased");
+    let outcome =
+        pb::VisitOutcome { origin_url: url.into(), status: pb::VisitStatus::Eventful.into(), ..Default::default() };
+    client.complete_task(complete(&visit.lease_token, outcome.encode_to_vec())).await.expect("a visit outcome");
+
+    add(&mut client, "jobs", spec("k", 0.0, 0, b"job")).await.expect("add a job");
+    let job = poll(&mut client, "jobs", wait).await.expect("the job");
+    client.complete_task(complete(&job.lease_token, b"\xff any bytes".to_vec())).await.expect("any result");
     server.stop().await;
 }
