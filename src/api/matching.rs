@@ -297,7 +297,7 @@ impl Matching for MatchingService {
             .into_iter()
             .map(|view| match view {
                 PartitionView::Held(report) => convert::held_partition(&report, node),
-                PartitionView::Stored(partition, stored) => convert::stored_partition(partition, stored),
+                PartitionView::Stored(partition, stored) => convert::stored_partition(partition, stored.map(|m| *m)),
             })
             .collect();
         Ok(Response::new(pb::DescribeQueueResponse {

@@ -58,7 +58,7 @@ pub enum PartitionView {
     Held(PartitionReport),
     /// Held by another node or by none: as its owner last wrote its
     /// metadata (`None`: never created).
-    Stored(u32, Option<PartitionMeta>),
+    Stored(u32, Option<Box<PartitionMeta>>),
 }
 
 impl PartitionView {
@@ -97,7 +97,7 @@ impl QueueMatcher {
                 Some(report) => PartitionView::Held(report),
                 None => {
                     let id = PartitionId { queue: self.name.clone(), partition };
-                    PartitionView::Stored(partition, self.store.load_partition(&id).await?)
+                    PartitionView::Stored(partition, self.store.load_partition(&id).await?.map(Box::new))
                 }
             });
         }
