@@ -10,7 +10,7 @@ use crate::store::PartitionMeta;
 use crate::store::codec::RecordTask;
 
 /// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
-pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
+pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
     let spec = spec.ok_or_else(|| ValidationError::new(field, "is missing"))?;
     validate::fairness_key(&format!("{field}.fairness_key"), &spec.fairness_key)?;
     let fairness_weight = validate::fairness_weight(&format!("{field}.fairness_weight"), spec.fairness_weight)?;
@@ -23,7 +23,7 @@ pub fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Re
 }
 
 /// A protobuf duration as a `Duration`; negative or malformed is invalid.
-pub fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<Option<Duration>, ValidationError> {
+pub(super) fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<Option<Duration>, ValidationError> {
     let Some(d) = d else { return Ok(None) };
     if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
         return Err(ValidationError::new(
@@ -34,7 +34,7 @@ pub fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<Option<
     Ok(Some(Duration::new(d.seconds as u64, d.nanos as u32)))
 }
 
-pub fn task(dispatched: DispatchedTask) -> pb::Task {
+pub(super) fn task(dispatched: DispatchedTask) -> pb::Task {
     let DispatchedTask { partition, task, token, lease_deadline } = dispatched;
     pb::Task {
         task_id: task.task_id,
@@ -48,7 +48,7 @@ pub fn task(dispatched: DispatchedTask) -> pb::Task {
     }
 }
 
-pub fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
+pub(super) fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
     let RecordTask { task, at_unix_ms, message } = dead;
     pb::DeadLetter {
         task_id: task.task_id,
@@ -64,7 +64,7 @@ pub fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
 }
 
 /// A Unix time in milliseconds as a protobuf timestamp.
-pub fn timestamp(unix_ms: i64) -> prost_types::Timestamp {
+pub(super) fn timestamp(unix_ms: i64) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: unix_ms.div_euclid(1000), nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32 }
 }
 
@@ -76,7 +76,7 @@ fn key_state(key: KeyBacklog) -> pb::KeyState {
     pb::KeyState { fairness_key: key.fairness_key, buffered: key.buffered, pass_ahead: key.pass_ahead }
 }
 
-pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
+pub(super) fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
     snapshot
         .subqueues
         .into_iter()
@@ -99,7 +99,7 @@ pub fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 }
 
 /// A partition this node holds, from its engine.
-pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
+pub(super) fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
     let (range_id, counts, leased, delayed, bytes, subqueues) = match report.snapshot.clone() {
         Some(s) => {
             let bytes = (s.metadata_bytes, s.largest_write_bytes);
@@ -126,7 +126,7 @@ pub fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionStat
 }
 
 /// A partition held elsewhere (or by no one), from its stored metadata.
-pub fn stored_partition(partition: u32, stored: Option<PartitionMeta>) -> pb::PartitionState {
+pub(super) fn stored_partition(partition: u32, stored: Option<PartitionMeta>) -> pb::PartitionState {
     let meta = stored.unwrap_or_default();
     let subqueues = Priority::all()
         .zip(&meta.subqueues)

@@ -58,7 +58,7 @@ pub struct ResponseRoom {
 /// Everything a task adds to a PollTasks response besides its payload, with
 /// room to spare: a lease token (with a queue name of at most 128 bytes), a
 /// fairness key of at most 256 bytes, numbers, a timestamp and the framing.
-pub const TASK_OVERHEAD_BYTES: usize = 1024;
+pub(super) const TASK_OVERHEAD_BYTES: usize = 1024;
 
 /// The bytes `task` adds to a PollTasks response.
 fn response_bytes(task: &pb::Task) -> usize {
@@ -323,7 +323,7 @@ pub enum Target {
 }
 
 /// `message` as a request forwarded by this node (never forwarded again).
-pub fn forwarded<T>(message: T) -> Request<T> {
+pub(super) fn forwarded<T>(message: T) -> Request<T> {
     let mut request = Request::new(message);
     request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
     request

@@ -8,20 +8,20 @@ use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 
 #[derive(Args, Debug)]
-pub struct ServerArg {
+pub(super) struct ServerArg {
     /// The server to talk to.
     #[arg(long, env = "FAIRWAY_SERVER", default_value = "http://127.0.0.1:7070")]
     server: String,
 }
 
 impl ServerArg {
-    pub fn address(&self) -> &str {
+    pub(super) fn address(&self) -> &str {
         &self.server
     }
 }
 
 #[derive(Subcommand, Debug)]
-pub enum TaskCommand {
+pub(super) enum TaskCommand {
     /// Add one task.
     Add {
         #[command(flatten)]
@@ -94,7 +94,7 @@ pub enum TaskCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum QueueCommand {
+pub(super) enum QueueCommand {
     /// Create a queue with a number of partitions (kept if it exists).
     Create {
         #[command(flatten)]
@@ -141,7 +141,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", error.code(), error.message())
 }
 
-pub async fn task(command: TaskCommand) -> anyhow::Result<()> {
+pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
     match command {
         TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay } => {
             let mut client = connect(&server).await?;
@@ -233,7 +233,7 @@ fn level(level: Option<pb::FairLevel>) -> String {
     level.map_or("-".into(), |l| format!("({}, {})", l.pass, l.id))
 }
 
-pub async fn queue(command: QueueCommand) -> anyhow::Result<()> {
+pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let (server, queue, top) = match command {
         QueueCommand::Create { server, queue, partitions } => {
             let mut client = connect(&server).await?;

@@ -30,7 +30,7 @@ use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::server::{self, LocalServer};
 
 #[derive(clap::Args, Debug)]
-pub struct DemoArgs {
+pub(super) struct DemoArgs {
     /// Tasks per second the workers take, all of them together.
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     rate: u32,
@@ -139,7 +139,7 @@ impl KeySet {
 }
 
 /// Runs the demo: a server, producers, workers, the live view and the summary.
-pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     ensure!(!args.duration.is_zero(), "--duration must be longer than 0s");
     let config = demo_config()?;
     let server = DemoServer::start(&config, args.store.as_deref()).await?;

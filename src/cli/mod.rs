@@ -55,7 +55,7 @@ enum Command {
     Chaos(chaos::ChaosCommand),
 }
 
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     // Short commands that print: a closed pipe ends them. Not the long-lived
     // ones, which write to sockets of servers that may die (a chaos run kills

@@ -15,7 +15,7 @@ use super::client::ServerArg;
 const BATCH: usize = 1000;
 
 #[derive(Subcommand, Debug)]
-pub enum OriginCommand {
+pub(super) enum OriginCommand {
     /// Record origins for a lister: URLs as arguments, or one per line on
     /// stdin (`-`), each optionally followed by its last update in Unix
     /// seconds: `https://forge.example/a 1764000000`.
@@ -100,7 +100,7 @@ fn time(t: Option<prost_types::Timestamp>) -> String {
     t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
 }
 
-pub async fn run(command: OriginCommand) -> anyhow::Result<()> {
+pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
     match command {
         OriginCommand::Record { server, lister, visit_type, finished, urls } => {
             let lines: Vec<String> = if urls == ["-"] {

@@ -3,7 +3,7 @@ use clap::Subcommand;
 use fairway::store::cassandra::{CassandraConfig, apply_schema, connect_session};
 
 #[derive(Subcommand, Debug)]
-pub enum SchemaCommand {
+pub(super) enum SchemaCommand {
     /// Create the keyspace and tables of schema.cql if they do not exist (idempotent).
     Apply {
         /// A Cassandra node, HOST:PORT.
@@ -17,7 +17,7 @@ pub enum SchemaCommand {
     },
 }
 
-pub async fn run(command: SchemaCommand) -> anyhow::Result<()> {
+pub(super) async fn run(command: SchemaCommand) -> anyhow::Result<()> {
     let SchemaCommand::Apply { cassandra, keyspace, replication } = command;
     let session = connect_session(&cassandra, &CassandraConfig::default()).await?;
     apply_schema(&session, &keyspace, &replication).await?;

@@ -11,7 +11,7 @@ use fairway::server::{self, Listeners};
 use fairway::telemetry::otlp;
 
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(super) struct ServeArgs {
     /// A TOML config file (see docs/operations.md for the keys).
     #[arg(long, env = "FAIRWAY_CONFIG")]
     config: Option<PathBuf>,
@@ -27,7 +27,7 @@ pub struct ServeArgs {
     metrics_listen: Option<String>,
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut flags = Vec::new();
     if let Some(listen) = args.listen {
         flags.push(("listen", listen));

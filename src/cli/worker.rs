@@ -31,7 +31,7 @@ use super::client::ServerArg;
 type Client = MatchingClient<tonic::transport::Channel>;
 
 #[derive(Args, Debug)]
-pub struct WorkerArgs {
+pub(super) struct WorkerArgs {
     #[command(flatten)]
     server: ServerArg,
     #[arg(long)]
@@ -49,7 +49,7 @@ pub struct WorkerArgs {
     command: Vec<String>,
 }
 
-pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let client = MatchingClient::connect(args.server.address().to_owned())
         .await
         .with_context(|| format!("cannot reach a fairway server at {}", args.server.address()))?

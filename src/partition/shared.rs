@@ -65,7 +65,7 @@ pub(super) enum WriteCommand {
 }
 
 impl WriteCommand {
-    pub fn fail(self, error: PartitionError) {
+    pub(super) fn fail(self, error: PartitionError) {
         match self {
             WriteCommand::Append { reply, .. } => {
                 let _ = reply.send(Err(error));
@@ -99,11 +99,11 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub fn engine(&self) -> MutexGuard<'_, PartitionEngine> {
+    pub(super) fn engine(&self) -> MutexGuard<'_, PartitionEngine> {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn state(&self) -> PartitionState {
+    pub(super) fn state(&self) -> PartitionState {
         match self.state.load(Ordering::Acquire) {
             0 => PartitionState::Active,
             1 => PartitionState::Lost,
@@ -111,11 +111,11 @@ impl Shared {
         }
     }
 
-    pub fn set_state(&self, state: PartitionState) {
+    pub(super) fn set_state(&self, state: PartitionState) {
         self.state.fetch_max(state as u8, Ordering::AcqRel);
     }
 
-    pub fn lost(&self) -> PartitionError {
+    pub(super) fn lost(&self) -> PartitionError {
         PartitionError::Lost(self.id.to_string())
     }
 
@@ -125,7 +125,7 @@ impl Shared {
 
     /// Hands leases now durable to their pollers; a lease whose poller has
     /// gone goes back to the queue.
-    pub fn deliver(&self, leases: Vec<(i64, StoredTask, UnixMillis)>) {
+    pub(super) fn deliver(&self, leases: Vec<(i64, StoredTask, UnixMillis)>) {
         let mut undelivered = Vec::new();
         {
             let mut deliveries = self.deliveries();
@@ -149,19 +149,19 @@ impl Shared {
     }
 
     /// Pollers to send the tasks of these leases to, once they are durable.
-    pub fn await_leases(&self, pollers: impl Iterator<Item = (i64, oneshot::Sender<Delivery>)>) {
+    pub(super) fn await_leases(&self, pollers: impl Iterator<Item = (i64, oneshot::Sender<Delivery>)>) {
         self.deliveries().extend(pollers);
     }
 
     /// Leases that were not written: their pollers get nothing.
-    pub fn forget_deliveries(&self, ids: &[i64]) {
+    pub(super) fn forget_deliveries(&self, ids: &[i64]) {
         let mut deliveries = self.deliveries();
         for id in ids {
             deliveries.remove(id);
         }
     }
 
-    pub fn drop_deliveries(&self) {
+    pub(super) fn drop_deliveries(&self) {
         self.deliveries().clear();
     }
 }

@@ -18,7 +18,7 @@ async fn three_keys_get_their_weighted_shares() {
 
 /// Keys of weights 5/3/2 with deep backlogs: over 1,000 dispatches, every
 /// pair stays within |D_i/w_i − D_j/w_j| ≤ 1/w_i + 1/w_j at every instant.
-pub async fn three_keys_get_their_weighted_shares_on(backend: Backend) {
+pub(crate) async fn three_keys_get_their_weighted_shares_on(backend: Backend) {
     let server = TestServer::start_on(backend, Config::default()).await;
     let mut client = server.client.clone();
     let weights = [("five", 5.0), ("three", 3.0), ("two", 2.0)];

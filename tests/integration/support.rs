@@ -16,11 +16,11 @@ use tonic::transport::Channel;
 
 use crate::cassandra::Keyspace;
 
-pub type Client = MatchingClient<Channel>;
+pub(crate) type Client = MatchingClient<Channel>;
 
 /// Which store a test server runs on.
 #[derive(Clone, Copy, Debug)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// A fresh data directory.
     Embedded,
     /// A fresh keyspace on the test Cassandra node.
@@ -36,7 +36,7 @@ enum Home {
 }
 
 /// A server in this process, on a fresh store.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub client: Client,
     /// Where it serves gRPC.
     pub addr: SocketAddr,
@@ -48,21 +48,21 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    pub async fn start() -> TestServer {
+    pub(crate) async fn start() -> TestServer {
         TestServer::start_with(Config::default()).await
     }
 
-    pub async fn start_with(config: Config) -> TestServer {
+    pub(crate) async fn start_with(config: Config) -> TestServer {
         TestServer::start_on(Backend::Embedded, config).await
     }
 
-    pub async fn start_on(backend: Backend, config: Config) -> TestServer {
+    pub(crate) async fn start_on(backend: Backend, config: Config) -> TestServer {
         TestServer::start_timed(backend, config, Arc::new(SystemClock)).await
     }
 
     /// A server whose engines read time from `clock` (a `ManualClock` in tests
     /// of leases, retries and delays).
-    pub async fn start_timed(backend: Backend, mut config: Config, clock: SharedClock) -> TestServer {
+    pub(crate) async fn start_timed(backend: Backend, mut config: Config, clock: SharedClock) -> TestServer {
         let home = match backend {
             Backend::Embedded => {
                 let dir = tempfile::tempdir().expect("temporary directory");
@@ -87,12 +87,12 @@ impl TestServer {
     }
 
     /// A channel to the server, for other services' clients.
-    pub fn channel(&self) -> Channel {
+    pub(crate) fn channel(&self) -> Channel {
         self.channel.clone()
     }
 
     /// Shuts down in order and waits until the server has stopped.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.stop().await.expect("the server runs and stops cleanly");
         if let Home::Keyspace(keyspace) = self.home {
             keyspace.drop_keyspace().await;
@@ -100,7 +100,7 @@ impl TestServer {
     }
 }
 
-pub fn spec(key: &str, weight: f64, priority: u32, payload: &[u8]) -> pb::TaskSpec {
+pub(crate) fn spec(key: &str, weight: f64, priority: u32, payload: &[u8]) -> pb::TaskSpec {
     pb::TaskSpec {
         fairness_key: key.to_owned(),
         fairness_weight: weight,
@@ -110,16 +110,20 @@ pub fn spec(key: &str, weight: f64, priority: u32, payload: &[u8]) -> pb::TaskSp
     }
 }
 
-pub fn wait(d: Duration) -> Option<prost_types::Duration> {
+pub(crate) fn wait(d: Duration) -> Option<prost_types::Duration> {
     Some(prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 })
 }
 
-pub async fn add(client: &mut Client, queue: &str, spec: pb::TaskSpec) -> Result<pb::AddTaskResponse, tonic::Status> {
+pub(crate) async fn add(
+    client: &mut Client,
+    queue: &str,
+    spec: pb::TaskSpec,
+) -> Result<pb::AddTaskResponse, tonic::Status> {
     client.add_task(pb::AddTaskRequest { queue: queue.to_owned(), task: Some(spec) }).await.map(|r| r.into_inner())
 }
 
 /// Adds tasks in AddTasks batches; panics on any item error.
-pub async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> Vec<i64> {
+pub(crate) async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> Vec<i64> {
     let mut ids = Vec::with_capacity(specs.len());
     for chunk in specs.chunks(1000) {
         let response = client
@@ -137,7 +141,7 @@ pub async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>)
     ids
 }
 
-pub async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Option<pb::Task> {
+pub(crate) async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Option<pb::Task> {
     client
         .poll_task(pb::PollTaskRequest { queue: queue.to_owned(), worker_id: "test".into(), max_wait: wait(max_wait) })
         .await
@@ -146,7 +150,7 @@ pub async fn poll(client: &mut Client, queue: &str, max_wait: Duration) -> Optio
         .task
 }
 
-pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResponse {
+pub(crate) async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResponse {
     client
         .describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 })
         .await
@@ -157,7 +161,7 @@ pub async fn describe(client: &mut Client, queue: &str) -> pb::DescribeQueueResp
 /// The `fairway` binary, with none of this process's `FAIRWAY_*` variables:
 /// a test's server runs on the settings the test gives it, whatever the
 /// environment of the test run (`scripts/test.sh` exports its own knobs).
-pub fn fairway_command() -> Command {
+pub(crate) fn fairway_command() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_fairway"));
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("FAIRWAY_") {
@@ -168,7 +172,7 @@ pub fn fairway_command() -> Command {
 }
 
 /// A `fairway serve` process on port 0; its log goes to a temporary file.
-pub struct ServerProcess {
+pub(crate) struct ServerProcess {
     pub child: Child,
     pub addr: SocketAddr,
     log: tempfile::NamedTempFile,
@@ -176,17 +180,17 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     /// Starts the real binary on `data_dir` and waits for its `listening on` line.
-    pub fn start(data_dir: &Path) -> ServerProcess {
+    pub(crate) fn start(data_dir: &Path) -> ServerProcess {
         ServerProcess::start_on(&format!("embedded:{}", data_dir.display()), &[])
     }
 
     /// Starts the real binary on a store URL, with extra `FAIRWAY_*` settings.
-    pub fn start_on(store: &str, env: &[(&str, &str)]) -> ServerProcess {
+    pub(crate) fn start_on(store: &str, env: &[(&str, &str)]) -> ServerProcess {
         ServerProcess::start_listening(store, env, "127.0.0.1:0")
     }
 
     /// [`ServerProcess::start_on`], listening on `listen` (its name in a cluster).
-    pub fn start_listening(store: &str, env: &[(&str, &str)], listen: &str) -> ServerProcess {
+    pub(crate) fn start_listening(store: &str, env: &[(&str, &str)], listen: &str) -> ServerProcess {
         let log = tempfile::NamedTempFile::new().expect("a log file");
         let mut child = fairway_command()
             .args(["serve", "--listen", listen, "--store", store])
@@ -211,14 +215,14 @@ impl ServerProcess {
     }
 
     /// Sends a signal (`STOP`, `CONT`, `TERM`) to the process.
-    pub fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let status =
             Command::new("kill").args([format!("-{name}"), self.child.id().to_string()]).status().expect("run kill");
         assert!(status.success(), "kill -{name} failed");
     }
 
     /// SIGTERM, then waits for the orderly shutdown; returns what it logged.
-    pub fn terminate(mut self) -> String {
+    pub(crate) fn terminate(mut self) -> String {
         self.signal("TERM");
         let status = self.child.wait().expect("wait for the server");
         assert!(status.success(), "fairway serve exited with {status}: {}", self.log());
@@ -226,16 +230,16 @@ impl ServerProcess {
     }
 
     /// What the process has logged so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
-    pub async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         MatchingClient::connect(format!("http://{}", self.addr)).await.expect("connect")
     }
 
     /// SIGKILL: no shutdown code runs.
-    pub fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         self.child.kill().expect("kill -9");
         self.child.wait().expect("reap");
     }

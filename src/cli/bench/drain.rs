@@ -17,7 +17,7 @@ use super::server::{BenchServer, add_batch, complete_all, create_queue, poll_bat
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 
 #[derive(Args, Debug, Clone)]
-pub struct DrainArgs {
+pub(crate) struct DrainArgs {
     #[command(flatten)]
     pub common: Common,
     /// The backlog to fill, then drain.
@@ -38,7 +38,7 @@ pub struct DrainArgs {
 }
 
 impl DrainArgs {
-    pub fn defaults(common: &Common, tasks: u64) -> DrainArgs {
+    pub(crate) fn defaults(common: &Common, tasks: u64) -> DrainArgs {
         DrainArgs { common: common.clone(), tasks, keys: 1_000, producers: 4, workers: 16, poll_batch: 64 }
     }
 }
@@ -46,7 +46,7 @@ impl DrainArgs {
 const BATCH: u64 = 1_000;
 const MIB: f64 = 1024.0 * 1024.0;
 
-pub async fn run(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
+pub(super) async fn run(args: &DrainArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
     anyhow::ensure!(
         args.tasks > 0 && args.keys > 0 && args.producers > 0 && args.workers > 0,
         "counts must be at least 1"

@@ -25,7 +25,7 @@ use super::stats::{Zipf, jain_index, max_min_fair, quantile, sorted};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
+pub(super) enum Scenario {
     Weights,
     Zipf,
     Noisy,
@@ -33,7 +33,7 @@ pub enum Scenario {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct FairnessArgs {
+pub(crate) struct FairnessArgs {
     #[command(flatten)]
     pub common: Common,
     /// Which scenarios to run.
@@ -61,7 +61,7 @@ pub struct FairnessArgs {
 }
 
 impl FairnessArgs {
-    pub fn defaults(common: &Common) -> FairnessArgs {
+    pub(crate) fn defaults(common: &Common) -> FairnessArgs {
         FairnessArgs {
             common: common.clone(),
             only: vec![Scenario::Weights, Scenario::Zipf, Scenario::Noisy, Scenario::Priorities],
@@ -82,7 +82,7 @@ const QUIET_SHARE_OF_CAPACITY: f64 = 0.15;
 const WORKERS: u32 = 16;
 const QUIET: usize = 20;
 
-pub async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<Vec<ScenarioReport>> {
+pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<Vec<ScenarioReport>> {
     anyhow::ensure!(args.capacity >= 10.0 && args.capacity <= 100_000.0, "--capacity must be 10 to 100000 tasks/s");
     anyhow::ensure!(args.phase_seconds >= 2, "--phase-seconds must be at least 2");
     anyhow::ensure!(args.zipf_windows >= 1 && args.zipf_keys >= 2, "--zipf-windows ≥ 1 and --zipf-keys ≥ 2");

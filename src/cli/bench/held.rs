@@ -20,7 +20,7 @@ use super::server::{BenchServer, Client, add_batch, complete_all, create_queue, 
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 
 #[derive(Args, Debug, Clone)]
-pub struct HeldArgs {
+pub(crate) struct HeldArgs {
     #[command(flatten)]
     pub common: Common,
     /// Tasks of other keys dispatched and completed beside the held key.
@@ -45,7 +45,7 @@ const HELD: &str = "held";
 const WAITING: u64 = 999;
 const MIB: f64 = 1024.0 * 1024.0;
 
-pub async fn run(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
+pub(super) async fn run(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
     anyhow::ensure!(args.dispatches > 0 && args.keys > 0 && args.workers > 0, "counts must be at least 1");
     let held = if args.without_held_key {
         "no key held (baseline)".to_owned()

@@ -20,7 +20,7 @@ use super::stats::{Pace, quantile, sorted};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 
 #[derive(Args, Debug, Clone)]
-pub struct LatencyArgs {
+pub(crate) struct LatencyArgs {
     #[command(flatten)]
     pub common: Common,
     /// Tasks added, one AddTask each.
@@ -36,12 +36,12 @@ pub struct LatencyArgs {
 }
 
 impl LatencyArgs {
-    pub fn defaults(common: &Common) -> LatencyArgs {
+    pub(crate) fn defaults(common: &Common) -> LatencyArgs {
         LatencyArgs { common: common.clone(), tasks: 5_000, rate: 500.0, pollers: 64 }
     }
 }
 
-pub async fn run(args: &LatencyArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
+pub(crate) async fn run(args: &LatencyArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
     if args.tasks == 0 || args.pollers == 0 || !(args.rate > 0.0 && args.rate <= 100_000.0) {
         bail!("--tasks and --pollers must be at least 1, --rate in (0, 100000]");
     }
@@ -153,7 +153,7 @@ async fn once(args: &LatencyArgs, store: &BenchStore, run: u32, target_ms: f64) 
 }
 
 /// The empirical CDF of sorted values, thinned to at most 500 points.
-pub fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
+pub(crate) fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
     let step = (sorted.len() / 500).max(1);
     let n = sorted.len() as f64;
     let mut points: Vec<(f64, f64)> =

@@ -21,23 +21,23 @@ use super::stats::Pace;
 
 /// A fairness key of the load.
 #[derive(Clone, Debug)]
-pub struct LoadKey {
+pub(super) struct LoadKey {
     pub name: String,
     pub weight: f64,
     pub priority: u32,
 }
 
 impl LoadKey {
-    pub fn new(name: impl Into<String>) -> LoadKey {
+    pub(super) fn new(name: impl Into<String>) -> LoadKey {
         LoadKey { name: name.into(), weight: 1.0, priority: 0 }
     }
 }
 
 /// Picks the key of task number `n` given a uniform draw in `[0, 1)`.
-pub type Picker = Arc<dyn Fn(u64, f64) -> usize + Send + Sync>;
+pub(super) type Picker = Arc<dyn Fn(u64, f64) -> usize + Send + Sync>;
 
 /// What to run.
-pub struct Load {
+pub(super) struct Load {
     pub keys: Vec<LoadKey>,
     /// Tasks offered per second; `None`: all of `prefill` added before the workers start.
     pub rate: Option<f64>,
@@ -54,7 +54,7 @@ pub struct Load {
 
 /// One task handed to a worker.
 #[derive(Clone, Copy, Debug)]
-pub struct Dispatch {
+pub(super) struct Dispatch {
     /// Seconds from the start of the run.
     pub at: f64,
     pub key: u32,
@@ -64,7 +64,7 @@ pub struct Dispatch {
 
 /// Everything a run added and dispatched, in time order.
 #[derive(Debug, Default)]
-pub struct Trace {
+pub(super) struct Trace {
     /// (seconds from the start, key) of each add, when it was sent.
     pub added: Vec<(f64, u32)>,
     pub dispatched: Vec<Dispatch>,
@@ -72,7 +72,7 @@ pub struct Trace {
 }
 
 /// Runs `load` against `queue` and returns its trace.
-pub async fn run(client: &Client, queue: &str, load: Load, what: &str) -> anyhow::Result<Trace> {
+pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) -> anyhow::Result<Trace> {
     let epoch = Instant::now();
     let added = Arc::new(Mutex::new(Vec::new()));
     if load.prefill > 0 {

@@ -31,7 +31,7 @@ use plot::Chart;
 use report::{BenchReport, Measure, ScenarioReport};
 
 #[derive(Subcommand, Debug)]
-pub enum BenchCommand {
+pub(super) enum BenchCommand {
     /// Add → poll → complete per second through one queue, beside the raw
     /// write rate of the store.
     Throughput(throughput::ThroughputArgs),
@@ -52,7 +52,7 @@ pub enum BenchCommand {
 
 /// What every scenario takes.
 #[derive(Args, Debug, Clone)]
-pub struct Common {
+pub(super) struct Common {
     /// `cassandra://HOST:PORT/KEYSPACE` (the schema is applied if missing);
     /// by default a fresh embedded store per run, in a temporary directory.
     #[arg(long)]
@@ -66,7 +66,7 @@ pub struct Common {
 }
 
 #[derive(Args, Debug)]
-pub struct SuiteArgs {
+pub(super) struct SuiteArgs {
     #[command(flatten)]
     common: Common,
     /// Backlog of the drain scenario.
@@ -74,7 +74,7 @@ pub struct SuiteArgs {
     drain_tasks: u64,
 }
 
-pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
     let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
     let (common, scenarios) = match command {
         BenchCommand::Throughput(args) => {
@@ -116,7 +116,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
 }
 
 /// What one run of a scenario measured, and the charts it can draw.
-pub struct RunOutput {
+pub(super) struct RunOutput {
     pub measures: Vec<Measure>,
     pub charts: Vec<Chart>,
 }
@@ -146,7 +146,7 @@ where
 }
 
 /// The store the runs use.
-pub struct BenchStore {
+pub(super) struct BenchStore {
     cassandra: Option<String>,
 }
 

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 /// One line of a chart.
 #[derive(Clone, Debug)]
-pub struct Series {
+pub(crate) struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     /// Drawn thin and light, for targets and baselines.
@@ -20,23 +20,23 @@ pub struct Series {
 }
 
 impl Series {
-    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+    pub(crate) fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
         Series { name: name.into(), points, reference: false, colour: None }
     }
 
-    pub fn coloured(mut self, index: usize) -> Series {
+    pub(crate) fn coloured(mut self, index: usize) -> Series {
         self.colour = Some(index);
         self
     }
 
-    pub fn reference(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+    pub(crate) fn reference(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
         Series { reference: true, ..Series::new(name, points) }
     }
 }
 
 /// A chart: one or more panels side by side, sharing the y range.
 #[derive(Clone, Debug)]
-pub struct Chart {
+pub(crate) struct Chart {
     pub file: String,
     pub title: String,
     pub x_label: String,
@@ -88,7 +88,7 @@ const COLOURS: [RGBColor; 6] = [
 ];
 
 /// Draws `chart` into `dir` and returns the file's path.
-pub fn draw(chart: &Chart, dir: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn draw(chart: &Chart, dir: &Path) -> anyhow::Result<PathBuf> {
     register_font()?;
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let path = dir.join(&chart.file);

@@ -14,7 +14,7 @@ use super::stats::median;
 
 /// A design target a measure is held to.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub enum Bound {
+pub(crate) enum Bound {
     AtLeast(f64),
     AtMost(f64),
 }
@@ -37,7 +37,7 @@ impl Bound {
 
 /// One figure of one run.
 #[derive(Clone, Debug, Serialize)]
-pub struct Measure {
+pub(crate) struct Measure {
     pub name: String,
     pub unit: &'static str,
     /// With fair ordering (or the only figure, for scenarios without FIFO).
@@ -48,15 +48,15 @@ pub struct Measure {
 }
 
 impl Measure {
-    pub fn new(name: impl Into<String>, unit: &'static str, fairway: f64) -> Measure {
+    pub(crate) fn new(name: impl Into<String>, unit: &'static str, fairway: f64) -> Measure {
         Measure { name: name.into(), unit, fairway, fifo: None, target: None }
     }
 
-    pub fn beside_fifo(name: impl Into<String>, unit: &'static str, fairway: f64, fifo: f64) -> Measure {
+    pub(crate) fn beside_fifo(name: impl Into<String>, unit: &'static str, fairway: f64, fifo: f64) -> Measure {
         Measure { fifo: Some(fifo), ..Measure::new(name, unit, fairway) }
     }
 
-    pub fn target(mut self, bound: Bound) -> Measure {
+    pub(crate) fn target(mut self, bound: Bound) -> Measure {
         self.target = Some(bound);
         self
     }
@@ -64,7 +64,7 @@ impl Measure {
 
 /// A scenario repeated `runs` times.
 #[derive(Debug, Serialize)]
-pub struct ScenarioReport {
+pub(crate) struct ScenarioReport {
     pub scenario: String,
     pub settings: String,
     /// Per measure, the median over the runs.
@@ -75,7 +75,12 @@ pub struct ScenarioReport {
 }
 
 impl ScenarioReport {
-    pub fn new(scenario: &str, settings: String, runs: Vec<Vec<Measure>>, plots: Vec<PathBuf>) -> ScenarioReport {
+    pub(crate) fn new(
+        scenario: &str,
+        settings: String,
+        runs: Vec<Vec<Measure>>,
+        plots: Vec<PathBuf>,
+    ) -> ScenarioReport {
         let median = runs[0]
             .iter()
             .enumerate()
@@ -91,7 +96,7 @@ impl ScenarioReport {
     }
 
     /// The scenario as markdown: a table of medians with every run's figure.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = String::new();
         let runs = self.runs.len();
         let _ = writeln!(out, "### {}\n\n{}\n", self.scenario, self.settings);
@@ -131,7 +136,7 @@ impl ScenarioReport {
 
 /// Everything one `fairway bench` command measured.
 #[derive(Debug, Serialize)]
-pub struct BenchReport {
+pub(crate) struct BenchReport {
     pub command: String,
     pub store: String,
     pub machine: String,
@@ -139,7 +144,7 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = format!("## `{}`\n\nstore: {} · machine: {}\n\n", self.command, self.store, self.machine);
         for scenario in &self.scenarios {
             out.push_str(&scenario.markdown());
@@ -149,7 +154,7 @@ impl BenchReport {
     }
 
     /// Prints the markdown and writes `report.json` and `report.md` into `dir`.
-    pub fn publish(&self, dir: &Path) -> anyhow::Result<()> {
+    pub(crate) fn publish(&self, dir: &Path) -> anyhow::Result<()> {
         let markdown = self.markdown();
         println!("\n{markdown}");
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
@@ -163,7 +168,7 @@ impl BenchReport {
 
 /// A number as a table shows it: integers with thousands separators, small
 /// values with three significant decimals.
-pub fn number(value: f64) -> String {
+pub(crate) fn number(value: f64) -> String {
     if value.abs() >= 100.0 {
         let rounded = value.round() as i64;
         let digits = rounded.unsigned_abs().to_string();
@@ -183,7 +188,7 @@ pub fn number(value: f64) -> String {
 }
 
 /// A progress line on stderr, redrawn at most every 200 ms.
-pub struct Progress {
+pub(crate) struct Progress {
     what: String,
     total: u64,
     started: Instant,
@@ -192,13 +197,13 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(what: impl Into<String>, total: u64) -> Progress {
+    pub(crate) fn new(what: impl Into<String>, total: u64) -> Progress {
         Progress { what: what.into(), total, started: Instant::now(), drawn: None, finished: false }
     }
 
     /// `done` of the total, with a rate; `note` is appended. On a terminal
     /// the line is redrawn in place; in a log, a line every 10 s.
-    pub fn update(&mut self, done: u64, note: &str) {
+    pub(crate) fn update(&mut self, done: u64, note: &str) {
         if self.finished {
             return;
         }

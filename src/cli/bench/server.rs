@@ -14,10 +14,10 @@ use fairway::proto::v1 as pb;
 use super::BenchStore;
 use fairway::proto::v1::matching_client::MatchingClient;
 
-pub type Client = MatchingClient<tonic::transport::Channel>;
+pub(super) type Client = MatchingClient<tonic::transport::Channel>;
 
 /// A running server; killed when dropped, stopped in order by [`BenchServer::stop`].
-pub struct BenchServer {
+pub(super) struct BenchServer {
     child: Child,
     pub addr: String,
     /// The config file and the log.
@@ -29,7 +29,7 @@ pub struct BenchServer {
 impl BenchServer {
     /// Starts `fairway serve` on the run's store with `config` (TOML,
     /// without `listen` and `store`) and waits until it listens.
-    pub fn start(store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
+    pub(super) fn start(store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
         let (store, store_dir) = store.for_run()?;
         let dir = tempfile::tempdir().context("a temporary directory for the server's config")?;
         let config_path = dir.path().join("fairway.toml");
@@ -61,12 +61,12 @@ impl BenchServer {
         Ok(BenchServer { addr: addr.to_owned(), child, dir, _store_dir: store_dir })
     }
 
-    pub async fn client(&self) -> anyhow::Result<Client> {
+    pub(super) async fn client(&self) -> anyhow::Result<Client> {
         connect(&self.addr).await
     }
 
     /// The server's resident memory now and at its peak, in bytes (Linux).
-    pub fn memory(&self) -> Option<(u64, u64)> {
+    pub(super) fn memory(&self) -> Option<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let field = |name: &str| {
             let line = status.lines().find(|l| l.starts_with(name))?;
@@ -76,7 +76,7 @@ impl BenchServer {
     }
 
     /// SIGTERM, then waits for the orderly shutdown.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
+    pub(super) async fn stop(mut self) -> anyhow::Result<()> {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: `kill` has no memory effects; the pid is our own child, not yet reaped.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -101,7 +101,7 @@ fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
-pub async fn connect(server: &str) -> anyhow::Result<Client> {
+pub(super) async fn connect(server: &str) -> anyhow::Result<Client> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{server}"))?
         .connect()
         .await
@@ -110,7 +110,7 @@ pub async fn connect(server: &str) -> anyhow::Result<Client> {
 }
 
 /// Creates `queue` with `partitions` and waits until every partition has an owner.
-pub async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> anyhow::Result<()> {
+pub(super) async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> anyhow::Result<()> {
     client.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions }).await?;
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     for _ in 0..600 {
@@ -127,7 +127,7 @@ pub async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> 
 }
 
 /// Adds `specs` in one AddTasks call; an error if any item failed.
-pub async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> anyhow::Result<()> {
+pub(super) async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> anyhow::Result<()> {
     let response = client.add_tasks(pb::AddTasksRequest { queue: queue.to_owned(), tasks: specs }).await?;
     for result in response.into_inner().results {
         if let Some(pb::add_task_result::Outcome::Error(error)) = result.outcome {
@@ -138,7 +138,12 @@ pub async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec
 }
 
 /// Takes up to `max` tasks, waiting up to `wait` for the first.
-pub async fn poll_batch(client: &mut Client, queue: &str, max: u32, wait: Duration) -> anyhow::Result<Vec<pb::Task>> {
+pub(super) async fn poll_batch(
+    client: &mut Client,
+    queue: &str,
+    max: u32,
+    wait: Duration,
+) -> anyhow::Result<Vec<pb::Task>> {
     let request = pb::PollTasksRequest {
         queue: queue.to_owned(),
         worker_id: "bench".into(),
@@ -149,7 +154,7 @@ pub async fn poll_batch(client: &mut Client, queue: &str, max: u32, wait: Durati
 }
 
 /// Completes every task, concurrently (their finishes share writes).
-pub async fn complete_all(client: &Client, tasks: &[pb::Task]) -> anyhow::Result<()> {
+pub(super) async fn complete_all(client: &Client, tasks: &[pb::Task]) -> anyhow::Result<()> {
     let completions = tasks.iter().map(|task| {
         let mut client = client.clone();
         let lease_token = task.lease_token.clone();

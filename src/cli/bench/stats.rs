@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 /// The `q` quantile (0 to 1) of `sorted`, nearest rank; 0 when empty.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -14,13 +14,13 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Sorts in place and returns the slice, for [`quantile`].
-pub fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+pub(crate) fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
     values
 }
 
 /// The median of `values` (the lower middle for an even count); 0 when empty.
-pub fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let sorted = sorted(values.to_vec());
     if sorted.is_empty() { 0.0 } else { sorted[(sorted.len() - 1) / 2] }
 }
@@ -29,7 +29,7 @@ pub fn median(values: &[f64]) -> f64 {
 /// that want `demand`: no key gets more than it wants, and capacity left by
 /// a key that wants less goes to the others in proportion to their weights
 /// (water filling).
-pub fn max_min_fair(demand: &[f64], weights: &[f64], capacity: f64) -> Vec<f64> {
+pub(crate) fn max_min_fair(demand: &[f64], weights: &[f64], capacity: f64) -> Vec<f64> {
     let mut share = vec![0.0; demand.len()];
     let mut open: Vec<usize> = (0..demand.len()).filter(|&i| demand[i] > 0.0).collect();
     let mut left = capacity;
@@ -57,7 +57,7 @@ pub fn max_min_fair(demand: &[f64], weights: &[f64], capacity: f64) -> Vec<f64> 
 /// (keys with a zero optimum are left out): `(Σx)² / (n·Σx²)` with
 /// `x = got / fair`. 1 when every key got exactly its fair share, `1/n`
 /// when one key got everything.
-pub fn jain_index(got: &[f64], fair: &[f64]) -> f64 {
+pub(crate) fn jain_index(got: &[f64], fair: &[f64]) -> f64 {
     let x: Vec<f64> = got.iter().zip(fair).filter(|(_, f)| **f > 0.0).map(|(g, f)| g / f).collect();
     let sum: f64 = x.iter().sum();
     let squares: f64 = x.iter().map(|v| v * v).sum();
@@ -66,12 +66,12 @@ pub fn jain_index(got: &[f64], fair: &[f64]) -> f64 {
 
 /// Keys `0..n` drawn with probability proportional to `1 / (k + 1)^s`.
 #[derive(Clone, Debug)]
-pub struct Zipf {
+pub(crate) struct Zipf {
     cumulative: Vec<f64>,
 }
 
 impl Zipf {
-    pub fn new(n: usize, s: f64) -> Zipf {
+    pub(crate) fn new(n: usize, s: f64) -> Zipf {
         let mut total = 0.0;
         let cumulative = (0..n)
             .map(|k| {
@@ -83,13 +83,13 @@ impl Zipf {
     }
 
     /// The key for a uniform number `unit` in `[0, 1)`.
-    pub fn key(&self, unit: f64) -> usize {
+    pub(crate) fn key(&self, unit: f64) -> usize {
         self.cumulative.partition_point(|&c| c <= unit).min(self.cumulative.len() - 1)
     }
 
     /// The probability of key `k`.
     #[cfg(test)]
-    pub fn probability(&self, k: usize) -> f64 {
+    pub(crate) fn probability(&self, k: usize) -> f64 {
         self.cumulative[k] - if k == 0 { 0.0 } else { self.cumulative[k - 1] }
     }
 }
@@ -97,23 +97,23 @@ impl Zipf {
 /// Open-loop pacing at `rate` events per second: the `n`th event is due
 /// `n / rate` seconds after the start, whether or not earlier ones were late.
 #[derive(Clone, Copy, Debug)]
-pub struct Pace {
+pub(crate) struct Pace {
     started: Instant,
     rate: f64,
 }
 
 impl Pace {
-    pub fn new(rate: f64) -> Pace {
+    pub(crate) fn new(rate: f64) -> Pace {
         Pace { started: Instant::now(), rate }
     }
 
     /// When event number `n` (from 0) is due.
-    pub fn due(&self, n: u64) -> Instant {
+    pub(crate) fn due(&self, n: u64) -> Instant {
         self.started + Duration::from_secs_f64(n as f64 / self.rate)
     }
 
     /// Waits until event number `n` is due.
-    pub async fn wait_for(&self, n: u64) {
+    pub(crate) async fn wait_for(&self, n: u64) {
         tokio::time::sleep_until(self.due(n).into()).await;
     }
 }

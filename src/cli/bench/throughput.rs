@@ -20,7 +20,7 @@ use super::server::{BenchServer, Client, add_batch, complete_all, connect, creat
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 
 #[derive(Args, Debug, Clone)]
-pub struct ThroughputArgs {
+pub(crate) struct ThroughputArgs {
     #[command(flatten)]
     pub common: Common,
     /// Tasks to push through.
@@ -61,7 +61,7 @@ pub struct ThroughputArgs {
 }
 
 impl ThroughputArgs {
-    pub fn defaults(common: &Common) -> ThroughputArgs {
+    pub(crate) fn defaults(common: &Common) -> ThroughputArgs {
         ThroughputArgs {
             common: common.clone(),
             tasks: 100_000,
@@ -78,7 +78,7 @@ impl ThroughputArgs {
     }
 }
 
-pub async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
+pub(super) async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<ScenarioReport> {
     if args.tasks == 0 || args.producers == 0 || args.workers == 0 || args.batch == 0 {
         bail!("--tasks, --producers, --workers and --batch must be at least 1");
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-pub struct CassandraNodes {
+pub(super) struct CassandraNodes {
     script: PathBuf,
     /// Nodes 1..=count.
     pub count: u32,
@@ -18,7 +18,7 @@ pub struct CassandraNodes {
 
 impl CassandraNodes {
     /// The nodes of the cluster the script manages; fails unless all run.
-    pub async fn find(script: PathBuf, count: u32) -> anyhow::Result<CassandraNodes> {
+    pub(super) async fn find(script: PathBuf, count: u32) -> anyhow::Result<CassandraNodes> {
         let nodes = CassandraNodes { script, count, paused: Vec::new(), killed: Vec::new() };
         for n in 1..=count {
             let pid = nodes.pid(n).await?;
@@ -63,7 +63,7 @@ impl CassandraNodes {
     }
 
     /// `kill -9` of node `n`; waits until it is gone.
-    pub async fn kill(&mut self, n: u32) -> anyhow::Result<()> {
+    pub(super) async fn kill(&mut self, n: u32) -> anyhow::Result<()> {
         let pid = self.pid(n).await?;
         self.signal(n, libc::SIGKILL).await?;
         // SAFETY: signal 0 only checks that the process exists.
@@ -75,7 +75,7 @@ impl CassandraNodes {
     }
 
     /// `SIGSTOP` (`true`) or `SIGCONT` (`false`) of node `n`.
-    pub async fn pause(&mut self, n: u32, stop: bool) -> anyhow::Result<()> {
+    pub(super) async fn pause(&mut self, n: u32, stop: bool) -> anyhow::Result<()> {
         let pid = self.pid(n).await?;
         self.signal(n, if stop { libc::SIGSTOP } else { libc::SIGCONT }).await?;
         if stop {
@@ -88,14 +88,14 @@ impl CassandraNodes {
 
     /// Starts node `n` again on its data; returns once it accepts CQL and
     /// gossip has it up on the other running nodes (the script waits).
-    pub async fn restart(&mut self, n: u32) -> anyhow::Result<()> {
+    pub(super) async fn restart(&mut self, n: u32) -> anyhow::Result<()> {
         self.script(&["restart-node", &n.to_string()]).await?;
         self.killed.retain(|&k| k != n);
         Ok(())
     }
 
     /// Resumes and restarts whatever the nemesis left down.
-    pub async fn heal(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn heal(&mut self) -> anyhow::Result<()> {
         for (n, _) in self.paused.clone() {
             self.pause(n, false).await?;
         }

@@ -32,7 +32,7 @@ use self::nodes::{Launch, MEMBER_TIMEOUT_MS, Node};
 use self::workload::{Client, QUEUE, Recorder, Traffic};
 
 #[derive(Subcommand, Debug)]
-pub enum ChaosCommand {
+pub(super) enum ChaosCommand {
     /// Run a scenario and check its history.
     Run(RunArgs),
     /// Check a history file written by a run.
@@ -40,7 +40,7 @@ pub enum ChaosCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     #[arg(long, value_enum)]
     scenario: Scenario,
     /// How long faults are injected (then the run heals and drains), e.g. `5m`.
@@ -70,7 +70,7 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct CheckArgs {
+pub(super) struct CheckArgs {
     /// A `history.jsonl` written by `fairway chaos run`.
     history: PathBuf,
     /// The lease timeout of the run's nodes.
@@ -82,7 +82,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     fairway::config::duration_serde::parse(text).map_err(|e| format!("{text:?}: {e} (e.g. 90s, 5m)"))
 }
 
-pub async fn run(command: ChaosCommand) -> anyhow::Result<()> {
+pub(super) async fn run(command: ChaosCommand) -> anyhow::Result<()> {
     let report = match command {
         ChaosCommand::Check(args) => {
             let text =

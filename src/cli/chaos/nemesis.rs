@@ -17,7 +17,7 @@ use super::workload::{Client, QUEUE, Recorder, Traffic};
 
 /// The faults of a scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
+pub(super) enum Scenario {
     /// Every 10 s, `kill -9` of a random Fairway node, started again 3 s later at its address.
     Kill,
     /// Every 10 s, `SIGSTOP` of a random Fairway node for 2 s (less than the member timeout).
@@ -52,7 +52,7 @@ impl Scenario {
     /// The nodes' lease timeout. Pausing an owner hurts most with leases
     /// longer than the pause (visits run for minutes): it then wakes up with
     /// no expiry to write.
-    pub fn lease_timeout(self) -> Duration {
+    pub(super) fn lease_timeout(self) -> Duration {
         match self {
             Scenario::PauseOwner => Duration::from_secs(20),
             _ => Duration::from_secs(3),
@@ -60,23 +60,23 @@ impl Scenario {
     }
 
     /// How long a worker is busy with each task while faults run.
-    pub fn task_time(self) -> Duration {
+    pub(super) fn task_time(self) -> Duration {
         // Long tasks, as visits are: a backlog waits.
         Duration::from_millis(if self == Scenario::PauseOwner { 1_500 } else { 100 })
     }
 
     /// Network partitions: nodes under user ids of their own, and `iptables`.
-    pub fn cuts_the_network(self) -> bool {
+    pub(super) fn cuts_the_network(self) -> bool {
         matches!(self, Scenario::CutStore | Scenario::CutPeers)
     }
 
     /// Faults of Cassandra nodes: a cluster of three, replication factor 3.
-    pub fn faults_cassandra(self) -> bool {
+    pub(super) fn faults_cassandra(self) -> bool {
         matches!(self, Scenario::CassandraKill | Scenario::CassandraPause | Scenario::CassandraQuorumLoss)
     }
 }
 
-pub struct Nemesis {
+pub(super) struct Nemesis {
     pub scenario: Scenario,
     pub nodes: Vec<Node>,
     pub admin: Client,
@@ -108,7 +108,7 @@ impl Nemesis {
     }
 
     /// One fault of the scenario; returns once it is over (or the run's end has come).
-    pub async fn step(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn step(&mut self) -> anyhow::Result<()> {
         match self.scenario {
             Scenario::Kill => {
                 self.wait(Duration::from_secs(7)).await;
@@ -228,7 +228,7 @@ impl Nemesis {
     }
 
     /// Resumes, restarts and reconnects whatever is down, so that the run can drain.
-    pub async fn heal(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn heal(&mut self) -> anyhow::Result<()> {
         if let Some(firewall) = &self.firewall {
             firewall.heal()?;
         }
@@ -246,7 +246,7 @@ impl Nemesis {
         Ok(())
     }
 
-    pub fn nodes_up(&self) -> usize {
+    pub(super) fn nodes_up(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_up() && !n.is_paused()).count()
     }
 }

@@ -15,10 +15,10 @@ use anyhow::{Context, bail};
 const CHAIN: &str = "FAIRWAY_CHAOS";
 
 /// The first group id given to a node; node `i` runs with `NODE_GID_BASE + i`.
-pub const NODE_GID_BASE: u32 = 47_000;
+pub(super) const NODE_GID_BASE: u32 = 47_000;
 
 #[derive(Debug)]
-pub struct Firewall {
+pub(super) struct Firewall {
     _private: (),
 }
 
@@ -42,7 +42,7 @@ fn must(args: &[&str]) -> anyhow::Result<()> {
 impl Firewall {
     /// Creates the run's chain (emptied if a run left it) and jumps to it.
     /// Needs root and `iptables`.
-    pub fn install() -> anyhow::Result<Firewall> {
+    pub(super) fn install() -> anyhow::Result<Firewall> {
         // SAFETY: geteuid reads the process's credentials; it cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             bail!("network partitions need root (iptables rules, and nodes with group ids of their own)");
@@ -57,13 +57,13 @@ impl Firewall {
     }
 
     /// Drops what the node of group `gid` sends to TCP port `port`.
-    pub fn cut(&self, gid: u32, port: u16) -> anyhow::Result<()> {
+    pub(super) fn cut(&self, gid: u32, port: u16) -> anyhow::Result<()> {
         let (gid, port) = (gid.to_string(), port.to_string());
         must(&["-A", CHAIN, "-p", "tcp", "-m", "owner", "--gid-owner", &gid, "--dport", &port, "-j", "DROP"])
     }
 
     /// Removes every cut.
-    pub fn heal(&self) -> anyhow::Result<()> {
+    pub(super) fn heal(&self) -> anyhow::Result<()> {
         must(&["-F", CHAIN])
     }
 }

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, bail};
 
 /// Cluster settings that make faults show within seconds.
-pub const NODE_ENV: &[(&str, &str)] = &[
+pub(super) const NODE_ENV: &[(&str, &str)] = &[
     ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
     ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
     ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
@@ -27,11 +27,11 @@ pub const NODE_ENV: &[(&str, &str)] = &[
 ];
 
 /// The member timeout of [`NODE_ENV`], in ms.
-pub const MEMBER_TIMEOUT_MS: u64 = 3_000;
+pub(super) const MEMBER_TIMEOUT_MS: u64 = 3_000;
 
 /// How the nodes of a run are started.
 #[derive(Clone, Debug)]
-pub struct Launch {
+pub(super) struct Launch {
     /// The `fairway` binary the nodes run (this one, or a build under test).
     pub binary: PathBuf,
     pub store: String,
@@ -40,7 +40,7 @@ pub struct Launch {
     pub own_gids: bool,
 }
 
-pub struct Node {
+pub(super) struct Node {
     pub addr: String,
     /// The group id the node runs with, when it has one of its own.
     pub gid: Option<u32>,
@@ -52,7 +52,7 @@ pub struct Node {
 
 impl Node {
     /// Starts node `index` at a free loopback port; its log goes to `log`.
-    pub fn start(launch: &Launch, index: u32, log: PathBuf) -> anyhow::Result<Node> {
+    pub(super) fn start(launch: &Launch, index: u32, log: PathBuf) -> anyhow::Result<Node> {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a free port")?;
         let addr = probe.local_addr()?.to_string();
         drop(probe);
@@ -62,20 +62,20 @@ impl Node {
         Ok(node)
     }
 
-    pub fn port(&self) -> u16 {
+    pub(super) fn port(&self) -> u16 {
         self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("an address of our own making")
     }
 
-    pub fn is_up(&self) -> bool {
+    pub(super) fn is_up(&self) -> bool {
         self.child.is_some()
     }
 
-    pub fn is_paused(&self) -> bool {
+    pub(super) fn is_paused(&self) -> bool {
         self.paused
     }
 
     /// Starts the process again at the same address, and waits until it listens.
-    pub fn restart(&mut self) -> anyhow::Result<()> {
+    pub(super) fn restart(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).context("the node's log")?;
         let mut command = Command::new(&self.launch.binary);
         for (name, _) in std::env::vars_os() {
@@ -122,7 +122,7 @@ impl Node {
     }
 
     /// `kill -9`.
-    pub fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -131,7 +131,7 @@ impl Node {
     }
 
     /// `SIGSTOP` (`true`) or `SIGCONT` (`false`).
-    pub fn pause(&mut self, stop: bool) {
+    pub(super) fn pause(&mut self, stop: bool) {
         if let Some(child) = &self.child {
             let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
             // SAFETY: `kill` has no memory effects; the pid is our own child, not yet reaped.
@@ -141,7 +141,7 @@ impl Node {
     }
 
     /// Resumes and starts whatever is down, so that the run can drain.
-    pub fn heal(&mut self) -> anyhow::Result<()> {
+    pub(super) fn heal(&mut self) -> anyhow::Result<()> {
         if self.paused {
             self.pause(false);
         }

@@ -16,11 +16,11 @@ use fairway::chaos::history::{Entry, Op, Outcome};
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 
-pub const QUEUE: &str = "chaos";
+pub(super) const QUEUE: &str = "chaos";
 
 /// Where clients send their operations, and when the run began.
 #[derive(Clone)]
-pub struct Recorder {
+pub(super) struct Recorder {
     began: Instant,
     entries: mpsc::UnboundedSender<Entry>,
     /// When the last delivery was recorded, in ms since the run began.
@@ -30,7 +30,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(began: Instant) -> (Recorder, mpsc::UnboundedReceiver<Entry>) {
+    pub(super) fn new(began: Instant) -> (Recorder, mpsc::UnboundedReceiver<Entry>) {
         let (entries, received) = mpsc::unbounded_channel();
         let recorder = Recorder {
             began,
@@ -42,11 +42,18 @@ impl Recorder {
         (recorder, received)
     }
 
-    pub fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.began.elapsed().as_millis() as u64
     }
 
-    pub fn record(&self, process: u32, start_ms: u64, result: Result<(), &tonic::Status>, applied: Outcome, op: Op) {
+    pub(super) fn record(
+        &self,
+        process: u32,
+        start_ms: u64,
+        result: Result<(), &tonic::Status>,
+        applied: Outcome,
+        op: Op,
+    ) {
         let (outcome, error) = match result {
             Ok(()) => (Outcome::Ok, String::new()),
             Err(status) => (classify(status, applied), format!("{:?}", status.code())),
@@ -65,21 +72,21 @@ impl Recorder {
         let _ = self.entries.send(entry);
     }
 
-    pub fn acknowledged_adds(&self) -> u64 {
+    pub(super) fn acknowledged_adds(&self) -> u64 {
         self.acknowledged_adds.load(Ordering::Relaxed)
     }
 
     /// Deliveries so far, redeliveries included.
-    pub fn deliveries(&self) -> u64 {
+    pub(super) fn deliveries(&self) -> u64 {
         self.deliveries.load(Ordering::Relaxed)
     }
 
     /// How long since a task was last delivered.
-    pub fn since_last_delivery(&self) -> Duration {
+    pub(super) fn since_last_delivery(&self) -> Duration {
         Duration::from_millis(self.now_ms().saturating_sub(self.last_delivery_ms.load(Ordering::Acquire)))
     }
 
-    pub fn nemesis(&self, what: String) {
+    pub(super) fn nemesis(&self, what: String) {
         let at = self.now_ms();
         let entry = Entry {
             process: 0,
@@ -115,7 +122,7 @@ fn classify(status: &tonic::Status, applied: Outcome) -> Outcome {
 /// load balancer that drained it would), producers and workers to hold
 /// off, workers to rush through their tasks, producers to start new keys.
 #[derive(Debug, Default)]
-pub struct Traffic {
+pub(super) struct Traffic {
     avoided: Mutex<Option<String>>,
     producers_held: AtomicBool,
     workers_held: AtomicBool,
@@ -127,7 +134,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    pub fn avoid(&self, node: Option<String>) {
+    pub(super) fn avoid(&self, node: Option<String>) {
         *self.avoided.lock().expect("not poisoned") = node;
     }
 
@@ -135,27 +142,27 @@ impl Traffic {
         self.avoided.lock().expect("not poisoned").as_deref() == Some(node)
     }
 
-    pub fn hold_producers(&self, held: bool) {
+    pub(super) fn hold_producers(&self, held: bool) {
         self.producers_held.store(held, Ordering::Release);
     }
 
-    pub fn hold_workers(&self, held: bool) {
+    pub(super) fn hold_workers(&self, held: bool) {
         self.workers_held.store(held, Ordering::Release);
     }
 
     /// Workers take no time over their tasks (they are slow otherwise while
     /// faults run), and fail none.
-    pub fn rush_workers(&self, rushed: bool) {
+    pub(super) fn rush_workers(&self, rushed: bool) {
         self.workers_rushed.store(rushed, Ordering::Release);
     }
 
     /// Producers add under keys never seen before from now on.
-    pub fn new_keys(&self) {
+    pub(super) fn new_keys(&self) {
         self.key_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// No worker is polling or busy with a task.
-    pub fn workers_idle(&self) -> bool {
+    pub(super) fn workers_idle(&self) -> bool {
         self.workers_busy.load(Ordering::Acquire) == 0
     }
 }
@@ -184,7 +191,7 @@ const RETURN_HOME_AFTER: Duration = Duration::from_secs(5);
 /// node a while later, as clients behind a load balancer come back to a
 /// node that restarted: otherwise every fault would herd more clients onto
 /// fewer nodes, and a run would end up exercising one node.
-pub struct Client {
+pub(super) struct Client {
     nodes: Vec<String>,
     home: usize,
     turn: usize,
@@ -195,7 +202,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(nodes: Vec<String>, home: usize, traffic: Arc<Traffic>) -> Client {
+    pub(super) fn new(nodes: Vec<String>, home: usize, traffic: Arc<Traffic>) -> Client {
         let home = home % nodes.len();
         Client { nodes, home, turn: home, away_since: None, client: None, traffic }
     }
@@ -248,7 +255,7 @@ impl Client {
     }
 
     /// The queue as the current node describes it, or `None` (and the next node next time).
-    pub async fn describe(&mut self, request: pb::DescribeQueueRequest) -> Option<pb::DescribeQueueResponse> {
+    pub(super) async fn describe(&mut self, request: pb::DescribeQueueRequest) -> Option<pb::DescribeQueueResponse> {
         match self.get().describe_queue(request).await {
             Ok(response) => Some(response.into_inner()),
             Err(_) => {
@@ -258,7 +265,7 @@ impl Client {
         }
     }
 
-    pub async fn create_queue(&mut self, request: pb::CreateQueueRequest) -> Result<(), tonic::Status> {
+    pub(super) async fn create_queue(&mut self, request: pb::CreateQueueRequest) -> Result<(), tonic::Status> {
         let created = self.get().create_queue(request).await.map(|_| ());
         if created.is_err() {
             self.next_node();
@@ -269,7 +276,13 @@ impl Client {
 
 /// Adds tasks `p{process}-{n}` until `stop`, one at a time, `pause` apart.
 /// Keys change every 100 tasks, so that new keys keep arriving.
-pub async fn produce(process: u32, mut client: Client, recorder: Recorder, stop: Arc<AtomicBool>, pause: Duration) {
+pub(super) async fn produce(
+    process: u32,
+    mut client: Client,
+    recorder: Recorder,
+    stop: Arc<AtomicBool>,
+    pause: Duration,
+) {
     let mut n = 0u64;
     let traffic = client.traffic.clone();
     while !stop.load(Ordering::Acquire) {
@@ -297,7 +310,7 @@ pub async fn produce(process: u32, mut client: Client, recorder: Recorder, stop:
 /// ten first) and fails the tenth (retryable). Each task takes `busy` while
 /// `slow` is set: workers slower than the producers keep a backlog waiting,
 /// as loader workers on visits do.
-pub async fn work(
+pub(super) async fn work(
     process: u32,
     mut client: Client,
     recorder: Recorder,

@@ -26,7 +26,7 @@ const BATCH: usize = 1000;
 /// From a visit leaving the queue to the loader starting it.
 const DISPATCH_MS: i64 = 1000;
 /// Chance that a visit of a live origin fails.
-pub const FAIL_SHARE: f64 = 0.02;
+pub(super) const FAIL_SHARE: f64 = 0.02;
 /// Visit durations: log-normal, median 60 s, σ = 1 (mean ≈ 100 s), kept
 /// within 5 s and 2 h; a not-found visit takes 5 to 15 s.
 const MEDIAN_VISIT_S: f64 = 60.0;
@@ -34,7 +34,7 @@ const SIGMA: f64 = 1.0;
 
 /// What differs between the arms.
 #[derive(Clone, Debug)]
-pub struct ArmSpec {
+pub(crate) struct ArmSpec {
     pub name: &'static str,
     pub config: SchedulerConfig,
     pub order: Order,
@@ -42,7 +42,7 @@ pub struct ArmSpec {
 
 /// What both arms share besides the forge.
 #[derive(Clone, Copy, Debug)]
-pub struct Capacity {
+pub(crate) struct Capacity {
     pub loaders: u32,
     pub host_limit: u32,
 }
@@ -58,7 +58,7 @@ type Event = Reverse<(i64, u8, u64, u32)>;
 
 /// Runs one arm to the end of the forge's time; `clock` follows its
 /// virtual time (for a progress display).
-pub async fn run(
+pub(super) async fn run(
     forge: Arc<Forge>,
     spec: &ArmSpec,
     capacity: Capacity,

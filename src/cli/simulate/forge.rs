@@ -10,7 +10,7 @@ use fairway::hash::splitmix64;
 
 /// What the forge is made of.
 #[derive(Clone, Debug)]
-pub struct ForgeParams {
+pub(crate) struct ForgeParams {
     pub origins: u32,
     pub listers: usize,
     pub start: i64,
@@ -19,23 +19,23 @@ pub struct ForgeParams {
 }
 
 /// Share of origins that are dead: every visit finds nothing.
-pub const DEAD_SHARE: f64 = 0.05;
+pub(super) const DEAD_SHARE: f64 = 0.05;
 /// Share of origins created during the run (the others exist at the start).
-pub const NEW_SHARE: f64 = 0.10;
+pub(super) const NEW_SHARE: f64 = 0.10;
 /// Size of the biggest lister over the smallest.
-pub const SIZE_SPREAD: f64 = 1000.0;
+pub(super) const SIZE_SPREAD: f64 = 1000.0;
 /// Hosts of the one lister spread over many hosts.
-pub const SPREAD_HOSTS: u32 = 50;
+pub(super) const SPREAD_HOSTS: u32 = 50;
 /// Rank of that lister (0 is the biggest).
-pub const SPREAD_RANK: usize = 3;
+pub(super) const SPREAD_RANK: usize = 3;
 
 /// Update rates (per day) and the share of origins at each: most origins
 /// change rarely, a few several times a day.
-pub const RATE_MIX: [(f64, f64); 5] =
+pub(super) const RATE_MIX: [(f64, f64); 5] =
     [(0.50, 1.0 / 365.0), (0.30, 1.0 / 60.0), (0.14, 1.0 / 10.0), (0.05, 0.5), (0.01, 2.0)];
 
 #[derive(Clone, Debug)]
-pub struct Lister {
+pub(crate) struct Lister {
     pub name: String,
     /// Origin ids, contiguous: those existing at the start first, then the
     /// new ones in order of creation.
@@ -49,7 +49,7 @@ pub struct Lister {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub struct Origin {
+pub(crate) struct Origin {
     pub lister: u16,
     pub host: u32,
     pub dead: bool,
@@ -62,7 +62,7 @@ pub struct Origin {
 }
 
 #[derive(Clone, Debug)]
-pub struct Forge {
+pub(crate) struct Forge {
     pub params: ForgeParams,
     pub listers: Vec<Lister>,
     pub origins: Vec<Origin>,
@@ -72,20 +72,20 @@ pub struct Forge {
 /// Where an origin's update process stands: `count` updates at or before
 /// some time, the last of them at `last`, the next at `next`.
 #[derive(Clone, Copy, Debug)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     pub count: u32,
     pub last: i64,
     pub next: i64,
 }
 
 /// A uniform number in [0, 1) for draw `what` of `key`.
-pub fn unit(seed: u64, key: u64, what: u64) -> f64 {
+pub(super) fn unit(seed: u64, key: u64, what: u64) -> f64 {
     let h = splitmix64(seed ^ splitmix64(key.wrapping_mul(0x1000_0001) ^ splitmix64(what)));
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl Forge {
-    pub fn new(params: ForgeParams) -> Forge {
+    pub(crate) fn new(params: ForgeParams) -> Forge {
         let seed = params.seed;
         let n = params.listers;
         // Sizes fall geometrically with rank, the biggest SIZE_SPREAD times the smallest.
@@ -156,22 +156,22 @@ impl Forge {
         Forge { params, listers, origins, hosts }
     }
 
-    pub fn end(&self) -> i64 {
+    pub(crate) fn end(&self) -> i64 {
         self.params.start + i64::from(self.params.days) * DAY_MS
     }
 
     /// The origin's URL; [`Forge::id_of`] reads the id back.
-    pub fn url(&self, id: u32) -> String {
+    pub(crate) fn url(&self, id: u32) -> String {
         let origin = &self.origins[id as usize];
         format!("https://{}/r{id}", self.hosts[origin.host as usize])
     }
 
-    pub fn id_of(url: &str) -> Option<u32> {
+    pub(crate) fn id_of(url: &str) -> Option<u32> {
         url.rsplit_once("/r").and_then(|(_, id)| id.parse().ok())
     }
 
     /// Where an origin's updates begin: none yet, the first one ahead.
-    pub fn cursor(&self, id: u32) -> Cursor {
+    pub(crate) fn cursor(&self, id: u32) -> Cursor {
         let origin = &self.origins[id as usize];
         let from = origin.created.max(self.params.start);
         Cursor { count: 0, last: origin.updated_before, next: self.update_after(id, 0, from) }
@@ -179,7 +179,7 @@ impl Forge {
 
     /// Moves `cursor` over every update at or before `through`, calling
     /// `each` with its time.
-    pub fn advance(&self, id: u32, cursor: &mut Cursor, through: i64, mut each: impl FnMut(i64)) {
+    pub(crate) fn advance(&self, id: u32, cursor: &mut Cursor, through: i64, mut each: impl FnMut(i64)) {
         while cursor.next <= through {
             each(cursor.next);
             cursor.last = cursor.next;

@@ -22,14 +22,14 @@ const NONE: i64 = i64::MAX;
 
 /// How a visit ends, decided from the forge's truth when it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
+pub(super) enum Ending {
     /// A successful visit and the origin's version it found.
     Version(u32),
     Failed,
     NotFound,
 }
 
-pub struct Tracker<'f> {
+pub(super) struct Tracker<'f> {
     forge: &'f Forge,
     /// Updates taken by successful visits.
     visited: Vec<Cursor>,
@@ -49,7 +49,7 @@ pub struct Tracker<'f> {
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub eventful: u64,
     pub uneventful: u64,
     pub failed: u64,
@@ -57,19 +57,19 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn visits(&self) -> u64 {
+    pub(crate) fn visits(&self) -> u64 {
         self.eventful + self.uneventful + self.failed + self.not_found
     }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Day {
+pub(crate) struct Day {
     pub visits: u64,
     pub useful: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ListerFigures {
+pub(crate) struct ListerFigures {
     pub name: String,
     pub origins: u64,
     pub dated: bool,
@@ -84,7 +84,7 @@ pub struct ListerFigures {
 
 /// Quantiles of a measure in hours.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub count: u64,
     pub mean_h: f64,
     pub p50_h: f64,
@@ -103,7 +103,7 @@ impl Spread {
 
 /// One arm's measures.
 #[derive(Clone, Debug, Serialize)]
-pub struct ArmSummary {
+pub(crate) struct ArmSummary {
     pub arm: String,
     pub counts: Counts,
     pub visits: u64,
@@ -136,7 +136,7 @@ pub struct ArmSummary {
 }
 
 impl<'f> Tracker<'f> {
-    pub fn new(forge: &'f Forge) -> Tracker<'f> {
+    pub(super) fn new(forge: &'f Forge) -> Tracker<'f> {
         let n = forge.origins.len();
         let cursors: Vec<Cursor> = (0..n as u32).map(|id| forge.cursor(id)).collect();
         let by_lister = forge
@@ -167,7 +167,7 @@ impl<'f> Tracker<'f> {
     }
 
     /// A listing at `now` reports the origin: its last update then.
-    pub fn listed(&mut self, id: u32, now: i64) -> i64 {
+    pub(super) fn listed(&mut self, id: u32, now: i64) -> i64 {
         let i = id as usize;
         if self.first_listed[i] == NONE {
             self.first_listed[i] = now;
@@ -179,7 +179,7 @@ impl<'f> Tracker<'f> {
 
     /// A visit of `id` starts at `at` and will end as `outcome` says (`None`:
     /// a successful visit, whose version is read here). Returns what it found.
-    pub fn visit(&mut self, id: u32, at: i64, outcome: Option<Ending>) -> Ending {
+    pub(super) fn visit(&mut self, id: u32, at: i64, outcome: Option<Ending>) -> Ending {
         let i = id as usize;
         let lister = self.forge.origins[i].lister as usize;
         if self.first_visit[i] == NONE {
@@ -229,12 +229,12 @@ impl<'f> Tracker<'f> {
     }
 
     /// A loader is busy from `from` to `to` (counted within the run).
-    pub fn busy(&mut self, from: i64, to: i64) {
+    pub(super) fn busy(&mut self, from: i64, to: i64) {
         self.busy_ms += to.min(self.forge.end()) - from.min(self.forge.end());
     }
 
     /// The measures at the end of the run.
-    pub fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32), loaders: u32) -> ArmSummary {
+    pub(super) fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32), loaders: u32) -> ArmSummary {
         let end = self.forge.end();
         let start = self.forge.params.start;
         let mut unpicked = 0u64;

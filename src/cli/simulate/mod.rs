@@ -38,7 +38,7 @@ use report::SimReport;
 const START_MS: i64 = 1_767_225_600_000;
 
 #[derive(Args, Debug, Clone)]
-pub struct SimulateArgs {
+pub(super) struct SimulateArgs {
     /// Origins of the forge (a tenth of them appear during the run).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1_000..=5_000_000))]
     origins: u32,
@@ -63,7 +63,7 @@ pub struct SimulateArgs {
 
 /// A scenario, as the arms run it.
 #[derive(Clone, Debug)]
-pub struct Scenario {
+pub(super) struct Scenario {
     pub forge: ForgeParams,
     pub capacity: Capacity,
 }
@@ -94,7 +94,7 @@ impl SimulateArgs {
 }
 
 /// The two arms.
-pub fn arms() -> [ArmSpec; 2] {
+pub(super) fn arms() -> [ArmSpec; 2] {
     let fairway = SchedulerConfig::default();
     let baseline = SchedulerConfig {
         sharing: Sharing::PolicyWeights,
@@ -113,7 +113,10 @@ type Progress<'a> = &'a mut dyn FnMut(&[i64]);
 /// Runs both arms, each on its own thread. With `progress`, the caller's
 /// thread calls it every 200 ms of wall time with each arm's virtual time
 /// (for display only: the arms never read the wall clock).
-pub fn simulate(scenario: &Scenario, progress: Option<Progress<'_>>) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
+pub(super) fn simulate(
+    scenario: &Scenario,
+    progress: Option<Progress<'_>>,
+) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
     let forge = Arc::new(Forge::new(scenario.forge.clone()));
     let specs = arms();
     let clocks: Vec<AtomicI64> = specs.iter().map(|_| AtomicI64::new(scenario.forge.start)).collect();
@@ -142,7 +145,7 @@ pub fn simulate(scenario: &Scenario, progress: Option<Progress<'_>>) -> anyhow::
     Ok((forge, results))
 }
 
-pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let scenario = args.scenario()?;
     let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
     let started = Instant::now();

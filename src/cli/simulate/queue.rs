@@ -23,7 +23,7 @@ use super::forge::Forge;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Order {
+pub(crate) enum Order {
     /// Fair across fairness keys (equal weights).
     Fair,
     /// By arrival.
@@ -33,7 +33,7 @@ pub enum Order {
 /// A waiting visit's place: priority (strict), pass, arrival.
 type Level = (u32, i64, u64);
 
-pub struct SimQueue {
+pub(super) struct SimQueue {
     forge: Arc<Forge>,
     state: Mutex<State>,
 }
@@ -60,7 +60,7 @@ struct State {
 }
 
 impl SimQueue {
-    pub fn new(forge: Arc<Forge>, order: Order, host_limit: u32) -> SimQueue {
+    pub(super) fn new(forge: Arc<Forge>, order: Order, host_limit: u32) -> SimQueue {
         let hosts = forge.hosts.len();
         let state = State {
             order,
@@ -85,7 +85,7 @@ impl SimQueue {
     }
 
     /// A free loader takes the next visit it may run: its origin.
-    pub fn take(&self) -> Option<u32> {
+    pub(super) fn take(&self) -> Option<u32> {
         let mut s = self.lock();
         let (level, host) = s.heads.pop_first()?;
         s.head_of[host as usize] = None;
@@ -103,7 +103,7 @@ impl SimQueue {
     }
 
     /// A visit ended: its loader and its host's slot are free.
-    pub fn finished(&self, origin: u32) {
+    pub(super) fn finished(&self, origin: u32) {
         let host = self.forge.origins[origin as usize].host;
         let mut s = self.lock();
         s.running[host as usize] -= 1;
@@ -111,12 +111,12 @@ impl SimQueue {
         s.refresh_head(host);
     }
 
-    pub fn waiting(&self) -> u64 {
+    pub(super) fn waiting(&self) -> u64 {
         self.lock().waiting.len() as u64
     }
 
     /// The most visits any host ran at once, and the limit.
-    pub fn peak_per_host(&self) -> (u32, u32) {
+    pub(super) fn peak_per_host(&self) -> (u32, u32) {
         let s = self.lock();
         (s.peak.iter().copied().max().unwrap_or(0), s.host_limit)
     }

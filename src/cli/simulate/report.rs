@@ -18,7 +18,7 @@ use crate::cli::bench::plot::{self, Chart, Series};
 use crate::cli::bench::report::number;
 
 #[derive(Debug, Serialize)]
-pub struct SimReport {
+pub(super) struct SimReport {
     pub command: String,
     pub machine: String,
     pub wall_seconds: f64,
@@ -34,7 +34,13 @@ pub struct SimReport {
 }
 
 impl SimReport {
-    pub fn new(command: String, scenario: &Scenario, forge: &Forge, arms: Vec<ArmSummary>, wall: f64) -> SimReport {
+    pub(super) fn new(
+        command: String,
+        scenario: &Scenario,
+        forge: &Forge,
+        arms: Vec<ArmSummary>,
+        wall: f64,
+    ) -> SimReport {
         SimReport {
             command,
             machine: crate::cli::bench::machine(),
@@ -52,7 +58,7 @@ impl SimReport {
     }
 
     /// The table of both arms' measures.
-    pub fn table(&self) -> String {
+    pub(super) fn table(&self) -> String {
         let mut out = String::new();
         let names: Vec<&str> = self.arms.iter().map(|a| a.arm.as_str()).collect();
         let _ = writeln!(out, "| measure | {} |", names.join(" | "));
@@ -99,7 +105,7 @@ impl SimReport {
 
     /// Each lister's share of origins beside its share of visits and its
     /// mean lag, per arm.
-    pub fn lister_table(&self) -> String {
+    pub(super) fn lister_table(&self) -> String {
         let mut out = String::new();
         let _ = write!(out, "| lister | origins | share | dates | hosts | lists every (d) |");
         for arm in &self.arms {
@@ -133,7 +139,7 @@ impl SimReport {
         out
     }
 
-    pub fn markdown(&self) -> String {
+    pub(super) fn markdown(&self) -> String {
         let mut out = format!(
             "## `{}`\n\nmachine: {} · wall time: {:.0} s\n\n\
              {} origins ({:.0}% created during the run, {:.0}% dead), {} listers, {} days, {} loaders, \
@@ -169,7 +175,7 @@ impl SimReport {
 
     /// Draws the plots into `dir`, prints the tables and writes
     /// `report.json` and `report.md` there.
-    pub fn publish(mut self, dir: &Path) -> anyhow::Result<()> {
+    pub(super) fn publish(mut self, dir: &Path) -> anyhow::Result<()> {
         for chart in self.charts() {
             match plot::draw(&chart, dir) {
                 Ok(path) => self.plots.push(path),

@@ -62,7 +62,7 @@ pub(super) struct Subqueue {
 
 impl Subqueue {
     /// `leased` are the levels of tasks out with workers (from the lease records).
-    pub fn load(
+    pub(super) fn load(
         priority: Priority,
         meta: &SubqueueMeta,
         leased: impl Iterator<Item = FairLevel>,
@@ -100,15 +100,15 @@ impl Subqueue {
         }
     }
 
-    pub fn ready(&self) -> usize {
+    pub(super) fn ready(&self) -> usize {
         self.ready
     }
 
-    pub fn pin(&mut self) {
+    pub(super) fn pin(&mut self) {
         self.pins += 1;
     }
 
-    pub fn unpin(&mut self) {
+    pub(super) fn unpin(&mut self) {
         debug_assert!(self.pins > 0, "unpin without pin");
         self.pins = self.pins.saturating_sub(1);
     }
@@ -116,7 +116,7 @@ impl Subqueue {
     /// Takes the tasks of a successful append into the buffer: all of them when
     /// the reader is at the end, else those at or below `R` (the reader finds
     /// the others); then trims back to `capacity` ready tasks.
-    pub fn merge_written(&mut self, tasks: impl Iterator<Item = StoredTask>, capacity: usize) {
+    pub(super) fn merge_written(&mut self, tasks: impl Iterator<Item = StoredTask>, capacity: usize) {
         let mut written = 0;
         for task in tasks {
             debug_assert!(task.level > self.ack, "a task was written at or below the ack level");
@@ -134,7 +134,7 @@ impl Subqueue {
 
     /// After an append that may or may not have landed: make the reader look
     /// again from just below the lowest level it wrote.
-    pub fn rewind_before(&mut self, lowest_written: FairLevel) {
+    pub(super) fn rewind_before(&mut self, lowest_written: FairLevel) {
         self.read_stale = self.read_in_flight.is_some();
         let rewind_to = self.ack.max(lowest_written.predecessor());
         if rewind_to < self.read {
@@ -147,7 +147,12 @@ impl Subqueue {
     /// What to read next, if the buffer runs low and the store may hold more.
     /// `blocked` ready tasks (of keys at their limits) do not count as ready,
     /// so that other keys' tasks are read past them.
-    pub fn read_request(&mut self, capacity: usize, reload_at: usize, blocked: usize) -> Option<(FairLevel, usize)> {
+    pub(super) fn read_request(
+        &mut self,
+        capacity: usize,
+        reload_at: usize,
+        blocked: usize,
+    ) -> Option<(FairLevel, usize)> {
         // Room for blocked tasks is bounded: past it, blocked keys do hold others back.
         self.blocked_room = blocked.min(self.ready).min(3 * capacity);
         let dispatchable = self.ready - self.blocked_room;
@@ -160,14 +165,20 @@ impl Subqueue {
     }
 
     /// Ready tasks of keys `allowed` refuses.
-    pub fn blocked(&self, allowed: impl Fn(&str) -> bool) -> usize {
+    pub(super) fn blocked(&self, allowed: impl Fn(&str) -> bool) -> usize {
         self.buffer.values().filter(|slot| matches!(slot, Slot::Ready(task) if !allowed(&task.fairness_key))).count()
     }
 
     /// Takes a read's result. Returns false when the read is stale (`R`
     /// moved, or an append of unknown outcome happened, while it was in
     /// flight) and was ignored; the reader then reads again from `R`.
-    pub fn apply_read(&mut self, after: FairLevel, tasks: Vec<StoredTask>, limit: usize, capacity: usize) -> bool {
+    pub(super) fn apply_read(
+        &mut self,
+        after: FairLevel,
+        tasks: Vec<StoredTask>,
+        limit: usize,
+        capacity: usize,
+    ) -> bool {
         self.read_in_flight = None;
         let written_during_read = std::mem::take(&mut self.written_during_read);
         if after != self.read || std::mem::take(&mut self.read_stale) {
@@ -192,20 +203,20 @@ impl Subqueue {
 
     /// A failed read leaves `R` and `at_end` as they were: the next read
     /// from `R` finds whatever was written meanwhile.
-    pub fn read_failed(&mut self) {
+    pub(super) fn read_failed(&mut self) {
         self.read_in_flight = None;
         self.read_stale = false;
         self.written_during_read.clear();
     }
 
     /// True when this level might hold tasks not in memory yet.
-    pub fn may_have_unread(&self) -> bool {
+    pub(super) fn may_have_unread(&self) -> bool {
         !self.at_end
     }
 
     /// The lowest ready task whose key `allowed` accepts; keys refused are
     /// passed over and keep their levels.
-    pub fn first_ready(&self, allowed: impl Fn(&str) -> bool) -> Option<&StoredTask> {
+    pub(super) fn first_ready(&self, allowed: impl Fn(&str) -> bool) -> Option<&StoredTask> {
         if self.ready == 0 {
             return None;
         }
@@ -216,12 +227,12 @@ impl Subqueue {
     }
 
     /// Hands out the ready task at `level`; its slot waits for its lease.
-    pub fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
+    pub(super) fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
         self.take_as(level, Slot::Leasing)
     }
 
     /// Takes the ready task at `level` to park it; its slot waits for the write.
-    pub fn take_to_park(&mut self, level: FairLevel) -> Option<StoredTask> {
+    pub(super) fn take_to_park(&mut self, level: FairLevel) -> Option<StoredTask> {
         self.take_as(level, Slot::Parking)
     }
 
@@ -237,7 +248,7 @@ impl Subqueue {
     }
 
     /// The lease, or the parked record, of the task taken at `level` is durable.
-    pub fn leased(&mut self, level: FairLevel) {
+    pub(super) fn leased(&mut self, level: FairLevel) {
         if let Some(slot @ (Slot::Leasing | Slot::Parking)) = self.buffer.get_mut(&level) {
             *slot = Slot::Dispatched;
         }
@@ -246,7 +257,7 @@ impl Subqueue {
     /// Ready tasks to park, lowest first, at most `max`: those `park`
     /// accepts. `park` is told whether the task holds the ack level back
     /// (every slot below it is dispatched, parked, or being parked).
-    pub fn to_park(&self, max: usize, mut park: impl FnMut(&StoredTask, bool) -> bool) -> Vec<FairLevel> {
+    pub(super) fn to_park(&self, max: usize, mut park: impl FnMut(&StoredTask, bool) -> bool) -> Vec<FairLevel> {
         let mut levels = Vec::new();
         let mut holds_ack = true;
         for (level, slot) in &self.buffer {
@@ -265,7 +276,7 @@ impl Subqueue {
 
     /// Puts back a task that was taken but whose lease, or parked record,
     /// was not written.
-    pub fn restore(&mut self, task: StoredTask) {
+    pub(super) fn restore(&mut self, task: StoredTask) {
         match self.buffer.get_mut(&task.level) {
             Some(slot @ (Slot::Leasing | Slot::Parking)) => {
                 *slot = Slot::Ready(task);
@@ -277,7 +288,7 @@ impl Subqueue {
     }
 
     /// Moves the ack level over the dispatched prefix of the buffer, up to `R`.
-    pub fn advance_ack(&mut self) {
+    pub(super) fn advance_ack(&mut self) {
         if self.pins > 0 {
             return;
         }
@@ -297,7 +308,7 @@ impl Subqueue {
     /// (deletes are not fenced), and a new owner gives new keys passes from
     /// the persisted ack level, below the old owner's level in memory; the
     /// persisted level is below everything the new owner writes.
-    pub fn gc_due(&mut self, now: UnixMillis, min_acks: u64, interval_ms: i64) -> Option<FairLevel> {
+    pub(super) fn gc_due(&mut self, now: UnixMillis, min_acks: u64, interval_ms: i64) -> Option<FairLevel> {
         let due = self.acks_since_gc >= min_acks || (self.acks_since_gc > 0 && now - self.last_gc_ms >= interval_ms);
         (due && self.persisted_ack > self.gc_through).then(|| {
             self.acks_since_gc = 0;
@@ -309,7 +320,7 @@ impl Subqueue {
 
     /// Whether the oldest ready task is younger than `max_age_ms` and nothing
     /// waits unread in the store.
-    pub fn backlog_negligible(&self, now: UnixMillis, max_age_ms: i64) -> bool {
+    pub(super) fn backlog_negligible(&self, now: UnixMillis, max_age_ms: i64) -> bool {
         if !self.at_end {
             return false;
         }
@@ -319,7 +330,7 @@ impl Subqueue {
         })
     }
 
-    pub fn meta(&self, saved_top_keys: usize) -> SubqueueMeta {
+    pub(super) fn meta(&self, saved_top_keys: usize) -> SubqueueMeta {
         SubqueueMeta {
             ack_level: self.ack,
             max_level: self.max,
@@ -338,11 +349,11 @@ impl Subqueue {
     }
 
     /// Tasks dispatched, parked, or being leased or parked, above the ack level.
-    pub fn dispatched_above_ack(&self) -> usize {
+    pub(super) fn dispatched_above_ack(&self) -> usize {
         self.buffer.len() - self.ready
     }
 
-    pub fn top_keys(&self, n: usize) -> Vec<KeyBacklog> {
+    pub(super) fn top_keys(&self, n: usize) -> Vec<KeyBacklog> {
         if n == 0 {
             return Vec::new();
         }
@@ -420,7 +431,7 @@ impl Subqueue {
         }
     }
 
-    pub fn tracked_keys(&self) -> (usize, bool) {
+    pub(super) fn tracked_keys(&self) -> (usize, bool) {
         (self.counters.exact_len(), self.counters.sketch().is_some())
     }
 }

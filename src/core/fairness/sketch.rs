@@ -16,7 +16,7 @@ pub struct PassSketch {
 }
 
 /// Rows of the sketch.
-pub const DEPTH: usize = 4;
+pub(super) const DEPTH: usize = 4;
 
 impl PassSketch {
     pub fn new(width: usize) -> Self {

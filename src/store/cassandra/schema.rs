@@ -1,7 +1,7 @@
 use scylla::client::session::Session;
 
 /// The schema, with `{keyspace}` and `{replication}` to fill in.
-pub const SCHEMA_CQL: &str = include_str!("../../../schema.cql");
+pub(super) const SCHEMA_CQL: &str = include_str!("../../../schema.cql");
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -14,7 +14,7 @@ pub enum SchemaError {
 }
 
 /// The statements of `schema.cql` for one keyspace.
-pub fn schema_statements(keyspace: &str, replication: &str) -> Result<Vec<String>, SchemaError> {
+pub(super) fn schema_statements(keyspace: &str, replication: &str) -> Result<Vec<String>, SchemaError> {
     let keyspace_ok = !keyspace.is_empty()
         && keyspace.len() <= 48
         && keyspace.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');

@@ -54,7 +54,11 @@ fn is_read(cql: &str) -> bool {
 const CLUSTER: &str = "'default'";
 
 impl Statements {
-    pub async fn prepare(session: &Session, keyspace: &str, config: &CassandraConfig) -> Result<Self, ConnectError> {
+    pub(super) async fn prepare(
+        session: &Session,
+        keyspace: &str,
+        config: &CassandraConfig,
+    ) -> Result<Self, ConnectError> {
         let prepare = |cql: String| prepare(session, cql);
         let meta_key = "queue = ? AND partition = ? AND kind = 0 AND pass = 0 AND id = 0";
         let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");

@@ -13,7 +13,7 @@ use fairway::store::{
 };
 
 #[derive(Debug)]
-pub struct FaultyStore {
+pub(super) struct FaultyStore {
     inner: Arc<dyn Store>,
     /// `members` fails while set (the members' partition lost its quorum).
     pub members_fail: AtomicBool,
@@ -35,7 +35,7 @@ pub struct FaultyStore {
 }
 
 impl FaultyStore {
-    pub fn new(inner: Arc<dyn Store>) -> Self {
+    pub(super) fn new(inner: Arc<dyn Store>) -> Self {
         FaultyStore {
             inner,
             members_fail: AtomicBool::new(false),

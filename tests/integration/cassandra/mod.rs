@@ -29,16 +29,16 @@ async fn shared() -> OwnedRwLockReadGuard<()> {
 }
 
 /// Held by a test that pauses or kills the node.
-pub async fn exclusive() -> OwnedRwLockWriteGuard<()> {
+pub(crate) async fn exclusive() -> OwnedRwLockWriteGuard<()> {
     NODE.clone().write_owned().await
 }
 
 /// Where the test node listens.
-pub fn contact_point() -> String {
+pub(crate) fn contact_point() -> String {
     std::env::var("FAIRWAY_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
 }
 
-pub async fn session() -> Session {
+pub(crate) async fn session() -> Session {
     let contact_point = contact_point();
     connect_session(&contact_point, &CassandraConfig::default()).await.unwrap_or_else(|error| {
         panic!(
@@ -50,7 +50,7 @@ pub async fn session() -> Session {
 }
 
 /// A keyspace with Fairway's schema, for one test.
-pub struct Keyspace {
+pub(crate) struct Keyspace {
     pub name: String,
     session: Session,
     _node: Option<OwnedRwLockReadGuard<()>>,
@@ -58,7 +58,7 @@ pub struct Keyspace {
 
 impl Keyspace {
     /// A keyspace on a node that stays up while it is used.
-    pub async fn create() -> Keyspace {
+    pub(crate) async fn create() -> Keyspace {
         let node = shared().await;
         let mut keyspace = Keyspace::create_unguarded().await;
         keyspace._node = Some(node);
@@ -66,7 +66,7 @@ impl Keyspace {
     }
 
     /// A keyspace for a test that holds the node alone (see [`exclusive`]).
-    pub async fn create_unguarded() -> Keyspace {
+    pub(crate) async fn create_unguarded() -> Keyspace {
         let session = session().await;
         let name = format!("fw_test_{:012x}", rand::random::<u64>() >> 16);
         apply_schema(&session, &name, "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -75,23 +75,23 @@ impl Keyspace {
         Keyspace { name, session, _node: None }
     }
 
-    pub fn session(&self) -> &Session {
+    pub(crate) fn session(&self) -> &Session {
         &self.session
     }
 
-    pub fn store_url(&self) -> String {
+    pub(crate) fn store_url(&self) -> String {
         format!("cassandra://{}/{}", contact_point(), self.name)
     }
 
-    pub async fn store(&self) -> CassandraStore {
+    pub(crate) async fn store(&self) -> CassandraStore {
         self.store_with(&CassandraConfig::default()).await
     }
 
-    pub async fn store_with(&self, config: &CassandraConfig) -> CassandraStore {
+    pub(crate) async fn store_with(&self, config: &CassandraConfig) -> CassandraStore {
         CassandraStore::connect(&contact_point(), &self.name, config).await.expect("connect to the test keyspace")
     }
 
-    pub async fn drop_keyspace(self) {
+    pub(crate) async fn drop_keyspace(self) {
         let statement = format!("DROP KEYSPACE IF EXISTS {}", self.name);
         if let Err(error) = self.session.query_unpaged(statement, ()).await {
             eprintln!("could not drop test keyspace {}: {error}", self.name);
@@ -99,7 +99,7 @@ impl Keyspace {
     }
 }
 
-pub async fn cassandra_store() -> TestStore<CassandraStore> {
+pub(crate) async fn cassandra_store() -> TestStore<CassandraStore> {
     let keyspace = Keyspace::create().await;
     TestStore::of(Arc::new(keyspace.store().await), ()).with_cleanup(keyspace.drop_keyspace())
 }

@@ -34,7 +34,7 @@ use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state}
 use crate::store::{StoreError, StoreResult};
 
 /// Partitions per index and per visit type's wake-ups.
-pub const SHARDS: i32 = 8;
+pub(super) const SHARDS: i32 = 8;
 
 /// Origin reads or writes sent at once.
 const CONCURRENT: usize = 32;
