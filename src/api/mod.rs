@@ -7,9 +7,11 @@
 
 mod convert;
 mod matching;
+mod routed_visits;
 mod routing;
 pub mod scheduler;
 pub mod status;
 
 pub use matching::{CompletionHook, MatchingService};
-pub use scheduler::{RoutedVisits, SchedulerService, VisitOutcomes};
+pub use routed_visits::RoutedVisits;
+pub use scheduler::{SchedulerService, VisitOutcomes};

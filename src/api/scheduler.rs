@@ -5,21 +5,19 @@
 
 use std::sync::Arc;
 
-use futures::future::join_all;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use super::RoutedVisits;
 use super::matching::CompletionHook;
-use super::routing::{Origin, Router};
+use super::routing::Origin;
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::visits::{Outcome, VisitStatus};
 use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
-use crate::visits::{
-    ListedReport, Scheduler, SchedulerError, Visit, VisitQueue, VisitQueueError, queue_name, visit_type_of,
-};
+use crate::visits::{ListedReport, Scheduler, SchedulerError, Visit, queue_name, visit_type_of};
 
 /// The longest origin URL, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
@@ -136,49 +134,6 @@ impl CompletionHook for VisitOutcomes {
             tracing::debug!(%url, visit_type, "outcome of an unknown origin, or older than the last one: ignored");
         }
         Ok(())
-    }
-}
-
-/// The `visits.*` queues as this node's router sees them.
-#[derive(Debug)]
-pub struct RoutedVisits {
-    pub router: Arc<Router>,
-}
-
-#[tonic::async_trait]
-impl VisitQueue for RoutedVisits {
-    /// The held partitions' backlog as this node counts it; the others' as
-    /// their owners last wrote it in their metadata (on a cluster, the
-    /// rounds' node need not hold the queue's partitions).
-    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
-        let unavailable = |e: &dyn std::fmt::Display| VisitQueueError::Unavailable(e.to_string());
-        let queue = validate::queue_name("visit_type", &queue_name(visit_type)).map_err(|e| unavailable(&e))?;
-        let matcher = self.router.queues().get(&queue).await.map_err(|e| unavailable(&e))?;
-        matcher.backlog().await.map_err(|e| unavailable(&e))
-    }
-
-    async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
-        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
-            .map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
-        let added = join_all(visits.iter().map(|visit| {
-            let queue = queue.clone();
-            async move {
-                let priority = Priority::new(visit.priority).unwrap_or(Priority::DEFAULT);
-                let mut spec = TaskSpec::new(visit.fairness_key.clone(), priority, visit.payload.clone());
-                spec.dedup_id = Some(visit.dedup_id.clone());
-                self.router.add(&queue, spec, Origin::Client).await
-            }
-        }))
-        .await;
-        let mut failures = added.iter().filter_map(|r| r.as_ref().err());
-        if let Some(first) = failures.next() {
-            tracing::warn!(visit_type, error = %first.message(), failed = 1 + failures.count(), "queueing visits");
-        }
-        if !visits.is_empty() && added.iter().all(Result::is_err) {
-            let message = added.into_iter().find_map(Result::err).map(|s| s.message().to_owned()).unwrap_or_default();
-            return Err(VisitQueueError::Unavailable(message));
-        }
-        Ok(added.iter().map(Result::is_ok).collect())
     }
 }
 

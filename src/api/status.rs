@@ -19,6 +19,7 @@ use crate::matcher::MatchError;
 use crate::model::ValidationError;
 use crate::partition::PartitionError;
 use crate::store::StoreError;
+use crate::visits::VisitQueueError;
 
 /// Metadata key set on errors whose write may have happened.
 pub const MAYBE_APPLIED: &str = "fairway-maybe-applied";
@@ -57,6 +58,13 @@ pub fn from_store(error: StoreError) -> Status {
         )),
         StoreError::Corrupt(_) => Status::data_loss(error.to_string()),
     }
+}
+
+/// An add of a visit as the visit scheduler reads it: refused or lost on
+/// the way, whatever the code (the round leaves the origin unscheduled, and
+/// its dedup id absorbs the next try if the add did land).
+pub fn to_visit_queue(status: &Status) -> VisitQueueError {
+    VisitQueueError::Unavailable(status.message().to_owned())
 }
 
 /// The status of a request forwarded to `owner`, as the caller must read

@@ -1,0 +1,58 @@
+//! The visit scheduler's port to its queues ([`VisitQueue`], which the
+//! scheduler defines in its own words) plugged into this node's router:
+//! each visit is added as a client's `AddTask` is, so a dedup id reaches the
+//! owner of its partition wherever that is. What the router answers in
+//! gRPC terms becomes a [`VisitQueueError`] in one place
+//! ([`status::to_visit_queue`]); the scheduler sees no status codes.
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+
+use super::routing::{Origin, Router};
+use super::status;
+use crate::model::{Priority, TaskSpec, validate};
+use crate::visits::{Visit, VisitQueue, VisitQueueError, queue_name};
+
+/// The `visits.*` queues as this node's router sees them.
+#[derive(Debug)]
+pub struct RoutedVisits {
+    pub router: Arc<Router>,
+}
+
+#[tonic::async_trait]
+impl VisitQueue for RoutedVisits {
+    /// The held partitions' backlog as this node counts it; the others' as
+    /// their owners last wrote it in their metadata (on a cluster, the
+    /// rounds' node need not hold the queue's partitions).
+    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
+        let unavailable = |e: &dyn std::fmt::Display| VisitQueueError::Unavailable(e.to_string());
+        let queue = validate::queue_name("visit_type", &queue_name(visit_type)).map_err(|e| unavailable(&e))?;
+        let matcher = self.router.queues().get(&queue).await.map_err(|e| unavailable(&e))?;
+        matcher.backlog().await.map_err(|e| unavailable(&e))
+    }
+
+    async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
+        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
+            .map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
+        let added = join_all(visits.iter().map(|visit| {
+            let queue = queue.clone();
+            async move {
+                let priority = Priority::new(visit.priority).unwrap_or(Priority::DEFAULT);
+                let mut spec = TaskSpec::new(visit.fairness_key.clone(), priority, visit.payload.clone());
+                spec.dedup_id = Some(visit.dedup_id.clone());
+                self.router.add(&queue, spec, Origin::Client).await
+            }
+        }))
+        .await;
+        let mut failures = added.iter().filter_map(|r| r.as_ref().err());
+        if let Some(first) = failures.next() {
+            tracing::warn!(visit_type, error = %first.message(), failed = 1 + failures.count(), "queueing visits");
+        }
+        if !visits.is_empty() && added.iter().all(Result::is_err) {
+            let first = added.into_iter().find_map(Result::err).expect("every add failed");
+            return Err(status::to_visit_queue(&first));
+        }
+        Ok(added.iter().map(Result::is_ok).collect())
+    }
+}
