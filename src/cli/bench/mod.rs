@@ -63,6 +63,10 @@ pub(super) struct Common {
     /// Where report.json, report.md and the plots go.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    /// The `fairway` binary the measured servers run: this one by default,
+    /// or another build (an older one, to compare side by side).
+    #[arg(long)]
+    server_binary: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -148,12 +152,21 @@ where
 /// The store the runs use.
 pub(super) struct BenchStore {
     cassandra: Option<String>,
+    /// The binary the runs' servers run (`--server-binary`).
+    server_binary: PathBuf,
 }
 
 impl BenchStore {
     async fn prepare(common: &Common) -> anyhow::Result<BenchStore> {
+        let server_binary = match &common.server_binary {
+            Some(binary) => {
+                anyhow::ensure!(binary.is_file(), "--server-binary: {} is not a file", binary.display());
+                binary.clone()
+            }
+            None => std::env::current_exe().context("the path of this binary")?,
+        };
         let Some(url) = &common.store else {
-            return Ok(BenchStore { cassandra: None });
+            return Ok(BenchStore { cassandra: None, server_binary });
         };
         let parsed: StoreUrl = url.parse().map_err(|e: String| anyhow::anyhow!("--store: {e}"))?;
         let StoreUrl::Cassandra { contact_point, keyspace } = &parsed else {
@@ -162,7 +175,7 @@ impl BenchStore {
         let config = Config::default();
         let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
         apply_schema(&session, keyspace, &config.cassandra.replication).await?;
-        Ok(BenchStore { cassandra: Some(url.clone()) })
+        Ok(BenchStore { cassandra: Some(url.clone()), server_binary })
     }
 
     /// A store URL for one server: the Cassandra keyspace, or a new

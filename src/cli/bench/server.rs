@@ -1,4 +1,5 @@
-//! A `fairway serve` process for one benchmark run: the same binary, started
+//! A `fairway serve` process for one benchmark run: this binary (or the one
+//! `--server-binary` names), started
 //! with a config file the run writes, on a store the run prepared. A real
 //! process, so that its memory is its own to measure.
 
@@ -30,13 +31,13 @@ impl BenchServer {
     /// Starts `fairway serve` on the run's store with `config` (TOML,
     /// without `listen` and `store`) and waits until it listens.
     pub(super) fn start(store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
+        let exe = store.server_binary.clone();
         let (store, store_dir) = store.for_run()?;
         let dir = tempfile::tempdir().context("a temporary directory for the server's config")?;
         let config_path = dir.path().join("fairway.toml");
         std::fs::write(&config_path, config).context("write the server's config")?;
         let log_path = dir.path().join("server.log");
         let log = std::fs::File::create(&log_path).context("create the server's log")?;
-        let exe = std::env::current_exe().context("the path of this binary")?;
         let mut child = Command::new(exe)
             .arg("serve")
             .arg("--listen")
