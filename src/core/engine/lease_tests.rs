@@ -8,63 +8,30 @@
 //! outcome: the lease is then held again, and may expire and be retried a
 //! second time (a known gap, written down in docs/operations.md).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{
-    AppendPlan, EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskCounts, TaskPolicy,
-};
-use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
+use super::model_store::ModelStore;
+use super::{EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskCounts, TaskPolicy};
+use crate::model::{Priority, StoredTask, TaskSpec};
+use crate::store::Section;
 use crate::store::codec::{decode_lease, decode_record_task};
-use crate::store::{PartitionMeta, RecordKey, Section};
 
 const LEASE_MS: i64 = 1_000;
 
-#[derive(Default, Debug)]
-struct ModelStore {
-    tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
-    records: BTreeMap<RecordKey, Vec<u8>>,
-    meta: PartitionMeta,
-}
-
-impl ModelStore {
-    fn land(&mut self, plan: &AppendPlan) {
-        for task in &plan.write.tasks {
-            self.tasks.insert((task.priority, task.level), task.clone());
-        }
-        for record in &plan.write.put {
-            self.records.insert(record.at, record.value.clone());
-        }
-        for at in &plan.write.delete {
-            self.records.remove(at);
-        }
-        if let Some(meta) = &plan.write.metadata {
-            self.meta = meta.clone();
+/// What a new owner of `store`'s partition loads.
+fn take_over(store: &mut ModelStore, config: &EngineConfig, now: i64) -> PartitionEngine {
+    store.meta.range_id += 1;
+    let (mut running, mut finished) = (Vec::new(), Vec::new());
+    for (key, value) in store.section(Section::Leases, (i64::MIN, i64::MIN)) {
+        match decode_lease(&value).unwrap() {
+            Ok(lease) => running.push((lease.task, lease.at_unix_ms, key.1)),
+            Err((priority, level)) => finished.push((key.1, priority, level)),
         }
     }
-
-    fn section(&self, section: Section, after: (i64, i64)) -> Vec<((i64, i64), Vec<u8>)> {
-        self.records
-            .iter()
-            .filter(|(at, _)| at.section == section && at.key > after)
-            .map(|(at, value)| (at.key, value.clone()))
-            .collect()
-    }
-
-    /// What a new owner loads.
-    fn take_over(&mut self, config: &EngineConfig, now: i64) -> PartitionEngine {
-        self.meta.range_id += 1;
-        let (mut running, mut finished) = (Vec::new(), Vec::new());
-        for (key, value) in self.section(Section::Leases, (i64::MIN, i64::MIN)) {
-            match decode_lease(&value).unwrap() {
-                Ok(lease) => running.push((lease.task, lease.at_unix_ms, key.1)),
-                Err((priority, level)) => finished.push((key.1, priority, level)),
-            }
-        }
-        PartitionEngine::load_with_leases(&self.meta, running, finished, config.clone(), now)
-    }
+    PartitionEngine::load_with_leases(&store.meta, running, finished, config.clone(), now)
 }
 
 /// A worker's hold on a task: the token's parts, and until when it is sure
@@ -159,7 +126,7 @@ impl World {
 
     fn with_config(config: EngineConfig) -> World {
         let mut store = ModelStore::default();
-        let engine = store.take_over(&config, 0);
+        let engine = take_over(&mut store, &config, 0);
         World {
             config,
             store,
@@ -180,14 +147,7 @@ impl World {
     /// Reads what the engine asks for, at once.
     fn read(&mut self) {
         for request in self.engine.read_requests(self.now) {
-            let tasks: Vec<StoredTask> = self
-                .store
-                .tasks
-                .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
-                .filter(|((_, level), _)| *level > request.after)
-                .take(request.limit)
-                .map(|(_, task)| task.clone())
-                .collect();
+            let tasks = self.store.read(&request);
             self.engine.apply_read(request, tasks);
         }
         if let Some((after, limit)) = self.engine.delayed_read() {
@@ -227,7 +187,7 @@ impl World {
         let added: Vec<i64> = plan.added.iter().map(|a| a.task_id()).collect();
         let finished: Vec<_> = finishes.iter().zip(plan.finished.clone()).collect();
         if outcome == 0 || outcome == 2 {
-            self.store.land(&plan);
+            self.store.land(&plan.write);
         }
         if outcome == 0 {
             self.engine.write_succeeded(plan, self.now);
@@ -327,22 +287,18 @@ impl World {
             Op::Write(outcome) => self.write(outcome)?,
             Op::Tick(ms) => self.now += i64::from(ms),
             Op::Keep => {
-                for delete in self.engine.gc_requests(self.now) {
-                    self.store.tasks.retain(|(p, level), _| *p != delete.priority || *level > delete.through);
-                }
+                let deletes = self.engine.gc_requests(self.now);
                 if let Some(meta) = self.engine.metadata_due(self.now) {
                     self.store.meta = meta.clone();
                     self.engine.metadata_persisted(&meta, self.now);
                 }
-                for through in self.engine.record_deletes() {
-                    self.store.records.retain(|at, _| at.section != through.section || at.key > through.key);
-                }
+                self.store.collect_garbage(&deletes, &self.engine.record_deletes());
             }
             Op::Crash => {
                 self.specs.clear();
                 self.finishes.clear();
                 self.polled.clear();
-                self.engine = self.store.take_over(&self.config, self.now);
+                self.engine = take_over(&mut self.store, &self.config, self.now);
                 // The new owner gives every lease it loads a full timeout.
                 for hold in &mut self.holds {
                     if let Some(deadline) = self.engine.lease_deadline(hold.lease_id, hold.attempt) {
@@ -451,7 +407,7 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
     };
     let first = plan(&mut world);
     let (first_row, first_bytes) = first.probe().expect("a finish is probed");
-    world.store.land(&first);
+    world.store.land(&first.write);
     world.engine.write_failed(first, true, world.now);
     let second = plan(&mut world);
     let (second_row, second_bytes) = second.probe().expect("a finish is probed");

@@ -57,6 +57,8 @@ mod budget_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]
+mod model_store;
+#[cfg(test)]
 mod park_tests;
 #[cfg(test)]
 mod tests;

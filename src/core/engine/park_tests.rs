@@ -5,26 +5,18 @@
 //! one at a time, in their order. Without parking (`max_parked_keys = 0`),
 //! the same run grows the marks with every dispatch.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::model_store::ModelStore;
 use super::{EngineConfig, Finish, Outcome, PartitionEngine, PlanInput, TaskPolicy};
-use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
+use crate::model::{Priority, StoredTask, TaskSpec};
 use crate::store::codec::{decode_record_task, encode_meta};
 use crate::store::{PartitionMeta, RecordKey, Section};
 
 const PARK_AFTER: usize = 64;
 
-/// A store in memory that lands every write at once.
-#[derive(Default)]
-struct Store {
-    tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
-    records: BTreeMap<RecordKey, Vec<u8>>,
-    meta: PartitionMeta,
-}
-
 struct Run {
-    store: Store,
+    store: ModelStore,
     engine: PartitionEngine,
     now: i64,
 }
@@ -40,7 +32,8 @@ impl Run {
             tasks: TaskPolicy { key_concurrency: 1, lease_timeout: Duration::from_secs(3600), ..TaskPolicy::default() },
             ..EngineConfig::default()
         };
-        let store = Store { meta: PartitionMeta { range_id: 1, ..PartitionMeta::default() }, ..Store::default() };
+        let store =
+            ModelStore { meta: PartitionMeta { range_id: 1, ..PartitionMeta::default() }, ..ModelStore::default() };
         let engine = PartitionEngine::load(&store.meta, config, 0);
         Run { store, engine, now: 0 }
     }
@@ -48,14 +41,7 @@ impl Run {
     /// Answers the reads the engine asks for.
     fn read(&mut self) {
         for request in self.engine.read_requests(self.now) {
-            let tasks: Vec<StoredTask> = self
-                .store
-                .tasks
-                .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
-                .filter(|((_, level), _)| *level > request.after)
-                .take(request.limit)
-                .map(|(_, task)| task.clone())
-                .collect();
+            let tasks = self.store.read(&request);
             self.engine.apply_read(request, tasks);
         }
         if let Some((after, limit)) = self.engine.delayed_read() {
@@ -79,29 +65,14 @@ impl Run {
         self.read();
         let input = PlanInput { specs, finishes, ..PlanInput::default() };
         let plan = self.engine.plan(input, self.now, &mut || 0.5).expect("ids left");
-        for task in &plan.write.tasks {
-            self.store.tasks.insert((task.priority, task.level), task.clone());
-        }
-        for record in &plan.write.put {
-            self.store.records.insert(record.at, record.value.clone());
-        }
-        for at in &plan.write.delete {
-            self.store.records.remove(at);
-        }
-        if let Some(meta) = &plan.write.metadata {
-            self.store.meta = meta.clone();
-        }
+        self.store.land(&plan.write);
         self.engine.write_succeeded(plan, self.now);
     }
 
     /// What the keeper does: deletes of acknowledged tasks and old records.
     fn keep(&mut self) {
-        for delete in self.engine.gc_requests(self.now) {
-            self.store.tasks.retain(|(p, level), _| *p != delete.priority || *level > delete.through);
-        }
-        for through in self.engine.record_deletes() {
-            self.store.records.retain(|at, _| at.section != through.section || at.key > through.key);
-        }
+        let deletes = self.engine.gc_requests(self.now);
+        self.store.collect_garbage(&deletes, &self.engine.record_deletes());
     }
 
     /// Takes every task that may start now, and writes their leases.

@@ -5,62 +5,15 @@
 //! reads, dispatches, metadata writes, deletes and owner crashes interleave
 //! in every order a real store allows.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 
+use super::model_store::ModelStore;
 use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, ReadRequest};
 use crate::core::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 use crate::store::PartitionMeta;
-
-/// A store in memory: tasks by (priority, level), and the metadata row.
-#[derive(Default, Debug)]
-struct ModelStore {
-    tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
-    meta: PartitionMeta,
-    /// Rows a deposed owner deleted.
-    deleted_by_deposed: BTreeMap<(Priority, FairLevel), StoredTask>,
-}
-
-impl ModelStore {
-    fn take_ownership(&mut self) -> PartitionMeta {
-        self.meta.range_id += 1;
-        self.meta.clone()
-    }
-
-    fn read(&self, request: ReadRequest) -> Vec<StoredTask> {
-        self.tasks
-            .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
-            .filter(|((_, level), _)| *level > request.after)
-            .take(request.limit)
-            .map(|(_, task)| task.clone())
-            .collect()
-    }
-
-    fn land(&mut self, plan: &AppendPlan) {
-        for task in &plan.write.tasks {
-            self.tasks.insert((task.priority, task.level), task.clone());
-        }
-        if let Some(meta) = &plan.write.metadata {
-            self.meta = meta.clone();
-        }
-    }
-
-    fn delete_through(&mut self, priority: Priority, through: FairLevel) {
-        self.tasks.retain(|(p, level), _| *p != priority || *level > through);
-    }
-
-    /// As `delete_through`, by a deposed owner: the rows it deletes may
-    /// already be in the new owner's buffer, which may still hand them out.
-    fn delete_through_deposed(&mut self, priority: Priority, through: FairLevel) {
-        let (gone, kept) = std::mem::take(&mut self.tasks)
-            .into_iter()
-            .partition(|((p, level), _)| *p == priority && *level <= through);
-        self.tasks = kept;
-        self.deleted_by_deposed.extend::<BTreeMap<_, _>>(gone);
-    }
-}
 
 fn spec(key: &str, priority: Priority) -> TaskSpec {
     TaskSpec::new(key, priority, key.as_bytes().to_vec())
@@ -190,7 +143,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 let plan = appends.remove(i % appends.len());
                 match outcome {
                     0 => {
-                        store.land(&plan);
+                        store.land(&plan.write);
                         for t in &plan.write.tasks {
                             acknowledged.insert(t.level.id);
                             landed.insert(t.level.id);
@@ -199,7 +152,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                     }
                     1 => engine.write_failed(plan, false, now),
                     2 => {
-                        store.land(&plan);
+                        store.land(&plan.write);
                         landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                         engine.write_failed(plan, true, now);
                     }
@@ -208,7 +161,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
             }
             Op::StartReads => {
                 for request in engine.read_requests(now) {
-                    let snapshot = store.read(request);
+                    let snapshot = store.read(&request);
                     reads.push((request, snapshot));
                 }
             }
@@ -245,7 +198,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 // Appends in flight may or may not land; reads in flight are lost.
                 for (n, plan) in appends.drain(..).enumerate() {
                     if n % 2 == 0 {
-                        store.land(&plan);
+                        store.land(&plan.write);
                         landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                     }
                 }
@@ -286,7 +239,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
 
     // Drain: settle every append and read, then dispatch until nothing is left.
     for plan in appends.drain(..) {
-        store.land(&plan);
+        store.land(&plan.write);
         for t in &plan.write.tasks {
             acknowledged.insert(t.level.id);
             landed.insert(t.level.id);
@@ -305,7 +258,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
             break;
         }
         for request in requests {
-            let tasks = store.read(request);
+            let tasks = store.read(&request);
             engine.apply_read(request, tasks);
         }
     }
@@ -349,7 +302,7 @@ impl Backlog {
 
     fn add(&mut self, specs: &[TaskSpec]) {
         let plan = self.engine.prepare_append(specs, self.now).unwrap();
-        self.store.land(&plan);
+        self.store.land(&plan.write);
         self.engine.write_succeeded(plan, self.now);
     }
 
@@ -367,7 +320,7 @@ impl Backlog {
                 return None;
             }
             for request in requests {
-                let tasks = self.store.read(request);
+                let tasks = self.store.read(&request);
                 self.engine.apply_read(request, tasks);
             }
         }
@@ -628,7 +581,7 @@ fn a_new_owner_does_not_repeat_what_was_dispatched_above_the_ack_level() {
     // An append in flight pins the ack level while the next task of "a" goes.
     let plan = backlog.engine.prepare_append(&[spec("b", Priority::DEFAULT)], 0).unwrap();
     let second = backlog.dispatch().unwrap();
-    backlog.store.land(&plan);
+    backlog.store.land(&plan.write);
     backlog.engine.write_succeeded(plan, 0);
     let meta = backlog.engine.metadata();
     let saved = &meta.subqueues[Priority::DEFAULT.index()];

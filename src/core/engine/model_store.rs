@@ -1,0 +1,86 @@
+//! A partition's rows in memory, for the engine's tests: a write lands
+//! whole and at once, reads and deletes do exactly what the engine asks.
+
+use std::collections::BTreeMap;
+
+use super::{GcRequest, ReadRequest};
+use crate::model::{FairLevel, Priority, StoredTask};
+use crate::store::{PartitionMeta, PartitionWrite, RecordKey, Section};
+
+#[derive(Default, Debug)]
+pub(super) struct ModelStore {
+    pub(super) tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
+    pub(super) records: BTreeMap<RecordKey, Vec<u8>>,
+    pub(super) meta: PartitionMeta,
+    /// Task rows a deposed owner deleted.
+    pub(super) deleted_by_deposed: BTreeMap<(Priority, FairLevel), StoredTask>,
+}
+
+impl ModelStore {
+    /// A new owner's compare-and-set: the range id moves on.
+    pub(super) fn take_ownership(&mut self) -> PartitionMeta {
+        self.meta.range_id += 1;
+        self.meta.clone()
+    }
+
+    /// Lands every row of `write`.
+    pub(super) fn land(&mut self, write: &PartitionWrite) {
+        for task in &write.tasks {
+            self.tasks.insert((task.priority, task.level), task.clone());
+        }
+        for record in &write.put {
+            self.records.insert(record.at, record.value.clone());
+        }
+        for at in &write.delete {
+            self.records.remove(at);
+        }
+        if let Some(meta) = &write.metadata {
+            self.meta = meta.clone();
+        }
+    }
+
+    /// The tasks `request` reads: of its priority, above its level, at most its limit.
+    pub(super) fn read(&self, request: &ReadRequest) -> Vec<StoredTask> {
+        self.tasks
+            .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
+            .filter(|((_, level), _)| *level > request.after)
+            .take(request.limit)
+            .map(|(_, task)| task.clone())
+            .collect()
+    }
+
+    /// The records of `section` above `after`, in key order.
+    pub(super) fn section(&self, section: Section, after: (i64, i64)) -> Vec<((i64, i64), Vec<u8>)> {
+        self.records
+            .iter()
+            .filter(|(at, _)| at.section == section && at.key > after)
+            .map(|(at, value)| (at.key, value.clone()))
+            .collect()
+    }
+
+    /// Deletes the tasks of `priority` at or below `through`.
+    pub(super) fn delete_through(&mut self, priority: Priority, through: FairLevel) {
+        self.tasks.retain(|(p, level), _| *p != priority || *level > through);
+    }
+
+    /// As `delete_through`, by a deposed owner: the rows it deletes may
+    /// already be in the new owner's buffer, which may still hand them out.
+    pub(super) fn delete_through_deposed(&mut self, priority: Priority, through: FairLevel) {
+        let (gone, kept) = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .partition(|((p, level), _)| *p == priority && *level <= through);
+        self.tasks = kept;
+        self.deleted_by_deposed.extend::<BTreeMap<_, _>>(gone);
+    }
+
+    /// What the keeper deletes: the tasks of `deletes`, and the records of
+    /// each section through `record_deletes`.
+    pub(super) fn collect_garbage(&mut self, deletes: &[GcRequest], record_deletes: &[RecordKey]) {
+        for delete in deletes {
+            self.delete_through(delete.priority, delete.through);
+        }
+        for through in record_deletes {
+            self.records.retain(|at, _| at.section != through.section || at.key > through.key);
+        }
+    }
+}
