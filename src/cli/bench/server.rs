@@ -1,11 +1,10 @@
 //! A `fairway serve` process for one benchmark run: this binary (or the one
-//! `--server-binary` names), started
-//! with a config file the run writes, on a store the run prepared. A real
-//! process, so that its memory is its own to measure.
+//! `--server-binary` names), started with a config file the run writes, on
+//! a store the run prepared. A real process, so that its memory is its own
+//! to measure.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -13,6 +12,7 @@ use anyhow::{Context, bail};
 use fairway::proto::v1 as pb;
 
 use super::BenchStore;
+use crate::cli::serve::spawn_server;
 use fairway::proto::v1::matching_client::MatchingClient;
 
 pub(super) type Client = MatchingClient<tonic::transport::Channel>;
@@ -38,28 +38,11 @@ impl BenchServer {
         std::fs::write(&config_path, config).context("write the server's config")?;
         let log_path = dir.path().join("server.log");
         let log = std::fs::File::create(&log_path).context("create the server's log")?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--store")
-            .arg(&store)
-            .arg("--config")
-            .arg(&config_path)
-            .env("FAIRWAY_LOG", "warn")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("start fairway serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        let Some(addr) = line.trim().strip_prefix("listening on ") else {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("fairway serve did not start: {}", tail(&log_path));
-        };
-        Ok(BenchServer { addr: addr.to_owned(), child, dir, _store_dir: store_dir })
+        let mut command = Command::new(exe);
+        command.args(["serve", "--listen", "127.0.0.1:0", "--store", &store, "--config"]).arg(&config_path);
+        let (child, addr) = spawn_server(command.env("FAIRWAY_LOG", "warn"), log)
+            .map_err(|e| anyhow::anyhow!("{e}: {}", tail(&log_path)))?;
+        Ok(BenchServer { addr, child, dir, _store_dir: store_dir })
     }
 
     pub(super) async fn client(&self) -> anyhow::Result<Client> {

@@ -2,12 +2,13 @@
 //! loopback addresses (their names in the cluster), which the nemesis kills,
 //! restarts, pauses and resumes. A node dies with the run that started it.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+
+use crate::cli::serve::spawn_server;
 
 /// Cluster settings that make faults show within seconds.
 pub(super) const NODE_ENV: &[(&str, &str)] = &[
@@ -99,23 +100,13 @@ impl Node {
             });
         }
         let lease_timeout = fairway::config::duration_serde::format(self.launch.lease_timeout);
-        let mut child = command
+        command
             .args(["serve", "--listen", &self.addr, "--store", &self.launch.store])
             .envs(NODE_ENV.iter().copied())
             .env("FAIRWAY_TASKS__LEASE_TIMEOUT", &lease_timeout)
-            .env("FAIRWAY_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("start fairway serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        if !line.starts_with("listening on ") {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("node {} did not start; see {}", self.addr, self.log.display());
-        }
+            .env("FAIRWAY_LOG", "info");
+        let (child, _) = spawn_server(&mut command, log)
+            .with_context(|| format!("node {}; see {}", self.addr, self.log.display()))?;
         self.child = Some(child);
         self.paused = false;
         Ok(())
