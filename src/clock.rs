@@ -9,10 +9,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Milliseconds since the Unix epoch.
 pub type UnixMillis = i64;
 
+/// A source of the current time, shared by the async shells.
 pub trait Clock: Send + Sync + Debug + 'static {
+    /// The current time, in ms since the Unix epoch.
     fn now_ms(&self) -> UnixMillis;
 }
 
+/// The clock a node's components share: the system's, or a test's [`ManualClock`].
 pub type SharedClock = Arc<dyn Clock>;
 
 /// The system's wall clock.
@@ -32,10 +35,12 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock that reads `start_ms` (ms since the Unix epoch) until advanced.
     pub fn new(start_ms: UnixMillis) -> Self {
         ManualClock { now_ms: AtomicI64::new(start_ms) }
     }
 
+    /// Moves the clock forward by `by`, counted in whole ms.
     pub fn advance(&self, by: Duration) {
         self.now_ms.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
     }

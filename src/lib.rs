@@ -47,10 +47,12 @@ pub mod visits;
 /// Code generated from `proto/`.
 pub mod proto {
     /// The public API, package `fairway.v1`.
+    #[allow(missing_docs)]
     pub mod v1 {
         tonic::include_proto!("fairway.v1");
     }
     /// Row encodings inside stores, package `fairway.storage.v1`.
+    #[allow(missing_docs)]
     pub mod storage {
         tonic::include_proto!("fairway.storage.v1");
     }

@@ -23,6 +23,9 @@ const MAX_TOP_KEYS: u32 = 100;
 /// a `visits.*` task carries.
 #[tonic::async_trait]
 pub trait CompletionHook: Send + Sync + std::fmt::Debug {
+    /// Sees the completion of a task of `queue` whose worker's result is
+    /// `result`; an error goes back to the client, and the task is not
+    /// completed.
     async fn completing(&self, queue: &QueueName, result: &[u8]) -> Result<(), Status>;
 }
 
@@ -35,6 +38,8 @@ pub struct MatchingService {
 }
 
 impl MatchingService {
+    /// The service over this node's `queues`, checking requests against
+    /// `limits`, with no completion hook.
     pub fn new(queues: Arc<Queues>, limits: Limits) -> Self {
         MatchingService { router: Arc::new(Router::new(queues)), limits, on_completion: None }
     }
@@ -45,6 +50,8 @@ impl MatchingService {
         self
     }
 
+    /// The router the service sends each call through, to this node's queues or
+    /// to their owners.
     pub fn router(&self) -> &Arc<Router> {
         &self.router
     }

@@ -17,6 +17,7 @@ use crate::visits::{Visit, VisitQueue, VisitQueueError, queue_name};
 /// The `visits.*` queues as this node's router sees them.
 #[derive(Debug)]
 pub struct RoutedVisits {
+    /// The router each visit is added through, as a client's `AddTask` is.
     pub router: Arc<Router>,
 }
 

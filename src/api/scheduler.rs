@@ -115,7 +115,10 @@ pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, Outcome)
 /// Records the outcomes of visits as their tasks complete.
 #[derive(Clone, Debug)]
 pub struct VisitOutcomes {
+    /// The scheduler the outcomes are recorded in.
     pub scheduler: Arc<Scheduler>,
+    /// The clock outcomes are recorded by (and dated by, when they carry no
+    /// visit date).
     pub clock: SharedClock,
 }
 
@@ -140,9 +143,14 @@ impl CompletionHook for VisitOutcomes {
 /// `fairway.v1.Scheduler` on this node.
 #[derive(Debug)]
 pub struct SchedulerService {
+    /// The scheduler the calls record origins, listings and outcomes in.
     pub scheduler: Arc<Scheduler>,
+    /// The `visits.*` queues, which `RequestVisit` adds its visit to.
     pub visits: RoutedVisits,
+    /// The clock the calls are dated by.
     pub clock: SharedClock,
+    /// The bounds on requests (`limits.max_batch_tasks` bounds a
+    /// `RecordOrigins` batch).
     pub limits: Limits,
 }
 

@@ -24,10 +24,12 @@ use crate::visits::VisitQueueError;
 /// Metadata key set on errors whose write may have happened.
 pub const MAYBE_APPLIED: &str = "fairway-maybe-applied";
 
+/// `INVALID_ARGUMENT`, with the field at fault and its rule.
 pub fn invalid(error: ValidationError) -> Status {
     Status::invalid_argument(error.to_string())
 }
 
+/// The status of a matcher's error, as the table of [`crate::api::status`] maps it.
 pub fn from_match(error: MatchError) -> Status {
     match error {
         MatchError::Partition(PartitionError::Store(store)) => from_store(store),
@@ -43,6 +45,8 @@ pub fn from_match(error: MatchError) -> Status {
     }
 }
 
+/// The status of a store's error, as the table of [`crate::api::status`] maps
+/// it; an uncertain outcome carries [`MAYBE_APPLIED`].
 pub fn from_store(error: StoreError) -> Status {
     match &error {
         StoreError::Fenced { .. } | StoreError::Unavailable(_) => {

@@ -15,14 +15,19 @@ use super::history::{Entry, Op, Outcome};
 /// waiting, under a single fault.
 pub const DISPATCH_GAP_TARGET_MS: u64 = 15_000;
 
+/// What a chaos run did to the guarantees, as [`check`] reads it from the history.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
+    /// Entries of the history: client operations and nemesis events.
     pub operations: usize,
+    /// Tasks whose add was acknowledged (at the first try or a retry).
     pub acknowledged_adds: usize,
     /// Acknowledged adds never delivered.
     pub lost: Vec<String>,
     /// Adds of unknown outcome, delivered and not (both allowed).
     pub maybe_delivered: usize,
+    /// Adds of unknown outcome never delivered (`maybe_delivered` counts those
+    /// delivered).
     pub maybe_not_delivered: usize,
     /// Deliveries whose poll began after a completion of the task was acknowledged.
     pub delivered_after_completion: Vec<String>,
@@ -31,6 +36,7 @@ pub struct Report {
     /// The longest time a partition went without a dispatch while a task
     /// delivered from it later was already acknowledged, and which one.
     pub longest_dispatch_gap_ms: u64,
+    /// The partition of that gap; `None` if no gap was measured.
     pub longest_gap_partition: Option<u32>,
     /// Client operations that failed or whose outcome was unknown, by code.
     pub errors: BTreeMap<String, usize>,
@@ -38,6 +44,7 @@ pub struct Report {
     pub longest_add_outage_ms: u64,
     /// Jain's index over the keys' deliveries per task added (1 is even).
     pub key_fairness: f64,
+    /// Entries of the nemesis: faults injected, and their ends.
     pub faults: usize,
 }
 
@@ -99,6 +106,9 @@ struct Task {
     maybe_failed: HashSet<String>,
 }
 
+/// Reads `history` into a [`Report`]. A delivery again within
+/// `lease_timeout_ms` of the previous one's end, with no failure reported in
+/// between, counts as a duplicate caused by a fault.
 pub fn check(history: &[Entry], lease_timeout_ms: u64) -> Report {
     let mut report = Report { operations: history.len(), ..Report::default() };
     let mut tasks: HashMap<&str, Task> = HashMap::new();

@@ -22,16 +22,46 @@ pub enum Outcome {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     /// `AddTask` of a task whose payload is `value` (unique in the run).
-    Add { value: String, key: String },
+    Add {
+        /// The task's payload, unique in the run.
+        value: String,
+        /// The task's fairness key.
+        key: String,
+    },
     /// A poll that returned the task `value` (polls that return nothing are
     /// not recorded), from `partition`, as its `attempt`-th delivery.
-    Deliver { value: String, key: String, partition: u32, attempt: u32, lease_token: String },
+    Deliver {
+        /// The payload of the task delivered.
+        value: String,
+        /// The task's fairness key.
+        key: String,
+        /// The partition of the queue the task came from.
+        partition: u32,
+        /// Which delivery of the task this was: 1 for the first.
+        attempt: u32,
+        /// The lease token of this delivery.
+        lease_token: String,
+    },
     /// `CompleteTask` of the delivery with `lease_token`.
-    Complete { value: String, lease_token: String },
+    Complete {
+        /// The payload of the task completed.
+        value: String,
+        /// The lease token of the delivery completed.
+        lease_token: String,
+    },
     /// `FailTask` (retryable) of the delivery with `lease_token`.
-    Fail { value: String, lease_token: String },
+    Fail {
+        /// The payload of the task failed.
+        value: String,
+        /// The lease token of the delivery failed.
+        lease_token: String,
+    },
     /// A fault the nemesis injected, or ended.
-    Nemesis { what: String },
+    Nemesis {
+        /// The fault, or its end, in words: `kill -9 127.0.0.1:7071`,
+        /// `healed the network`.
+        what: String,
+    },
 }
 
 /// One line of the history.
@@ -41,11 +71,15 @@ pub struct Entry {
     pub process: u32,
     /// When it was invoked and when its answer came, in ms since the run began.
     pub start_ms: u64,
+    /// When its answer came, in ms since the run began.
     pub end_ms: u64,
+    /// What came of it, as the client saw it.
     pub outcome: Outcome,
     /// The gRPC code of a failure, if any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// What the operation was: its fields go in the line's JSON object, named
+    /// by `op`.
     #[serde(flatten)]
     pub op: Op,
 }

@@ -29,6 +29,8 @@ pub struct Membership {
 }
 
 impl Membership {
+    /// The membership of the node `view` names, writing its heartbeats to
+    /// `store`; the gate stays as it is until the first [`Self::beat`].
     pub fn new(
         view: Arc<ClusterView>,
         gate: Arc<DispatchGate>,
@@ -41,6 +43,7 @@ impl Membership {
         Membership { me, store, clock, config, view, gate, last_written: std::sync::Mutex::new(None) }
     }
 
+    /// The view of the cluster that each beat updates.
     pub fn view(&self) -> &Arc<ClusterView> {
         &self.view
     }

@@ -118,18 +118,23 @@ impl ClusterView {
         assignment::live_nodes(members, now, self.member_timeout_ms)
     }
 
+    /// This node's name: the address other nodes and clients reach it at.
     pub fn node(&self) -> &str {
         &self.node
     }
 
+    /// Whether several nodes may share the store (false: this node owns every
+    /// partition).
     pub fn is_shared(&self) -> bool {
         self.shared
     }
 
+    /// The live nodes as last read, sorted, this node among them.
     pub fn live(&self) -> Vec<String> {
         self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Whether `node` is among the live nodes as last read.
     pub fn is_live(&self, node: &str) -> bool {
         self.live.read().unwrap_or_else(|p| p.into_inner()).iter().any(|n| n == node)
     }
@@ -166,10 +171,14 @@ impl DispatchGate {
         DispatchGate { open_until: AtomicI64::new(i64::MIN) }
     }
 
+    /// Keeps the gate open until `until` (ms since the Unix epoch), and closed
+    /// from then on; `i64::MIN` closes it now.
     pub fn open_until(&self, until: UnixMillis) {
         self.open_until.store(until, Ordering::Release);
     }
 
+    /// Whether this node may dispatch at `now`: strictly before the time the
+    /// gate is open until.
     pub fn is_open(&self, now: UnixMillis) -> bool {
         now < self.open_until.load(Ordering::Acquire)
     }

@@ -6,9 +6,11 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::proto::v1::matching_client::MatchingClient;
 
-/// gRPC metadata on a request one node forwards to another: the partition
-/// an AddTask must go to, or that a PollTask must be served locally.
+/// gRPC metadata on an AddTask one node forwards to another: the partition
+/// the task must go to.
 pub const FORWARDED_PARTITION: &str = "fairway-partition";
+/// gRPC metadata on a request one node forwards to another with no partition
+/// named: the receiver serves it from its own partitions only.
 pub const FORWARDED: &str = "fairway-forwarded";
 
 /// Clients of the other nodes, connected lazily and kept.

@@ -4,10 +4,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serializer};
 
+/// Writes `d` as [`format()`] does: for
+/// `#[serde(with = "crate::config::duration_serde")]`.
 pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format(*d))
 }
 
+/// Reads a duration as [`parse`] does: for
+/// `#[serde(with = "crate::config::duration_serde")]`.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     parse(&text).map_err(serde::de::Error::custom)
@@ -32,6 +36,8 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// `d` in whole seconds (`"10s"`), or in ms when it has a fraction of a second
+/// or is under one (`"1500ms"`).
 pub fn format(d: Duration) -> String {
     if d.subsec_millis() != 0 || d.as_secs() == 0 {
         format!("{}ms", d.as_millis())

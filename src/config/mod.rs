@@ -30,6 +30,8 @@ use crate::visits::SchedulerConfig;
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
 
+/// A node's whole configuration: the defaults, the file, the environment and
+/// the flags, merged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -37,9 +39,13 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `embedded:DIR` or `cassandra://HOST:PORT/KEYSPACE`.
     pub store: String,
+    /// Bounds on outside input (section `[limits]`).
     pub limits: Limits,
+    /// How each partition buffers, persists and collects (section `[partition]`).
     pub partition: EngineConfig,
+    /// Group commit of each partition's writes (section `[writer]`).
     pub writer: WriterConfig,
+    /// Polls, sync match and partitions per queue (section `[matcher]`).
     pub matcher: MatcherConfig,
     /// Used when `store` is an `embedded:` URL.
     pub embedded: EmbeddedConfig,
@@ -83,7 +89,10 @@ impl Default for Config {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("config {key}: {message}")]
 pub struct ConfigError {
+    /// The key at fault, dotted (`partition.buffer_tasks`), or the file or
+    /// variable that could not be used.
     pub key: String,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -177,10 +186,13 @@ impl Config {
         Ok(())
     }
 
+    /// The store named by `store`, parsed; the error names the key `store`.
     pub fn store_url(&self) -> Result<StoreUrl, ConfigError> {
         self.store.parse().map_err(|message| ConfigError::new("store", message))
     }
 
+    /// What every queue of this node is opened with, from these sections
+    /// (`visits.*` queues get `scheduler.key_concurrency`).
     pub fn settings(&self) -> Settings {
         Settings {
             node: self.listen.to_string(),

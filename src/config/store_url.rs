@@ -8,7 +8,12 @@ pub enum StoreUrl {
     /// `embedded:DIR`: a redb file in DIR, for one node.
     Embedded(PathBuf),
     /// `cassandra://HOST:PORT/KEYSPACE`.
-    Cassandra { contact_point: String, keyspace: String },
+    Cassandra {
+        /// `HOST:PORT` of a Cassandra node to connect through.
+        contact_point: String,
+        /// The keyspace: 1 to 48 ASCII letters, digits or `_`.
+        keyspace: String,
+    },
 }
 
 impl FromStr for StoreUrl {

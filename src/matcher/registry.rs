@@ -18,11 +18,16 @@ use crate::store::{QueueConfig, Store, StoreError};
 pub struct Settings {
     /// How this node names itself to others (its listening address).
     pub node: String,
+    /// How each partition buffers, persists and collects; its task policy is
+    /// set per queue (see [`Settings::engine_for`]).
     pub engine: EngineConfig,
+    /// Group commit of each partition's writes.
     pub writer: WriterConfig,
+    /// Polls, sync match and the partition count of new queues.
     pub matcher: MatcherConfig,
     /// The default task policy, and the queues that override it.
     pub tasks: TaskPolicy,
+    /// The task policies of the queues that override `tasks`, by queue name.
     pub queues: BTreeMap<String, TaskPolicy>,
     /// Defaults of the queues named by a prefix and at least one more
     /// character (say, the visit scheduler's `visits.`), ahead of `tasks`;
@@ -90,14 +95,18 @@ impl Queues {
         }
     }
 
+    /// What every queue of this node is opened with.
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
 
+    /// This node's view of the cluster: who is live, and so who owns which
+    /// partition.
     pub fn view(&self) -> &Arc<ClusterView> {
         &self.view
     }
 
+    /// The store every queue's partitions live in.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

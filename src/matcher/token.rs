@@ -7,13 +7,18 @@ use crate::model::{PartitionId, QueueName, validate};
 /// where the lease id is the level id the task was dispatched from. Opaque to workers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseToken {
+    /// The queue of the task.
     pub queue: QueueName,
+    /// The partition of the queue the task was dispatched from.
     pub partition: u32,
+    /// The lease's id: the level id the task was dispatched from.
     pub lease_id: i64,
+    /// The attempt this delivery is (1 for the first).
     pub attempt: u32,
 }
 
 impl LeaseToken {
+    /// The partition of the queue that holds the lease.
     pub fn partition_id(&self) -> PartitionId {
         PartitionId { queue: self.queue.clone(), partition: self.partition }
     }

@@ -6,7 +6,11 @@ use std::fmt;
 /// breaks ties in write order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct FairLevel {
+    /// The pass of stride scheduling (see [`crate::core::fairness`]): lower
+    /// passes are dispatched first.
     pub pass: i64,
+    /// An id from the owner's id block: unique in the partition, growing
+    /// with write order.
     pub id: i64,
 }
 
@@ -16,6 +20,7 @@ impl FairLevel {
     /// Above every level a task can have.
     pub const MAX: FairLevel = FairLevel { pass: i64::MAX, id: i64::MAX };
 
+    /// The level `(pass, id)`.
     pub const fn new(pass: i64, id: i64) -> Self {
         FairLevel { pass, id }
     }

@@ -9,8 +9,11 @@ pub const PRIORITY_LEVELS: usize = 5;
 pub struct Priority(u8);
 
 impl Priority {
+    /// Priority 1, dispatched before every other level.
     pub const HIGHEST: Priority = Priority(1);
+    /// Priority 3, what a task gets when it names none (0).
     pub const DEFAULT: Priority = Priority(3);
+    /// Priority 5, dispatched only when every other level is empty.
     pub const LOWEST: Priority = Priority(PRIORITY_LEVELS as u8);
 
     /// `None` unless `value` is in 1..=5.
@@ -18,6 +21,7 @@ impl Priority {
         (1..=PRIORITY_LEVELS as u32).contains(&value).then_some(Priority(value as u8))
     }
 
+    /// The level's number, 1 (highest) to 5 (lowest).
     pub fn get(self) -> u32 {
         u32::from(self.0)
     }
@@ -27,11 +31,14 @@ impl Priority {
         usize::from(self.0 - 1)
     }
 
+    /// The priority whose subqueue index is `index` (0 for the highest); panics
+    /// unless `index` is below [`PRIORITY_LEVELS`].
     pub fn from_index(index: usize) -> Priority {
         assert!(index < PRIORITY_LEVELS, "priority index {index} out of range");
         Priority(index as u8 + 1)
     }
 
+    /// Every priority, highest first.
     pub fn all() -> impl Iterator<Item = Priority> {
         (0..PRIORITY_LEVELS).map(Priority::from_index)
     }

@@ -13,6 +13,7 @@ impl QueueName {
         QueueName(Arc::from(name))
     }
 
+    /// The name as validated.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -27,7 +28,9 @@ impl fmt::Display for QueueName {
 /// One partition of a queue: the unit of ownership and storage.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PartitionId {
+    /// The queue the partition belongs to.
     pub queue: QueueName,
+    /// The partition's number in its queue, 0 to the queue's partition count - 1.
     pub partition: u32,
 }
 
@@ -40,10 +43,14 @@ impl fmt::Display for PartitionId {
 /// What a producer asks for, after validation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
+    /// The key the task is dispatched fairly by, at most 256 bytes (the empty
+    /// key included).
     pub fairness_key: String,
     /// `None`: the queue's weight for the key (or the default weight).
     pub fairness_weight: Option<f64>,
+    /// The strict priority level the task waits in.
     pub priority: Priority,
+    /// The opaque bytes handed to the worker, at most `limits.max_payload_bytes`.
     pub payload: Vec<u8>,
     /// At most one pending or running task per dedup id and queue.
     pub dedup_id: Option<String>,
@@ -90,13 +97,21 @@ pub struct StoredTask {
     /// The id producers and workers see: the level id of its first write,
     /// kept across retries.
     pub task_id: i64,
+    /// The strict priority level, and so the subqueue, the task waits in.
     pub priority: Priority,
+    /// The key the task is dispatched fairly by.
     pub fairness_key: String,
+    /// The weight the producer gave the key; `None`: the queue's weight for it.
     pub fairness_weight: Option<f64>,
+    /// The opaque bytes handed to the worker.
     pub payload: Vec<u8>,
+    /// When the task was first added, in ms since the Unix epoch; kept across
+    /// retries.
     pub created_at_unix_ms: i64,
     /// 1 for the first delivery, one more for each retry.
     pub attempt: u32,
+    /// The producer's dedup id, if any: at most one pending or running task has
+    /// it per queue.
     pub dedup_id: Option<String>,
     /// Where its dedup record is (see `crate::core::engine::dedup`).
     pub dedup_slot: i64,

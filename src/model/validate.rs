@@ -16,6 +16,7 @@ pub const MAX_FAIRNESS_KEY_BYTES: usize = 256;
 pub const MAX_PARTITIONS: u32 = 256;
 /// The smallest and largest fairness weights.
 pub const MIN_WEIGHT: f64 = 0.001;
+/// The largest fairness weight.
 pub const MAX_WEIGHT: f64 = 1000.0;
 
 /// Limits an operator may tune (section `[limits]` of the config file).
@@ -84,11 +85,14 @@ impl Limits {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct ValidationError {
+    /// The field of the request or the config key that was rejected.
     pub field: String,
+    /// What the value was and the rule it broke.
     pub message: String,
 }
 
 impl ValidationError {
+    /// The error of `field`, explained by `message`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         ValidationError { field: field.into(), message: message.into() }
     }
@@ -162,6 +166,7 @@ pub fn priority(field: &str, value: u32) -> Result<Priority> {
     })
 }
 
+/// A payload of `len` bytes: at most `limits.max_payload_bytes`.
 pub fn payload(field: &str, len: usize, limits: &Limits) -> Result<()> {
     if len > limits.max_payload_bytes {
         return Err(ValidationError::new(
@@ -223,6 +228,7 @@ pub fn poll_wait(field: &str, wait: Option<Duration>, default: Duration, limits:
     Ok(wait)
 }
 
+/// The number of tasks of one AddTasks call: 1 to `limits.max_batch_tasks`.
 pub fn batch_len(field: &str, len: usize, limits: &Limits) -> Result<()> {
     if len == 0 {
         return Err(ValidationError::new(field, "is empty; send at least one task"));

@@ -4,6 +4,7 @@ use crate::store::StoreError;
 /// Why a partition could not do what was asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PartitionError {
+    /// The store failed; see [`StoreError`] for whether anything was written.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Another owner took the partition; nothing was written.
@@ -15,6 +16,7 @@ pub enum PartitionError {
 }
 
 impl PartitionError {
+    /// True when nothing was written: the request may be retried as it is.
     pub fn certainly_not_applied(&self) -> bool {
         match self {
             PartitionError::Store(e) => e.certainly_not_applied(),
@@ -29,6 +31,7 @@ pub enum FinishError {
     /// The token no longer holds the lease: nothing was written.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// The partition could not record it; see [`PartitionError`].
     #[error(transparent)]
     Partition(#[from] PartitionError),
 }

@@ -73,10 +73,12 @@ impl Partition {
         Ok(Arc::new(Partition { shared, writes, stop, tasks: tokio::sync::Mutex::new(tasks) }))
     }
 
+    /// Which partition of which queue this is.
     pub fn id(&self) -> &PartitionId {
         &self.shared.id
     }
 
+    /// Whether it still hands out tasks, was lost to another owner, or is closed.
     pub fn state(&self) -> PartitionState {
         self.shared.state()
     }
@@ -210,6 +212,7 @@ impl Partition {
         Some(f(&mut engine))
     }
 
+    /// The current time by the partition's clock, in ms since the Unix epoch.
     pub fn now_ms(&self) -> i64 {
         self.shared.clock.now_ms()
     }

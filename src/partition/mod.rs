@@ -1,5 +1,5 @@
 //! The async shell around one owned partition: it drives a
-//! [`PartitionEngine`](crate::core::engine::PartitionEngine) against a [`Store`].
+//! [`PartitionEngine`](crate::core::engine::PartitionEngine) against a [`Store`](crate::store::Store).
 //!
 //! Three tasks per partition:
 //! - the **writer** turns concurrent adds, completions, failures and the

@@ -18,12 +18,15 @@ use crate::store::{Store, StoreError};
 /// Called after new tasks became ready, so that waiting pollers get them.
 pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
 
+/// Whether a partition may still hand out tasks and write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum PartitionState {
+    /// Owned and serving: it takes writes and hands out tasks.
     Active = 0,
     /// Fenced by a newer owner: hands out nothing more.
     Lost = 1,
+    /// Released by this node (handed over, or at shutdown): takes no more writes.
     Closed = 2,
 }
 
@@ -41,8 +44,11 @@ pub struct Redriven {
 /// record is durable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {
+    /// The partition of the queue the task came from.
     pub partition: u32,
+    /// The task, as leased.
     pub task: StoredTask,
+    /// When the lease runs out unless heartbeated, in ms since the Unix epoch.
     pub lease_deadline: UnixMillis,
 }
 

@@ -43,18 +43,25 @@ use crate::visits::{Scheduler, VisitQueue, run_rounds};
 /// Why a node could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The embedded store's data directory could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// Cassandra could not be reached, or its statements prepared.
     #[error(transparent)]
     Cassandra(#[from] ConnectError),
+    /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The gRPC reflection service could not be built.
     #[error("reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// The configuration cannot be used.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Telemetry could not start.
     #[error(transparent)]
     Telemetry(#[from] TelemetryError),
+    /// A listening socket failed.
     #[error("cannot listen: {0}")]
     Listen(#[from] std::io::Error),
 }

@@ -7,6 +7,8 @@ use super::{ParkedKeyMeta, PartitionMeta, StoreError, SubqueueMeta};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask};
 use crate::proto::storage as pb;
 
+/// The bytes of a task row: the task less its level and priority, which the
+/// row's key holds.
 pub fn encode_task(task: &StoredTask) -> Vec<u8> {
     task_to_pb(task).encode_to_vec()
 }
@@ -24,6 +26,8 @@ fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
     }
 }
 
+/// The task of the row at `level` of subqueue `priority`; `Corrupt` if the
+/// bytes do not decode.
 pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result<StoredTask, StoreError> {
     let row = pb::StoredTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("task row at {level}: {e}")))?;
     Ok(task_from_pb(level, priority, row))
@@ -48,11 +52,18 @@ fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> St
 /// at) and a message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordTask {
+    /// The task, with the level and priority it had when the record was written.
     pub task: StoredTask,
+    /// The record's time, in ms since the Unix epoch: a lease's deadline, when
+    /// a delayed task is ready, when a dead letter failed, or when a task was
+    /// parked.
     pub at_unix_ms: i64,
+    /// A dead letter's failure message; empty in other records.
     pub message: String,
 }
 
+/// The bytes of a record holding `task`, its time `at_unix_ms` (see
+/// [`RecordTask`]) and `message`.
 pub fn encode_record_task(task: &StoredTask, at_unix_ms: i64, message: &str) -> Vec<u8> {
     pb::StoredRecordTask {
         task: Some(task_to_pb(task)),
@@ -81,6 +92,8 @@ pub fn decode_lease(bytes: &[u8]) -> Result<Result<RecordTask, (Priority, FairLe
     Ok(Err((priority, level_from_pb(row.level))))
 }
 
+/// The task record of a lease, delayed, dead-letter or parked record; `Corrupt`
+/// if the bytes do not decode or hold no task.
 pub fn decode_record_task(bytes: &[u8]) -> Result<RecordTask, StoreError> {
     let corrupt = |e: String| StoreError::Corrupt(format!("task record: {e}"));
     let row = pb::StoredRecordTask::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
@@ -93,6 +106,7 @@ pub fn decode_record_task(bytes: &[u8]) -> Result<RecordTask, StoreError> {
     })
 }
 
+/// The bytes of a dedup record: `task_id` holds `dedup_id`.
 pub fn encode_dedup(dedup_id: &str, task_id: i64) -> Vec<u8> {
     pb::StoredDedup { dedup_id: dedup_id.to_owned(), task_id }.encode_to_vec()
 }
@@ -111,6 +125,7 @@ fn level_from_pb(level: Option<pb::StoredLevel>) -> FairLevel {
     level.map_or(FairLevel::ZERO, |l| FairLevel::new(l.pass, l.id))
 }
 
+/// The bytes of a partition's metadata row.
 pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
     pb::StoredPartitionMeta {
         range_id: meta.range_id,
@@ -144,6 +159,8 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// A partition's metadata from its row; `Corrupt` if the bytes do not decode or
+/// name an unknown priority.
 pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
     let row =
         pb::StoredPartitionMeta::decode(bytes).map_err(|e| StoreError::Corrupt(format!("partition metadata: {e}")))?;

@@ -21,6 +21,7 @@ use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 /// A fresh store for one test, whatever must live as long as it (a
 /// temporary directory), and what must be done after it (drop a keyspace).
 pub struct TestStore<S: ?Sized + Send + Sync = dyn Store> {
+    /// The store under test.
     pub store: Arc<S>,
     guard: Box<dyn Any + Send>,
     cleanup: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -119,12 +120,15 @@ async fn owned(store: &dyn Store, p: &PartitionId) -> i64 {
     store.take_ownership(p, 0, OWNER).await.expect("take a new partition").range_id
 }
 
+/// A partition never taken loads as `None`, and reads of it return nothing.
 pub async fn absent_partition_loads_as_none(store: &dyn Store) {
     assert_eq!(store.load_partition(&partition("absent", 0)).await.unwrap(), None);
     let empty = store.read(&partition("absent", 0), Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap();
     assert!(empty.is_empty());
 }
 
+/// Taking a new partition creates it at range id 1 with its owner; taking it
+/// with a stale range id is `Fenced`.
 pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
     let p = partition("own", 0);
     let first = store.take_ownership(&p, 0, OWNER).await.unwrap();
@@ -139,6 +143,8 @@ pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
     assert_eq!(store.take_ownership(&p, 1, OWNER).await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
 }
 
+/// An append under another range id is `Fenced` and writes nothing; one under
+/// the current range id lands.
 pub async fn append_is_conditional_on_the_range_id(store: &dyn Store) {
     let p = partition("cond", 0);
     let range = owned(store, &p).await;
@@ -149,6 +155,8 @@ pub async fn append_is_conditional_on_the_range_id(store: &dyn Store) {
     assert_eq!(levels(&read), vec![FairLevel::new(1, 2)], "a fenced append wrote nothing");
 }
 
+/// A read returns tasks in level order, strictly above its bound and at most
+/// its limit, whatever the order of writing.
 pub async fn read_is_ordered_strictly_above_and_limited(store: &dyn Store) {
     let p = partition("order", 0);
     let range = owned(store, &p).await;
@@ -177,6 +185,8 @@ pub async fn read_is_ordered_strictly_above_and_limited(store: &dyn Store) {
     assert!(none.is_empty());
 }
 
+/// Subqueues, partitions and queues (even with names that share a prefix) hold
+/// their own tasks.
 pub async fn subqueues_partitions_and_queues_are_separate(store: &dyn Store) {
     let a0 = partition("sep-a", 0);
     let a1 = partition("sep-a", 1);
@@ -196,6 +206,8 @@ pub async fn subqueues_partitions_and_queues_are_separate(store: &dyn Store) {
     assert_eq!(read(b0, Priority::HIGHEST).await, vec![FairLevel::new(1, 4)]);
 }
 
+/// `delete_through` removes the subqueue's tasks at or below its level, twice
+/// without error, and nothing of other subqueues.
 pub async fn delete_through_is_inclusive_and_idempotent(store: &dyn Store) {
     let p = partition("gc", 0);
     let range = owned(store, &p).await;
@@ -210,6 +222,8 @@ pub async fn delete_through_is_inclusive_and_idempotent(store: &dyn Store) {
     assert_eq!(other.len(), 1, "another subqueue is untouched");
 }
 
+/// Metadata written alone or with an append loads back equal; a new owner gets
+/// it; a write of the old owner is `Fenced`.
 pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
     let p = partition("meta", 0);
     let range = owned(store, &p).await;
@@ -234,6 +248,8 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
     assert_eq!(store.update_metadata(&p, &meta).await.unwrap_err(), StoreError::Fenced { current_range_id: range + 1 });
 }
 
+/// A new owner reads every task the old one appended, and the old one's later
+/// append is `Fenced`.
 pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {
     let p = partition("handover", 0);
     let old = owned(store, &p).await;
@@ -247,6 +263,8 @@ pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {
     assert_eq!(read.len(), 20);
 }
 
+/// Every field of a task survives a write and a read: a largest payload, a
+/// non-ASCII key, and empty ones.
 pub async fn task_contents_round_trip(store: &dyn Store) {
     let p = partition("contents", 0);
     let range = owned(store, &p).await;
@@ -277,6 +295,8 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
     assert_eq!(read, vec![big, empty]);
 }
 
+/// The first creation of a queue sets its config; a later one returns it
+/// unchanged; `list_queues` names every queue.
 pub async fn queues_are_created_once(store: &dyn Store) {
     let name = validate::queue_name("queue", "configured").unwrap();
     let created = store.create_queue(&name, QueueConfig { partitions: 8 }).await.unwrap();
@@ -290,6 +310,8 @@ pub async fn queues_are_created_once(store: &dyn Store) {
     assert_eq!(listed, vec![(name, QueueConfig { partitions: 8 }), (other, QueueConfig { partitions: 1 })]);
 }
 
+/// A heartbeat replaces the node's record; `members` lists the latest of each;
+/// `leave` removes one.
 pub async fn members_heartbeat_and_leave(store: &dyn Store) {
     let member =
         |node: &str, heartbeat| Member { node: node.into(), started_unix_ms: 1_000, heartbeat_unix_ms: heartbeat };
@@ -312,6 +334,8 @@ async fn section(store: &dyn Store, p: &PartitionId, section: Section) -> Vec<((
     records.into_iter().map(|r| (r.at.key, String::from_utf8(r.value).unwrap())).collect()
 }
 
+/// Tasks, records and metadata go in one write conditional on the range id; a
+/// put replaces a record; deleting an absent one is no error.
 pub async fn records_are_written_with_tasks_in_one_conditional_write(store: &dyn Store) {
     let p = partition("records", 0);
     let range = owned(store, &p).await;
@@ -349,6 +373,8 @@ pub async fn records_are_written_with_tasks_in_one_conditional_write(store: &dyn
     assert!(section(store, &p, Section::Dedup).await.is_empty(), "deleting an absent record is no error");
 }
 
+/// Records come back ascending by key, strictly above `after`, at most the
+/// limit; a range delete is inclusive, idempotent, and keeps to its section.
 pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn Store) {
     let p = partition("sections", 0);
     let range = owned(store, &p).await;
@@ -372,6 +398,8 @@ pub async fn record_sections_are_ordered_separate_and_range_deleted(store: &dyn 
     assert_eq!(section(store, &p, Section::DeadLetters).await.len(), 1, "other sections are untouched");
 }
 
+/// A bucket's read returns its keys, its upper bound included, and nothing of
+/// the neighbouring buckets.
 pub async fn record_reads_stay_inside_their_range(store: &dyn Store) {
     let p = partition("ranges", 0);
     let range = owned(store, &p).await;
@@ -393,6 +421,8 @@ pub async fn record_reads_stay_inside_their_range(store: &dyn Store) {
     assert!(empty.is_empty(), "an empty bucket reads nothing of its neighbours");
 }
 
+/// `read_buckets` returns each bucket named once, at most `per_bucket` records
+/// of each, of the section asked only.
 pub async fn bucket_reads_return_the_buckets_named_and_no_more(store: &dyn Store) {
     let p = partition("buckets", 0);
     let range = owned(store, &p).await;
@@ -412,6 +442,8 @@ pub async fn bucket_reads_return_the_buckets_named_and_no_more(store: &dyn Store
     assert!(store.read_buckets(&p, Section::Dedup, &[], 2).await.unwrap().is_empty(), "no bucket, no record");
 }
 
+/// `read_row` finds a task row or a record after a take-over, and `None` for a
+/// row of another level, subqueue or section.
 pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
     let p = partition("rows", 0);
     let range = owned(store, &p).await;

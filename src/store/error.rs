@@ -5,7 +5,10 @@ pub enum StoreError {
     /// The range id moved on: another owner took the partition. Certainly
     /// not applied; the caller must drop the partition.
     #[error("fenced: the partition's range id is now {current_range_id}")]
-    Fenced { current_range_id: i64 },
+    Fenced {
+        /// The range id the partition has now.
+        current_range_id: i64,
+    },
     /// The store could not be reached or refused the work. Certainly not
     /// applied; retry later.
     #[error("store unavailable: {0}")]
@@ -35,4 +38,5 @@ impl StoreError {
     }
 }
 
+/// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;

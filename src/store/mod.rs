@@ -1,6 +1,6 @@
 //! The storage contract: what a backend must do for Fairway to keep its
 //! guarantees, apart from any backend. Backends live in submodules; every one
-//! of them must pass the generic tests of [`conformance`].
+//! of them must pass the generic tests of `conformance` (behind the feature of that name).
 //!
 //! All operations address one partition (`PartitionId`). Levels order tasks
 //! within one subqueue (a priority level of a partition).
@@ -60,8 +60,13 @@ pub struct SubqueueMeta {
 /// section; those at or below `floor` were handed out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ParkedKeyMeta {
+    /// The key held at its limits.
     pub fairness_key: String,
+    /// The key's slot: the first part of the keys of its records in
+    /// [`Section::Parked`].
     pub slot: i64,
+    /// Every record of the slot with a sequence number at or below this one was
+    /// handed out.
     pub floor: i64,
 }
 
@@ -72,6 +77,7 @@ pub struct PartitionMeta {
     pub range_id: i64,
     /// The node that took it last (informational: the range id decides).
     pub owner: String,
+    /// What is kept per priority level, highest first (at [`Priority::index`]).
     pub subqueues: [SubqueueMeta; PRIORITY_LEVELS],
     /// Every delayed record at or below this key has been made ready: the
     /// next owner reads delayed records above it.
@@ -134,14 +140,19 @@ impl Section {
 /// Where a record lives: its section and its two-part key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RecordKey {
+    /// The section the record belongs to.
     pub section: Section,
+    /// The record's key in its section, ordered by its first part, then its
+    /// second; what they mean depends on the section.
     pub key: (i64, i64),
 }
 
 /// A record: its place and its bytes (see [`codec`] for what they hold).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// Where the record lives.
     pub at: RecordKey,
+    /// The record's bytes, as [`codec`] encodes what it holds.
     pub value: Vec<u8>,
 }
 
@@ -153,8 +164,11 @@ pub const MAX_BUCKETS_PER_READ: usize = 100;
 /// bucketed section is read one bucket at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordRange {
+    /// The section read.
     pub section: Section,
+    /// Keys strictly above this one are read...
     pub after: (i64, i64),
+    /// ...up to this one, included.
     pub through: (i64, i64),
 }
 
@@ -178,7 +192,9 @@ impl RecordRange {
 /// One row of a partition: a task of a subqueue, or a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowRef {
+    /// The task row at this level of this priority's subqueue.
     Task(Priority, FairLevel),
+    /// The record at this key.
     Record(RecordKey),
 }
 
@@ -192,10 +208,13 @@ pub struct PartitionWrite {
     /// Records removed (removing an absent one is not an error). A key is
     /// never both put and deleted in one write.
     pub delete: Vec<RecordKey>,
+    /// The partition's metadata, if the write carries it; its range id must be
+    /// the one the write is conditional on.
     pub metadata: Option<PartitionMeta>,
 }
 
 impl PartitionWrite {
+    /// Whether the write carries nothing: no task, record, delete or metadata.
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty() && self.put.is_empty() && self.delete.is_empty() && self.metadata.is_none()
     }
@@ -225,6 +244,8 @@ pub fn stored_task_bytes(task: &StoredTask) -> usize {
 /// A queue's settings, fixed when it is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
+    /// How many partitions the queue has, 1 to
+    /// [`MAX_PARTITIONS`](crate::model::validate::MAX_PARTITIONS).
     pub partitions: u32,
 }
 
@@ -233,7 +254,10 @@ pub struct QueueConfig {
 pub struct Member {
     /// The address other nodes and clients reach it at; also its identity.
     pub node: String,
+    /// When the node started, in ms since the Unix epoch.
     pub started_unix_ms: i64,
+    /// When the node last wrote its heartbeat, in ms since the Unix epoch: once
+    /// older than the member timeout, the node counts as dead.
     pub heartbeat_unix_ms: i64,
 }
 
@@ -243,7 +267,9 @@ pub struct Member {
 /// keyspace, one session per node).
 #[derive(Clone, Debug)]
 pub struct Stores {
+    /// The backend as the tasks' store.
     pub tasks: Arc<dyn Store>,
+    /// The same backend as the visit scheduler's store.
     pub visits: Arc<dyn visits::VisitStore>,
 }
 
@@ -254,6 +280,8 @@ impl Stores {
     }
 }
 
+/// The tasks' storage contract: what a backend must do for Fairway to keep its
+/// guarantees (see [`crate::store`]).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The partition's metadata as stored, `None` if it was never created.

@@ -27,10 +27,12 @@ pub struct LatencyHistogram {
 pub struct HistogramReading {
     /// Observations per bucket of [`BOUNDS_MS`], then `+Inf`; not cumulative.
     pub buckets: Vec<u64>,
+    /// The sum of every observation, in ms.
     pub sum_ms: u64,
 }
 
 impl HistogramReading {
+    /// Observations in all: the sum of the buckets.
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
@@ -46,6 +48,8 @@ impl LatencyHistogram {
         }
     }
 
+    /// Counts one observation of `ms` milliseconds in the first bucket whose
+    /// bound is at least `ms` (and over OTLP, in seconds).
     pub fn observe_ms(&self, ms: u64) {
         let bucket = BOUNDS_MS.partition_point(|bound| *bound < ms);
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
@@ -55,6 +59,7 @@ impl LatencyHistogram {
         }
     }
 
+    /// The counts per bucket and their sum now.
     pub fn read(&self) -> HistogramReading {
         HistogramReading {
             buckets: self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect(),

@@ -31,6 +31,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler of `queues`, with no count reported yet.
     pub fn new(queues: Arc<Queues>) -> Self {
         Sampler { queues, highest: Mutex::new(HashMap::new()), last: Mutex::new(None) }
     }
@@ -65,8 +66,11 @@ impl Sampler {
 /// How a metric behaves, in the exposition's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A count that only grows; its name ends in `_total`.
     Counter,
+    /// A value that goes up and down.
     Gauge,
+    /// Observations counted in the buckets of [`BOUNDS_MS`], with their sum.
     Histogram,
 }
 
@@ -96,11 +100,15 @@ pub enum Values {
 /// collector's Prometheus exporter adds them back from the kind and unit).
 #[derive(Clone, Copy, Debug)]
 pub struct Metric {
+    /// The Prometheus name, such as `fairway_tasks_added_total`.
     pub name: &'static str,
+    /// How the metric behaves.
     pub kind: Kind,
     /// The OTLP unit (UCUM).
     pub unit: &'static str,
+    /// The help text, one sentence.
     pub help: &'static str,
+    /// Where its values come from.
     pub values: Values,
 }
 

@@ -112,6 +112,7 @@ impl TelemetryConfig {
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
+    /// The OTLP exporter could not be built.
     #[error("OTLP exporter: {0}")]
     Otlp(#[from] opentelemetry_otlp::ExporterBuildError),
 }

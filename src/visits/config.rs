@@ -35,6 +35,7 @@ pub enum BlindVisits {
     QueueClock,
 }
 
+/// The origin-visit scheduler (section `[scheduler]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
@@ -70,6 +71,8 @@ pub struct SchedulerConfig {
     pub first_visits_priority: u32,
     /// Priority of "save code now" requests.
     pub save_code_now_priority: u32,
+    /// The waits before an origin is scheduled again (section
+    /// `[scheduler.cooldowns]`).
     pub cooldowns: Cooldowns,
     /// Policy weights per visit type, e.g. `[scheduler.policies.git]
     /// never_visited_oldest_update_first = 49`. A visit type not listed

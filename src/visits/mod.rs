@@ -47,17 +47,27 @@ pub fn visit_type_of(queue: &str) -> Option<&str> {
 /// An origin as a lister reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListedReport {
+    /// The origin's URL.
     pub url: String,
+    /// The kind of loader that visits it, e.g. `git`: its visits go to the
+    /// queue `visits.<type>`.
     pub visit_type: String,
+    /// When the forge says the origin last changed, in ms since the Unix epoch,
+    /// if it says.
     pub last_update: Option<UnixMillis>,
+    /// Whether the forge says it is a fork of another origin.
     pub is_fork: bool,
+    /// Extra arguments for the loader, a JSON object as text (empty: none).
     pub extra_loader_arguments: String,
 }
 
+/// Why the scheduler could not do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
+    /// The visit store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The visit queue could not be reached.
     #[error("queue: {0}")]
     Queue(#[from] VisitQueueError),
 }
@@ -71,10 +81,12 @@ pub struct RoundReport {
     pub slots: u64,
     /// Visits sent, per policy and per lister.
     pub by_policy: BTreeMap<Policy, u64>,
+    /// Visits sent, per lister.
     pub by_lister: BTreeMap<String, u64>,
 }
 
 impl RoundReport {
+    /// Visits sent in all.
     pub fn sent(&self) -> u64 {
         self.by_policy.values().sum()
     }
@@ -95,10 +107,12 @@ impl Scheduler {
         Scheduler { store, config, lock: Mutex::new(StdRng::seed_from_u64(seed)) }
     }
 
+    /// The settings it runs with.
     pub fn config(&self) -> &SchedulerConfig {
         &self.config
     }
 
+    /// The store it records origins in and reads them from.
     pub fn store(&self) -> &Arc<dyn VisitStore> {
         &self.store
     }
@@ -150,6 +164,9 @@ impl Scheduler {
         Ok(new)
     }
 
+    /// Records that `lister` finished a listing at `now`:
+    /// `first_visits_after_listing` then visits its origins not scheduled
+    /// since.
     pub async fn finish_listing(&self, lister: &str, now: UnixMillis) -> Result<(), StoreError> {
         self.store.finish_listing(lister, now).await
     }

@@ -11,10 +11,14 @@ use crate::model::validate::{MAX_DEDUP_ID_BYTES, MAX_FAIRNESS_KEY_BYTES};
 /// One visit to queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Visit {
+    /// The origin's URL.
     pub url: String,
+    /// The origin's lister or host (as `scheduler.fairness_key` says), cut to
+    /// at most 256 bytes.
     pub fairness_key: String,
     /// The origin and visit type: a visit already queued is not queued twice.
     pub dedup_id: String,
+    /// The task's priority, 1 (highest) to 5.
     pub priority: u32,
     /// The task's payload (see [`VisitPayload`]).
     pub payload: Vec<u8>,
@@ -23,15 +27,20 @@ pub struct Visit {
 /// A visit task's payload, JSON: what a loader needs to visit the origin.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct VisitPayload {
+    /// The origin's URL.
     pub url: String,
+    /// The kind of loader to run, e.g. `git`.
     pub visit_type: String,
+    /// The lister that reported the origin.
     pub lister: String,
+    /// Whether the forge says it is a fork of another origin.
     pub is_fork: bool,
     /// The lister's extra loader arguments (a JSON object; empty when none).
     pub arguments: serde_json::Value,
 }
 
 impl Visit {
+    /// The visit of `origin` at `priority`, its fairness key chosen by `key`.
     pub fn of(origin: &ListedOrigin, key: FairnessKeyOf, priority: u32) -> Visit {
         let payload = VisitPayload {
             url: origin.url.clone(),
@@ -90,6 +99,7 @@ pub fn host_of(url: &str) -> &str {
     if host.is_empty() { url } else { host }
 }
 
+/// Why visits could not be queued.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum VisitQueueError {
     /// The queue could not be reached; nothing was queued. Retry later.
@@ -97,6 +107,7 @@ pub enum VisitQueueError {
     Unavailable(String),
 }
 
+/// The queues a round fills: one `visits.<type>` queue per visit type.
 #[async_trait]
 pub trait VisitQueue: Send + Sync {
     /// Visits of the visit type waiting in its queue (not yet dispatched).

@@ -39,7 +39,9 @@ pub struct EngineConfig {
     /// The most keys parked at once in a partition (each is a few dozen
     /// bytes of its metadata). Past it, a held key holds the ack level back.
     pub max_parked_keys: usize,
+    /// How much per-key state each subqueue keeps (section `[partition.counters]`).
     pub counters: CounterConfig,
+    /// The fairness weights of the keys (section `[partition.weights]`).
     pub weights: Weights,
     /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
     #[serde(skip)]

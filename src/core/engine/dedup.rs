@@ -17,10 +17,15 @@ use crate::hash::{fnv1a, splitmix64};
 /// their 64-bit hashes collide, so a bucket holds one id but for crafted ids.
 pub const MAX_DEDUP_SLOTS: usize = 1024;
 
+/// A dedup id held by a task, as its record stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DedupEntry {
+    /// Its place in the bucket: 0 for the first id, one more for each id whose
+    /// hash collides.
     pub slot: i64,
+    /// The producer's dedup id.
     pub dedup_id: String,
+    /// The id of the pending, delayed or running task that holds it.
     pub task_id: i64,
 }
 
@@ -29,12 +34,14 @@ pub fn bucket_of(dedup_id: &str) -> i64 {
     splitmix64(fnv1a(dedup_id.bytes())) as i64
 }
 
+/// The dedup ids of the buckets the owner has resolved, by bucket.
 #[derive(Debug, Default)]
 pub struct DedupIndex {
     buckets: HashMap<i64, Vec<DedupEntry>>,
 }
 
 impl DedupIndex {
+    /// Whether `bucket` is known in memory (read from the store or written since).
     pub fn is_resolved(&self, bucket: i64) -> bool {
         self.buckets.contains_key(&bucket)
     }

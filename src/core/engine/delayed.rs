@@ -16,8 +16,12 @@ use std::collections::BTreeMap;
 use crate::clock::UnixMillis;
 use crate::model::StoredTask;
 
+/// The key of a delayed record:
+/// `(ready at, ms since the Unix epoch; level id of the task)`.
 pub type DelayKey = (UnixMillis, i64);
 
+/// The delayed records in memory: the earliest ones above the floor, up to a
+/// capacity.
 #[derive(Debug)]
 pub struct Delayed {
     buffer: BTreeMap<DelayKey, StoredTask>,
@@ -33,6 +37,7 @@ impl Delayed {
         Delayed { buffer: BTreeMap::new(), loaded_through: floor, complete: false, capacity, floor }
     }
 
+    /// Every delayed record at or below this key was made ready.
     pub fn floor(&self) -> DelayKey {
         self.floor
     }
@@ -49,10 +54,12 @@ impl Delayed {
         if key > floor { key } else { (floor.0 + 1, key.1) }
     }
 
+    /// Delayed records buffered in memory.
     pub fn len(&self) -> usize {
         self.buffer.len()
     }
 
+    /// Whether no delayed record is buffered in memory.
     pub fn is_empty(&self) -> bool {
         self.buffer.is_empty()
     }

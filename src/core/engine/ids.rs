@@ -12,11 +12,13 @@ pub struct IdBlock {
 }
 
 impl IdBlock {
+    /// The ids of range id `range_id` (1 or more), none of them used yet.
     pub fn for_range(range_id: i64) -> IdBlock {
         assert!(range_id >= 1, "range ids start at 1");
         IdBlock { next: (range_id - 1) * ID_BLOCK_SIZE + 1, end: range_id * ID_BLOCK_SIZE }
     }
 
+    /// How many ids are left to take.
     pub fn remaining(&self) -> i64 {
         self.end - self.next + 1
     }

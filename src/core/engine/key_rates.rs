@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use crate::clock::UnixMillis;
 
+/// The start rates of the fairness keys: a token bucket per key that started a
+/// task lately.
 #[derive(Debug)]
 pub struct KeyRates {
     /// Tokens per millisecond (0: no limit).
@@ -16,10 +18,13 @@ pub struct KeyRates {
 }
 
 impl KeyRates {
+    /// At most `per_second` starts per second per key (0: no limit), in bursts
+    /// of up to `burst` (1 at least).
     pub fn new(per_second: f64, burst: u32) -> Self {
         KeyRates { per_ms: per_second / 1000.0, burst: f64::from(burst.max(1)), buckets: HashMap::new() }
     }
 
+    /// Whether there is a rate limit at all.
     pub fn limited(&self) -> bool {
         self.per_ms > 0.0
     }

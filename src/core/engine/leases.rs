@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::clock::UnixMillis;
 use crate::model::StoredTask;
 
+/// Where a lease stands, from the write of its record to its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseState {
     /// The lease record is being written; the worker has nothing yet.
@@ -24,6 +25,7 @@ pub enum LeaseState {
     Finishing,
 }
 
+/// A task out with a worker, or about to be: its task, record and deadline.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lease {
     /// The task as delivered (its level is the level it was dispatched from).
@@ -31,7 +33,10 @@ pub struct Lease {
     /// Where its record is (`(0, seq)` in the lease section); 0 until the
     /// record is planned.
     pub seq: i64,
+    /// When the lease runs out, in ms since the Unix epoch, unless a heartbeat
+    /// extends it; the attempt then fails, retryably.
     pub deadline: UnixMillis,
+    /// Where the lease stands.
     pub state: LeaseState,
     /// False when no worker got it (its poller left while it was written):
     /// it then expires at once and its attempt does not count.
@@ -41,14 +46,19 @@ pub struct Lease {
 /// Why a lease operation was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LeaseError {
+    /// The token does not name a held lease: it expired and the task was
+    /// delivered again, or it was finished.
     #[error(
         "the lease is no longer held by this token (it expired and the task was delivered again, or it was finished)"
     )]
     Stale,
+    /// A completion or failure of this lease is being written; the worker may
+    /// try again.
     #[error("a completion or failure of this task is being written; try again")]
     Busy,
 }
 
+/// The leases of a partition, by the level id their task was dispatched from.
 #[derive(Debug, Default)]
 pub struct Leases {
     by_id: HashMap<i64, Lease>,
@@ -96,18 +106,22 @@ impl Leases {
         self.by_id.values().map(|l| l.seq).filter(|seq| *seq > 0).min()
     }
 
+    /// How many leases there are, in any state.
     pub fn len(&self) -> usize {
         self.by_id.len()
     }
 
+    /// Whether no task is out with a worker or being leased.
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
 
+    /// The leases `key` holds, in any state: what its concurrency limit counts.
     pub fn running(&self, key: &str) -> u32 {
         self.per_key.get(key).copied().unwrap_or(0)
     }
 
+    /// The lease of the task dispatched from level id `id`, if any.
     pub fn get(&self, id: i64) -> Option<&Lease> {
         self.by_id.get(&id)
     }

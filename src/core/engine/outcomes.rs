@@ -9,39 +9,67 @@ use crate::model::{FairLevel, Priority};
 /// How a worker ended its attempt.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
+    /// The task is done: its lease ends, its dedup id is freed, and it is not
+    /// delivered again.
     Complete,
-    Fail { retryable: bool, message: String, retry_after: Option<Duration> },
+    /// The attempt failed: the task is tried again later, or becomes a dead letter.
+    Fail {
+        /// Whether the task may be tried again; false makes it a dead letter at
+        /// once.
+        retryable: bool,
+        /// What went wrong, as the worker says; a dead letter keeps it.
+        message: String,
+        /// The least wait before the next attempt, if the worker asks for one;
+        /// the backoff may wait longer.
+        retry_after: Option<Duration>,
+    },
 }
 
 /// A worker's report on the lease of task level id `lease_id`, attempt `attempt`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finish {
+    /// The lease's id: the level id of the task when it was dispatched.
     pub lease_id: i64,
+    /// The attempt the worker was given; a report on any other attempt is
+    /// refused as stale.
     pub attempt: u32,
+    /// How the attempt ended.
     pub outcome: Outcome,
 }
 
 /// What became of a finished lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finished {
+    /// The task is done and gone; its dedup id is freed.
     Completed,
-    Retrying { not_before: UnixMillis },
+    /// The task waits for another attempt.
+    Retrying {
+        /// The earliest time of the next attempt, in ms since the Unix epoch.
+        not_before: UnixMillis,
+    },
+    /// No attempt left, or the failure was not retryable: the task is a dead
+    /// letter now.
     Buried,
 }
 
 /// What became of an added task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Added {
+    /// A new task was written.
     Added {
+        /// The new task's id (the level id of its first write).
         task_id: i64,
     },
     /// Its dedup id is held by this pending or running task: nothing added.
     Duplicate {
+        /// The id of the task that holds the dedup id.
         task_id: i64,
     },
 }
 
 impl Added {
+    /// The task id either way: the new task's, or that of the task holding the
+    /// dedup id.
     pub fn task_id(self) -> i64 {
         match self {
             Added::Added { task_id } | Added::Duplicate { task_id } => task_id,
@@ -54,8 +82,13 @@ impl Added {
 /// the first two compare (the matcher breaks ties in turn).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
+    /// The task's priority level: the highest (1) goes first, whatever the pass.
     pub priority: Priority,
+    /// How far the task's pass is above its subqueue's ack level pass (0 or
+    /// more): the lowest goes first.
     pub pass_ahead: i64,
+    /// The task's level in its subqueue (for a parked task, the level it had in
+    /// the backlog).
     pub level: FairLevel,
     /// The oldest parked task of a key, not a task of the backlog.
     pub(super) parked: bool,

@@ -60,9 +60,14 @@ impl ParkedKey {
 /// A read of the oldest parked record of a key above `after`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParkedRead {
+    /// The priority level the key is parked at.
     pub priority: Priority,
+    /// The parked key.
     pub fairness_key: String,
+    /// The key's slot: its records are keyed `(slot, seq)` in the parked section.
     pub slot: i64,
+    /// The read looks for the oldest record with a sequence number strictly
+    /// above this one.
     pub after: i64,
 }
 
@@ -97,6 +102,8 @@ impl ParkedKeys {
         ParkedKeys { by_key, by_lease: HashMap::new(), max_keys, changed: false }
     }
 
+    /// Whether `key` is parked at `priority`: its tasks go out of its records,
+    /// not out of the backlog.
     pub fn is_parked(&self, priority: Priority, key: &str) -> bool {
         self.by_key[priority.index()].contains_key(key)
     }
@@ -106,10 +113,12 @@ impl ParkedKeys {
         self.len() < self.max_keys
     }
 
+    /// Keys parked, over every priority level.
     pub fn len(&self) -> usize {
         self.by_key.iter().map(BTreeMap::len).sum()
     }
 
+    /// Whether no key is parked at any priority level.
     pub fn is_empty(&self) -> bool {
         self.by_key.iter().all(BTreeMap::is_empty)
     }
@@ -261,6 +270,7 @@ impl ParkedKeys {
             .sum()
     }
 
+    /// Keys parked at `priority`.
     pub fn keys(&self, priority: Priority) -> usize {
         self.by_key[priority.index()].len()
     }
@@ -278,6 +288,8 @@ impl ParkedKeys {
         self.changed
     }
 
+    /// The metadata was written with the directory as it stands:
+    /// [`Self::changed`] is false until a floor moves or a key leaves.
     pub fn metadata_persisted(&mut self) {
         self.changed = false;
     }

@@ -12,11 +12,14 @@ use crate::store::{PartitionWrite, RecordKey, RowRef, Section};
 
 /// One write, planned: tasks with ids and passes assigned, records to put
 /// and delete. The ack levels of the subqueues it adds to stay pinned until
-/// the engine hears how it went ([`PartitionEngine::write_succeeded`] or
-/// [`PartitionEngine::write_failed`]).
+/// the engine hears how it went ([`PartitionEngine::write_succeeded`](super::PartitionEngine::write_succeeded) or
+/// [`PartitionEngine::write_failed`](super::PartitionEngine::write_failed)).
 #[derive(Debug)]
 pub struct AppendPlan {
+    /// The range id the write is conditional on: the engine's when it planned.
     pub range_id: i64,
+    /// What to write, all or nothing, with
+    /// [`Store::write`](crate::store::Store::write).
     pub write: PartitionWrite,
     /// One per spec, in order.
     pub added: Vec<Added>,
@@ -79,11 +82,14 @@ impl AppendPlan {
 /// (lease records to write, expired leases, delayed tasks now ready).
 #[derive(Debug)]
 pub struct PlanInput<'a> {
+    /// New tasks from producers, in order; each gets an id and a pass, and
+    /// `added` answers it.
     pub specs: &'a [TaskSpec],
     /// Indexes (ascending) of specs to hand straight to a waiting worker:
     /// their lease is written instead of a backlog row ("sync match"). Such
     /// specs have no delay and no dedup id.
     pub direct: &'a [usize],
+    /// Workers' reports ending their leases, in order; `finished` answers each.
     pub finishes: &'a [Finish],
     /// Dead letters to put back in the queue, as read from the store.
     pub redrive: Vec<(RecordKey, StoredTask)>,
@@ -103,15 +109,20 @@ impl Default for PlanInput<'_> {
 /// A read the reader should perform: tasks of `priority` strictly above `after`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadRequest {
+    /// The subqueue to read.
     pub priority: Priority,
+    /// The level to read strictly above: the subqueue's read level `R`.
     pub after: FairLevel,
+    /// The most tasks to read (1 at least): what the buffer has room for.
     pub limit: usize,
 }
 
 /// A delete the collector should perform: everything of `priority` at or below `through`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcRequest {
+    /// The subqueue to delete from.
     pub priority: Priority,
+    /// The level to delete through: the ack level last made durable.
     pub through: FairLevel,
 }
 
@@ -119,5 +130,6 @@ pub struct GcRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the id block of range {range_id} is used up")]
 pub struct IdsExhausted {
+    /// The range id whose block is used up.
     pub range_id: i64,
 }

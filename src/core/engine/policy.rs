@@ -72,7 +72,10 @@ impl Default for TaskPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterFailure {
     /// Tried again, not before this time.
-    Retry { not_before: UnixMillis },
+    Retry {
+        /// The earliest time of the next attempt, in ms since the Unix epoch.
+        not_before: UnixMillis,
+    },
     /// No attempt left (or not retryable): a dead letter.
     Bury,
 }

@@ -6,20 +6,35 @@ use std::ops::AddAssign;
 use super::subqueue::KeyBacklog;
 use crate::model::{FairLevel, Priority};
 
+/// One priority level of a partition as its engine sees it, for status and metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubqueueSnapshot {
+    /// The priority level of this subqueue.
     pub priority: Priority,
+    /// The ack level `A`: every task at or below it was dispatched.
     pub ack_level: FairLevel,
+    /// The read level `R`: every task in `(A, R]` not dispatched yet is in the
+    /// buffer.
     pub read_level: FairLevel,
+    /// The highest level written, as far as this engine knows (best effort).
     pub max_level: FairLevel,
+    /// Ready tasks in the buffer.
     pub buffered: u64,
+    /// Tasks written and not dispatched, approximate after a crash (0 at least).
     pub approx_backlog: u64,
     /// Tasks dispatched (or being leased) above the ack level: a task below
     /// them still waits, and holds the ack level back.
     pub dispatched_above_ack: u64,
+    /// Whether the store holds no task above `R` besides appends in flight: the
+    /// buffer has the whole backlog.
     pub reader_at_end: bool,
+    /// Fairness keys whose next pass is tracked exactly.
     pub tracked_keys: u64,
+    /// Whether keys past `counters.exact_keys` share a sketch, so that their
+    /// passes are upper bounds.
     pub approximate_keys: bool,
+    /// The keys with the most ready tasks in the buffer, most first (at most as
+    /// many as asked for).
     pub top_keys: Vec<KeyBacklog>,
     /// Keys held at their limits whose waiting tasks are parked...
     pub parked_keys: u64,
@@ -27,9 +42,12 @@ pub struct SubqueueSnapshot {
     pub parked_tasks: u64,
 }
 
+/// A partition's engine at one moment: its subqueues, counts and sizes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionSnapshot {
+    /// The range id the engine owns the partition under: its fencing token.
     pub range_id: i64,
+    /// Its priority levels, highest first.
     pub subqueues: Vec<SubqueueSnapshot>,
     /// Since this engine was loaded.
     pub counts: TaskCounts,

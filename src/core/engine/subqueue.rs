@@ -20,7 +20,9 @@ enum Slot {
 /// How many tasks of one key wait in the buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyBacklog {
+    /// The fairness key.
     pub fairness_key: String,
+    /// Its ready tasks in the buffer.
     pub buffered: u64,
     /// How far ahead of the ack level the key's next task would land.
     pub pass_ahead: i64,

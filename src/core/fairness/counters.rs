@@ -38,6 +38,7 @@ pub struct KeyCounters {
 }
 
 impl KeyCounters {
+    /// Counters within `config`'s bounds, with no key tracked yet.
     pub fn new(config: CounterConfig) -> Self {
         KeyCounters { config, exact: HashMap::new(), sketch: None, pruned_at_base: None }
     }
@@ -95,10 +96,13 @@ impl KeyCounters {
         self.exact.contains_key(key)
     }
 
+    /// The sketch of the keys past `exact_keys`; `None` until the exact map
+    /// overflows, and again once it is spent.
     pub fn sketch(&self) -> Option<&PassSketch> {
         self.sketch.as_ref()
     }
 
+    /// How many keys the exact map tracks.
     pub fn exact_len(&self) -> usize {
         self.exact.len()
     }

@@ -19,11 +19,13 @@ pub struct PassSketch {
 pub(super) const DEPTH: usize = 4;
 
 impl PassSketch {
+    /// An empty sketch of `width` cells per row; panics if `width` is 0.
     pub fn new(width: usize) -> Self {
         assert!(width > 0, "sketch width must be positive");
         PassSketch { width, cells: vec![i64::MIN; width * DEPTH], max_value: i64::MIN }
     }
 
+    /// Cells per row.
     pub fn width(&self) -> usize {
         self.width
     }
@@ -59,6 +61,7 @@ impl PassSketch {
         self.max_value <= base
     }
 
+    /// The memory the cells take, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.cells.len() * std::mem::size_of::<i64>()
     }

@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Weights {
+    /// The weight of a key that neither the operator nor the task gives one (1
+    /// by default).
     pub default: f64,
+    /// The operator's weights by fairness key; they override the tasks' own.
     pub keys: HashMap<String, f64>,
 }
 
@@ -19,6 +22,8 @@ impl Default for Weights {
 }
 
 impl Weights {
+    /// The weight of `key` for a task that gave `task_weight`: the operator's,
+    /// else the task's, else the default.
     pub fn resolve(&self, key: &str, task_weight: Option<f64>) -> f64 {
         self.keys.get(key).copied().or(task_weight).unwrap_or(self.default)
     }

@@ -35,14 +35,18 @@ pub fn interval_days(offset: u8) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VisitStatus {
+    /// The loader visited the origin and took a snapshot.
     Successful,
+    /// The visit failed.
     Failed,
+    /// The origin was not found at its URL.
     NotFound,
 }
 
 /// A visit's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
+    /// How the visit ended, as the loader says.
     pub status: VisitStatus,
     /// The snapshot the visit found (successful visits only; a successful
     /// visit without one counts as failed).
@@ -54,9 +58,15 @@ pub struct Outcome {
 /// What the scheduler knows of one (origin, visit type).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VisitStats {
+    /// When the last visit recorded happened (its `visit_date`).
     pub last_visit: Option<UnixMillis>,
+    /// How the last visit recorded ended (a success without a snapshot counts
+    /// as failed).
     pub last_visit_status: Option<VisitStatus>,
+    /// When the latest successful visit happened.
     pub last_successful: Option<UnixMillis>,
+    /// The snapshot the last successful visit found: a different one next time
+    /// moves the interval index down.
     pub last_snapshot: Option<Vec<u8>>,
     /// When it was last handed to the queue.
     pub last_scheduled: Option<UnixMillis>,

@@ -19,9 +19,15 @@ use crate::clock::UnixMillis;
 /// index, rows ascend by `(key, url)`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct IndexEntry {
+    /// The policy whose index holds the row (never `FirstVisitsAfterListing`,
+    /// which reads another's).
     pub policy: Policy,
+    /// The lister whose index holds the row.
     pub lister: String,
+    /// The origin's place in the policy's order: smaller is visited first (see
+    /// [`Policy::index_key`]).
     pub key: i64,
+    /// The origin's URL, which breaks ties between equal keys.
     pub url: String,
 }
 
@@ -61,15 +67,20 @@ impl Placement {
 /// Everything the scheduler keeps for one (origin, visit type).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OriginState {
+    /// The origin as last listed.
     pub origin: ListedOrigin,
+    /// What its visits did, and when it was last scheduled.
     pub stats: VisitStats,
+    /// Where its last write put it: what the next write removes.
     pub placement: Placement,
 }
 
 /// The per-(lister, visit type) figures an origin contributes to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListerMetrics {
+    /// Origins known, enabled or not.
     pub known: i64,
+    /// Origins enabled.
     pub enabled: i64,
     /// Enabled, and no snapshot yet.
     pub never_visited: i64,
@@ -93,10 +104,12 @@ impl ListerMetrics {
         }
     }
 
+    /// Whether every count is 0: a change that changes nothing.
     pub fn is_zero(&self) -> bool {
         *self == ListerMetrics::default()
     }
 
+    /// Adds each count of `other`, times `sign` (1 or -1).
     pub fn add(&mut self, other: ListerMetrics, sign: i64) {
         self.known += sign * other.known;
         self.enabled += sign * other.enabled;
@@ -111,10 +124,13 @@ impl ListerMetrics {
 pub struct OriginWrite {
     /// The state after the write (its origin names the row).
     pub state: OriginState,
+    /// Index entries to delete: where the origin was and is no more.
     pub unindex: Vec<IndexEntry>,
+    /// Index entries to write: where the origin is now and was not.
     pub index: Vec<IndexEntry>,
     /// The wake-up row to delete and the one to write.
     pub unwake: Option<UnixMillis>,
+    /// The wake-up row to write: when the origin's cooldowns end, if that changed.
     pub wake: Option<UnixMillis>,
     /// Changes to the counts of (lister, visit type).
     pub metrics: Vec<(String, ListerMetrics)>,

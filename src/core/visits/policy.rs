@@ -13,7 +13,9 @@ use crate::clock::UnixMillis;
 /// An origin as its lister reported it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedOrigin {
+    /// The origin's URL; with the visit type, it names the origin.
     pub url: String,
+    /// The kind of loader that visits it, e.g. `git`.
     pub visit_type: String,
     /// The lister's name and instance, e.g. `gitlab/framagit`.
     pub lister: String,
@@ -24,6 +26,8 @@ pub struct ListedOrigin {
     /// When a lister last reported it.
     #[serde(default)]
     pub last_seen: UnixMillis,
+    /// Whether the forge says it is a fork of another origin; passed on to the
+    /// loader.
     #[serde(default)]
     pub is_fork: bool,
     /// Extra arguments for the loader, a JSON object as the lister gave it.
@@ -31,6 +35,7 @@ pub struct ListedOrigin {
     pub extra_loader_arguments: String,
 }
 
+/// A rule that admits some origins of a visit type and orders them for visiting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
@@ -51,13 +56,16 @@ pub enum Policy {
 /// What a policy looks at for one origin.
 #[derive(Clone, Copy, Debug)]
 pub struct Candidate<'a> {
+    /// The origin as listed.
     pub origin: &'a ListedOrigin,
+    /// What its visits did so far.
     pub stats: &'a VisitStats,
     /// When the origin's lister last finished a listing.
     pub listing_finished: Option<UnixMillis>,
 }
 
 impl Policy {
+    /// Every policy, in order of declaration.
     pub const ALL: [Policy; 6] = [
         Policy::NeverVisitedOldestUpdateFirst,
         Policy::AlreadyVisitedOrderByLag,
@@ -90,6 +98,7 @@ impl Policy {
         }
     }
 
+    /// The policy whose [`Policy::name`] is `name`, if any.
     pub fn from_name(name: &str) -> Option<Policy> {
         Policy::ALL.into_iter().find(|p| p.name() == name)
     }

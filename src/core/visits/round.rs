@@ -36,7 +36,10 @@ pub enum Sharing {
 /// An origin a round chose, and the policy that chose it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
+    /// The policy that chose it; for `FirstVisitsAfterListing`, not the policy
+    /// of `entry`'s index.
     pub policy: Policy,
+    /// The index row it came from: its lister and URL.
     pub entry: IndexEntry,
 }
 

@@ -30,16 +30,23 @@ use crate::telemetry::histogram::LatencyHistogram;
 /// A task handed to a worker.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatchedTask {
+    /// The partition of the queue the task came from.
     pub partition: u32,
+    /// The task as delivered: its attempt counts this delivery.
     pub task: StoredTask,
+    /// The token the worker names this delivery by to complete, fail or
+    /// heartbeat it.
     pub token: LeaseToken,
+    /// When the lease runs out unless heartbeated, in ms since the Unix epoch.
     pub lease_deadline: UnixMillis,
 }
 
 /// Where an added task went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AddOutcome {
+    /// The new task's id, or that of the task holding its dedup id.
     pub task_id: i64,
+    /// The partition of the queue the task went to.
     pub partition: u32,
     /// Handed straight to a waiting poller (its lease written, not a backlog row).
     pub sync_matched: bool,
@@ -47,8 +54,11 @@ pub struct AddOutcome {
     pub duplicate: bool,
 }
 
+/// Why the queue could not do what was asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MatchError {
+    /// The partition failed (its store, or it is lost or closing); see
+    /// [`PartitionError`].
     #[error(transparent)]
     Partition(#[from] PartitionError),
     /// The server is shutting down; nothing was written.
@@ -72,6 +82,7 @@ impl From<FinishError> for MatchError {
 }
 
 impl MatchError {
+    /// True when nothing was written: the request may be retried as it is.
     pub fn certainly_not_applied(&self) -> bool {
         match self {
             MatchError::Partition(e) => e.certainly_not_applied(),
@@ -162,10 +173,12 @@ impl QueueMatcher {
         })
     }
 
+    /// The queue's name.
     pub fn name(&self) -> &QueueName {
         &self.name
     }
 
+    /// The queue's settings as stored at its creation.
     pub fn config(&self) -> QueueConfig {
         self.config
     }

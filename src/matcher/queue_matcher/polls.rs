@@ -161,6 +161,7 @@ impl QueueMatcher {
         }
     }
 
+    /// Polls waiting for a task now, not counting those whose caller has gone.
     pub fn waiting_pollers(&self) -> usize {
         let mut waiters = self.waiters();
         drop_gone(&mut waiters);

@@ -25,6 +25,7 @@ pub struct QueueStats {
     pub leased: u64,
     /// Delayed tasks and retries waiting out their backoff, known in memory.
     pub delayed: u64,
+    /// Polls waiting for a task now.
     pub waiting_pollers: u64,
     /// Milliseconds from AddTask to delivery to a worker, of tasks
     /// delivered on their first pass through the backlog (not delayed, not
@@ -35,6 +36,7 @@ pub struct QueueStats {
 /// One priority level of a queue, over the partitions this node holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LevelStats {
+    /// The priority level counted.
     pub priority: Priority,
     /// Tasks written and not yet dispatched (approximate; see `SubqueueSnapshot`).
     pub backlog: u64,
@@ -46,8 +48,11 @@ pub struct LevelStats {
 /// What `describe` reports of one partition this node holds.
 #[derive(Clone, Debug)]
 pub struct PartitionReport {
+    /// The partition's number in the queue.
     pub partition: u32,
+    /// Whether it hands out tasks, was lost to another owner, or is closing.
     pub state: PartitionState,
+    /// Its engine now; `None` once it no longer hands out tasks.
     pub snapshot: Option<PartitionSnapshot>,
 }
 
@@ -78,6 +83,8 @@ impl PartitionView {
 }
 
 impl QueueMatcher {
+    /// The partitions this node holds, in the order held, with up to `top_keys`
+    /// keys per priority level each.
     pub fn describe(&self, top_keys: usize) -> Vec<PartitionReport> {
         self.partitions()
             .iter()

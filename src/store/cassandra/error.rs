@@ -6,10 +6,25 @@ use crate::store::StoreError;
 /// Why the store could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    /// No session could be opened through the contact point.
     #[error("cannot reach Cassandra at {contact_point}: {message}")]
-    Unreachable { contact_point: String, message: String },
+    Unreachable {
+        /// The `HOST:PORT` tried.
+        contact_point: String,
+        /// The driver's error.
+        message: String,
+    },
+    /// A statement could not be prepared: the schema may be missing or older
+    /// than this server.
     #[error("cannot prepare `{statement}`: {message} (was the schema applied? see `fairway schema apply`)")]
-    Prepare { statement: String, message: String },
+    Prepare {
+        /// The statement's CQL.
+        statement: String,
+        /// Cassandra's error.
+        message: String,
+    },
+    /// Section `[cassandra]` holds a value the store cannot use (a consistency
+    /// level, say).
     #[error("config cassandra: {0}")]
     Config(String),
 }

@@ -136,6 +136,8 @@ impl CassandraConfig {
         })
     }
 
+    /// The serial consistency of the range-id fence: only `SERIAL` is accepted;
+    /// the error says why another is refused.
     pub fn serial_consistency(&self) -> Result<scylla::statement::SerialConsistency, String> {
         use scylla::statement::SerialConsistency::*;
         Ok(match self.serial_consistency.to_ascii_uppercase().as_str() {
@@ -193,6 +195,8 @@ impl CassandraStore {
         })
     }
 
+    /// The driver's session, for statements of the store's own module and of
+    /// benchmarks.
     pub fn session(&self) -> &Session {
         &self.session
     }

@@ -3,14 +3,23 @@ use scylla::client::session::Session;
 /// The schema, with `{keyspace}` and `{replication}` to fill in.
 pub(super) const SCHEMA_CQL: &str = include_str!("../../../schema.cql");
 
+/// Why the schema could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
+    /// The keyspace name is not 1 to 48 ASCII letters, digits or `_`.
     #[error("keyspace {0:?} must be 1 to 48 ASCII letters, digits or '_'")]
     BadKeyspace(String),
+    /// The replication is not a CQL map (`{...}` without `;`).
     #[error("replication {0:?} must be a CQL map such as {{'class': 'SimpleStrategy', 'replication_factor': 1}}")]
     BadReplication(String),
+    /// Cassandra refused a statement of the schema.
     #[error("applying `{statement}`: {message}")]
-    Statement { statement: String, message: String },
+    Statement {
+        /// The statement's CQL, for the keyspace.
+        statement: String,
+        /// Cassandra's error.
+        message: String,
+    },
 }
 
 /// The statements of `schema.cql` for one keyspace.

@@ -33,6 +33,7 @@ const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members
 /// The file inside the data directory.
 pub const DATA_FILE: &str = "fairway.redb";
 
+/// The embedded store: a redb file of one data directory, locked to this process.
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
@@ -74,10 +75,20 @@ impl EmbeddedConfig {
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// Another process has the store's file open.
     #[error("data directory {dir}: another process has it open (is another `fairway serve` running on it?)")]
-    InUse { dir: PathBuf },
+    InUse {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// The directory or its file could not be created, opened or set up.
     #[error("data directory {dir}: {message}")]
-    Io { dir: PathBuf, message: String },
+    Io {
+        /// The data directory.
+        dir: PathBuf,
+        /// What failed.
+        message: String,
+    },
 }
 
 impl EmbeddedStore {

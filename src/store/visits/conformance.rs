@@ -65,6 +65,8 @@ async fn index(store: &dyn VisitStore, visit_type: &str, policy: Policy, lister:
     entries.into_iter().map(|e| (e.key, e.url)).collect()
 }
 
+/// A state reads back as written, every field; an unknown URL, or another visit
+/// type, reads as `None`.
 pub async fn origins_round_trip_and_unknown_ones_read_as_none(store: &dyn VisitStore) {
     let stats = VisitStats {
         last_snapshot: Some(vec![0, 255, 7]),
@@ -79,6 +81,8 @@ pub async fn origins_round_trip_and_unknown_ones_read_as_none(store: &dyn VisitS
     assert_eq!(store.read_origins("hg", &urls[..1]).await.expect("read"), vec![None], "another visit type");
 }
 
+/// Writes move an origin out of its indexes into a wake-up when it is
+/// scheduled, and back when its outcome comes.
 pub async fn writes_move_an_origin_between_indexes_and_wake_ups(store: &dyn VisitStore) {
     let cooldowns = Cooldowns::default();
     let listed = record(store, origin("git", "l", "u", Some(NOW - DAY_MS)), VisitStats::default()).await;
@@ -104,6 +108,8 @@ pub async fn writes_move_an_origin_between_indexes_and_wake_ups(store: &dyn Visi
     assert_eq!(read, vec![Some(back.state)]);
 }
 
+/// An index reads ascending by `(key, url)`, extreme keys included, at most the
+/// limit and strictly below a bound.
 pub async fn index_reads_ascend_by_key_then_url_below_a_bound(store: &dyn VisitStore) {
     // Origins without an update date sit at i64::MIN in "oldest scheduled"
     // and at their scheduling time otherwise: negative and extreme keys.
@@ -137,6 +143,7 @@ pub async fn index_reads_ascend_by_key_then_url_below_a_bound(store: &dyn VisitS
     assert!(below.iter().all(|e| e.policy == Policy::OldestScheduledFirst && e.lister == "l"));
 }
 
+/// Each (visit type, policy, lister) has an index of its own.
 pub async fn indexes_are_separate_per_visit_type_policy_and_lister(store: &dyn VisitStore) {
     record(store, origin("git", "a", "u1", Some(NOW - DAY_MS)), VisitStats::default()).await;
     record(store, origin("git", "b", "u2", None), VisitStats::default()).await;
@@ -149,6 +156,8 @@ pub async fn indexes_are_separate_per_visit_type_policy_and_lister(store: &dyn V
     assert!(index(store, "git", Policy::AlreadyVisitedOrderByLag, "a").await.is_empty());
 }
 
+/// Wake-ups read ascending by `(at, url)`, up to and including a time, at most
+/// the limit, per visit type.
 pub async fn wake_ups_ascend_up_to_a_time(store: &dyn VisitStore) {
     for (url, days) in [("x", 9), ("y", 3), ("z", 3), ("w", 20)] {
         let stats = VisitStats { last_scheduled: Some(NOW + days * DAY_MS - 7 * DAY_MS), ..VisitStats::default() };
@@ -163,6 +172,8 @@ pub async fn wake_ups_ascend_up_to_a_time(store: &dyn VisitStore) {
     assert!(store.read_wakes("hg", i64::MAX, 10).await.unwrap().is_empty());
 }
 
+/// Adding a lister twice gathers its visit types; the last finished listing
+/// wins; listers come by name.
 pub async fn listers_gather_visit_types_and_their_last_listing(store: &dyn VisitStore) {
     store.add_lister("gitlab/framagit", &["git".into()]).await.unwrap();
     store.add_lister("gitlab/framagit", &["git".into(), "hg".into()]).await.unwrap();
@@ -180,6 +191,8 @@ pub async fn listers_gather_visit_types_and_their_last_listing(store: &dyn Visit
     );
 }
 
+/// The counts per lister and visit type follow each write's deltas; an unknown
+/// lister has none.
 pub async fn counts_follow_the_writes(store: &dyn VisitStore) {
     let cooldowns = Cooldowns::default();
     let a = record(store, origin("git", "l", "a", Some(NOW)), VisitStats::default()).await;
@@ -199,6 +212,7 @@ pub async fn counts_follow_the_writes(store: &dyn VisitStore) {
     assert!(store.metrics("nobody").await.unwrap().is_empty());
 }
 
+/// A visit type's queue-position clock reads 0 until set, then what was set last.
 pub async fn queue_positions_start_at_zero_and_are_kept(store: &dyn VisitStore) {
     assert_eq!(store.queue_position("git").await.unwrap(), 0);
     store.set_queue_position("git", 5 * DAY_MS).await.unwrap();

@@ -12,6 +12,7 @@ use crate::clock::UnixMillis;
 use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 
+/// A [`VisitStore`] kept in memory, behind one lock; nothing survives the process.
 #[derive(Debug, Default)]
 pub struct MemoryVisitStore {
     inner: Mutex<Inner>,
@@ -31,6 +32,7 @@ struct Inner {
 }
 
 impl MemoryVisitStore {
+    /// An empty store.
     pub fn new() -> Self {
         MemoryVisitStore::default()
     }

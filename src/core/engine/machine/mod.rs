@@ -158,6 +158,8 @@ impl PartitionEngine {
         }
     }
 
+    /// The range id this engine owns the partition under: every write is
+    /// conditional on it.
     pub fn range_id(&self) -> i64 {
         self.range_id
     }
@@ -167,6 +169,7 @@ impl PartitionEngine {
         self.owner = owner;
     }
 
+    /// The settings the engine runs with.
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }

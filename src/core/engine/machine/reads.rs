@@ -20,6 +20,8 @@ impl PartitionEngine {
         buckets
     }
 
+    /// Takes a dedup bucket read from the store (one of
+    /// [`Self::unresolved_buckets`]).
     pub fn resolve_bucket(&mut self, bucket: i64, entries: Vec<DedupEntry>) {
         self.dedup.resolve(bucket, entries);
     }
@@ -88,6 +90,9 @@ impl PartitionEngine {
         self.delayed.read_request()
     }
 
+    /// Takes the delayed records read strictly above `after` (at most `limit`
+    /// asked, from [`Self::delayed_read`]); fewer than `limit` means there are
+    /// no more.
     pub fn apply_delayed_read(&mut self, after: DelayKey, records: Vec<(DelayKey, StoredTask)>, limit: usize) {
         self.delayed.apply_read(after, records, limit);
     }
@@ -134,6 +139,8 @@ impl PartitionEngine {
         self.subqueues[request.priority.index()].apply_read(request.after, tasks, request.limit, capacity)
     }
 
+    /// A read from [`Self::read_requests`] failed: nothing changes, and the
+    /// level is read again later.
     pub fn read_failed(&mut self, request: ReadRequest) {
         self.subqueues[request.priority.index()].read_failed();
     }

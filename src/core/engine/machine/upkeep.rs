@@ -72,6 +72,8 @@ impl PartitionEngine {
         }
     }
 
+    /// The metadata `meta` was written at `now`: its ack levels and parked keys
+    /// are durable, and the next sync counts from `now`.
     pub fn metadata_persisted(&mut self, meta: &PartitionMeta, now: UnixMillis) {
         self.last_meta_sync = now;
         self.parked.metadata_persisted();
@@ -98,6 +100,8 @@ impl PartitionEngine {
         self.counts
     }
 
+    /// The engine's state now, with the `top_keys` keys of each subqueue that
+    /// have the most ready tasks.
     pub fn snapshot(&self, top_keys: usize) -> PartitionSnapshot {
         PartitionSnapshot {
             range_id: self.range_id,
