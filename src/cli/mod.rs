@@ -4,6 +4,7 @@ mod bench;
 mod chaos;
 mod client;
 mod demo;
+mod figures;
 mod origin;
 mod schema;
 mod serve;

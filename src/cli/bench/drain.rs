@@ -11,10 +11,11 @@ use futures::future::join_all;
 
 use fairway::proto::v1 as pb;
 
-use super::plot::{Chart, Series};
-use super::report::{Bound, Measure, Progress, ScenarioReport};
+use super::report::{Bound, Measure, ScenarioReport};
 use super::server::{BenchServer, add_batch, complete_all, create_queue, poll_batch};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
+use crate::cli::figures::plot::{Chart, Series};
+use crate::cli::figures::progress::Progress;
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct DrainArgs {

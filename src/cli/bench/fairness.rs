@@ -16,13 +16,12 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::latency::cdf;
 use super::load::{self, Load, LoadKey, Trace};
-use super::plot::{Chart, Series};
 use super::report::{Bound, Measure, ScenarioReport};
 use super::server::{BenchServer, create_queue};
-use super::stats::{Zipf, jain_index, max_min_fair, quantile, sorted};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
+use crate::cli::figures::plot::{Chart, Series};
+use crate::cli::figures::stats::{Zipf, cdf, jain_index, max_min_fair, quantile, sorted};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(super) enum Scenario {

@@ -13,11 +13,12 @@ use tokio::sync::Mutex;
 
 use fairway::proto::v1 as pb;
 
-use super::plot::{Chart, Series};
-use super::report::{Bound, Measure, Progress, ScenarioReport};
+use super::report::{Bound, Measure, ScenarioReport};
 use super::server::{BenchServer, create_queue};
-use super::stats::{Pace, quantile, sorted};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
+use crate::cli::figures::plot::{Chart, Series};
+use crate::cli::figures::progress::Progress;
+use crate::cli::figures::stats::{Pace, cdf, quantile, sorted};
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct LatencyArgs {
@@ -150,16 +151,4 @@ async fn once(args: &LatencyArgs, store: &BenchStore, run: u32, target_ms: f64) 
         log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
-}
-
-/// The empirical CDF of sorted values, thinned to at most 500 points.
-pub(crate) fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
-    let step = (sorted.len() / 500).max(1);
-    let n = sorted.len() as f64;
-    let mut points: Vec<(f64, f64)> =
-        sorted.iter().enumerate().step_by(step).map(|(i, v)| (*v, (i + 1) as f64 / n)).collect();
-    if let Some(last) = sorted.last() {
-        points.push((*last, 1.0));
-    }
-    points
 }

@@ -15,9 +15,9 @@ use tokio::sync::Mutex;
 
 use fairway::proto::v1 as pb;
 
-use super::report::Progress;
 use super::server::{Client, add_batch};
-use super::stats::Pace;
+use crate::cli::figures::progress::Progress;
+use crate::cli::figures::stats::Pace;
 
 /// A fairness key of the load.
 #[derive(Clone, Debug)]

@@ -12,10 +12,8 @@ mod fairness;
 mod held;
 pub(super) mod latency;
 mod load;
-pub(super) mod plot;
 pub(super) mod report;
 mod server;
-pub(super) mod stats;
 mod throughput;
 
 use std::future::Future;
@@ -27,7 +25,7 @@ use clap::{Args, Subcommand};
 use fairway::config::{Config, StoreUrl};
 use fairway::store::cassandra::apply_schema;
 
-use plot::Chart;
+use crate::cli::figures::plot::{self, Chart};
 use report::{BenchReport, Measure, ScenarioReport};
 
 #[derive(Subcommand, Debug)]
@@ -115,7 +113,8 @@ pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
         }
     };
     let store = common.store.clone().unwrap_or_else(|| "embedded (a fresh temporary directory per run)".into());
-    let report = BenchReport { command: format!("fairway {line}"), store, machine: machine(), scenarios };
+    let report =
+        BenchReport { command: format!("fairway {line}"), store, machine: crate::cli::figures::machine(), scenarios };
     report.publish(&common.out)
 }
 
@@ -207,14 +206,4 @@ fn server_config(sync_match: bool, fifo_queues: &[&str]) -> String {
 /// A name unique to this run, for queues on a shared keyspace.
 fn run_id() -> String {
     format!("{:08x}", rand::random::<u32>())
-}
-
-pub(super) fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned()))
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or("?".to_owned(), |kb| format!("{} GiB", kb.div_ceil(1024 * 1024)));
-    format!("{} {}, {cores} cores, {memory}", std::env::consts::OS, std::env::consts::ARCH)
 }

@@ -1,16 +1,15 @@
 //! What a benchmark run reports: measures (Fairway's figure, with FIFO's
 //! beside it where the scenario runs both), the median over repeated runs,
-//! and the same as JSON and as a markdown table. Also the progress line.
+//! and the same as JSON and as a markdown table.
 
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
 
-use super::stats::median;
+use crate::cli::figures::number;
+use crate::cli::figures::stats::median;
 
 /// A design target a measure is held to.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -166,80 +165,9 @@ impl BenchReport {
     }
 }
 
-/// A number as a table shows it: integers with thousands separators, small
-/// values with three significant decimals.
-pub(crate) fn number(value: f64) -> String {
-    if value.abs() >= 100.0 {
-        let rounded = value.round() as i64;
-        let digits = rounded.unsigned_abs().to_string();
-        let mut grouped = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                grouped.push(',');
-            }
-            grouped.push(c);
-        }
-        if rounded < 0 { format!("-{grouped}") } else { grouped }
-    } else if value == value.trunc() {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.3}")
-    }
-}
-
-/// A progress line on stderr, redrawn at most every 200 ms.
-pub(crate) struct Progress {
-    what: String,
-    total: u64,
-    started: Instant,
-    drawn: Option<Instant>,
-    finished: bool,
-}
-
-impl Progress {
-    pub(crate) fn new(what: impl Into<String>, total: u64) -> Progress {
-        Progress { what: what.into(), total, started: Instant::now(), drawn: None, finished: false }
-    }
-
-    /// `done` of the total, with a rate; `note` is appended. On a terminal
-    /// the line is redrawn in place; in a log, a line every 10 s.
-    pub(crate) fn update(&mut self, done: u64, note: &str) {
-        if self.finished {
-            return;
-        }
-        self.finished = done >= self.total;
-        let now = Instant::now();
-        let terminal = std::io::stderr().is_terminal();
-        let every = if terminal { Duration::from_millis(200) } else { Duration::from_secs(10) };
-        if self.drawn.is_some_and(|at| now - at < every) && done < self.total {
-            return;
-        }
-        self.drawn = Some(now);
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let rate = done as f64 / elapsed.max(1e-9);
-        let line =
-            format!("{}: {}/{} ({rate:.0}/s, {elapsed:.0} s) {note}", self.what, done.min(self.total), self.total);
-        if !terminal {
-            eprintln!("{line}");
-        } else if done >= self.total {
-            eprintln!("\r\x1b[2K{line}");
-        } else {
-            eprint!("\r\x1b[2K{line}");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_are_grouped_or_given_three_decimals() {
-        assert_eq!(number(1_234_567.4), "1,234,567");
-        assert_eq!(number(-1234.0), "-1,234");
-        assert_eq!(number(0.98765), "0.988");
-        assert_eq!(number(12.0), "12");
-    }
 
     #[test]
     fn the_median_is_taken_per_measure_and_per_ordering() {

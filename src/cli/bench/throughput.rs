@@ -15,9 +15,10 @@ use fairway::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec, val
 use fairway::proto::v1 as pb;
 use fairway::store::cassandra::CassandraStore;
 
-use super::report::{Bound, Measure, Progress, ScenarioReport};
+use super::report::{Bound, Measure, ScenarioReport};
 use super::server::{BenchServer, Client, add_batch, complete_all, connect, create_queue, poll_batch};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
+use crate::cli::figures::progress::Progress;
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ThroughputArgs {

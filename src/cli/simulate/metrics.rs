@@ -14,8 +14,7 @@ use serde::Serialize;
 use fairway::core::visits::DAY_MS;
 
 use super::forge::{Cursor, Forge};
-use crate::cli::bench::latency::cdf;
-use crate::cli::bench::stats::{quantile, sorted};
+use crate::cli::figures::stats::{cdf, quantile, sorted};
 
 const HOUR_MS: f64 = 3_600_000.0;
 const NONE: i64 = i64::MAX;

@@ -150,7 +150,8 @@ pub(super) async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
     let started = Instant::now();
     let minutes = i64::from(args.days) * DAY_MS / 60_000;
-    let mut bar = crate::cli::bench::report::Progress::new("simulate (virtual minutes, both arms)", 2 * minutes as u64);
+    let mut bar =
+        crate::cli::figures::progress::Progress::new("simulate (virtual minutes, both arms)", 2 * minutes as u64);
     eprintln!(
         "simulate: {} origins, {} listers, {} days, {} loaders, {} visits per host at most, seed {}",
         args.origins, args.listers, args.days, args.loaders, args.host_limit, args.seed

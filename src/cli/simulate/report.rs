@@ -14,8 +14,8 @@ use super::Scenario;
 use super::arm::FAIL_SHARE;
 use super::forge::{DEAD_SHARE, Forge, NEW_SHARE, RATE_MIX};
 use super::metrics::ArmSummary;
-use crate::cli::bench::plot::{self, Chart, Series};
-use crate::cli::bench::report::number;
+use crate::cli::figures::number;
+use crate::cli::figures::plot::{self, Chart, Series};
 
 #[derive(Debug, Serialize)]
 pub(super) struct SimReport {
@@ -43,7 +43,7 @@ impl SimReport {
     ) -> SimReport {
         SimReport {
             command,
-            machine: crate::cli::bench::machine(),
+            machine: crate::cli::figures::machine(),
             wall_seconds: wall,
             origins: forge.params.origins,
             listers: forge.listers.len(),

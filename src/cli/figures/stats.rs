@@ -1,8 +1,20 @@
-//! The arithmetic of the benchmark reports: percentiles, Jain's fairness
-//! index against the max-min fair allocation, a Zipf sampler, and pacing of
-//! offered load. Pure functions, tested here.
+//! The arithmetic of the benchmark and simulation reports: percentiles,
+//! CDFs, Jain's fairness index against the max-min fair allocation, a Zipf
+//! sampler, and pacing of offered load. Pure functions, tested here.
 
 use std::time::{Duration, Instant};
+
+/// The empirical CDF of sorted values, thinned to at most 500 points.
+pub(crate) fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
+    let step = (sorted.len() / 500).max(1);
+    let n = sorted.len() as f64;
+    let mut points: Vec<(f64, f64)> =
+        sorted.iter().enumerate().step_by(step).map(|(i, v)| (*v, (i + 1) as f64 / n)).collect();
+    if let Some(last) = sorted.last() {
+        points.push((*last, 1.0));
+    }
+    points
+}
 
 /// The `q` quantile (0 to 1) of `sorted`, nearest rank; 0 when empty.
 pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
