@@ -32,21 +32,34 @@ impl std::fmt::Debug for Partition {
     }
 }
 
+/// What a node opens a partition with: the same for every partition of a
+/// queue on that node.
+#[derive(Clone)]
+pub struct PartitionSetup {
+    /// This node's name, written into the metadata as the owner.
+    pub node: String,
+    /// Where the partition's rows live.
+    pub store: Arc<dyn Store>,
+    /// What the engine reads the time from.
+    pub clock: SharedClock,
+    /// The engine's settings (section `[partition]`, with the queue's task policy).
+    pub engine: EngineConfig,
+    /// Group commit (section `[writer]`).
+    pub writer: WriterConfig,
+    /// Called when tasks become ready, so that waiting polls are served.
+    pub on_ready: ReadyHook,
+}
+
 impl Partition {
     /// Takes ownership of the partition from range id `stored_range` (0: it
     /// does not exist yet, and is created) and starts its writer, reader and
     /// keeper.
-    #[allow(clippy::too_many_arguments)]
     pub async fn open(
         id: PartitionId,
         stored_range: i64,
-        node: String,
-        store: Arc<dyn Store>,
-        clock: SharedClock,
-        engine_config: EngineConfig,
-        config: WriterConfig,
-        on_ready: ReadyHook,
+        setup: PartitionSetup,
     ) -> Result<Arc<Partition>, PartitionError> {
+        let PartitionSetup { node, store, clock, engine: engine_config, writer: config, on_ready } = setup;
         let meta = store.take_ownership(&id, stored_range, &node).await?;
         let (leases, finished) = load_leases(store.as_ref(), &id).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, leases = leases.len(), "took ownership");

@@ -23,5 +23,5 @@ mod writer;
 
 pub use config::WriterConfig;
 pub use error::{FinishError, PartitionError};
-pub use handle::Partition;
+pub use handle::{Partition, PartitionSetup};
 pub use shared::{Delivery, PartitionState, ReadyHook, Redriven};

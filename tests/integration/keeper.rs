@@ -8,7 +8,7 @@ use std::time::Duration;
 use fairway::clock::{Clock, ManualClock};
 use fairway::core::engine::EngineConfig;
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
-use fairway::partition::{Partition, WriterConfig};
+use fairway::partition::{Partition, PartitionSetup, WriterConfig};
 use fairway::store::Store;
 use fairway::store::embedded::EmbeddedStore;
 
@@ -39,18 +39,15 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
         ..EngineConfig::default()
     };
     let id = PartitionId { queue: validate::queue_name("queue", "kept").unwrap(), partition: 0 };
-    let partition = Partition::open(
-        id.clone(),
-        0,
-        "test".into(),
-        store.clone(),
-        clock.clone(),
-        config,
-        WriterConfig::default(),
-        Arc::new(|| {}),
-    )
-    .await
-    .unwrap();
+    let setup = PartitionSetup {
+        node: "test".into(),
+        store: store.clone(),
+        clock: clock.clone(),
+        engine: config,
+        writer: WriterConfig::default(),
+        on_ready: Arc::new(|| {}),
+    };
+    let partition = Partition::open(id.clone(), 0, setup).await.unwrap();
     let spec = |n: usize| TaskSpec::new(format!("k{}", n % 3), Priority::DEFAULT, vec![]);
     partition.append((0..10).map(spec).collect()).await.unwrap();
     // Dispatched as a poll dispatches them, each delivered once its lease

@@ -4,7 +4,7 @@
 use super::{MatchError, QueueMatcher};
 use crate::core::engine::TaskCounts;
 use crate::model::PartitionId;
-use crate::partition::{Partition, PartitionError, PartitionState};
+use crate::partition::{Partition, PartitionError, PartitionSetup, PartitionState};
 use crate::store::{PartitionMeta, StoreError};
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -44,17 +44,15 @@ impl QueueMatcher {
         {
             return Ok(false);
         }
-        let opened = Partition::open(
-            id,
-            stored.map_or(0, |m| m.range_id),
-            self.settings.node.clone(),
-            self.store.clone(),
-            self.clock.clone(),
-            self.settings.engine_for(&self.name),
-            self.settings.writer.clone(),
-            self.on_ready.clone(),
-        )
-        .await?;
+        let setup = PartitionSetup {
+            node: self.settings.node.clone(),
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            engine: self.settings.engine_for(&self.name),
+            writer: self.settings.writer.clone(),
+            on_ready: self.on_ready.clone(),
+        };
+        let opened = Partition::open(id, stored.map_or(0, |m| m.range_id), setup).await?;
         self.write_partitions().push(opened);
         self.abandoned().remove(&partition);
         if not_handed_over {
