@@ -13,7 +13,7 @@ use super::matching::CompletionHook;
 use super::routing::Origin;
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::visits::{Outcome, VisitStatus};
+use crate::core::visits::{VisitResult, VisitStatus};
 use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
@@ -88,7 +88,7 @@ fn listed_report(field: &str, origin: pb::ListedOrigin) -> Result<ListedReport, 
 }
 
 /// The outcome a completion of a `visits.*` task carries, validated.
-pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, Outcome), Status> {
+pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, VisitResult), Status> {
     let outcome = pb::VisitOutcome::decode(result).map_err(|e| {
         invalid(
             "result",
@@ -109,7 +109,7 @@ pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, Outcome)
         None => now,
     };
     let snapshot = (!outcome.snapshot.is_empty()).then_some(outcome.snapshot);
-    Ok((outcome.origin_url, Outcome { status, snapshot, visit_date }))
+    Ok((outcome.origin_url, VisitResult { status, snapshot, visit_date }))
 }
 
 /// Records the outcomes of visits as their tasks complete.

@@ -27,7 +27,7 @@ pub use config::{BlindVisits, FairnessKeyOf, SchedulerConfig};
 pub use queue::{Visit, VisitQueue, VisitQueueError};
 
 use crate::clock::UnixMillis;
-use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Outcome, Policy, VisitStats, plan_round};
+use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats, plan_round};
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
 
@@ -177,7 +177,7 @@ impl Scheduler {
         &self,
         visit_type: &str,
         url: &str,
-        outcome: &Outcome,
+        outcome: &VisitResult,
         now: UnixMillis,
     ) -> Result<bool, StoreError> {
         let mut rng = self.lock.lock().await;

@@ -62,8 +62,8 @@ fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<MemoryVisitStore>) {
     (Scheduler::new(store.clone(), config, 7), store)
 }
 
-fn failure(at: i64) -> Outcome {
-    Outcome { status: VisitStatus::Failed, snapshot: None, visit_date: at }
+fn failure(at: i64) -> VisitResult {
+    VisitResult { status: VisitStatus::Failed, snapshot: None, visit_date: at }
 }
 
 #[tokio::test]
@@ -145,7 +145,7 @@ async fn the_queue_clock_follows_the_blind_origins_scheduled() {
     let queue = ModelQueue::default();
     scheduler.run_round("git", &queue, NOW).await.unwrap();
     assert_eq!(store.queue_position("git").await.unwrap(), 0, "unset positions do not move the clock");
-    let visit = Outcome { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: NOW + 1 };
+    let visit = VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: NOW + 1 };
     scheduler.record_outcome("git", "a", &visit, NOW + 1).await.unwrap();
     let a = scheduler.origin("git", "a").await.unwrap().unwrap();
     let position = a.stats.next_visit_queue_position.unwrap();

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use fairway::clock::millis;
-use fairway::core::visits::{Outcome, VisitStatus};
+use fairway::core::visits::{VisitResult, VisitStatus};
 use fairway::store::visits::memory::MemoryVisitStore;
 use fairway::visits::{ListedReport, Scheduler, SchedulerConfig};
 
@@ -99,7 +99,7 @@ pub(super) async fn run(
                     Ending::Failed => (VisitStatus::Failed, None),
                     Ending::NotFound => (VisitStatus::NotFound, None),
                 };
-                let outcome = Outcome { status, snapshot, visit_date: started };
+                let outcome = VisitResult { status, snapshot, visit_date: started };
                 scheduler.record_outcome(VISIT_TYPE, &forge.url(what), &outcome, now).await?;
                 queue.finished(what);
             }

@@ -45,7 +45,7 @@ pub enum VisitStatus {
 
 /// A visit's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
+pub struct VisitResult {
     /// How the visit ended, as the loader says.
     pub status: VisitStatus,
     /// The snapshot the visit found (successful visits only; a successful
@@ -104,7 +104,7 @@ impl VisitStats {
     /// waits a whole interval from now. `unit` is a random number in
     /// `[0, 1)` for the jitter. False
     /// (and nothing changed) for an outcome no newer than the last visit.
-    pub fn record(&mut self, outcome: &Outcome, queue_clock: i64, unit: f64) -> bool {
+    pub fn record(&mut self, outcome: &VisitResult, queue_clock: i64, unit: f64) -> bool {
         if self.last_visit.is_some_and(|last| outcome.visit_date <= last) {
             return false;
         }
@@ -149,8 +149,8 @@ impl VisitStats {
 mod tests {
     use super::*;
 
-    fn visit(status: VisitStatus, snapshot: Option<&[u8]>, day: i64) -> Outcome {
-        Outcome { status, snapshot: snapshot.map(<[u8]>::to_vec), visit_date: day * DAY_MS }
+    fn visit(status: VisitStatus, snapshot: Option<&[u8]>, day: i64) -> VisitResult {
+        VisitResult { status, snapshot: snapshot.map(<[u8]>::to_vec), visit_date: day * DAY_MS }
     }
 
     #[test]

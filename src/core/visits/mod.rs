@@ -20,7 +20,7 @@ pub mod round;
 pub mod slots;
 
 pub use cooldown::Cooldowns;
-pub use feedback::{MAX_OFFSET, Outcome, VisitStats, VisitStatus, interval_days};
+pub use feedback::{MAX_OFFSET, VisitResult, VisitStats, VisitStatus, interval_days};
 pub use placement::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Placement};
 pub use policy::{Candidate, ListedOrigin, Policy};
 pub use round::{Choice, Heads, Sharing, plan_round};

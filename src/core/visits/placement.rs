@@ -180,7 +180,7 @@ impl OriginWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::visits::{DAY_MS, Outcome, VisitStatus};
+    use crate::core::visits::{DAY_MS, VisitResult, VisitStatus};
 
     const NOW: i64 = 1_000 * DAY_MS;
 
@@ -230,7 +230,7 @@ mod tests {
         let mut visited = write.state.stats.clone();
         let at = NOW + DAY_MS;
         visited.record(
-            &Outcome { status: VisitStatus::Successful, snapshot: Some(b"s".to_vec()), visit_date: at },
+            &VisitResult { status: VisitStatus::Successful, snapshot: Some(b"s".to_vec()), visit_date: at },
             0,
             0.5,
         );

@@ -6,7 +6,7 @@
 
 use super::VisitStore;
 use crate::core::visits::{
-    Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Outcome, Policy, VisitStats, VisitStatus,
+    Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Policy, VisitResult, VisitStats, VisitStatus,
 };
 
 /// Expands to one `#[tokio::test]` per conformance test, each with a fresh
@@ -98,7 +98,7 @@ pub async fn writes_move_an_origin_between_indexes_and_wake_ups(store: &dyn Visi
 
     let mut visited = write.state.stats.clone();
     let at = NOW + DAY_MS;
-    visited.record(&Outcome { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: at }, 0, 0.5);
+    visited.record(&VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: at }, 0, 0.5);
     let back = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
     store.apply(std::slice::from_ref(&back)).await.expect("apply");
     assert!(store.read_wakes("git", i64::MAX, 10).await.unwrap().is_empty());
