@@ -7,7 +7,7 @@ use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::store::PartitionMeta;
-use crate::store::codec::RecordTask;
+use crate::store::RecordTask;
 
 /// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
 pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {

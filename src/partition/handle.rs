@@ -15,8 +15,7 @@ use crate::core::engine::{
     Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::store::codec::decode_lease;
-use crate::store::{RecordRange, Section, Store};
+use crate::store::{RecordRange, RecordValue, Section, Store};
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -290,9 +289,10 @@ async fn load_leases(store: &dyn Store, id: &PartitionId) -> Result<LeaseRecords
         for record in page {
             after = record.at.key;
             let seq = record.at.key.1;
-            match decode_lease(&record.value)? {
-                Ok(lease) => running.push((lease.task, lease.at_unix_ms, seq)),
-                Err((priority, level)) => finished.push((seq, priority, level)),
+            match record.value {
+                RecordValue::Task(lease) => running.push((lease.task, lease.at_unix_ms, seq)),
+                RecordValue::FinishedLease { priority, level } => finished.push((seq, priority, level)),
+                other => return Err(other.misplaced("a lease record").into()),
             }
         }
         if short {

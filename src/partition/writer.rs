@@ -16,8 +16,9 @@ use super::shared::{
 use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
 use crate::core::engine::{AppendPlan, Finish, PlanInput, spec_bytes};
 use crate::model::TaskSpec;
-use crate::store::codec::{decode_dedup, decode_record_task};
-use crate::store::{MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, Section, StoreError, stored_task_bytes};
+use crate::store::{
+    MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordValue, Section, StoreError, stored_task_bytes,
+};
 
 /// The writer: one conditional write at a time, commands grouped in
 /// batches, each batch also carrying what the engine has due (lease records,
@@ -225,7 +226,7 @@ async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), Partiti
         let records = shared.store.read_records(&shared.id, RecordRange::above(Section::Delayed, after), limit).await?;
         let tasks = records
             .into_iter()
-            .map(|r| decode_record_task(&r.value).map(|t| (r.at.key, t.task)))
+            .map(|r| r.value.into_task("a delayed record").map(|t| (r.at.key, t.task)))
             .collect::<Result<Vec<_>, _>>()?;
         shared.engine().apply_delayed_read(after, tasks, limit);
     }
@@ -243,7 +244,7 @@ async fn read_parked(shared: &Shared) -> Result<(), PartitionError> {
         let range = RecordRange::bucket(Section::Parked, read.slot, read.after);
         let records = shared.store.read_records(&shared.id, range, 1).await?;
         let found = match records.into_iter().next() {
-            Some(record) => Some((record.at.key.1, decode_record_task(&record.value)?.task)),
+            Some(record) => Some((record.at.key.1, record.value.into_task("a parked record")?.task)),
             None => None,
         };
         shared.engine().apply_parked_read(&read, found);
@@ -280,7 +281,9 @@ async fn read_dedup_buckets(
     let records = shared.store.read_buckets(&shared.id, Section::Dedup, &buckets, MAX_DEDUP_SLOTS).await?;
     let mut entries: HashMap<i64, Vec<DedupEntry>> = buckets.iter().map(|bucket| (*bucket, Vec::new())).collect();
     for record in records {
-        let (dedup_id, task_id) = decode_dedup(&record.value)?;
+        let RecordValue::Dedup { dedup_id, task_id } = record.value else {
+            return Err(record.value.misplaced("a dedup record").into());
+        };
         let (bucket, slot) = record.at.key;
         entries.entry(bucket).or_default().push(DedupEntry { slot, dedup_id, task_id });
     }
@@ -303,7 +306,7 @@ async fn redrivable(
     let records = shared.store.read_records(&shared.id, RecordRange::above(Section::DeadLetters, floor), page).await?;
     let mut dead = Vec::with_capacity(records.len());
     for record in records {
-        let task = decode_record_task(&record.value)?.task;
+        let task = record.value.into_task("a dead letter")?.task;
         let bytes = stored_task_bytes(&task) + 2 * ROW_BYTES;
         if !dead.is_empty() && bytes > room {
             break;

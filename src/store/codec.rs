@@ -1,15 +1,18 @@
-//! The bytes of task rows and metadata rows, shared by every backend
+//! The bytes of task rows, records and metadata rows, shared by every backend
 //! (messages of `proto/fairway/v1/storage.proto`).
 
 use prost::Message;
 
-use super::{ParkedKeyMeta, PartitionMeta, StoreError, SubqueueMeta};
+use super::{
+    ParkedKeyMeta, PartitionMeta, Record, RecordKey, RecordTask, RecordValue, RowRef, Section, StoreError, StoredRow,
+    SubqueueMeta,
+};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask};
 use crate::proto::storage as pb;
 
 /// The bytes of a task row: the task less its level and priority, which the
 /// row's key holds.
-pub fn encode_task(task: &StoredTask) -> Vec<u8> {
+pub(super) fn encode_task(task: &StoredTask) -> Vec<u8> {
     task_to_pb(task).encode_to_vec()
 }
 
@@ -28,7 +31,7 @@ fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
 
 /// The task of the row at `level` of subqueue `priority`; `Corrupt` if the
 /// bytes do not decode.
-pub fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result<StoredTask, StoreError> {
+pub(super) fn decode_task(level: FairLevel, priority: Priority, bytes: &[u8]) -> Result<StoredTask, StoreError> {
     let row = pb::StoredTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("task row at {level}: {e}")))?;
     Ok(task_from_pb(level, priority, row))
 }
@@ -48,73 +51,69 @@ fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> St
     }
 }
 
-/// A task kept in a record section, with a time (deadline, ready at, failed
-/// at) and a message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RecordTask {
-    /// The task, with the level and priority it had when the record was written.
-    pub task: StoredTask,
-    /// The record's time, in ms since the Unix epoch: a lease's deadline, when
-    /// a delayed task is ready, when a dead letter failed, or when a task was
-    /// parked.
-    pub at_unix_ms: i64,
-    /// A dead letter's failure message; empty in other records.
-    pub message: String,
-}
-
-/// The bytes of a record holding `task`, its time `at_unix_ms` (see
-/// [`RecordTask`]) and `message`.
-pub fn encode_record_task(task: &StoredTask, at_unix_ms: i64, message: &str) -> Vec<u8> {
-    pb::StoredRecordTask {
-        task: Some(task_to_pb(task)),
-        priority: task.priority.get(),
-        level: level_to_pb(task.level),
-        at_unix_ms,
-        message: message.to_owned(),
+/// The bytes of a record holding `value`.
+pub(super) fn encode_record(value: &RecordValue) -> Vec<u8> {
+    match value {
+        RecordValue::Task(record) => pb::StoredRecordTask {
+            task: Some(task_to_pb(&record.task)),
+            priority: record.task.priority.get(),
+            level: level_to_pb(record.task.level),
+            at_unix_ms: record.at_unix_ms,
+            message: record.message.clone(),
+        }
+        .encode_to_vec(),
+        RecordValue::FinishedLease { priority, level } => {
+            pb::StoredRecordTask { priority: priority.get(), level: level_to_pb(*level), ..Default::default() }
+                .encode_to_vec()
+        }
+        RecordValue::Dedup { dedup_id, task_id } => {
+            pb::StoredDedup { dedup_id: dedup_id.clone(), task_id: *task_id }.encode_to_vec()
+        }
+        RecordValue::WriteMark(mark) => mark.to_be_bytes().to_vec(),
     }
-    .encode_to_vec()
 }
 
-/// The record of a finished lease: where its task was, without the task.
-pub fn encode_finished_lease(priority: Priority, level: FairLevel) -> Vec<u8> {
-    pb::StoredRecordTask { priority: priority.get(), level: level_to_pb(level), ..Default::default() }.encode_to_vec()
-}
-
-/// A lease record: the running lease, or (`Err`) the priority and level of
-/// a finished one.
-pub fn decode_lease(bytes: &[u8]) -> Result<Result<RecordTask, (Priority, FairLevel)>, StoreError> {
-    let row = pb::StoredRecordTask::decode(bytes).map_err(|e| StoreError::Corrupt(format!("lease record: {e}")))?;
-    if row.task.is_some() {
-        return decode_record_task(bytes).map(Ok);
+/// What the record at `at` holds, as its section keeps it (see
+/// [`RecordValue`]); `Corrupt` if the bytes do not decode.
+pub(super) fn decode_record(at: RecordKey, bytes: &[u8]) -> Result<RecordValue, StoreError> {
+    let corrupt = |e: String| StoreError::Corrupt(format!("record {:?} {:?}: {e}", at.section, at.key));
+    match at.section {
+        Section::Leases | Section::Delayed | Section::DeadLetters | Section::Parked => {
+            let row = pb::StoredRecordTask::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+            let priority = Priority::new(row.priority).ok_or_else(|| corrupt(format!("priority {}", row.priority)))?;
+            let level = level_from_pb(row.level);
+            match row.task {
+                Some(task) => Ok(RecordValue::Task(RecordTask {
+                    task: task_from_pb(level, priority, task),
+                    at_unix_ms: row.at_unix_ms,
+                    message: row.message,
+                })),
+                None if at.section == Section::Leases => Ok(RecordValue::FinishedLease { priority, level }),
+                None => Err(corrupt("no task".into())),
+            }
+        }
+        Section::Dedup => {
+            let row = pb::StoredDedup::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+            Ok(RecordValue::Dedup { dedup_id: row.dedup_id, task_id: row.task_id })
+        }
+        Section::WriteMark => {
+            let mark = bytes.try_into().map_err(|_| corrupt(format!("{} bytes, not 8", bytes.len())))?;
+            Ok(RecordValue::WriteMark(i64::from_be_bytes(mark)))
+        }
     }
-    let priority = Priority::new(row.priority)
-        .ok_or_else(|| StoreError::Corrupt(format!("lease record: priority {}", row.priority)))?;
-    Ok(Err((priority, level_from_pb(row.level))))
 }
 
-/// The task record of a lease, delayed, dead-letter or parked record; `Corrupt`
-/// if the bytes do not decode or hold no task.
-pub fn decode_record_task(bytes: &[u8]) -> Result<RecordTask, StoreError> {
-    let corrupt = |e: String| StoreError::Corrupt(format!("task record: {e}"));
-    let row = pb::StoredRecordTask::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let priority = Priority::new(row.priority).ok_or_else(|| corrupt(format!("priority {}", row.priority)))?;
-    let task = row.task.ok_or_else(|| corrupt("no task".into()))?;
-    Ok(RecordTask {
-        task: task_from_pb(level_from_pb(row.level), priority, task),
-        at_unix_ms: row.at_unix_ms,
-        message: row.message,
-    })
+/// The record at `at`, from its bytes.
+pub(super) fn decode_record_at(at: RecordKey, bytes: &[u8]) -> Result<Record, StoreError> {
+    Ok(Record { at, value: decode_record(at, bytes)? })
 }
 
-/// The bytes of a dedup record: `task_id` holds `dedup_id`.
-pub fn encode_dedup(dedup_id: &str, task_id: i64) -> Vec<u8> {
-    pb::StoredDedup { dedup_id: dedup_id.to_owned(), task_id }.encode_to_vec()
-}
-
-/// `(dedup id, task id)`.
-pub fn decode_dedup(bytes: &[u8]) -> Result<(String, i64), StoreError> {
-    let row = pb::StoredDedup::decode(bytes).map_err(|e| StoreError::Corrupt(format!("dedup record: {e}")))?;
-    Ok((row.dedup_id, row.task_id))
+/// What the row `row` holds, from its bytes.
+pub(super) fn decode_row(row: RowRef, bytes: &[u8]) -> Result<StoredRow, StoreError> {
+    match row {
+        RowRef::Task(priority, level) => decode_task(level, priority, bytes).map(StoredRow::Task),
+        RowRef::Record(at) => decode_record(at, bytes).map(StoredRow::Record),
+    }
 }
 
 fn level_to_pb(level: FairLevel) -> Option<pb::StoredLevel> {
@@ -126,7 +125,7 @@ fn level_from_pb(level: Option<pb::StoredLevel>) -> FairLevel {
 }
 
 /// The bytes of a partition's metadata row.
-pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
+pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
     pb::StoredPartitionMeta {
         range_id: meta.range_id,
         owner: meta.owner.clone(),
@@ -161,7 +160,7 @@ pub fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
 
 /// A partition's metadata from its row; `Corrupt` if the bytes do not decode or
 /// name an unknown priority.
-pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
+pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
     let row =
         pb::StoredPartitionMeta::decode(bytes).map_err(|e| StoreError::Corrupt(format!("partition metadata: {e}")))?;
     let mut subqueues: [SubqueueMeta; PRIORITY_LEVELS] = Default::default();
@@ -188,6 +187,8 @@ pub fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -212,5 +213,92 @@ mod tests {
     #[test]
     fn garbage_is_corrupt() {
         assert!(matches!(decode_meta(&[0xff, 0xff, 0xff]), Err(StoreError::Corrupt(_))));
+        let mark = RecordKey { section: Section::WriteMark, key: (0, 0) };
+        assert!(matches!(decode_record(mark, &[1, 2, 3]), Err(StoreError::Corrupt(_))));
+        let delayed = RecordKey { section: Section::Delayed, key: (0, 0) };
+        let finished =
+            encode_record(&RecordValue::FinishedLease { priority: Priority::DEFAULT, level: FairLevel::ZERO });
+        assert!(
+            matches!(decode_record(delayed, &finished), Err(StoreError::Corrupt(_))),
+            "only a lease record may hold no task"
+        );
+    }
+
+    /// A task as the engine writes it: an id, no empty dedup id, no zero weight.
+    fn any_task() -> impl Strategy<Value = StoredTask> {
+        let weight = prop_oneof![Just(None), (0.001f64..1000.0).prop_map(Some)];
+        let dedup = prop_oneof![Just(None), "[a-z/:.0-9]{1,40}".prop_map(Some)];
+        (
+            (1..=5u32, any::<i64>(), 1..i64::MAX),
+            ".{0,20}",
+            weight,
+            proptest::collection::vec(any::<u8>(), 0..64),
+            (any::<i64>(), 1..20u32, 1..i64::MAX),
+            (dedup, any::<i64>()),
+        )
+            .prop_map(
+                |(
+                    (priority, pass, id),
+                    fairness_key,
+                    fairness_weight,
+                    payload,
+                    (created, attempt, task_id),
+                    (dedup_id, dedup_slot),
+                )| {
+                    StoredTask {
+                        level: FairLevel::new(pass, id),
+                        priority: Priority::new(priority).unwrap(),
+                        fairness_key,
+                        fairness_weight,
+                        payload,
+                        created_at_unix_ms: created,
+                        attempt,
+                        task_id,
+                        dedup_id,
+                        dedup_slot,
+                    }
+                },
+            )
+    }
+
+    fn any_record() -> impl Strategy<Value = (Section, RecordValue)> {
+        let task_section = prop_oneof![
+            Just(Section::Leases),
+            Just(Section::Delayed),
+            Just(Section::DeadLetters),
+            Just(Section::Parked)
+        ];
+        prop_oneof![
+            (task_section, any_task(), any::<i64>(), ".{0,30}").prop_map(|(section, task, at_unix_ms, message)| {
+                (section, RecordValue::Task(RecordTask { task, at_unix_ms, message }))
+            }),
+            (1..=5u32, any::<i64>(), any::<i64>()).prop_map(|(priority, pass, id)| {
+                let priority = Priority::new(priority).unwrap();
+                (Section::Leases, RecordValue::FinishedLease { priority, level: FairLevel::new(pass, id) })
+            }),
+            (".{0,40}", any::<i64>())
+                .prop_map(|(dedup_id, task_id)| (Section::Dedup, RecordValue::Dedup { dedup_id, task_id })),
+            any::<i64>().prop_map(|mark| (Section::WriteMark, RecordValue::WriteMark(mark))),
+        ]
+    }
+
+    proptest! {
+        /// What a backend reads back is what was written, value for value: the
+        /// settle probe compares them to tell whether a write landed.
+        #[test]
+        fn rows_round_trip_and_their_estimates_bound_their_bytes(
+            (section, value) in any_record(),
+            key in (any::<i64>(), any::<i64>()),
+            task in any_task(),
+        ) {
+            let at = RecordKey { section, key };
+            let bytes = encode_record(&value);
+            prop_assert!(bytes.len() <= value.bytes(), "{} bytes, estimated {}", bytes.len(), value.bytes());
+            prop_assert_eq!(decode_row(RowRef::Record(at), &bytes).unwrap(), StoredRow::Record(value));
+            let row = RowRef::Task(task.priority, task.level);
+            let bytes = encode_task(&task);
+            prop_assert!(bytes.len() <= crate::store::stored_task_bytes(&task));
+            prop_assert_eq!(decode_row(row, &bytes).unwrap(), StoredRow::Task(task));
+        }
     }
 }

@@ -11,10 +11,9 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
-use super::codec::encode_task;
 use super::{
-    Member, ParkedKeyMeta, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section,
-    Store, StoreError, SubqueueMeta,
+    Member, ParkedKeyMeta, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RecordTask,
+    RecordValue, RowRef, Section, Store, StoreError, StoredRow, SubqueueMeta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
@@ -325,13 +324,36 @@ pub async fn members_heartbeat_and_leave(store: &dyn Store) {
     assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", 2_500)]);
 }
 
-fn record(section: Section, key: (i64, i64), value: &str) -> Record {
-    Record { at: RecordKey { section, key }, value: value.as_bytes().to_vec() }
+/// A record of the kind `section` keeps, told apart from others by `label`
+/// (an empty label in the lease section: a finished lease).
+fn record(section: Section, key: (i64, i64), label: &str) -> Record {
+    let value = match section {
+        Section::Leases if label.is_empty() => {
+            RecordValue::FinishedLease { priority: Priority::DEFAULT, level: FairLevel::new(1, 1) }
+        }
+        Section::Leases | Section::Delayed | Section::DeadLetters | Section::Parked => {
+            let task = task(Priority::DEFAULT, key.0, key.1);
+            RecordValue::Task(RecordTask { task, at_unix_ms: key.0, message: label.to_owned() })
+        }
+        Section::Dedup => RecordValue::Dedup { dedup_id: label.to_owned(), task_id: key.1 },
+        Section::WriteMark => RecordValue::WriteMark(label.parse().expect("a write mark's label is a number")),
+    };
+    Record { at: RecordKey { section, key }, value }
+}
+
+/// The label [`record`] gave.
+fn label(value: RecordValue) -> String {
+    match value {
+        RecordValue::Task(record) => record.message,
+        RecordValue::FinishedLease { .. } => String::new(),
+        RecordValue::Dedup { dedup_id, .. } => dedup_id,
+        RecordValue::WriteMark(mark) => mark.to_string(),
+    }
 }
 
 async fn section(store: &dyn Store, p: &PartitionId, section: Section) -> Vec<((i64, i64), String)> {
     let records = store.read_records(p, RecordRange::all(section), 100).await.unwrap();
-    records.into_iter().map(|r| (r.at.key, String::from_utf8(r.value).unwrap())).collect()
+    records.into_iter().map(|r| (r.at.key, label(r.value))).collect()
 }
 
 /// Tasks, records and metadata go in one write conditional on the range id; a
@@ -411,8 +433,7 @@ pub async fn record_reads_stay_inside_their_range(store: &dyn Store) {
         record(Section::Dedup, (6, i64::MIN), "above"),
     ];
     store.write(&p, range, &PartitionWrite { put, ..PartitionWrite::default() }).await.unwrap();
-    let values =
-        |records: Vec<Record>| records.into_iter().map(|r| String::from_utf8(r.value).unwrap()).collect::<Vec<_>>();
+    let values = |records: Vec<Record>| records.into_iter().map(|r| label(r.value)).collect::<Vec<_>>();
     let bucket = store.read_records(&p, RecordRange::bucket(Section::Dedup, 5, i64::MIN), 100).await.unwrap();
     assert_eq!(values(bucket), vec!["a", "b", "last"], "one bucket, its upper bound included");
     let rest = store.read_records(&p, RecordRange::bucket(Section::Dedup, 5, 0), 1).await.unwrap();
@@ -435,27 +456,36 @@ pub async fn bucket_reads_return_the_buckets_named_and_no_more(store: &dyn Store
     let freed = vec![RecordKey { section: Section::Dedup, key: (5, 0) }];
     store.write(&p, range, &PartitionWrite { delete: freed, ..PartitionWrite::default() }).await.unwrap();
     let read = store.read_buckets(&p, Section::Dedup, &[5, 4, 1, 3, 1], 2).await.unwrap();
-    let values: Vec<String> = read.iter().map(|r| String::from_utf8(r.value.clone()).unwrap()).collect();
+    let values: Vec<String> = read.iter().map(|r| label(r.value.clone())).collect();
     assert_eq!(values, vec!["1/0", "1/1", "3/0", "3/1", "5/1", "5/2"], "each bucket named once, at most 2 of each");
     assert!(read.iter().all(|r| r.at.section == Section::Dedup), "one section");
     assert_eq!(read[4].at.key, (5, 1), "keys as written");
     assert!(store.read_buckets(&p, Section::Dedup, &[], 2).await.unwrap().is_empty(), "no bucket, no record");
 }
 
-/// `read_row` finds a task row or a record after a take-over, and `None` for a
-/// row of another level, subqueue or section.
+/// `read_row` finds a task row or a record after a take-over, as written,
+/// and `None` for a row of another level, subqueue or section.
 pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
     let p = partition("rows", 0);
     let range = owned(store, &p).await;
     let written = task(Priority::HIGHEST, 4, 2);
-    let lease = record(Section::Leases, (0, 9), "lease");
-    let write = PartitionWrite { tasks: vec![written.clone()], put: vec![lease.clone()], ..PartitionWrite::default() };
+    let records = vec![
+        record(Section::Leases, (0, 9), "lease"),
+        record(Section::Leases, (0, 10), ""),
+        record(Section::DeadLetters, (7, 9), "failed"),
+        record(Section::Dedup, (3, 1), "dedup id"),
+        record(Section::WriteMark, (0, 0), "-42"),
+    ];
+    let write = PartitionWrite { tasks: vec![written.clone()], put: records.clone(), ..PartitionWrite::default() };
     store.write(&p, range, &write).await.unwrap();
     // After a take-over of the range, as a writer that lost track of its write does.
     store.take_ownership(&p, range, OWNER).await.unwrap();
     let found = store.read_row(&p, RowRef::Task(Priority::HIGHEST, FairLevel::new(4, 2))).await.unwrap();
-    assert_eq!(found, Some(encode_task(&written)));
-    assert_eq!(store.read_row(&p, RowRef::Record(lease.at)).await.unwrap(), Some(lease.value));
+    assert_eq!(found, Some(StoredRow::Task(written)));
+    for record in records {
+        let found = store.read_row(&p, RowRef::Record(record.at)).await.unwrap();
+        assert_eq!(found, Some(StoredRow::Record(record.value)), "{:?}", record.at);
+    }
     let absent = [
         RowRef::Task(Priority::HIGHEST, FairLevel::new(4, 3)),
         RowRef::Task(Priority::DEFAULT, FairLevel::new(4, 2)),

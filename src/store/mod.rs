@@ -23,11 +23,12 @@
 //! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
 
 pub mod cassandra;
-pub mod codec;
+mod codec;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod embedded;
 mod error;
+mod records;
 pub mod visits;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use error::{StoreError, StoreResult};
+pub use records::{Record, RecordKey, RecordRange, RecordTask, RecordValue, RowRef, Section, StoredRow};
 
 use crate::model::{FairLevel, PRIORITY_LEVELS, PartitionId, Priority, QueueName, StoredTask};
 
@@ -87,6 +89,13 @@ pub struct PartitionMeta {
     pub dead_letters_through: (i64, i64),
 }
 
+impl PartitionMeta {
+    /// Its bytes as a backend stores them.
+    pub fn stored_bytes(&self) -> usize {
+        codec::encode_meta(self).len()
+    }
+}
+
 /// Metadata written with an append must carry the range id it is written under.
 pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMeta>) -> StoreResult<()> {
     match metadata {
@@ -97,106 +106,8 @@ pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMet
     }
 }
 
-/// The records a partition keeps beside its backlog, each section ordered by
-/// its key. They live with the partition's tasks, so one conditional write
-/// can change tasks, records and metadata together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Section {
-    /// Tasks handed to workers, keyed `(0, lease sequence)`; a finished
-    /// lease leaves an empty record (not a tombstone) until a range delete
-    /// below the oldest running lease removes it.
-    Leases,
-    /// Tasks that become ready later, keyed `(visible at, Unix ms; task id)`.
-    Delayed,
-    /// Tasks that failed their last attempt, keyed `(failed at, Unix ms; task id)`.
-    DeadLetters,
-    /// Dedup ids of pending or running tasks, keyed `(hash of the id, slot)`.
-    Dedup,
-    /// Waiting tasks of keys held at their limits, keyed `(slot of the key,
-    /// sequence)`; see `crate::core::engine::parked`.
-    Parked,
-    /// One record, key `(0, 0)`, that every write without a task row
-    /// overwrites with a value of its own (an id of the owner's block), so
-    /// that reading it back after a write of unknown outcome tells whether
-    /// that write landed: other records can repeat an earlier write's bytes
-    /// (a finish sent again).
-    WriteMark,
-}
-
-impl Section {
-    /// The section's code in a store (after the priorities 1 to 5, and 0 for metadata).
-    pub fn code(self) -> u8 {
-        match self {
-            Section::Leases => 6,
-            Section::Delayed => 7,
-            Section::DeadLetters => 8,
-            Section::Dedup => 9,
-            Section::Parked => 10,
-            Section::WriteMark => 11,
-        }
-    }
-}
-
-/// Where a record lives: its section and its two-part key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RecordKey {
-    /// The section the record belongs to.
-    pub section: Section,
-    /// The record's key in its section, ordered by its first part, then its
-    /// second; what they mean depends on the section.
-    pub key: (i64, i64),
-}
-
-/// A record: its place and its bytes (see [`codec`] for what they hold).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// Where the record lives.
-    pub at: RecordKey,
-    /// The record's bytes, as [`codec`] encodes what it holds.
-    pub value: Vec<u8>,
-}
-
 /// The most buckets one [`Store::read_buckets`] names.
 pub const MAX_BUCKETS_PER_READ: usize = 100;
-
-/// Keys of one section in `(after, through]`: what a record read covers.
-/// A read crosses only the rows, and the deleted rows, of its range, so a
-/// bucketed section is read one bucket at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordRange {
-    /// The section read.
-    pub section: Section,
-    /// Keys strictly above this one are read...
-    pub after: (i64, i64),
-    /// ...up to this one, included.
-    pub through: (i64, i64),
-}
-
-impl RecordRange {
-    /// Every record of `section` with a key strictly above `after`.
-    pub fn above(section: Section, after: (i64, i64)) -> Self {
-        RecordRange { section, after, through: (i64::MAX, i64::MAX) }
-    }
-
-    /// Every record of `section`.
-    pub fn all(section: Section) -> Self {
-        Self::above(section, (i64::MIN, i64::MIN))
-    }
-
-    /// The records of one bucket (keys `(bucket, _)`) above `after` in it.
-    pub fn bucket(section: Section, bucket: i64, after: i64) -> Self {
-        RecordRange { section, after: (bucket, after), through: (bucket, i64::MAX) }
-    }
-}
-
-/// One row of a partition: a task of a subqueue, or a record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowRef {
-    /// The task row at this level of this priority's subqueue.
-    Task(Priority, FairLevel),
-    /// The record at this key.
-    Record(RecordKey),
-}
 
 /// One all-or-nothing write to a partition.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -225,8 +136,8 @@ impl PartitionWrite {
     /// [`stored_task_bytes`]).
     pub fn bytes(&self) -> usize {
         let tasks: usize = self.tasks.iter().map(|t| stored_task_bytes(t) + ROW_BYTES).sum();
-        let put: usize = self.put.iter().map(|r| r.value.len() + ROW_BYTES).sum();
-        let meta = self.metadata.as_ref().map_or(0, |m| codec::encode_meta(m).len() + ROW_BYTES);
+        let put: usize = self.put.iter().map(|r| r.value.bytes() + ROW_BYTES).sum();
+        let meta = self.metadata.as_ref().map_or(0, |m| m.stored_bytes() + ROW_BYTES);
         tasks + put + self.delete.len() * ROW_BYTES + meta
     }
 }
@@ -322,12 +233,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         self.write(partition, range_id, &write).await
     }
 
-    /// The bytes of one row (as [`codec`] encodes tasks, or a record's value),
-    /// `None` if absent. Linearizable with every conditional write that
+    /// What one row holds, `None` if absent. Linearizable with every conditional write that
     /// completed or was fenced before it: after an append of unknown outcome
     /// and a [`Store::take_ownership`] by the same owner, it tells whether the
     /// append landed (serial consistency on Cassandra).
-    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>>;
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<StoredRow>>;
 
     /// Up to `limit` records of `range` (keys in `(after, through]` of one
     /// section), in ascending key order. Fewer than `limit` means there were

@@ -16,8 +16,7 @@ use proptest::prelude::*;
 use super::model_store::ModelStore;
 use super::{EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskCounts, TaskPolicy};
 use crate::model::{Priority, StoredTask, TaskSpec};
-use crate::store::Section;
-use crate::store::codec::{decode_lease, decode_record_task};
+use crate::store::{RecordValue, Section, StoredRow};
 
 const LEASE_MS: i64 = 1_000;
 
@@ -26,9 +25,10 @@ fn take_over(store: &mut ModelStore, config: &EngineConfig, now: i64) -> Partiti
     store.meta.range_id += 1;
     let (mut running, mut finished) = (Vec::new(), Vec::new());
     for (key, value) in store.section(Section::Leases, (i64::MIN, i64::MIN)) {
-        match decode_lease(&value).unwrap() {
-            Ok(lease) => running.push((lease.task, lease.at_unix_ms, key.1)),
-            Err((priority, level)) => finished.push((key.1, priority, level)),
+        match value {
+            RecordValue::Task(lease) => running.push((lease.task, lease.at_unix_ms, key.1)),
+            RecordValue::FinishedLease { priority, level } => finished.push((key.1, priority, level)),
+            other => panic!("{other:?} in the lease section"),
         }
     }
     PartitionEngine::load_with_leases(&store.meta, running, finished, config.clone(), now)
@@ -156,7 +156,7 @@ impl World {
                 .section(Section::Delayed, after)
                 .into_iter()
                 .take(limit)
-                .map(|(key, value)| (key, decode_record_task(&value).unwrap().task))
+                .map(|(key, value)| (key, value.into_task("a record").unwrap().task))
                 .collect();
             self.engine.apply_delayed_read(after, records, limit);
         }
@@ -166,7 +166,7 @@ impl World {
                 .section(Section::Parked, (read.slot, read.after))
                 .into_iter()
                 .find(|(key, _)| key.0 == read.slot)
-                .map(|(key, value)| (key.1, decode_record_task(&value).unwrap().task));
+                .map(|(key, value)| (key.1, value.into_task("a record").unwrap().task));
             self.engine.apply_parked_read(&read, found);
         }
     }
@@ -389,7 +389,7 @@ fn counts_follow_durable_writes() {
 }
 
 /// A finish sent again after a write of unknown outcome rewrites the same
-/// finished-lease record, byte for byte: the probe that tells whether the
+/// finished-lease record, value for value: the probe that tells whether the
 /// second write landed must be a row of its own, or the first write's row
 /// answers for it.
 #[test]
@@ -406,15 +406,15 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
         world.engine.plan(input, world.now, &mut || 0.5).expect("ids are plenty")
     };
     let first = plan(&mut world);
-    let (first_row, first_bytes) = first.probe().expect("a finish is probed");
+    let (first_row, first_value) = first.probe().expect("a finish is probed");
     world.store.land(&first.write);
     world.engine.write_failed(first, true, world.now);
     let second = plan(&mut world);
-    let (second_row, second_bytes) = second.probe().expect("a finish is probed");
+    let (second_row, second_value) = second.probe().expect("a finish is probed");
     let crate::store::RowRef::Record(at) = second_row else { panic!("a record probe") };
     assert_ne!(
-        world.store.records.get(&at),
-        Some(&second_bytes),
-        "the first write's row ({first_row:?}, {first_bytes:?}) answers for the second"
+        world.store.records.get(&at).cloned().map(StoredRow::Record),
+        Some(second_value),
+        "the first write's row ({first_row:?}, {first_value:?}) answers for the second"
     );
 }

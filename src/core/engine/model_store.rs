@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use super::{GcRequest, ReadRequest};
 use crate::model::{FairLevel, Priority, StoredTask};
-use crate::store::{PartitionMeta, PartitionWrite, RecordKey, Section};
+use crate::store::{PartitionMeta, PartitionWrite, RecordKey, RecordValue, Section};
 
 #[derive(Default, Debug)]
 pub(super) struct ModelStore {
     pub(super) tasks: BTreeMap<(Priority, FairLevel), StoredTask>,
-    pub(super) records: BTreeMap<RecordKey, Vec<u8>>,
+    pub(super) records: BTreeMap<RecordKey, RecordValue>,
     pub(super) meta: PartitionMeta,
     /// Task rows a deposed owner deleted.
     pub(super) deleted_by_deposed: BTreeMap<(Priority, FairLevel), StoredTask>,
@@ -50,7 +50,7 @@ impl ModelStore {
     }
 
     /// The records of `section` above `after`, in key order.
-    pub(super) fn section(&self, section: Section, after: (i64, i64)) -> Vec<((i64, i64), Vec<u8>)> {
+    pub(super) fn section(&self, section: Section, after: (i64, i64)) -> Vec<((i64, i64), RecordValue)> {
         self.records
             .iter()
             .filter(|(at, _)| at.section == section && at.key > after)

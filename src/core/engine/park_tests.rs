@@ -10,7 +10,6 @@ use std::time::Duration;
 use super::model_store::ModelStore;
 use super::{EngineConfig, Finish, Outcome, PartitionEngine, PlanInput, TaskPolicy};
 use crate::model::{Priority, StoredTask, TaskSpec};
-use crate::store::codec::{decode_record_task, encode_meta};
 use crate::store::{PartitionMeta, RecordKey, Section};
 
 const PARK_AFTER: usize = 64;
@@ -55,7 +54,7 @@ impl Run {
                 .range(after..)
                 .find(|(at, _)| **at > after)
                 .filter(|(at, _)| at.section == Section::Parked && at.key.0 == read.slot)
-                .map(|(at, value)| (at.key.1, decode_record_task(value).unwrap().task));
+                .map(|(at, value)| (at.key.1, value.clone().into_task("a parked record").unwrap().task));
             self.engine.apply_parked_read(&read, found);
         }
     }
@@ -137,7 +136,7 @@ fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
         "{most_marks} tasks dispatched above the ack level at most, over park_after {PARK_AFTER} plus a round"
     );
     assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (1, 50), "the held key's 50 waiting tasks are parked");
-    let meta = encode_meta(&run.engine.metadata()).len();
+    let meta = run.engine.metadata().stored_bytes();
     assert!(meta < 16 * 1024, "the metadata is {meta} bytes after 20,000 dispatches");
     // The held lease's record is written again above newer ones (1,024),
     // and finished leases wait for the persisted ack level (1 s: 10 rounds).

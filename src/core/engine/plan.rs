@@ -7,8 +7,7 @@ use super::leases::LeaseError;
 use super::outcomes::{Added, Finish, Finished};
 use crate::clock::UnixMillis;
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
-use crate::store::codec::encode_task;
-use crate::store::{PartitionWrite, RecordKey, RowRef, Section};
+use crate::store::{PartitionWrite, RecordKey, RowRef, Section, StoredRow};
 
 /// One write, planned: tasks with ids and passes assigned, records to put
 /// and delete. The ack levels of the subqueues it adds to stay pinned until
@@ -55,16 +54,16 @@ pub struct AppendPlan {
 }
 
 impl AppendPlan {
-    /// A row this write creates or changes, with the bytes it writes there:
+    /// A row this write creates or changes, with what it writes there:
     /// reading it back tells whether the write landed.
     /// Only rows no earlier write can have written the same way: a new task
     /// row, or the write mark.
-    pub fn probe(&self) -> Option<(RowRef, Vec<u8>)> {
+    pub fn probe(&self) -> Option<(RowRef, StoredRow)> {
         if let Some(task) = self.write.tasks.first() {
-            return Some((RowRef::Task(task.priority, task.level), encode_task(task)));
+            return Some((RowRef::Task(task.priority, task.level), StoredRow::Task(task.clone())));
         }
         let mark = self.write.put.iter().find(|record| record.at.section == Section::WriteMark)?;
-        Some((RowRef::Record(mark.at), mark.value.clone()))
+        Some((RowRef::Record(mark.at), StoredRow::Record(mark.value.clone())))
     }
 
     /// The tasks this write parks.

@@ -2,7 +2,6 @@
 //! a write under the store's limit ([`PartitionWrite::bytes`](crate::store::PartitionWrite::bytes)).
 
 use crate::model::{StoredTask, TaskSpec};
-use crate::store::codec::encode_meta;
 use crate::store::{PartitionMeta, ROW_BYTES, stored_task_bytes};
 
 /// The bytes of a record that holds a task (a lease, a delayed task or a
@@ -14,7 +13,7 @@ pub(super) fn record_bytes(task: &StoredTask, message: usize) -> usize {
 /// The bytes of `meta`, and of what `parks` tasks parked with it may add
 /// to it (their levels, and their keys if they enter the directory).
 pub(super) fn meta_bytes(meta: &PartitionMeta, parks: usize) -> usize {
-    encode_meta(meta).len() + ROW_BYTES + parks * (16 + crate::model::validate::MAX_FAIRNESS_KEY_BYTES + 24)
+    meta.stored_bytes() + ROW_BYTES + parks * (16 + crate::model::validate::MAX_FAIRNESS_KEY_BYTES + 24)
 }
 
 /// The bytes of a finished lease's record, or of a dedup record's delete.

@@ -7,8 +7,7 @@ use crate::core::engine::{Finish, Finished, Outcome};
 use crate::matcher::LeaseToken;
 use crate::model::PartitionId;
 use crate::partition::{PartitionError, Redriven};
-use crate::store::codec::{RecordTask, decode_record_task};
-use crate::store::{RecordRange, Section};
+use crate::store::{RecordRange, RecordTask, Section};
 
 impl QueueMatcher {
     /// Records a worker's report on the lease of `token`.
@@ -49,7 +48,7 @@ impl QueueMatcher {
                 let last_page = records.len() < page;
                 for record in records {
                     after = record.at.key;
-                    let letter = decode_record_task(&record.value).map_err(PartitionError::from)?;
+                    let letter = record.value.into_task("a dead letter").map_err(PartitionError::from)?;
                     (taken, bytes) = (taken + 1, bytes + size(&letter));
                     dead.push((partition, letter));
                 }

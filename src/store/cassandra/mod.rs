@@ -39,10 +39,10 @@ pub use schema::{SchemaError, apply_schema};
 
 use self::error::{read_error, write_error};
 use self::statements::Statements;
-use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
+use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
-    StoreError, StoreResult, check_metadata_range,
+    StoreError, StoreResult, StoredRow, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -453,7 +453,7 @@ impl Store for CassandraStore {
             insert(kind(task.priority), (task.level.pass, task.level.id), encode_task(task));
         }
         for record in &write.put {
-            insert(i32::from(record.at.section.code()), record.at.key, record.value.clone());
+            insert(i32::from(record.at.section.code()), record.at.key, encode_record(&record.value));
         }
         for at in &write.delete {
             batch.append_statement(self.statements.delete_record.clone());
@@ -485,7 +485,7 @@ impl Store for CassandraStore {
         fenced(result)
     }
 
-    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<StoredRow>> {
         let (kind, (pass, id)) = match row {
             RowRef::Task(priority, level) => (kind(priority), (level.pass, level.id)),
             RowRef::Record(at) => (i32::from(at.section.code()), at.key),
@@ -494,8 +494,8 @@ impl Store for CassandraStore {
         let result =
             self.session.execute_unpaged(&self.statements.read_row_serial, values).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let row = rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(row.and_then(|(bytes,)| bytes))
+        let found = rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        found.and_then(|(bytes,)| bytes).map(|bytes| decode_row(row, &bytes)).transpose()
     }
 
     async fn read_records(
@@ -507,7 +507,7 @@ impl Store for CassandraStore {
         let section = range.section;
         let code = i32::from(section.code());
         let rows = self.read_rows(partition, code, range.after, range.through, limit).await?;
-        Ok(rows.into_iter().map(|(a, b, value)| Record { at: RecordKey { section, key: (a, b) }, value }).collect())
+        rows.into_iter().map(|(a, b, bytes)| decode_record_at(RecordKey { section, key: (a, b) }, &bytes)).collect()
     }
 
     async fn read_buckets(
@@ -541,7 +541,7 @@ impl Store for CassandraStore {
         for (bucket, slot, value) in rows {
             in_bucket = if in_bucket.0 == bucket { (bucket, in_bucket.1 + 1) } else { (bucket, 1) };
             if in_bucket.1 <= per_bucket {
-                records.push(Record { at: RecordKey { section, key: (bucket, slot) }, value });
+                records.push(decode_record_at(RecordKey { section, key: (bucket, slot) }, &value)?);
             }
         }
         Ok(records)

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::codec::{decode_meta, decode_task, encode_meta, encode_task};
+use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
-    StoreError, StoreResult, check_metadata_range,
+    StoreError, StoreResult, StoredRow, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -265,7 +265,7 @@ impl Store for EmbeddedStore {
             .iter()
             .map(|t| (priority_byte(t.priority), (t.level.pass, t.level.id), encode_task(t)))
             .collect();
-        rows.extend(write.put.iter().map(|r| (r.at.section.code(), r.at.key, r.value.clone())));
+        rows.extend(write.put.iter().map(|r| (r.at.section.code(), r.at.key, encode_record(&r.value))));
         let deletes: Vec<(u8, (i64, i64))> = write.delete.iter().map(|at| (at.section.code(), at.key)).collect();
         let meta_row = write.metadata.as_ref().map(encode_meta);
         self.blocking(move |db| {
@@ -290,15 +290,15 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<StoredRow>> {
         let (kind, key) = row_key(row);
         let partition = partition.clone();
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(TASKS).map_err(unavailable)?;
-            let row =
+            let found =
                 table.get((partition.queue.as_str(), partition.partition, kind, key.0, key.1)).map_err(unavailable)?;
-            Ok(row.map(|value| value.value().to_vec()))
+            found.map(|value| decode_row(row, value.value())).transpose()
         })
         .await
     }
@@ -311,7 +311,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<Record>> {
         let section = range.section;
         let rows = self.read_rows(partition, section.code(), range.after, range.through, limit).await?;
-        Ok(rows.into_iter().map(|(key, value)| Record { at: RecordKey { section, key }, value }).collect())
+        rows.into_iter().map(|(key, bytes)| decode_record_at(RecordKey { section, key }, &bytes)).collect()
     }
 
     async fn read_buckets(
@@ -339,8 +339,7 @@ impl Store for EmbeddedStore {
                 for row in rows.take(per_bucket) {
                     let (key, value) = row.map_err(unavailable)?;
                     let (_, _, _, bucket, slot) = key.value();
-                    records
-                        .push(Record { at: RecordKey { section, key: (bucket, slot) }, value: value.value().to_vec() });
+                    records.push(decode_record_at(RecordKey { section, key: (bucket, slot) }, value.value())?);
                 }
             }
             Ok(records)

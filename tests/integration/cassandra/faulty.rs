@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
 use fairway::store::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, Section, Store, StoreError,
-    StoreResult,
+    StoreResult, StoredRow,
 };
 
 #[derive(Debug)]
@@ -94,7 +94,7 @@ impl Store for FaultyStore {
         self.inner.write(partition, range_id, write).await
     }
 
-    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<Vec<u8>>> {
+    async fn read_row(&self, partition: &PartitionId, row: RowRef) -> StoreResult<Option<StoredRow>> {
         self.inner.read_row(partition, row).await
     }
 

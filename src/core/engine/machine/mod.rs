@@ -23,8 +23,7 @@ use super::report::TaskCounts;
 use super::subqueue::Subqueue;
 use crate::clock::UnixMillis;
 use crate::model::{FairLevel, Priority, StoredTask};
-use crate::store::codec::encode_finished_lease;
-use crate::store::{PartitionMeta, Record, RecordKey, Section};
+use crate::store::{PartitionMeta, Record, RecordKey, RecordValue, Section};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {
@@ -36,7 +35,7 @@ fn lease_key(seq: i64) -> RecordKey {
 /// out again before the persisted ack level covers it. Removed later by a
 /// range delete below the oldest lease still needed.
 fn lease_done(seq: i64, task: &StoredTask) -> Record {
-    Record { at: lease_key(seq), value: encode_finished_lease(task.priority, task.level) }
+    Record { at: lease_key(seq), value: RecordValue::FinishedLease { priority: task.priority, level: task.level } }
 }
 
 /// The most expired leases and due delayed tasks one write handles.

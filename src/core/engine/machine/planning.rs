@@ -12,8 +12,7 @@ use crate::core::engine::policy::{AfterFailure, DispatchOrder};
 use crate::core::engine::sizes::{SMALL_ROW_BYTES, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes};
 use crate::core::fairness::stride;
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
-use crate::store::codec::{encode_dedup, encode_record_task};
-use crate::store::{PartitionWrite, Record, RecordKey, Section};
+use crate::store::{PartitionWrite, Record, RecordKey, RecordTask, RecordValue, Section};
 
 impl PartitionEngine {
     /// Plans a write of new tasks alone (see [`Self::plan`]).
@@ -154,7 +153,7 @@ impl PartitionEngine {
             let deadline = now + self.config.tasks.lease_ms();
             let seq = self.lease_seq();
             self.leases.set_written_place(id, seq, deadline);
-            plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+            plan.write.put.push(Record { at: lease_key(seq), value: RecordValue::task(task.clone(), deadline) });
             plan.leases.push((id, task, deadline));
         }
         self.unwritten_leases.extend(unwritten);
@@ -163,7 +162,7 @@ impl PartitionEngine {
                 break;
             }
             let seq = self.lease_seq();
-            plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+            plan.write.put.push(Record { at: lease_key(seq), value: RecordValue::task(task.clone(), deadline) });
             plan.moved_leases.push((id, seq));
         }
         for (priority, level) in to_park {
@@ -181,7 +180,7 @@ impl PartitionEngine {
             let seq = self.ids.take().expect("checked the block has room");
             let ids = &mut self.ids;
             let at = self.parked.park(&task, seq, || ids.take().expect("checked the block has room"));
-            plan.write.put.push(Record { at, value: encode_record_task(&task, now, "") });
+            plan.write.put.push(Record { at, value: RecordValue::task(task.clone(), now) });
             plan.parked.push((at, task));
         }
         let floors_raised = plan.delayed_floor.is_some() || plan.dead_letters_floor.is_some();
@@ -195,7 +194,7 @@ impl PartitionEngine {
         if plan.write.tasks.is_empty() && !plan.write.is_empty() {
             let mark = self.ids.take().expect("checked the block has room");
             let at = RecordKey { section: Section::WriteMark, key: (0, 0) };
-            plan.write.put.push(Record { at, value: mark.to_be_bytes().to_vec() });
+            plan.write.put.push(Record { at, value: RecordValue::WriteMark(mark) });
         }
         Ok(plan)
     }
@@ -252,7 +251,7 @@ impl PartitionEngine {
         self.leases.start(task.clone(), deadline);
         self.leases.set_written_place(id, seq, deadline);
         self.rates.consume(&task.fairness_key, now);
-        plan.write.put.push(Record { at: lease_key(seq), value: encode_record_task(&task, deadline, "") });
+        plan.write.put.push(Record { at: lease_key(seq), value: RecordValue::task(task.clone(), deadline) });
         plan.leases.push((id, task, deadline));
         plan.direct.push(id);
         Added::Added { task_id: id }
@@ -262,7 +261,7 @@ impl PartitionEngine {
         let key = self.delayed.key_above_floor(key, plan.delayed_floor);
         plan.write.put.push(Record {
             at: RecordKey { section: Section::Delayed, key },
-            value: encode_record_task(&task, key.0, ""),
+            value: RecordValue::task(task.clone(), key.0),
         });
         plan.delayed.push((key, task));
     }
@@ -310,7 +309,7 @@ impl PartitionEngine {
                 self.free_dedup(plan, &task);
                 plan.write.put.push(Record {
                     at: RecordKey { section: Section::DeadLetters, key: self.dead_letter_key(now, id) },
-                    value: encode_record_task(&task, now, message),
+                    value: RecordValue::Task(RecordTask { task, at_unix_ms: now, message: message.to_owned() }),
                 });
                 Finished::Buried
             }
@@ -356,9 +355,10 @@ impl PartitionEngine {
     fn hold_dedup(&mut self, plan: &mut AppendPlan, dedup_id: &str, task_id: i64) -> i64 {
         let key = self.dedup.insert(dedup_id, task_id);
         plan.buckets.push(key.0);
-        plan.write
-            .put
-            .push(Record { at: RecordKey { section: Section::Dedup, key }, value: encode_dedup(dedup_id, task_id) });
+        plan.write.put.push(Record {
+            at: RecordKey { section: Section::Dedup, key },
+            value: RecordValue::Dedup { dedup_id: dedup_id.to_owned(), task_id },
+        });
         key.1
     }
 

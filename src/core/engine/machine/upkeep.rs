@@ -5,7 +5,6 @@ use super::{PartitionEngine, lease_key};
 use crate::clock::{UnixMillis, millis};
 use crate::core::engine::plan::GcRequest;
 use crate::core::engine::report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
-use crate::store::codec::encode_meta;
 use crate::store::{PartitionMeta, RecordKey, Section, SubqueueMeta};
 use std::time::Duration;
 
@@ -130,7 +129,7 @@ impl PartitionEngine {
             counts: self.counts,
             leased: self.leases.len() as u64,
             delayed: self.delayed.len() as u64,
-            metadata_bytes: encode_meta(&self.metadata()).len() as u64,
+            metadata_bytes: self.metadata().stored_bytes() as u64,
             largest_write_bytes: self.largest_write as u64,
         }
     }
