@@ -152,7 +152,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
 fn demo_config() -> anyhow::Result<Config> {
     let mut config = Config::default();
     for key in &KEYS {
-        config.partition.weights.keys.insert(key.name.to_owned(), key.weight);
+        config.engine.weights.keys.insert(key.name.to_owned(), key.weight);
     }
     config.validate().context("the demo's config")?;
     Ok(config)

@@ -3,7 +3,7 @@
 //! validated as a whole; every error names the key at fault.
 //!
 //! Environment variables name keys with `__` between sections:
-//! `FAIRWAY_LISTEN`, `FAIRWAY_STORE`, `FAIRWAY_PARTITION__BUFFER_TASKS`,
+//! `FAIRWAY_LISTEN`, `FAIRWAY_STORE`, `FAIRWAY_ENGINE__BUFFER_TASKS`,
 //! `FAIRWAY_MATCHER__DEFAULT_POLL_WAIT=10s`.
 
 pub mod duration_serde;
@@ -27,6 +27,18 @@ use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
 use crate::visits::SchedulerConfig;
 
+/// Sections renamed, old name first: a file, variable or flag may still use
+/// the old name (not both names at once).
+const RENAMED_SECTIONS: &[(&str, &str)] = &[("partition", "engine")];
+
+/// The current name of a section.
+fn current_section(name: String) -> String {
+    match RENAMED_SECTIONS.iter().find(|(old, _)| *old == name) {
+        Some((_, new)) => (*new).to_owned(),
+        None => name,
+    }
+}
+
 /// Environment variables of the CLI itself, not config keys.
 const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
 
@@ -41,8 +53,10 @@ pub struct Config {
     pub store: String,
     /// Bounds on outside input (section `[limits]`).
     pub limits: Limits,
-    /// How each partition buffers, persists and collects (section `[partition]`).
-    pub partition: EngineConfig,
+    /// How each partition's engine buffers, persists and collects (section
+    /// `[engine]`; `[partition]`, its name before, is read as it).
+    #[serde(alias = "partition")]
+    pub engine: EngineConfig,
     /// Group commit of each partition's writes (section `[writer]`).
     pub writer: WriterConfig,
     /// Polls, sync match and partitions per queue (section `[matcher]`).
@@ -71,7 +85,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             store: "embedded:./fairway-data".to_owned(),
             limits: Limits::default(),
-            partition: EngineConfig::default(),
+            engine: EngineConfig::default(),
             writer: WriterConfig::default(),
             matcher: MatcherConfig::default(),
             embedded: EmbeddedConfig::default(),
@@ -89,7 +103,7 @@ impl Default for Config {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("config {key}: {message}")]
 pub struct ConfigError {
-    /// The key at fault, dotted (`partition.buffer_tasks`), or the file or
+    /// The key at fault, dotted (`engine.buffer_tasks`), or the file or
     /// variable that could not be used.
     pub key: String,
     /// What is wrong with it.
@@ -123,6 +137,7 @@ impl Config {
             // Deserializing the file alone gives errors with its line and key.
             toml::from_str::<Config>(&text).map_err(|e| ConfigError::new(&key, e.to_string()))?;
             let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::new(&key, e.to_string()))?;
+            let table = table.into_iter().map(|(name, value)| (current_section(name), value)).collect();
             merge(&mut tree, toml::Value::Table(table));
         }
         let mut env: Vec<(String, String)> = env
@@ -131,12 +146,14 @@ impl Config {
             .collect();
         env.sort();
         for (name, raw) in env {
-            let path: Vec<String> =
+            let mut path: Vec<String> =
                 name["FAIRWAY_".len()..].split("__").map(|part| part.to_ascii_lowercase()).collect();
+            path[0] = current_section(std::mem::take(&mut path[0]));
             set(&mut tree, &path, env_value(&raw)).map_err(|message| ConfigError::new(&name, message))?;
         }
         for (key, raw) in flags {
-            let path: Vec<String> = key.split('.').map(str::to_owned).collect();
+            let mut path: Vec<String> = key.split('.').map(str::to_owned).collect();
+            path[0] = current_section(std::mem::take(&mut path[0]));
             set(&mut tree, &path, toml::Value::String(raw.clone()))
                 .map_err(|message| ConfigError::new(*key, message))?;
         }
@@ -150,7 +167,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store_url()?;
         self.limits.validate()?;
-        self.partition.validate()?;
+        self.engine.validate()?;
         self.writer.validate()?;
         self.matcher.validate()?;
         self.embedded.validate()?;
@@ -196,7 +213,7 @@ impl Config {
     pub fn settings(&self) -> Settings {
         Settings {
             node: self.listen.to_string(),
-            engine: self.partition.clone(),
+            engine: self.engine.clone(),
             writer: self.writer.clone(),
             matcher: self.matcher.clone(),
             tasks: self.tasks.clone(),
@@ -235,7 +252,7 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
 }
 
 /// Sets a key that the defaults have (or an entry of a map such as
-/// `partition.weights.keys`).
+/// `engine.weights.keys`).
 fn set(tree: &mut toml::Value, path: &[String], value: toml::Value) -> Result<(), String> {
     let dotted = path.join(".");
     let (last, parents) = path.split_last().ok_or("empty key")?;
@@ -280,18 +297,32 @@ mod tests {
         let file = dir.path().join("fairway.toml");
         std::fs::write(
             &file,
-            "listen = \"127.0.0.1:9000\"\n[partition]\nbuffer_tasks = 500\n[matcher]\ndefault_poll_wait = \"10s\"\n",
+            "listen = \"127.0.0.1:9000\"\n[engine]\nbuffer_tasks = 500\n[matcher]\ndefault_poll_wait = \"10s\"\n",
         )
         .unwrap();
         let config = Config::load(
             Some(&file),
-            env(&[("FAIRWAY_PARTITION__BUFFER_TASKS", "400"), ("FAIRWAY_LISTEN", "127.0.0.1:9001"), ("HOME", "/x")]),
+            env(&[("FAIRWAY_ENGINE__BUFFER_TASKS", "400"), ("FAIRWAY_LISTEN", "127.0.0.1:9001"), ("HOME", "/x")]),
             &[("listen", "127.0.0.1:9002".into())],
         )
         .unwrap();
-        assert_eq!(config.partition.buffer_tasks, 400, "env beats file");
+        assert_eq!(config.engine.buffer_tasks, 400, "env beats file");
         assert_eq!(config.listen.port(), 9002, "flag beats env");
         assert_eq!(config.matcher.default_poll_wait, std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_engine_section_is_still_read_under_its_old_name_but_not_under_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.toml");
+        std::fs::write(&old, "[partition]\nbuffer_tasks = 500\ngc_min_acks = 7\n").unwrap();
+        let config = Config::load(Some(&old), env(&[("FAIRWAY_PARTITION__BUFFER_TASKS", "400")]), &[]).unwrap();
+        assert_eq!((config.engine.buffer_tasks, config.engine.gc_min_acks), (400, 7), "file and env");
+
+        let both = dir.path().join("both.toml");
+        std::fs::write(&both, "[partition]\nbuffer_tasks = 500\n[engine]\nbuffer_tasks = 600\n").unwrap();
+        let err = Config::load(Some(&both), env(&[]), &[]).unwrap_err();
+        assert!(err.message.contains("duplicate field `engine`"), "{err:?}");
     }
 
     #[test]
@@ -316,12 +347,12 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__BUFER", "1")]), &[]).unwrap_err();
-        assert_eq!(err.key, "FAIRWAY_PARTITION__BUFER");
-        assert!(err.message.contains("partition.bufer"), "{err}");
+        let err = Config::load(None, env(&[("FAIRWAY_ENGINE__BUFER", "1")]), &[]).unwrap_err();
+        assert_eq!(err.key, "FAIRWAY_ENGINE__BUFER");
+        assert!(err.message.contains("engine.bufer"), "{err}");
 
-        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__RELOAD_AT", "5000")]), &[]).unwrap_err();
-        assert_eq!(err.key, "partition.reload_at");
+        let err = Config::load(None, env(&[("FAIRWAY_ENGINE__RELOAD_AT", "5000")]), &[]).unwrap_err();
+        assert_eq!(err.key, "engine.reload_at");
 
         let err = Config::load(None, env(&[("FAIRWAY_STORE", "ftp://x")]), &[]).unwrap_err();
         assert_eq!(err.key, "store");
@@ -361,7 +392,7 @@ mod tests {
         let file = dir.path().join("readme.toml");
         std::fs::write(&file, &readme[start..end]).unwrap();
         let config = Config::load(Some(&file), env(&[]), &[]).unwrap();
-        assert_eq!(config.partition.weights.keys["acme"], 3.0);
+        assert_eq!(config.engine.weights.keys["acme"], 3.0);
     }
 
     fn load_text(text: &str) -> Result<Config, ConfigError> {
@@ -414,9 +445,9 @@ mod tests {
 
     #[test]
     fn weights_are_validated() {
-        let err = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__noisy", "5000")]), &[]).unwrap_err();
+        let err = Config::load(None, env(&[("FAIRWAY_ENGINE__WEIGHTS__KEYS__noisy", "5000")]), &[]).unwrap_err();
         assert!(err.key.contains("noisy"), "{err}");
-        let ok = Config::load(None, env(&[("FAIRWAY_PARTITION__WEIGHTS__KEYS__quiet", "5")]), &[]).unwrap();
-        assert_eq!(ok.partition.weights.keys["quiet"], 5.0);
+        let ok = Config::load(None, env(&[("FAIRWAY_ENGINE__WEIGHTS__KEYS__quiet", "5")]), &[]).unwrap();
+        assert_eq!(ok.engine.weights.keys["quiet"], 5.0);
     }
 }

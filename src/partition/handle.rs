@@ -41,7 +41,7 @@ pub struct PartitionSetup {
     pub store: Arc<dyn Store>,
     /// What the engine reads the time from.
     pub clock: SharedClock,
-    /// The engine's settings (section `[partition]`, with the queue's task policy).
+    /// The engine's settings (section `[engine]`, with the queue's task policy).
     pub engine: EngineConfig,
     /// Group commit (section `[writer]`).
     pub writer: WriterConfig,

@@ -332,8 +332,8 @@ async fn a_key_at_its_rate_limit_waits_for_its_next_token() {
 #[tokio::test]
 async fn a_key_at_its_concurrency_limit_does_not_hold_back_the_others() {
     let mut config = Config::default();
-    config.partition.buffer_tasks = 64;
-    config.partition.reload_at = 8;
+    config.engine.buffer_tasks = 64;
+    config.engine.reload_at = 8;
     config.queues.insert(QUEUE.into(), TaskPolicy { key_concurrency: 1, ..policy() });
     let server = TestServer::start_timed(Backend::Embedded, config, Arc::new(ManualClock::new(START_MS))).await;
     let mut client = server.client.clone();
@@ -378,9 +378,9 @@ async fn a_key_at_its_concurrency_limit_does_not_hold_back_the_others() {
 async fn a_key_held_at_its_limit_is_parked_and_comes_back_in_order(backend: Backend) {
     const PARK_AFTER: usize = 16;
     let mut config = Config::default();
-    config.partition.buffer_tasks = 64;
-    config.partition.reload_at = 8;
-    config.partition.park_after = PARK_AFTER;
+    config.engine.buffer_tasks = 64;
+    config.engine.reload_at = 8;
+    config.engine.park_after = PARK_AFTER;
     config.queues.insert(QUEUE.into(), TaskPolicy { key_concurrency: 1, ..policy() });
     let server = TestServer::start_timed(backend, config, Arc::new(ManualClock::new(START_MS))).await;
     let mut client = server.client.clone();

@@ -33,7 +33,7 @@ pub(crate) struct HeldArgs {
     /// Concurrent workers, each taking up to 64 tasks per poll.
     #[arg(long, default_value_t = 16)]
     workers: u64,
-    /// `partition.max_parked_keys` of the server (0: no key is parked).
+    /// `engine.max_parked_keys` of the server (0: no key is parked).
     #[arg(long, default_value_t = 1_000)]
     max_parked_keys: usize,
     /// The same dispatches with no key held: the baseline of memory growth
@@ -55,7 +55,7 @@ pub(super) async fn run(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<S
     };
     let settings = format!(
         "{held} beside {} dispatches of {} other keys by {} workers × PollTasks of up to 64; one partition; \
-         partition.max_parked_keys {}",
+         engine.max_parked_keys {}",
         args.dispatches, args.keys, args.workers, args.max_parked_keys
     );
     repeat("held-key", settings, &args.common, |_| once(args, store)).await
@@ -109,7 +109,7 @@ async fn hold_a_key(client: &mut Client, queue: &str) -> anyhow::Result<tokio::t
 async fn once(args: &HeldArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let queue = format!("held-{}", run_id());
     let config = format!(
-        "{}\n[partition]\nmax_parked_keys = {}\n\n[queues.\"{queue}\"]\nkey_concurrency = 1\nlease_timeout = \"60s\"\n",
+        "{}\n[engine]\nmax_parked_keys = {}\n\n[queues.\"{queue}\"]\nkey_concurrency = 1\nlease_timeout = \"60s\"\n",
         server_config(false, &[]),
         args.max_parked_keys
     );

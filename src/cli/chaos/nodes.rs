@@ -20,11 +20,11 @@ pub(super) const NODE_ENV: &[(&str, &str)] = &[
     ("FAIRWAY_TASKS__MAX_ATTEMPTS", "1000"),
     // Garbage collection always due: a deposed owner that wakes up deletes
     // at once, the moment fencing must make harmless.
-    ("FAIRWAY_PARTITION__GC_INTERVAL", "1s"),
-    ("FAIRWAY_PARTITION__GC_MIN_ACKS", "10"),
+    ("FAIRWAY_ENGINE__GC_INTERVAL", "1s"),
+    ("FAIRWAY_ENGINE__GC_MIN_ACKS", "10"),
     // Ack levels persisted seldom (a setting users may choose): a deposed
     // owner's in-memory ack levels are far ahead of what the new owner reads.
-    ("FAIRWAY_PARTITION__PIGGYBACK_INTERVAL", "5s"),
+    ("FAIRWAY_ENGINE__PIGGYBACK_INTERVAL", "5s"),
 ];
 
 /// The member timeout of [`NODE_ENV`], in ms.

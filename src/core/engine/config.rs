@@ -1,4 +1,4 @@
-//! The settings of a partition's engine (section `[partition]`).
+//! The settings of a partition's engine (section `[engine]`).
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use crate::core::fairness::{CounterConfig, Weights};
 use crate::model::ValidationError;
 use crate::model::validate;
 
-/// How a partition buffers, persists and collects (section `[partition]`).
+/// How a partition buffers, persists and collects (section `[engine]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
@@ -39,9 +39,9 @@ pub struct EngineConfig {
     /// The most keys parked at once in a partition (each is a few dozen
     /// bytes of its metadata). Past it, a held key holds the ack level back.
     pub max_parked_keys: usize,
-    /// How much per-key state each subqueue keeps (section `[partition.counters]`).
+    /// How much per-key state each subqueue keeps (section `[engine.counters]`).
     pub counters: CounterConfig,
-    /// The fairness weights of the keys (section `[partition.weights]`).
+    /// The fairness weights of the keys (section `[engine.weights]`).
     pub weights: Weights,
     /// The queue's task policy (from `[tasks]` and `[queues."name"]`).
     #[serde(skip)]
@@ -75,20 +75,19 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
-    /// Checks section `[partition]` (its `tasks` are checked with `[tasks]`);
+    /// Checks section `[engine]` (its `tasks` are checked with `[tasks]`);
     /// the error names the key.
     pub fn validate(&self) -> Result<(), ValidationError> {
         if !(2..=1_000_000).contains(&self.buffer_tasks) {
-            return Err(ValidationError::new("partition.buffer_tasks", "must be in [2, 1000000]"));
+            return Err(ValidationError::new("engine.buffer_tasks", "must be in [2, 1000000]"));
         }
         if self.reload_at >= self.buffer_tasks {
             return Err(ValidationError::new(
-                "partition.reload_at",
-                format!("is {}; it must be below partition.buffer_tasks ({})", self.reload_at, self.buffer_tasks),
+                "engine.reload_at",
+                format!("is {}; it must be below engine.buffer_tasks ({})", self.reload_at, self.buffer_tasks),
             ));
         }
-        for (key, d) in
-            [("partition.ack_sync_interval", self.ack_sync_interval), ("partition.gc_interval", self.gc_interval)]
+        for (key, d) in [("engine.ack_sync_interval", self.ack_sync_interval), ("engine.gc_interval", self.gc_interval)]
         {
             if d.is_zero() {
                 return Err(ValidationError::new(key, "must be longer than 0s"));
@@ -96,29 +95,29 @@ impl EngineConfig {
         }
         if !(1..=100_000).contains(&self.park_after) {
             return Err(ValidationError::new(
-                "partition.park_after",
+                "engine.park_after",
                 "must be in [1, 100000] (it bounds the tasks dispatched above an ack level, kept in the metadata)",
             ));
         }
         if self.max_parked_keys > 100_000 {
             return Err(ValidationError::new(
-                "partition.max_parked_keys",
+                "engine.max_parked_keys",
                 "must be at most 100000 (each parked key is an entry of the partition's metadata; 0 parks none)",
             ));
         }
         if self.gc_min_acks == 0 {
-            return Err(ValidationError::new("partition.gc_min_acks", "must be at least 1"));
+            return Err(ValidationError::new("engine.gc_min_acks", "must be at least 1"));
         }
         if self.counters.exact_keys == 0 {
-            return Err(ValidationError::new("partition.counters.exact_keys", "must be at least 1"));
+            return Err(ValidationError::new("engine.counters.exact_keys", "must be at least 1"));
         }
         if !(1..=1 << 22).contains(&self.counters.sketch_width) {
-            return Err(ValidationError::new("partition.counters.sketch_width", "must be in [1, 4194304]"));
+            return Err(ValidationError::new("engine.counters.sketch_width", "must be in [1, 4194304]"));
         }
-        validate::check_weight("partition.weights.default", self.weights.default)?;
+        validate::check_weight("engine.weights.default", self.weights.default)?;
         for (key, weight) in &self.weights.keys {
-            validate::check_weight(&format!("partition.weights.keys.{key:?}"), *weight)?;
-            validate::fairness_key(&format!("partition.weights.keys.{key:?}"), key)?;
+            validate::check_weight(&format!("engine.weights.keys.{key:?}"), *weight)?;
+            validate::fairness_key(&format!("engine.weights.keys.{key:?}"), key)?;
         }
         Ok(())
     }

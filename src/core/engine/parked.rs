@@ -3,7 +3,7 @@
 //! A key at its concurrency or rate limit keeps its waiting tasks from being
 //! dispatched, and the lowest of them would hold the ack level back while
 //! every other key is dispatched above it. Once the marks above the ack
-//! level pass `partition.park_after`, such a key is *parked*: its waiting
+//! level pass `engine.park_after`, such a key is *parked*: its waiting
 //! tasks are copied, in the order they would have been dispatched, into
 //! records of a slot of its own, keyed `(slot, seq)`, and their backlog
 //! slots count as dispatched, so the ack level moves on. When the key may
