@@ -15,6 +15,7 @@
 //! - [`partition`]: the async shell that drives an engine against a store.
 //! - [`matcher`]: long polls, sync match, dispatch across partitions.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
+//! - [`security`]: keys that sign lease tokens and prove node-to-node requests.
 //! - [`server`]: wiring, startup and the ordered shutdown.
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
 //! - [`config`], [`clock`].
@@ -39,6 +40,7 @@ pub mod hash;
 pub mod matcher;
 pub mod model;
 pub mod partition;
+pub mod security;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -6,6 +6,7 @@ use crate::core::engine::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
+use crate::security::ClusterKeys;
 use crate::store::PartitionMeta;
 use crate::store::RecordTask;
 
@@ -34,11 +35,12 @@ pub(super) fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<
     Ok(Some(Duration::new(d.seconds as u64, d.nanos as u32)))
 }
 
-pub(super) fn task(dispatched: DispatchedTask) -> pb::Task {
+/// A dispatched task as its worker gets it, its lease token signed with `keys`.
+pub(super) fn task(dispatched: DispatchedTask, keys: &ClusterKeys) -> pb::Task {
     let DispatchedTask { partition, task, token, lease_deadline } = dispatched;
     pb::Task {
         task_id: task.task_id,
-        lease_token: token.to_string(),
+        lease_token: token.sign(keys),
         fairness_key: task.fairness_key,
         priority: task.priority.get(),
         payload: task.payload,

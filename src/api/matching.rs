@@ -4,13 +4,14 @@ use std::time::Duration;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
-use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target, forwarded};
+use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
 use crate::core::engine::{Finished, Outcome};
-use crate::matcher::{LeaseToken, PartitionView, Queues};
+use crate::matcher::{PartitionView, Queues};
 use crate::model::{Limits, QueueName, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
+use crate::security::ClusterKeys;
 
 /// The longest worker id, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;
@@ -39,9 +40,10 @@ pub struct MatchingService {
 
 impl MatchingService {
     /// The service over this node's `queues`, checking requests against
-    /// `limits`, with no completion hook.
-    pub fn new(queues: Arc<Queues>, limits: Limits) -> Self {
-        MatchingService { router: Arc::new(Router::new(queues)), limits, on_completion: None }
+    /// `limits` and lease tokens and forwarded requests with `keys`, with no
+    /// completion hook.
+    pub fn new(queues: Arc<Queues>, limits: Limits, keys: ClusterKeys) -> Self {
+        MatchingService { router: Arc::new(Router::new(queues, keys)), limits, on_completion: None }
     }
 
     /// Shows each client's completion to `hook` before the task is completed.
@@ -93,14 +95,6 @@ fn queue_name(raw: &str) -> Result<QueueName, Status> {
     Ok(queue)
 }
 
-/// The lease token of a request; its queue is recorded in the request's span.
-fn lease_token(token: &str) -> Result<LeaseToken, Status> {
-    let token =
-        token.parse::<LeaseToken>().map_err(|message| status::invalid(ValidationError::new("lease_token", message)))?;
-    tracing::Span::current().record("queue", token.queue.as_str());
-    Ok(token)
-}
-
 /// `value`, or `default` when 0; at most `max`.
 fn bounded(field: &str, value: u32, default: u32, max: u32) -> Result<usize, Status> {
     if value > max {
@@ -121,7 +115,7 @@ fn item_error(status: Status) -> pb::AddTaskResult {
 #[tonic::async_trait]
 impl Matching for MatchingService {
     async fn add_task(&self, request: Request<pb::AddTaskRequest>) -> Result<Response<pb::AddTaskResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
@@ -153,7 +147,7 @@ impl Matching for MatchingService {
     }
 
     async fn poll_task(&self, request: Request<pb::PollTaskRequest>) -> Result<Response<pb::PollTaskResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
@@ -164,7 +158,7 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::PollTasksRequest>,
     ) -> Result<Response<pb::PollTasksResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
@@ -180,9 +174,9 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::CompleteTaskRequest>,
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
-        let token = lease_token(&request.lease_token)?;
+        let token = self.router.lease_token(&request.lease_token)?;
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
         // Recorded before the completion, so that a completion never loses
         // its outcome; a completion retried records it again, which changes
@@ -195,16 +189,17 @@ impl Matching for MatchingService {
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
                 Ok(Response::new(pb::CompleteTaskResponse {}))
             }
-            Target::There { mut client, owner } => {
-                client.complete_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
-            }
+            Target::There { mut client, owner } => client
+                .complete_task(self.router.forwarded(request, None))
+                .await
+                .map_err(|error| status::from_forwarded(error, &owner)),
         }
     }
 
     async fn fail_task(&self, request: Request<pb::FailTaskRequest>) -> Result<Response<pb::FailTaskResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
-        let token = lease_token(&request.lease_token)?;
+        let token = self.router.lease_token(&request.lease_token)?;
         validate::failure_message("message", &request.message).map_err(status::invalid)?;
         let retry_after = convert::duration("retry_after", request.retry_after).map_err(status::invalid)?;
         let retry_after = validate::delay("retry_after", retry_after, &self.limits).map_err(status::invalid)?;
@@ -223,9 +218,10 @@ impl Matching for MatchingService {
                     Finished::Buried | Finished::Completed => pb::FailTaskResponse::default(),
                 }))
             }
-            Target::There { mut client, owner } => {
-                client.fail_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
-            }
+            Target::There { mut client, owner } => client
+                .fail_task(self.router.forwarded(request, None))
+                .await
+                .map_err(|error| status::from_forwarded(error, &owner)),
         }
     }
 
@@ -233,17 +229,18 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::HeartbeatTaskRequest>,
     ) -> Result<Response<pb::HeartbeatTaskResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
-        let token = lease_token(&request.lease_token)?;
+        let token = self.router.lease_token(&request.lease_token)?;
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
                 Ok(Response::new(pb::HeartbeatTaskResponse { lease_deadline: Some(convert::timestamp(deadline)) }))
             }
-            Target::There { mut client, owner } => {
-                client.heartbeat_task(forwarded(request)).await.map_err(|error| status::from_forwarded(error, &owner))
-            }
+            Target::There { mut client, owner } => client
+                .heartbeat_task(self.router.forwarded(request, None))
+                .await
+                .map_err(|error| status::from_forwarded(error, &owner)),
         }
     }
 
@@ -266,7 +263,7 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::RedriveDeadLettersRequest>,
     ) -> Result<Response<pb::RedriveDeadLettersResponse>, Status> {
-        let origin = Origin::of(&request)?;
+        let origin = self.router.origin(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;

@@ -17,10 +17,12 @@ use tonic::{Request, Status};
 use super::{convert, status};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
 use crate::matcher::{LeaseToken, QueueMatcher, Queues};
+use crate::model::ValidationError;
 use crate::model::{QueueName, TaskSpec};
 use crate::partition::Redriven;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
+use crate::security::{ClusterKeys, NODE_PROOF};
 
 /// Where a request came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,20 +32,6 @@ pub enum Origin {
     /// From another node, for the partition named (adds) or for this node's
     /// partitions only (polls).
     Forwarded(Option<u32>),
-}
-
-impl Origin {
-    pub fn of<T>(request: &Request<T>) -> Result<Origin, Status> {
-        let metadata = request.metadata();
-        if let Some(partition) = metadata.get(FORWARDED_PARTITION) {
-            let partition =
-                partition.to_str().ok().and_then(|p| p.parse().ok()).ok_or_else(|| {
-                    Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))
-                })?;
-            return Ok(Origin::Forwarded(Some(partition)));
-        }
-        Ok(if metadata.contains_key(FORWARDED) { Origin::Forwarded(None) } else { Origin::Client })
-    }
 }
 
 /// How large a PollTasks response may grow.
@@ -69,7 +57,13 @@ fn response_bytes(task: &pb::Task) -> usize {
 /// all. A task taken is leased and cannot be put back, so each step takes
 /// only as many as would fit were each the largest a task may be; the
 /// first task is taken whatever its size.
-async fn take_ready_within(matcher: &QueueMatcher, max: usize, room: ResponseRoom, tasks: &mut Vec<pb::Task>) {
+async fn take_ready_within(
+    matcher: &QueueMatcher,
+    max: usize,
+    room: ResponseRoom,
+    keys: &ClusterKeys,
+    tasks: &mut Vec<pb::Task>,
+) {
     let mut used: usize = tasks.iter().map(response_bytes).sum();
     loop {
         let mut fit = room.max_bytes.saturating_sub(used) / room.largest_task.max(1);
@@ -83,7 +77,7 @@ async fn take_ready_within(matcher: &QueueMatcher, max: usize, room: ResponseRoo
         let taken = matcher.take_ready(want).await;
         let all_there = taken.len() == want;
         for task in taken {
-            let task = convert::task(task);
+            let task = convert::task(task, keys);
             debug_assert!(response_bytes(&task) <= room.largest_task, "TASK_OVERHEAD_BYTES is too small");
             used += response_bytes(&task);
             tasks.push(task);
@@ -100,11 +94,69 @@ pub struct Router {
     queues: Arc<Queues>,
     peers: Peers,
     turn: AtomicUsize,
+    keys: ClusterKeys,
 }
 
 impl Router {
-    pub fn new(queues: Arc<Queues>) -> Router {
-        Router { queues, peers: Peers::default(), turn: AtomicUsize::new(0) }
+    /// Routes to `queues` here and to their owners elsewhere, signing lease
+    /// tokens and proving forwarded requests with `keys`.
+    pub fn new(queues: Arc<Queues>, keys: ClusterKeys) -> Router {
+        Router { queues, peers: Peers::default(), turn: AtomicUsize::new(0), keys }
+    }
+
+    /// The keys lease tokens are signed with.
+    pub fn keys(&self) -> &ClusterKeys {
+        &self.keys
+    }
+
+    /// Where `request` came from: a node's forwarded request carries the
+    /// routing metadata and a proof made with the cluster's key; routing
+    /// metadata without it is refused (`PERMISSION_DENIED`), so that a
+    /// client cannot skip the dedup check of a partition, or the recording
+    /// of a visit, by naming a partition itself.
+    pub fn origin<T>(&self, request: &Request<T>) -> Result<Origin, Status> {
+        let metadata = request.metadata();
+        let partition = metadata.get(FORWARDED_PARTITION);
+        if partition.is_none() && !metadata.contains_key(FORWARDED) {
+            return Ok(Origin::Client);
+        }
+        let subject = partition.map_or(Some(""), |p| p.to_str().ok()).unwrap_or("?");
+        let proof = metadata.get(NODE_PROOF).and_then(|p| p.to_str().ok()).unwrap_or("");
+        if !self.keys.node_proof_matches(subject, proof) {
+            return Err(Status::permission_denied(format!(
+                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF}"
+            )));
+        }
+        match partition {
+            None => Ok(Origin::Forwarded(None)),
+            Some(_) => subject
+                .parse()
+                .map(|p| Origin::Forwarded(Some(p)))
+                .map_err(|_| Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))),
+        }
+    }
+
+    /// `message` as a request this node forwards (never forwarded again),
+    /// for `partition` or for the receiver's partitions, with its proof.
+    pub(super) fn forwarded<T>(&self, message: T, partition: Option<u32>) -> Request<T> {
+        let mut request = Request::new(message);
+        let subject = partition.map(|p| p.to_string()).unwrap_or_default();
+        let metadata = request.metadata_mut();
+        match partition {
+            Some(_) => metadata.insert(FORWARDED_PARTITION, subject.parse().expect("digits")),
+            None => metadata.insert(FORWARDED, "1".parse().expect("ascii")),
+        };
+        metadata.insert(NODE_PROOF, self.keys.node_proof(&subject).parse().expect("hex"));
+        request
+    }
+
+    /// The lease token `text`, if this cluster signed it; its queue is
+    /// recorded in the request's span.
+    pub fn lease_token(&self, text: &str) -> Result<LeaseToken, Status> {
+        let token = LeaseToken::verify(text, &self.keys)
+            .map_err(|message| status::invalid(ValidationError::new("lease_token", message)))?;
+        tracing::Span::current().record("queue", token.queue.as_str());
+        Ok(token)
     }
 
     pub fn queues(&self) -> &Arc<Queues> {
@@ -135,8 +187,8 @@ impl Router {
         }
         let partition = required.unwrap_or_else(|| (self.next_turn() % matcher.config().partitions as usize) as u32);
         let owner = self.remote_owner(&matcher, partition)?;
-        let mut forwarded = Request::new(pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) });
-        forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
+        let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
+        let forwarded = self.forwarded(message, Some(partition));
         let added = self.peers.client(&owner)?.add_task(forwarded).await;
         Ok(added.map_err(|error| status::from_forwarded(error, &owner))?.into_inner())
     }
@@ -163,7 +215,7 @@ impl Router {
     ) -> Result<Option<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         if origin != Origin::Client {
-            return Ok(matcher.poll(wait).await.map(convert::task));
+            return Ok(matcher.poll(wait).await.map(|task| convert::task(task, &self.keys)));
         }
         // Partitions take turns at being asked first, here or at their owner:
         // were local partitions always first, a node with many workers would
@@ -175,7 +227,7 @@ impl Router {
             return Ok(Some(task));
         }
         if let Some(task) = matcher.try_take().await {
-            return Ok(Some(convert::task(task)));
+            return Ok(Some(convert::task(task, &self.keys)));
         }
         let others = self.other_owners(&matcher);
         for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
@@ -184,7 +236,7 @@ impl Router {
             }
         }
         if !matcher.held().is_empty() || others.is_empty() {
-            return Ok(matcher.poll(wait).await.map(convert::task));
+            return Ok(matcher.poll(wait).await.map(|task| convert::task(task, &self.keys)));
         }
         let owner = &others[self.next_turn() % others.len()];
         self.forward_poll(owner, queue, wait, worker_id).await
@@ -204,7 +256,7 @@ impl Router {
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         let mut tasks = Vec::new();
-        take_ready_within(&matcher, max, room, &mut tasks).await;
+        take_ready_within(&matcher, max, room, &self.keys, &mut tasks).await;
         if !tasks.is_empty() {
             return Ok(tasks);
         }
@@ -212,7 +264,7 @@ impl Router {
             return Ok(Vec::new());
         };
         tasks.push(first);
-        take_ready_within(&matcher, max, room, &mut tasks).await;
+        take_ready_within(&matcher, max, room, &self.keys, &mut tasks).await;
         Ok(tasks)
     }
 
@@ -248,12 +300,12 @@ impl Router {
         wait: Duration,
         worker_id: &str,
     ) -> Result<Option<pb::Task>, Status> {
-        let mut request = Request::new(pb::PollTaskRequest {
+        let message = pb::PollTaskRequest {
             queue: queue.to_string(),
             worker_id: worker_id.to_owned(),
             max_wait: Some(prost_types::Duration::try_from(wait).unwrap_or_default()),
-        });
-        request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
+        };
+        let request = self.forwarded(message, None);
         match self.peers.client(owner)?.poll_task(request).await.map_err(|error| status::from_forwarded(error, owner)) {
             Ok(response) => Ok(response.into_inner().task),
             // A peer that cannot be reached has no task for us now.
@@ -299,9 +351,8 @@ impl Router {
                 here(matcher.redrive(partition, limit).await.map_err(status::from_match)?)
             } else {
                 let owner = self.remote_owner(&matcher, partition)?;
-                let mut forwarded =
-                    Request::new(pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 });
-                forwarded.metadata_mut().insert(FORWARDED_PARTITION, partition.to_string().parse().expect("digits"));
+                let message = pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 };
+                let forwarded = self.forwarded(message, Some(partition));
                 let redriven = self.peers.client(&owner)?.redrive_dead_letters(forwarded).await;
                 redriven.map_err(|error| status::from_forwarded(error, &owner))?.into_inner()
             };
@@ -320,13 +371,6 @@ pub enum Target {
         client: MatchingClient<Channel>,
         owner: String,
     },
-}
-
-/// `message` as a request forwarded by this node (never forwarded again).
-pub(super) fn forwarded<T>(message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request.metadata_mut().insert(FORWARDED, "1".parse().expect("ascii"));
-    request
 }
 
 fn to_pb(spec: TaskSpec) -> pb::TaskSpec {

@@ -1,10 +1,12 @@
-use std::fmt;
-use std::str::FromStr;
+//! The lease token a worker holds: which delivery of which task it is, and
+//! a tag only the cluster that made it can make
+//! (`v2/<partition>/<lease id>/<attempt>/<tag>/<queue>`). A token with any
+//! part changed, or from another cluster, is refused with the same error.
 
 use crate::model::{PartitionId, QueueName, validate};
+use crate::security::ClusterKeys;
 
-/// Identifies one delivery of a task: `v1/<partition>/<lease id>/<attempt>/<queue>`,
-/// where the lease id is the level id the task was dispatched from. Opaque to workers.
+/// Identifies one delivery of a task. Opaque to workers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseToken {
     /// The queue of the task.
@@ -17,35 +19,42 @@ pub struct LeaseToken {
     pub attempt: u32,
 }
 
+/// Why a token was refused: the same whatever was wrong with it.
+const NOT_A_TOKEN: &str = "is not a lease token given by PollTask";
+
 impl LeaseToken {
     /// The partition of the queue that holds the lease.
     pub fn partition_id(&self) -> PartitionId {
         PartitionId { queue: self.queue.clone(), partition: self.partition }
     }
-}
 
-impl fmt::Display for LeaseToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v1/{}/{}/{}/{}", self.partition, self.lease_id, self.attempt, self.queue)
+    /// What the tag covers: every field.
+    fn fields(&self) -> String {
+        format!("v2/{}/{}/{}/{}", self.partition, self.lease_id, self.attempt, self.queue)
     }
-}
 
-impl FromStr for LeaseToken {
-    type Err = String;
+    /// The token as workers get it, tagged with `keys`.
+    pub fn sign(&self, keys: &ClusterKeys) -> String {
+        let tag = keys.lease_tag(&self.fields());
+        format!("v2/{}/{}/{}/{tag}/{}", self.partition, self.lease_id, self.attempt, self.queue)
+    }
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || "is not a lease token given by PollTask".to_owned();
-        let mut parts = s.splitn(5, '/');
-        if parts.next() != Some("v1") {
-            return Err(bad());
+    /// The token `text` stands for, if `keys` made it; [`NOT_A_TOKEN`] if not.
+    pub fn verify(text: &str, keys: &ClusterKeys) -> Result<LeaseToken, &'static str> {
+        let mut parts = text.splitn(6, '/');
+        if parts.next() != Some("v2") {
+            return Err(NOT_A_TOKEN);
         }
-        let mut number = || parts.next().ok_or_else(bad);
-        let partition = number()?.parse().map_err(|_| bad())?;
-        let lease_id = number()?.parse().map_err(|_| bad())?;
-        let attempt = number()?.parse().map_err(|_| bad())?;
-        let queue = parts.next().ok_or_else(bad)?;
-        let queue = validate::queue_name("lease_token", queue).map_err(|_| bad())?;
-        Ok(LeaseToken { queue, partition, lease_id, attempt })
+        let mut next = || parts.next().ok_or(NOT_A_TOKEN);
+        let partition = next()?.parse().map_err(|_| NOT_A_TOKEN)?;
+        let lease_id = next()?.parse().map_err(|_| NOT_A_TOKEN)?;
+        let attempt = next()?.parse().map_err(|_| NOT_A_TOKEN)?;
+        let tag = next()?;
+        let queue = validate::queue_name("lease_token", next()?).map_err(|_| NOT_A_TOKEN)?;
+        let token = LeaseToken { queue, partition, lease_id, attempt };
+        // The one spelling a signed token has: no "+1" or "01" for 1.
+        let canonical = text.len() == token.sign(keys).len();
+        if canonical && keys.lease_tag_matches(&token.fields(), tag) { Ok(token) } else { Err(NOT_A_TOKEN) }
     }
 }
 
@@ -53,17 +62,44 @@ impl FromStr for LeaseToken {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trips() {
-        let token = LeaseToken {
+    fn token() -> LeaseToken {
+        LeaseToken {
             queue: validate::queue_name("q", "visits.git").unwrap(),
             partition: 3,
             lease_id: 1 << 40,
             attempt: 2,
-        };
-        assert_eq!(token.to_string().parse::<LeaseToken>().unwrap(), token);
-        assert!("v2/1/2/3/q".parse::<LeaseToken>().is_err());
-        assert!("v1/x/2/3/q".parse::<LeaseToken>().is_err());
-        assert!("".parse::<LeaseToken>().is_err());
+        }
+    }
+
+    #[test]
+    fn a_signed_token_round_trips() {
+        let keys = ClusterKeys::random();
+        assert_eq!(LeaseToken::verify(&token().sign(&keys), &keys), Ok(token()));
+    }
+
+    #[test]
+    fn a_token_edited_anywhere_or_made_elsewhere_is_refused_alike() {
+        let keys = ClusterKeys::random();
+        let signed = token().sign(&keys);
+        let parts: Vec<&str> = signed.splitn(6, '/').collect();
+        let mut edits = vec![
+            String::new(),
+            "v1/3/1099511627776/2/visits.git".to_owned(),
+            token().sign(&ClusterKeys::random()),
+            format!("{signed}x"),
+            signed[..signed.len() - 1].to_owned(),
+        ];
+        let replacements = ["v3", "4", "1099511627777", "1", &"0".repeat(32), "visits.hg"];
+        for (i, replacement) in replacements.iter().enumerate() {
+            let mut edited = parts.clone();
+            edited[i] = replacement;
+            edits.push(edited.join("/"));
+        }
+        // The same number spelled otherwise, under a tag of the original.
+        edits.push(signed.replacen("/3/", "/03/", 1));
+        edits.push(signed.replacen("/3/", "/+3/", 1));
+        for edit in edits {
+            assert_eq!(LeaseToken::verify(&edit, &keys), Err(NOT_A_TOKEN), "{edit:?}");
+        }
     }
 }

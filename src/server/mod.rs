@@ -33,9 +33,10 @@ use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
+use crate::security::ClusterKeys;
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
-use crate::store::{Store, Stores};
+use crate::store::{SECRET_BYTES, Store, StoreError, Stores};
 use crate::telemetry::otlp::OtlpMetrics;
 use crate::telemetry::{Exports, TelemetryError};
 use crate::visits::{Scheduler, VisitQueue, run_rounds};
@@ -64,6 +65,9 @@ pub enum ServeError {
     /// A listening socket failed.
     #[error("cannot listen: {0}")]
     Listen(#[from] std::io::Error),
+    /// The cluster's secret could not be read or stored.
+    #[error("the cluster's secret: {0}")]
+    Secret(StoreError),
 }
 
 /// The sockets a node serves on.
@@ -129,11 +133,13 @@ pub async fn serve(
         None => None,
     };
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
+    let keys = cluster_keys(store.as_ref()).await?;
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
-    let matching_service = MatchingService::new(queues.clone(), config.limits.clone()).with_completion_hook(outcomes);
+    let matching_service =
+        MatchingService::new(queues.clone(), config.limits.clone(), keys).with_completion_hook(outcomes);
     let router = matching_service.router().clone();
     let scheduler_service = SchedulerService {
         scheduler: scheduler.clone(),
@@ -186,6 +192,25 @@ pub async fn serve(
     exports.stop().await;
     tracing::info!("stopped");
     Ok(served?)
+}
+
+/// The keys derived from the cluster's secret, which the first node to ask
+/// stores; tried for a minute while the store does not answer.
+async fn cluster_keys(store: &dyn Store) -> Result<ClusterKeys, ServeError> {
+    let candidate: [u8; SECRET_BYTES] = rand::random();
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_total_delay(Some(Duration::from_secs(60)))
+        .without_max_times();
+    let read = || store.cluster_secret(&candidate);
+    let secret = read
+        .retry(backoff)
+        .when(|e| !matches!(e, StoreError::Corrupt(_) | StoreError::Invalid(_)))
+        .notify(|error, wait| tracing::warn!(%error, "reading the cluster's secret: retrying in {wait:?}"))
+        .await
+        .map_err(ServeError::Secret)?;
+    Ok(ClusterKeys::from_secret(&secret))
 }
 
 /// How this node names itself to others: `cluster.advertise`, else the

@@ -69,6 +69,7 @@ macro_rules! store_conformance_suite {
             task_contents_round_trip,
             queues_are_created_once,
             members_heartbeat_and_leave,
+            the_cluster_secret_is_the_first_one_written,
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
             record_reads_stay_inside_their_range,
@@ -322,6 +323,18 @@ pub async fn members_heartbeat_and_leave(store: &dyn Store) {
     assert_eq!(members, vec![member("127.0.0.1:7001", 3_000), member("127.0.0.1:7002", 2_500)]);
     store.leave("127.0.0.1:7001").await.unwrap();
     assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", 2_500)]);
+}
+
+/// The first candidate stored is the secret every later call returns,
+/// however many race to store theirs.
+pub async fn the_cluster_secret_is_the_first_one_written(store: &dyn Store) {
+    let candidates: Vec<[u8; 32]> = (1..=8u8).map(|n| [n; 32]).collect();
+    let racing = futures::future::join_all(candidates.iter().map(|c| store.cluster_secret(c))).await;
+    let secrets: Vec<[u8; 32]> = racing.into_iter().map(Result::unwrap).collect();
+    let first = secrets[0];
+    assert!((1..=8u8).any(|n| first == [n; 32]), "one of the candidates won");
+    assert!(secrets.iter().all(|s| *s == first), "every racer got the winner's: {secrets:?}");
+    assert_eq!(store.cluster_secret(&[99; 32]).await.unwrap(), first, "a later candidate is not stored");
 }
 
 /// A record of the kind `section` keeps, told apart from others by `label`

@@ -21,6 +21,7 @@
 //! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
 //! | [`Store::list_queues`] | every queue, in no particular order | retry |
 //! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
+//! | [`Store::cluster_secret`] | create-if-absent: the first value written is every caller's, on every node | retry |
 
 pub mod cassandra;
 mod codec;
@@ -105,6 +106,9 @@ pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMet
         _ => Ok(()),
     }
 }
+
+/// The bytes of the cluster's secret ([`Store::cluster_secret`]).
+pub const SECRET_BYTES: usize = 32;
 
 /// The most buckets one [`Store::read_buckets`] names.
 pub const MAX_BUCKETS_PER_READ: usize = 100;
@@ -302,6 +306,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Forgets a node (on graceful shutdown).
     async fn leave(&self, node: &str) -> StoreResult<()>;
+
+    /// The cluster's secret: `candidate` is stored if there is none yet,
+    /// and the stored secret is returned, the same to every caller on every
+    /// node from then on. Nodes derive from it the keys that sign lease
+    /// tokens and prove a request comes from a node. Idempotent: after an
+    /// error, call again with any candidate.
+    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]>;
 
     /// Whether several nodes can use this store at once (and so need
     /// membership and fencing), or only one process can open it.

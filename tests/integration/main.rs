@@ -12,6 +12,7 @@ mod keeper;
 mod leases;
 mod polling;
 mod scheduler;
+mod security;
 mod services;
 mod support;
 mod telemetry;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairway::proto::v1 as pb;
 use tonic::Code;
 
-use crate::support::{Client, TestServer, add, describe, spec, wait};
+use crate::support::{Client, TestServer, add, describe, poll, spec, wait};
 
 const QUEUE: &str = "checked";
 
@@ -159,7 +159,8 @@ async fn lease_tokens_and_describe_limits_are_checked() {
     let bad_token =
         client.complete_task(pb::CompleteTaskRequest { lease_token: "forged".into(), result: vec![] }).await;
     assert_invalid(bad_token, &["lease_token"]);
-    let token = format!("v1/0/1/1/{QUEUE}");
+    add(&mut client, QUEUE, spec("k", 1.0, 3, b"x")).await.unwrap();
+    let token = poll(&mut client, QUEUE, Duration::from_secs(5)).await.expect("the task added").lease_token;
     let bad_heartbeat = client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: "v1/x".into() }).await;
     assert_invalid(bad_heartbeat, &["lease_token"]);
     let long_message = client
@@ -180,8 +181,10 @@ async fn lease_tokens_and_describe_limits_are_checked() {
         })
         .await;
     assert_invalid(long_retry_after, &["retry_after", "limits.max_delay"]);
-    let unknown_lease = client.complete_task(pb::CompleteTaskRequest { lease_token: token, result: vec![] }).await;
-    let status = unknown_lease.expect_err("no such lease");
+    let done = pb::CompleteTaskRequest { lease_token: token, result: vec![] };
+    client.complete_task(done.clone()).await.expect("the lease is held");
+    let ended_lease = client.complete_task(done).await;
+    let status = ended_lease.expect_err("the lease has ended");
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
     assert!(status.message().contains("lease_token"), "{status:?}");
     let listed = client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 1001 }).await;

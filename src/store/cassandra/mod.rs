@@ -41,8 +41,8 @@ use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
-    StoreError, StoreResult, StoredRow, check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
+    Store, StoreError, StoreResult, StoredRow, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -644,5 +644,23 @@ impl Store for CassandraStore {
     async fn leave(&self, node: &str) -> StoreResult<()> {
         self.session.execute_unpaged(&self.statements.leave, (node,)).await.map_err(write_error)?;
         Ok(())
+    }
+
+    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.create_secret, (candidate.as_slice(),))
+            .await
+            .map_err(write_error)?;
+        match conditional(result)? {
+            None => Ok(*candidate),
+            Some(found) => match column(&found, "secret") {
+                Some(CqlValue::Blob(stored)) => stored
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt(format!("a cluster secret of {} bytes", stored.len()))),
+                other => Err(StoreError::Corrupt(format!("the cluster secret is {other:?}"))),
+            },
+        }
     }
 }

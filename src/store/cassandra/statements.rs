@@ -29,6 +29,8 @@ pub(super) struct Statements {
     pub heartbeat: PreparedStatement,
     pub members: PreparedStatement,
     pub leave: PreparedStatement,
+    /// Insert-if-absent of the cluster's secret: the stored one if present.
+    pub create_secret: PreparedStatement,
 }
 
 /// Prepares one statement; the error names it. A read is marked idempotent
@@ -136,6 +138,10 @@ impl Statements {
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
+            create_secret: prepare(format!(
+                "INSERT INTO {keyspace}.cluster_secrets (cluster, secret) VALUES ({CLUSTER}, ?) IF NOT EXISTS"
+            ))
+            .await?,
         })
     }
 }

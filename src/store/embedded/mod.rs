@@ -15,8 +15,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, Section, Store,
-    StoreError, StoreResult, StoredRow, check_metadata_range,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
+    Store, StoreError, StoreResult, StoredRow, check_metadata_range,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -29,6 +29,8 @@ const TASKS: TableDefinition<(&str, u32, u8, i64, i64), &[u8]> = TableDefinition
 const QUEUES: TableDefinition<&str, u32> = TableDefinition::new("queues");
 /// node → (started, last heartbeat), in Unix ms.
 const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members");
+/// The cluster's secret, under the key `""`.
+const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("cluster_secret");
 
 /// The file inside the data directory.
 pub const DATA_FILE: &str = "fairway.redb";
@@ -112,6 +114,7 @@ impl EmbeddedStore {
         txn.open_table(TASKS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUES).map_err(|e| io(e.to_string()))?;
         txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(SECRETS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
@@ -453,6 +456,29 @@ impl Store for EmbeddedStore {
             let txn = db.begin_write().map_err(unavailable)?;
             txn.open_table(MEMBERS).map_err(unavailable)?.remove(node.as_str()).map_err(unavailable)?;
             txn.commit().map_err(uncertain)
+        })
+        .await
+    }
+
+    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
+        let candidate = *candidate;
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let secret = {
+                let mut table = txn.open_table(SECRETS).map_err(unavailable)?;
+                let stored = table.get("").map_err(unavailable)?.map(|secret| secret.value().to_vec());
+                match stored {
+                    Some(stored) => stored
+                        .try_into()
+                        .map_err(|s: Vec<u8>| StoreError::Corrupt(format!("a cluster secret of {} bytes", s.len())))?,
+                    None => {
+                        table.insert("", candidate.as_slice()).map_err(unavailable)?;
+                        candidate
+                    }
+                }
+            };
+            txn.commit().map_err(uncertain)?;
+            Ok(secret)
         })
         .await
     }

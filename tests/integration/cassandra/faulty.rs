@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
 use fairway::store::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, Section, Store, StoreError,
-    StoreResult, StoredRow,
+    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, SECRET_BYTES, Section, Store,
+    StoreError, StoreResult, StoredRow,
 };
 
 #[derive(Debug)]
@@ -175,6 +175,10 @@ impl Store for FaultyStore {
 
     async fn leave(&self, node: &str) -> StoreResult<()> {
         self.inner.leave(node).await
+    }
+
+    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
+        self.inner.cluster_secret(candidate).await
     }
 
     fn is_shared(&self) -> bool {

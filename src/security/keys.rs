@@ -1,0 +1,121 @@
+//! Keys derived from the cluster's secret, which the store keeps (one per
+//! keyspace or data directory, the same on every node): one signs lease
+//! tokens, the other proves that a request comes from a node. A tag is the
+//! first 16 bytes of an HMAC-SHA-256, in hex, checked in constant time; a
+//! key is never written anywhere, nor shown by `Debug`.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::store::SECRET_BYTES;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The metadata entry of a forwarded request that proves a node sent it.
+pub const NODE_PROOF: &str = "fairway-node-proof";
+
+/// The bytes of a tag, before hex.
+const TAG_BYTES: usize = 16;
+
+/// The keys of one cluster.
+#[derive(Clone)]
+pub struct ClusterKeys {
+    lease: [u8; 32],
+    node: [u8; 32],
+}
+
+impl std::fmt::Debug for ClusterKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterKeys(..)")
+    }
+}
+
+impl ClusterKeys {
+    /// The keys derived from `secret` (one HMAC of the secret per purpose).
+    pub fn from_secret(secret: &[u8; SECRET_BYTES]) -> Self {
+        let derive = |purpose: &str| -> [u8; 32] {
+            let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length");
+            mac.update(purpose.as_bytes());
+            mac.finalize().into_bytes().into()
+        };
+        ClusterKeys { lease: derive("fairway lease tokens v2"), node: derive("fairway node proofs v1") }
+    }
+
+    /// Keys from a random secret: for a process that shares no store with
+    /// others (tests, tools).
+    pub fn random() -> Self {
+        Self::from_secret(&rand::random())
+    }
+
+    /// The tag of a lease token's `fields`.
+    pub fn lease_tag(&self, fields: &str) -> String {
+        tag(&self.lease, fields)
+    }
+
+    /// Whether `tag` is the tag of `fields`.
+    pub fn lease_tag_matches(&self, fields: &str, tag: &str) -> bool {
+        matches(&self.lease, fields, tag)
+    }
+
+    /// The proof a node sends with a request it forwards about `subject`
+    /// (the partition it names, or nothing).
+    pub fn node_proof(&self, subject: &str) -> String {
+        tag(&self.node, subject)
+    }
+
+    /// Whether `proof` is a node's proof for `subject`.
+    pub fn node_proof_matches(&self, subject: &str, proof: &str) -> bool {
+        matches(&self.node, subject, proof)
+    }
+}
+
+fn tag(key: &[u8; 32], message: &str) -> String {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(message.as_bytes());
+    let bytes = mac.finalize().into_bytes();
+    bytes[..TAG_BYTES].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn matches(key: &[u8; 32], message: &str, tag: &str) -> bool {
+    let Some(bytes) = from_hex(tag) else { return false };
+    if bytes.len() != TAG_BYTES {
+        return false;
+    }
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(message.as_bytes());
+    mac.verify_truncated_left(&bytes).is_ok()
+}
+
+/// Lower-case hex only: one spelling per tag.
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    text.as_bytes().chunks(2).map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_checks_only_its_message_under_its_key_and_purpose() {
+        let keys = ClusterKeys::from_secret(&[7; 32]);
+        let tag = keys.lease_tag("v2/0/1/1/q");
+        assert_eq!(tag.len(), 2 * TAG_BYTES);
+        assert!(keys.lease_tag_matches("v2/0/1/1/q", &tag));
+        assert!(!keys.lease_tag_matches("v2/0/2/1/q", &tag), "another message");
+        assert!(!ClusterKeys::from_secret(&[8; 32]).lease_tag_matches("v2/0/1/1/q", &tag), "another cluster");
+        assert!(!keys.node_proof_matches("v2/0/1/1/q", &tag), "another purpose");
+        assert!(!keys.lease_tag_matches("v2/0/1/1/q", &tag.to_uppercase()), "one spelling");
+        assert!(!keys.lease_tag_matches("v2/0/1/1/q", &tag[..30]), "a shorter tag");
+        assert!(!keys.lease_tag_matches("v2/0/1/1/q", ""), "no tag");
+        assert!(!keys.lease_tag_matches("v2/0/1/1/q", "zz"), "not hex");
+        assert_eq!(format!("{keys:?}"), "ClusterKeys(..)", "Debug shows no key");
+    }
+}

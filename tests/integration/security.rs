@@ -1,0 +1,123 @@
+//! What a hostile client cannot do over real gRPC: act on a lease it was not
+//! given by editing its token, or pass for a node with routing metadata.
+
+use std::time::Duration;
+
+use fairway::proto::v1 as pb;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+
+use crate::support::{TestServer, add, describe, poll, spec};
+
+const QUEUE: &str = "guarded";
+
+/// Every part of a token edited, and tokens of another cluster: each is
+/// refused with the one error, and the real holder still completes its task.
+#[tokio::test]
+async fn edited_lease_tokens_complete_nothing() {
+    let server = TestServer::start().await;
+    let other_cluster = TestServer::start().await;
+    let mut client = server.client.clone();
+    let mut elsewhere = other_cluster.client.clone();
+    for n in 0..3 {
+        add(&mut client, QUEUE, spec("k", 1.0, 3, format!("task {n}").as_bytes())).await.unwrap();
+        add(&mut elsewhere, QUEUE, spec("k", 1.0, 3, b"there")).await.unwrap();
+    }
+    let held: Vec<String> = {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(poll(&mut client, QUEUE, Duration::from_secs(5)).await.expect("a task").lease_token);
+        }
+        held
+    };
+    let foreign = poll(&mut elsewhere, QUEUE, Duration::from_secs(5)).await.expect("a task").lease_token;
+    let token = &held[0];
+    let parts: Vec<&str> = token.splitn(6, '/').collect();
+    assert_eq!(parts.len(), 6, "{token}");
+    let tag_of = |token: &str| token.splitn(6, '/').nth(4).unwrap().to_owned();
+    // Another held lease's tag on this one's fields.
+    let swapped = token.replacen(&tag_of(token), &tag_of(&held[1]), 1);
+    let mut forged = vec![foreign, swapped];
+    for (i, part) in parts.iter().enumerate() {
+        let edits = match i {
+            0 => vec!["v1".to_owned(), "v3".to_owned()],
+            4 => vec!["0".repeat(part.len()), format!("{}0", &part[..part.len() - 1])],
+            5 => vec![format!("{part}x"), "other".to_owned()],
+            _ => {
+                let n: i64 = part.parse().unwrap();
+                vec![(n + 1).to_string(), (n - 1).to_string(), format!("0{part}")]
+            }
+        };
+        for edit in edits {
+            let mut edited = parts.clone();
+            edited[i] = &edit;
+            forged.push(edited.join("/"));
+        }
+    }
+    let mut messages = std::collections::BTreeSet::new();
+    for token in &forged {
+        for result in [
+            client
+                .complete_task(pb::CompleteTaskRequest { lease_token: token.clone(), result: vec![] })
+                .await
+                .map(drop),
+            client
+                .fail_task(pb::FailTaskRequest { lease_token: token.clone(), retryable: false, ..Default::default() })
+                .await
+                .map(drop),
+            client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token.clone() }).await.map(drop),
+        ] {
+            let status = result.expect_err(&format!("a forged token {token:?} was taken"));
+            assert_eq!(status.code(), Code::InvalidArgument, "{token:?}: {status:?}");
+            messages.insert(status.message().to_owned());
+        }
+    }
+    assert_eq!(messages.len(), 1, "one error whatever was edited: {messages:?}");
+    let partition = &describe(&mut client, QUEUE).await.partitions[0];
+    assert_eq!((partition.completed, partition.failed), (0, 0), "a forged token finished a task");
+    for token in held {
+        client.complete_task(pb::CompleteTaskRequest { lease_token: token, result: vec![] }).await.expect("held");
+    }
+    assert_eq!(describe(&mut client, QUEUE).await.partitions[0].completed, 3);
+    other_cluster.stop().await;
+    server.stop().await;
+}
+
+/// A client that names a partition or says it was forwarded, with no proof
+/// or a made-up one, is refused, and nothing is written.
+#[tokio::test]
+async fn routing_metadata_from_a_client_is_refused_and_changes_nothing() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    client.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 2 }).await.expect("create the queue");
+    let mut once = spec("k", 1.0, 3, b"x");
+    once.dedup_id = "origin-1".into();
+    let first = add(&mut client, QUEUE, once.clone()).await.unwrap();
+    let headers: [&[(&str, &str)]; 5] = [
+        &[("fairway-partition", "0")],
+        &[("fairway-partition", "1")],
+        &[("fairway-forwarded", "1")],
+        &[("fairway-partition", "1"), ("fairway-node-proof", "00000000000000000000000000000000")],
+        &[("fairway-forwarded", "1"), ("fairway-node-proof", "not hex")],
+    ];
+    for entries in headers {
+        let mut request = tonic::Request::new(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(once.clone()) });
+        for (name, value) in entries {
+            request.metadata_mut().insert(*name, MetadataValue::try_from(*value).unwrap());
+        }
+        let status = client.add_task(request).await.expect_err("routing metadata from a client");
+        assert_eq!(status.code(), Code::PermissionDenied, "{entries:?}: {status:?}");
+        assert!(status.message().contains("fairway-node-proof"), "{status:?}");
+    }
+    let again = add(&mut client, QUEUE, once).await.unwrap();
+    assert!(again.duplicate && again.task_id == first.task_id, "the dedup id still holds: {again:?}");
+    let added: u64 = describe(&mut client, QUEUE).await.partitions.iter().map(|p| p.added).sum();
+    assert_eq!(added, 1, "one task in all");
+
+    let task = poll(&mut client, QUEUE, Duration::from_secs(5)).await.expect("the task");
+    let mut complete = tonic::Request::new(pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] });
+    complete.metadata_mut().insert("fairway-forwarded", MetadataValue::from_static("1"));
+    let status = client.complete_task(complete).await.expect_err("routing metadata from a client");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    server.stop().await;
+}
