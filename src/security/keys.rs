@@ -93,7 +93,7 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
         b'a'..=b'f' => Some(c - b'a' + 10),
         _ => None,
     };
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     text.as_bytes().chunks(2).map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
