@@ -34,7 +34,7 @@ async fn edited_lease_tokens_complete_nothing() {
     let token = &held[0];
     let parts: Vec<&str> = token.splitn(6, '/').collect();
     assert_eq!(parts.len(), 6, "{token}");
-    let tag_of = |token: &str| token.splitn(6, '/').nth(4).unwrap().to_owned();
+    let tag_of = |token: &str| token.split('/').nth(4).unwrap().to_owned();
     // Another held lease's tag on this one's fields.
     let swapped = token.replacen(&tag_of(token), &tag_of(&held[1]), 1);
     let mut forged = vec![foreign, swapped];
