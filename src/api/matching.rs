@@ -277,7 +277,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let partitions = validate::partitions("partitions", request.partitions).map_err(status::invalid)?;
-        let matcher = self.queues().get_with(&queue, partitions).await.map_err(status::from_match)?;
+        let matcher = self.queues().create(&queue, partitions).await.map_err(status::from_match)?;
         Ok(Response::new(pb::CreateQueueResponse { partitions: matcher.config().partitions }))
     }
 

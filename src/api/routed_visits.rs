@@ -11,7 +11,8 @@ use futures::future::join_all;
 
 use super::routing::{Origin, Router};
 use super::status;
-use crate::model::{Priority, TaskSpec, validate};
+use crate::matcher::MatchError;
+use crate::model::{Priority, QueueName, TaskSpec, validate};
 use crate::visits::{Visit, VisitQueue, VisitQueueError, queue_name};
 
 /// The `visits.*` queues as this node's router sees them.
@@ -19,6 +20,19 @@ use crate::visits::{Visit, VisitQueue, VisitQueueError, queue_name};
 pub struct RoutedVisits {
     /// The router each visit is added through, as a client's `AddTask` is.
     pub router: Arc<Router>,
+}
+
+impl RoutedVisits {
+    /// The queue of `visit_type`, created (with the default partition count)
+    /// if it is new: the scheduler creates its queues on purpose, whatever
+    /// `matcher.create_on_add` lets clients create.
+    pub(super) async fn queue(&self, visit_type: &str) -> Result<QueueName, MatchError> {
+        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
+            .map_err(|e| MatchError::UnknownQueue(e.to_string()))?;
+        let queues = self.router.queues();
+        queues.create(&queue, queues.settings().matcher.partitions_per_queue).await?;
+        Ok(queue)
+    }
 }
 
 #[tonic::async_trait]
@@ -29,13 +43,15 @@ impl VisitQueue for RoutedVisits {
     async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
         let unavailable = |e: &dyn std::fmt::Display| VisitQueueError::Unavailable(e.to_string());
         let queue = validate::queue_name("visit_type", &queue_name(visit_type)).map_err(|e| unavailable(&e))?;
-        let matcher = self.router.queues().get(&queue).await.map_err(|e| unavailable(&e))?;
-        matcher.backlog().await.map_err(|e| unavailable(&e))
+        match self.router.queues().get(&queue).await {
+            Ok(matcher) => matcher.backlog().await.map_err(|e| unavailable(&e)),
+            Err(MatchError::UnknownQueue(_)) => Ok(0),
+            Err(e) => Err(unavailable(&e)),
+        }
     }
 
     async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
-        let queue = validate::queue_name("visit_type", &queue_name(visit_type))
-            .map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
+        let queue = self.queue(visit_type).await.map_err(|e| VisitQueueError::Unavailable(e.to_string()))?;
         let added = join_all(visits.iter().map(|visit| {
             let queue = queue.clone();
             async move {

@@ -168,7 +168,7 @@ impl Router {
     }
 
     pub async fn add(&self, queue: &QueueName, spec: TaskSpec, origin: Origin) -> Result<pb::AddTaskResponse, Status> {
-        let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        let matcher = self.queues.get_for_add(queue).await.map_err(status::from_match)?;
         // A task with a dedup id must go to its id's partition.
         let required = matcher.partition_for(&spec);
         let local = match (origin, required) {

@@ -220,7 +220,7 @@ impl scheduler_server::Scheduler for SchedulerService {
         let mut spec = TaskSpec::new(visit.fairness_key, priority, visit.payload);
         let one_shot = format!("{SAVE_CODE_NOW_LISTER} {}", request.visit_type);
         spec.dedup_id = Some(crate::visits::queue::dedup_id(&one_shot, &request.url));
-        let queue = validate::queue_name("visit_type", &queue_name(&request.visit_type)).map_err(status::invalid)?;
+        let queue = self.visits.queue(&request.visit_type).await.map_err(status::from_match)?;
         let added = self.visits.router.add(&queue, spec, Origin::Client).await?;
         Ok(Response::new(pb::RequestVisitResponse { task_id: added.task_id, duplicate: added.duplicate }))
     }

@@ -11,6 +11,8 @@
 //! | corrupt stored data | `DATA_LOSS` | no |
 //! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
+//! | the queue was never created | `NOT_FOUND` | no |
+//! | creating a queue would pass `matcher.max_queues` or `matcher.max_partitions` | `RESOURCE_EXHAUSTED` | no |
 
 use tonic::{Code, Status};
 
@@ -42,6 +44,8 @@ pub fn from_match(error: MatchError) -> Status {
         MatchError::NoPartition(_) => Status::unavailable(format!("{error}; nothing was written, retry")),
         MatchError::Lease(LeaseError::Stale) => Status::failed_precondition(format!("lease_token: {error}")),
         MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
+        MatchError::UnknownQueue(_) => Status::not_found(error.to_string()),
+        MatchError::QueueLimit { .. } => Status::resource_exhausted(error.to_string()),
     }
 }
 

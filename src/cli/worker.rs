@@ -30,6 +30,9 @@ use super::client::ServerArg;
 
 type Client = MatchingClient<tonic::transport::Channel>;
 
+/// How often a worker asks again for a queue that does not exist yet.
+const QUEUE_MISSING_RETRY: Duration = Duration::from_secs(5);
+
 #[derive(Args, Debug)]
 pub(super) struct WorkerArgs {
     #[command(flatten)]
@@ -60,6 +63,7 @@ pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let mut running = tokio::task::JoinSet::new();
     let stop = stop_signal();
     tokio::pin!(stop);
+    let mut told_missing = false;
     loop {
         if args.max_tasks > 0 && started >= args.max_tasks {
             break;
@@ -82,7 +86,21 @@ pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
             _ = &mut stop => break,
             polled = poller.poll_tasks(request) => polled,
         };
-        let tasks = polled.map_err(|e| anyhow::anyhow!("poll: {:?}: {}", e.code(), e.message()))?.into_inner().tasks;
+        let tasks = match polled {
+            Ok(polled) => polled.into_inner().tasks,
+            // A worker may start before the queue is created: it waits for it.
+            Err(error) if error.code() == tonic::Code::NotFound => {
+                if !told_missing {
+                    eprintln!("{}; polling again every {QUEUE_MISSING_RETRY:?}", error.message());
+                    told_missing = true;
+                }
+                tokio::select! {
+                    _ = &mut stop => break,
+                    _ = tokio::time::sleep(QUEUE_MISSING_RETRY) => continue,
+                }
+            }
+            Err(error) => bail!("poll: {:?}: {}", error.code(), error.message()),
+        };
         let mut first = Some(first);
         for task in tasks {
             let permit = match first.take() {

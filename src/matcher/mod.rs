@@ -41,6 +41,17 @@ pub struct MatcherConfig {
     pub backlog_negligible_age: Duration,
     /// Whether sync match is on at all.
     pub sync_match: bool,
+    /// The queues an AddTask may create when they do not exist, with
+    /// `partitions_per_queue` partitions: names, or prefixes ending in `*`
+    /// (`"*"`: every queue; `[]`: only CreateQueue creates queues). Every
+    /// other request on a queue that does not exist gets `NOT_FOUND`.
+    pub create_on_add: Vec<String>,
+    /// The most queues the store may hold; a creation past it is refused.
+    pub max_queues: usize,
+    /// The most partitions of all queues together; a creation past it is
+    /// refused (each partition a node holds costs it a few tasks and its
+    /// buffer).
+    pub max_partitions: u32,
 }
 
 impl Default for MatcherConfig {
@@ -50,6 +61,9 @@ impl Default for MatcherConfig {
             default_poll_wait: Duration::from_secs(30),
             backlog_negligible_age: Duration::from_secs(5),
             sync_match: true,
+            create_on_add: vec!["*".to_owned()],
+            max_queues: 1_000,
+            max_partitions: 4_096,
         }
     }
 }
@@ -59,6 +73,32 @@ impl MatcherConfig {
     /// checked with the whole config); the error names the key.
     pub fn validate(&self) -> Result<(), ValidationError> {
         validate::partitions("matcher.partitions_per_queue", self.partitions_per_queue)?;
+        for (i, pattern) in self.create_on_add.iter().enumerate() {
+            let name = pattern.strip_suffix('*').unwrap_or(pattern);
+            if name.contains('*') || (name.is_empty() && pattern != "*") {
+                return Err(ValidationError::new(
+                    format!("matcher.create_on_add[{i}]"),
+                    format!("is {pattern:?}; it must be a queue name, or a prefix followed by one '*'"),
+                ));
+            }
+        }
+        if self.max_queues == 0 {
+            return Err(ValidationError::new("matcher.max_queues", "must be at least 1"));
+        }
+        if self.max_partitions < self.partitions_per_queue {
+            return Err(ValidationError::new(
+                "matcher.max_partitions",
+                format!("is {}; it must be at least matcher.partitions_per_queue", self.max_partitions),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether an add may create queue `name` (see [`MatcherConfig::create_on_add`]).
+    pub fn creates_on_add(&self, name: &crate::model::QueueName) -> bool {
+        self.create_on_add.iter().any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => name.as_str().starts_with(prefix),
+            None => name.as_str() == pattern,
+        })
     }
 }

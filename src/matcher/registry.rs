@@ -55,6 +55,17 @@ impl Settings {
 
 type Slot = Arc<OnceCell<Arc<QueueMatcher>>>;
 
+/// How a queue not yet opened on this node is found in the store.
+#[derive(Clone, Copy, Debug)]
+enum Opening {
+    /// It must exist.
+    Existing,
+    /// It was just listed, with this config.
+    Listed(QueueConfig),
+    /// Created with this many partitions if it does not exist.
+    Create(u32),
+}
+
 /// The queues of a node, opened on first use or when the cluster gives this
 /// node some of their partitions. A queue whose opening failed is tried
 /// again on the next request.
@@ -111,25 +122,39 @@ impl Queues {
         &self.store
     }
 
-    /// The queue, created in the store with the default partition count if
-    /// it is new; on first use, this node takes the partitions it should own.
+    /// The queue, opened here on first use; `UnknownQueue` if it was never
+    /// created (nothing is created: a read or a lease of a mistyped name
+    /// leaves no queue behind).
     pub async fn get(&self, name: &QueueName) -> Result<Arc<QueueMatcher>, MatchError> {
-        self.get_with(name, self.settings.matcher.partitions_per_queue).await
+        self.open(name, Opening::Existing).await
     }
 
-    /// [`Self::get`], creating a new queue with `partitions` partitions.
-    pub async fn get_with(&self, name: &QueueName, partitions: u32) -> Result<Arc<QueueMatcher>, MatchError> {
+    /// The queue for an add: created with the default partition count if
+    /// it is new and `matcher.create_on_add` names it, else as [`Self::get`].
+    pub async fn get_for_add(&self, name: &QueueName) -> Result<Arc<QueueMatcher>, MatchError> {
+        let matcher = &self.settings.matcher;
+        if matcher.creates_on_add(name) {
+            self.open(name, Opening::Create(matcher.partitions_per_queue)).await
+        } else {
+            self.get(name).await
+        }
+    }
+
+    /// The queue, created with `partitions` partitions if it is new, within
+    /// `matcher.max_queues` and `matcher.max_partitions`; an existing queue
+    /// keeps the partitions it was created with.
+    pub async fn create(&self, name: &QueueName, partitions: u32) -> Result<Arc<QueueMatcher>, MatchError> {
+        self.open(name, Opening::Create(partitions)).await
+    }
+
+    async fn open(&self, name: &QueueName, opening: Opening) -> Result<Arc<QueueMatcher>, MatchError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
         let slot = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().clone();
-        let matcher = slot
+        let opened = slot
             .get_or_try_init(|| async {
-                let config = self
-                    .store
-                    .create_queue(name, QueueConfig { partitions })
-                    .await
-                    .map_err(|e| MatchError::Partition(e.into()))?;
+                let config = self.stored_config(name, opening).await?;
                 let matcher = QueueMatcher::new(
                     name.clone(),
                     config,
@@ -142,9 +167,42 @@ impl Queues {
                 self.claim(&matcher).await;
                 Ok::<_, MatchError>(matcher)
             })
-            .await?
-            .clone();
-        Ok(matcher)
+            .await
+            .cloned();
+        if opened.is_err() {
+            // No slot stays behind for a name that did not open: a client
+            // naming queues that do not exist grows nothing.
+            let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            if queues.get(name).is_some_and(|s| Arc::ptr_eq(s, &slot) && !s.initialized()) {
+                queues.remove(name);
+            }
+        }
+        opened
+    }
+
+    /// The config of queue `name` in the store, created first if `opening` says so.
+    async fn stored_config(&self, name: &QueueName, opening: Opening) -> Result<QueueConfig, MatchError> {
+        let store_error = |e: StoreError| MatchError::Partition(e.into());
+        let partitions = match opening {
+            Opening::Listed(config) => return Ok(config),
+            Opening::Existing | Opening::Create(_) => match self.store.queue(name).await.map_err(store_error)? {
+                Some(config) => return Ok(config),
+                None => match opening {
+                    Opening::Create(partitions) => partitions,
+                    _ => return Err(MatchError::UnknownQueue(name.to_string())),
+                },
+            },
+        };
+        let existing = self.store.list_queues().await.map_err(store_error)?;
+        let limits = &self.settings.matcher;
+        if existing.len() >= limits.max_queues {
+            return Err(MatchError::QueueLimit { key: "matcher.max_queues", limit: limits.max_queues as u64 });
+        }
+        let total: u64 = existing.iter().map(|(_, c)| u64::from(c.partitions)).sum::<u64>() + u64::from(partitions);
+        if total > u64::from(limits.max_partitions) {
+            return Err(MatchError::QueueLimit { key: "matcher.max_partitions", limit: limits.max_partitions.into() });
+        }
+        self.store.create_queue(name, QueueConfig { partitions }).await.map_err(store_error)
     }
 
     /// The nodes live right now, read from the store rather than from the
@@ -238,7 +296,7 @@ impl Queues {
             if !ours {
                 continue;
             }
-            if let Err(error) = self.get_with(&name, config.partitions).await {
+            if let Err(error) = self.open(&name, Opening::Listed(config)).await {
                 tracing::warn!(queue = %name, %error, "could not open the queue");
             }
         }
@@ -283,5 +341,31 @@ impl Queues {
         for queue in self.opened() {
             queue.close().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::model::validate;
+    use crate::store::embedded::EmbeddedStore;
+
+    /// Names of queues that do not exist leave nothing behind, however many
+    /// a client sends.
+    #[tokio::test]
+    async fn unknown_queues_leave_no_slot_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let queues = Queues::new(store, Arc::new(SystemClock), Settings::default());
+        for n in 0..1_000 {
+            let name = validate::queue_name("queue", &format!("missing-{n}")).unwrap();
+            assert!(matches!(queues.get(&name).await, Err(MatchError::UnknownQueue(_))));
+        }
+        assert!(queues.queues.lock().unwrap().is_empty(), "a slot per unknown name");
+        let name = validate::queue_name("queue", "real").unwrap();
+        queues.create(&name, 1).await.unwrap();
+        assert_eq!(queues.queues.lock().unwrap().len(), 1);
+        queues.close().await;
     }
 }

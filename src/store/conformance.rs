@@ -296,13 +296,15 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
 }
 
 /// The first creation of a queue sets its config; a later one returns it
-/// unchanged; `list_queues` names every queue.
+/// unchanged; `queue` finds it; `list_queues` names every queue.
 pub async fn queues_are_created_once(store: &dyn Store) {
     let name = validate::queue_name("queue", "configured").unwrap();
+    assert_eq!(store.queue(&name).await.unwrap(), None, "not created yet");
     let created = store.create_queue(&name, QueueConfig { partitions: 8 }).await.unwrap();
     assert_eq!(created.partitions, 8);
     let again = store.create_queue(&name, QueueConfig { partitions: 2 }).await.unwrap();
     assert_eq!(again.partitions, 8, "the first creation's config stays");
+    assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig { partitions: 8 }));
     let other = validate::queue_name("queue", "other").unwrap();
     store.create_queue(&other, QueueConfig { partitions: 1 }).await.unwrap();
     let mut listed = store.list_queues().await.unwrap();

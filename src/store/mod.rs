@@ -19,6 +19,7 @@
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
 //! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
+//! | [`Store::queue`] | one queue's config, `None` if it was never created | retry |
 //! | [`Store::list_queues`] | every queue, in no particular order | retry |
 //! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
 //! | [`Store::cluster_secret`] | create-if-absent: the first value written is every caller's, on every node | retry |
@@ -294,6 +295,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Creates the queue with `config` unless it exists; the queue's config
     /// as stored (the existing one, if it did).
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig>;
+
+    /// The queue's config, `None` if it was never created.
+    async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>>;
 
     /// Every queue and its config.
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>>;

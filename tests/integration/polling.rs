@@ -7,12 +7,13 @@ use std::time::Duration;
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
 
-use crate::support::{TestServer, add, add_all, describe, poll, spec, wait};
+use crate::support::{TestServer, add, add_all, create, describe, poll, spec, wait};
 
 #[tokio::test]
 async fn a_poll_that_finds_nothing_ends_empty_not_in_error() {
     let server = TestServer::start().await;
     let mut client = server.client.clone();
+    create(&mut client, "empty", 1).await;
     assert!(poll(&mut client, "empty", Duration::from_millis(100)).await.is_none());
     server.stop().await;
 }
@@ -24,8 +25,8 @@ async fn a_waiting_poller_gets_a_new_task_by_sync_match() {
     let server = TestServer::start().await;
     let mut poller = server.client.clone();
     let mut producer = server.client.clone();
-    // Open the queue first, so the poll below parks on it.
-    describe(&mut producer, "sync").await;
+    // Create the queue first, so the poll below parks on it.
+    create(&mut producer, "sync", 1).await;
     let waiting = tokio::spawn(async move { poll(&mut poller, "sync", Duration::from_secs(30)).await });
     // Wait, by asking the server, until the poller is parked and the reader
     // has seen that nothing else is queued (the backlog is negligible).
@@ -56,7 +57,7 @@ async fn shutdown_answers_parked_polls() {
     let server = TestServer::start().await;
     let mut poller = server.client.clone();
     let mut observer = server.client.clone();
-    describe(&mut observer, "parked").await;
+    create(&mut observer, "parked", 1).await;
     let waiting = tokio::spawn(async move { poll(&mut poller, "parked", Duration::from_secs(300)).await });
     while describe(&mut observer, "parked").await.waiting_pollers == 0 {
         tokio::task::yield_now().await;
@@ -148,7 +149,7 @@ async fn backlogged_partitions_are_served_in_turn_whatever_their_passes() {
     settings.matcher.sync_match = false;
     let queues = Queues::new(store, Arc::new(SystemClock), settings);
     let queue = validate::queue_name("queue", "two").unwrap();
-    let matcher = queues.get_with(&queue, 2).await.unwrap();
+    let matcher = queues.create(&queue, 2).await.unwrap();
     let spec = |key: &str| TaskSpec::new(key, Priority::DEFAULT, b"x".to_vec());
     // Partition 0 serves one key 50 times: its passes move 50 ahead.
     for _ in 0..50 {

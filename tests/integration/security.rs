@@ -121,3 +121,67 @@ async fn routing_metadata_from_a_client_is_refused_and_changes_nothing() {
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
     server.stop().await;
 }
+
+/// Reads, polls and lease requests on a queue that was never created get
+/// `NOT_FOUND` and create nothing: a later CreateQueue sets its partitions.
+#[tokio::test]
+async fn reads_of_an_unknown_queue_create_nothing() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let typo = "typo";
+    let not_found = |result: Result<(), tonic::Status>, what: &str| {
+        let status = result.expect_err(what);
+        assert_eq!(status.code(), Code::NotFound, "{what}: {status:?}");
+        assert!(status.message().contains(typo), "{what}: {status:?}");
+    };
+    let describe = pb::DescribeQueueRequest { queue: typo.into(), top_keys: 0 };
+    not_found(client.describe_queue(describe.clone()).await.map(drop), "DescribeQueue");
+    not_found(
+        client.list_dead_letters(pb::ListDeadLettersRequest { queue: typo.into(), limit: 1 }).await.map(drop),
+        "ListDeadLetters",
+    );
+    not_found(
+        client.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: typo.into(), limit: 1 }).await.map(drop),
+        "RedriveDeadLetters",
+    );
+    let wait = Some(prost_types::Duration { seconds: 0, nanos: 0 });
+    let poll = pb::PollTaskRequest { queue: typo.into(), worker_id: "w".into(), max_wait: wait };
+    not_found(client.poll_task(poll).await.map(drop), "PollTask");
+    let polls = pb::PollTasksRequest { queue: typo.into(), worker_id: "w".into(), max_wait: wait, max_tasks: 2 };
+    not_found(client.poll_tasks(polls).await.map(drop), "PollTasks");
+    let created = client.create_queue(pb::CreateQueueRequest { queue: typo.into(), partitions: 4 }).await.unwrap();
+    assert_eq!(created.into_inner().partitions, 4, "no read fixed the queue's partitions before");
+    assert_eq!(client.describe_queue(describe).await.unwrap().into_inner().partitions.len(), 4);
+    server.stop().await;
+}
+
+/// `matcher.create_on_add` says which queues an add may create; the others
+/// must be created on purpose. Past `matcher.max_queues` and
+/// `matcher.max_partitions` nothing more is created, and the server goes on.
+#[tokio::test]
+async fn queues_are_created_within_the_configured_names_and_limits() {
+    let mut config = fairway::config::Config::default();
+    config.matcher.create_on_add = vec!["jobs.*".into()];
+    config.matcher.max_queues = 3;
+    config.matcher.max_partitions = 10;
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client.clone();
+    add(&mut client, "jobs.a", spec("k", 1.0, 3, b"x")).await.expect("jobs.* may be created by an add");
+    let status = add(&mut client, "other", spec("k", 1.0, 3, b"x")).await.expect_err("other may not");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let create = |queue: &str, partitions| pb::CreateQueueRequest { queue: queue.into(), partitions };
+    let status = client.create_queue(create("wide", 10)).await.expect_err("1 + 10 partitions");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("matcher.max_partitions"), "{status:?}");
+    client.create_queue(create("other", 2)).await.expect("created on purpose");
+    add(&mut client, "other", spec("k", 1.0, 3, b"x")).await.expect("an existing queue takes adds");
+    client.create_queue(create("third", 1)).await.expect("the third queue");
+    let status = client.create_queue(create("fourth", 1)).await.expect_err("past matcher.max_queues");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("matcher.max_queues (3)"), "{status:?}");
+    let status = add(&mut client, "jobs.b", spec("k", 1.0, 3, b"x")).await.expect_err("past matcher.max_queues");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(client.create_queue(create("other", 7)).await.unwrap().into_inner().partitions, 2, "existing");
+    assert_eq!(describe(&mut client, "jobs.a").await.partitions[0].added, 1, "the server goes on");
+    server.stop().await;
+}

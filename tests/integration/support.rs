@@ -122,6 +122,14 @@ pub(crate) async fn add(
     client.add_task(pb::AddTaskRequest { queue: queue.to_owned(), task: Some(spec) }).await.map(|r| r.into_inner())
 }
 
+/// Creates `queue` with `partitions` partitions (or finds it created).
+pub(crate) async fn create(client: &mut Client, queue: &str, partitions: u32) {
+    client
+        .create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions })
+        .await
+        .unwrap_or_else(|status| panic!("create queue {queue}: {status:?}"));
+}
+
 /// Adds tasks in AddTasks batches; panics on any item error.
 pub(crate) async fn add_all(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> Vec<i64> {
     let mut ids = Vec::with_capacity(specs.len());

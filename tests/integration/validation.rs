@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairway::proto::v1 as pb;
 use tonic::Code;
 
-use crate::support::{Client, TestServer, add, describe, poll, spec, wait};
+use crate::support::{Client, TestServer, add, create, describe, poll, spec, wait};
 
 const QUEUE: &str = "checked";
 
@@ -19,19 +19,31 @@ fn assert_invalid(result: Result<impl std::fmt::Debug, tonic::Status>, words: &[
     }
 }
 
-/// Nothing was stored in the test queue.
+/// Nothing was stored in the test queue: it was not even created.
 async fn assert_nothing_stored(client: &mut Client) {
+    let described = client.describe_queue(pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 }).await;
+    let status = described.expect_err("a rejected request created the queue");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+}
+
+/// Nothing was stored in the test queue, which exists.
+async fn assert_nothing_stored_in_queue(client: &mut Client) {
     let state = describe(client, QUEUE).await;
     let partition = &state.partitions[0];
     assert_eq!(partition.added, 0, "a rejected request stored a task");
     assert!(partition.subqueues.iter().all(|s| s.backlog == 0 && s.buffered == 0));
 }
 
+/// The add is rejected naming `words`, whether its queue exists or not,
+/// and stores nothing (creates no queue).
 async fn rejected_add(task: pb::TaskSpec, words: &[&str]) {
     let server = TestServer::start().await;
     let mut client = server.client.clone();
-    assert_invalid(add(&mut client, QUEUE, task).await, words);
+    assert_invalid(add(&mut client, QUEUE, task.clone()).await, words);
     assert_nothing_stored(&mut client).await;
+    create(&mut client, QUEUE, 1).await;
+    assert_invalid(add(&mut client, QUEUE, task).await, words);
+    assert_nothing_stored_in_queue(&mut client).await;
     server.stop().await;
 }
 

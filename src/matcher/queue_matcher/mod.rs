@@ -70,6 +70,17 @@ pub enum MatchError {
     /// The lease token does not hold the lease (nothing was written).
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// No queue of that name was created.
+    #[error("queue {0} does not exist: create it with CreateQueue (`fairway queue create`)")]
+    UnknownQueue(String),
+    /// Creating the queue would pass a limit of the configuration.
+    #[error("creating the queue would pass {key} ({limit}); nothing was created")]
+    QueueLimit {
+        /// The config key of the limit.
+        key: &'static str,
+        /// Its value.
+        limit: u64,
+    },
 }
 
 impl From<FinishError> for MatchError {
@@ -86,7 +97,11 @@ impl MatchError {
     pub fn certainly_not_applied(&self) -> bool {
         match self {
             MatchError::Partition(e) => e.certainly_not_applied(),
-            MatchError::ShuttingDown | MatchError::NoPartition(_) | MatchError::Lease(_) => true,
+            MatchError::ShuttingDown
+            | MatchError::NoPartition(_)
+            | MatchError::Lease(_)
+            | MatchError::UnknownQueue(_)
+            | MatchError::QueueLimit { .. } => true,
         }
     }
 }

@@ -609,6 +609,14 @@ impl Store for CassandraStore {
         }
     }
 
+    async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
+        let result =
+            self.session.execute_unpaged(&self.statements.queue, (queue.as_str(),)).await.map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let row = rows.maybe_first_row::<(Option<i32>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(row.map(|(partitions,)| QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32 }))
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         use futures::TryStreamExt;
         let pager = self.session.execute_iter(self.statements.list_queues.clone(), ()).await.map_err(read_error)?;

@@ -25,6 +25,7 @@ pub(super) struct Statements {
     pub read_buckets: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
+    pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
     pub heartbeat: PreparedStatement,
     pub members: PreparedStatement,
@@ -123,6 +124,7 @@ impl Statements {
                 "INSERT INTO {keyspace}.queues (queue, partitions) VALUES (?, ?) IF NOT EXISTS"
             ))
             .await?,
+            queue: prepare(format!("SELECT partitions FROM {keyspace}.queues WHERE queue = ?")).await?,
             list_queues: prepare(format!("SELECT queue, partitions FROM {keyspace}.queues")).await?,
             heartbeat: {
                 let mut heartbeat = prepare(format!(

@@ -406,6 +406,17 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
+        let queue = queue.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(unavailable)?;
+            let table = txn.open_table(QUEUES).map_err(unavailable)?;
+            let partitions = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
+            Ok(partitions.map(|partitions| QueueConfig { partitions }))
+        })
+        .await
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(unavailable)?;

@@ -152,6 +152,10 @@ impl Store for FaultyStore {
         self.inner.create_queue(queue, config).await
     }
 
+    async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
+        self.inner.queue(queue).await
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         if self.listing_fails.load(Ordering::Acquire) {
             return Err(unavailable("list_queues"));

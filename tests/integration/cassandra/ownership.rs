@@ -99,7 +99,7 @@ async fn a_hand_over_whose_last_write_fails_is_tried_again() {
     let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
     let name = queue("handed-over");
     let old = node(faulty.clone(), "127.0.0.1:2");
-    let matcher = old.get_with(&name, 1).await.expect("open the queue");
+    let matcher = old.create(&name, 1).await.expect("open the queue");
     assert!(matcher.holds(0), "alone, it owns the partition");
 
     // A peer joins whom the assignment gives the partition.
@@ -140,7 +140,7 @@ async fn a_partition_abandoned_at_a_heartbeat_lapse_is_handed_over_to_its_rightf
     let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
     let name = queue("abandoned");
     let lapsed = node(cassandra.clone(), "127.0.0.1:2");
-    let matcher = lapsed.get_with(&name, 1).await.expect("open the queue");
+    let matcher = lapsed.create(&name, 1).await.expect("open the queue");
     assert!(matcher.holds(0), "alone, it owns the partition");
     let partition = PartitionId { queue: name.clone(), partition: 0 };
 
@@ -176,7 +176,7 @@ async fn a_node_takes_back_what_it_dropped_at_a_lapse_while_the_queues_cannot_be
     let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
     let name = queue("listing-down");
     let lapsed = node(faulty.clone(), "127.0.0.1:2");
-    let matcher = lapsed.get_with(&name, 2).await.expect("open the queue");
+    let matcher = lapsed.create(&name, 2).await.expect("open the queue");
     assert!(matcher.holds(0) && matcher.holds(1), "alone, it owns every partition");
 
     lapsed.abandon_all().await;
@@ -201,7 +201,7 @@ async fn a_write_of_unknown_outcome_that_lands_later_loses_nothing() {
     live_peer(cassandra.as_ref(), "127.0.0.1:2").await;
     let node = node(faulty.clone(), "127.0.0.1:2");
     let name = queue("lands-later");
-    let matcher = node.get_with(&name, 1).await.expect("open the queue");
+    let matcher = node.create(&name, 1).await.expect("open the queue");
     let spec = |payload: &str| TaskSpec::new("key", Priority::DEFAULT, payload.as_bytes().to_vec());
     for payload in ["first", "second"] {
         matcher.add(spec(payload), None).await.expect("an add");

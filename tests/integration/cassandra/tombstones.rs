@@ -40,7 +40,16 @@ async fn traced_tombstones(session: &Session, keyspace: &str, queue: &str, kind:
         .await
         .expect("the traced read");
     let tracing_id = result.tracing_id().expect("a tracing id");
-    let info = session.get_tracing_info(&tracing_id).await.expect("the trace");
+    // Cassandra writes a trace after it answers; under load, after the
+    // driver's few quick tries to read it: wait for it to be there.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        match session.get_tracing_info(&tracing_id).await {
+            Ok(info) => break info,
+            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(error) => panic!("the trace: {error}"),
+        }
+    };
     let counts: Vec<u64> = info
         .events
         .iter()
