@@ -6,6 +6,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("fairway_descriptor.bin"))
+        // Undecodable requests are the caller's error: INVALID_ARGUMENT.
+        .codec_path("crate::api::codec::StrictCodec")
         .compile_with_config(
             config,
             &["proto/fairway/v1/matching.proto", "proto/fairway/v1/storage.proto", "proto/fairway/v1/visits.proto"],

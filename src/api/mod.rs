@@ -5,6 +5,7 @@
 //! Invariant: every field of a request is validated before any of it is
 //! acted on, so a rejected request leaves nothing behind.
 
+pub mod codec;
 mod convert;
 mod matching;
 mod routed_visits;

@@ -52,6 +52,9 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     super::init_logging(true, traces.as_ref().map(|provider| provider.tracer("fairway")));
+    if !config.ignored_env.is_empty() {
+        tracing::warn!(variables = ?config.ignored_env, "FAIRWAY_* variables that name no config key are ignored");
+    }
     let served = serve(&config).await;
     if let Some(provider) = traces {
         // Blocks until the last batch of spans is pushed, over this runtime.

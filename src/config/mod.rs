@@ -77,6 +77,13 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// The origin-visit scheduler.
     pub scheduler: SchedulerConfig,
+    /// `FAIRWAY_*` variables of the environment that name no config key
+    /// (Kubernetes sets `FAIRWAY_SERVICE_HOST`, `FAIRWAY_PORT`, … for a
+    /// Service named `fairway`; scripts may set their own): ignored, for the
+    /// server to warn of. A variable that names a section but a key it does
+    /// not have is an error, as a typo.
+    #[serde(skip)]
+    pub ignored_env: Vec<String>,
 }
 
 impl Default for Config {
@@ -95,6 +102,7 @@ impl Default for Config {
             queues: BTreeMap::new(),
             telemetry: TelemetryConfig::default(),
             scheduler: SchedulerConfig::default(),
+            ignored_env: Vec::new(),
         }
     }
 }
@@ -145,10 +153,15 @@ impl Config {
             .filter(|(name, _)| name.starts_with("FAIRWAY_") && !NOT_CONFIG_KEYS.contains(&name.as_str()))
             .collect();
         env.sort();
+        let mut ignored_env = Vec::new();
         for (name, raw) in env {
             let mut path: Vec<String> =
                 name["FAIRWAY_".len()..].split("__").map(|part| part.to_ascii_lowercase()).collect();
             path[0] = current_section(std::mem::take(&mut path[0]));
+            if tree.get(&path[0]).is_none() {
+                ignored_env.push(name);
+                continue;
+            }
             set(&mut tree, &path, env_value(&raw)).map_err(|message| ConfigError::new(&name, message))?;
         }
         for (key, raw) in flags {
@@ -157,9 +170,10 @@ impl Config {
             set(&mut tree, &path, toml::Value::String(raw.clone()))
                 .map_err(|message| ConfigError::new(*key, message))?;
         }
-        let config: Config =
+        let mut config: Config =
             tree.try_into().map_err(|e: toml::de::Error| ConfigError::new("(merged)", e.message().to_owned()))?;
         config.validate()?;
+        config.ignored_env = ignored_env;
         Ok(config)
     }
 
@@ -346,6 +360,34 @@ mod tests {
     }
 
     #[test]
+    fn variables_that_name_no_section_are_ignored_and_named_but_typos_in_a_section_are_errors() {
+        // What Kubernetes puts in every pod of a Service named `fairway`, and
+        // a variable of the Cassandra script.
+        let kubernetes = [
+            ("FAIRWAY_SERVICE_HOST", "10.0.0.7"),
+            ("FAIRWAY_SERVICE_PORT", "7070"),
+            ("FAIRWAY_PORT", "tcp://10.0.0.7:7070"),
+            ("FAIRWAY_PORT_7070_TCP_ADDR", "10.0.0.7"),
+            ("FAIRWAY_CASSANDRA_HEAP", "2G"),
+            ("FAIRWAY_LISTEN", "127.0.0.1:9001"),
+        ];
+        let config = Config::load(None, env(&kubernetes), &[]).unwrap();
+        assert_eq!(config.listen.port(), 9001);
+        assert_eq!(
+            config.ignored_env,
+            [
+                "FAIRWAY_CASSANDRA_HEAP",
+                "FAIRWAY_PORT",
+                "FAIRWAY_PORT_7070_TCP_ADDR",
+                "FAIRWAY_SERVICE_HOST",
+                "FAIRWAY_SERVICE_PORT"
+            ]
+        );
+        let err = Config::load(None, env(&[("FAIRWAY_MATCHER__SYNC_MACH", "true")]), &[]).unwrap_err();
+        assert_eq!(err.key, "FAIRWAY_MATCHER__SYNC_MACH");
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let err = Config::load(None, env(&[("FAIRWAY_ENGINE__BUFER", "1")]), &[]).unwrap_err();
         assert_eq!(err.key, "FAIRWAY_ENGINE__BUFER");
@@ -416,6 +458,12 @@ mod tests {
             .collect();
         let k8s = load_text(&block).unwrap();
         assert_eq!(k8s.matcher.partitions_per_queue, 8);
+        assert!(!k8s.scheduler.rounds && !systemd.scheduler.rounds, "rounds run on one node, said apart");
+        assert_eq!(manifest.matches("FAIRWAY_SCHEDULER__ROUNDS").count(), 1, "one StatefulSet runs rounds");
+        assert_eq!(
+            manifest.matches("kind: StatefulSet").count(),
+            manifest.matches("enableServiceLinks: false").count()
+        );
     }
 
     #[test]

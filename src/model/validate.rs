@@ -41,6 +41,12 @@ pub struct Limits {
     /// The longest delay of a task or a `retry_after`.
     #[serde(with = "crate::config::duration_serde")]
     pub max_delay: Duration,
+    /// The largest request the server decodes, in bytes (the encoded
+    /// message); a larger one is refused before it is read into memory
+    /// (`OUT_OF_RANGE`). At least `max_payload_bytes` and 64 KiB more, so
+    /// that one task of the largest payload always fits; an AddTasks of
+    /// many large tasks may have to be split.
+    pub max_request_bytes: usize,
 }
 
 impl Default for Limits {
@@ -52,6 +58,7 @@ impl Default for Limits {
             max_poll_tasks: 256,
             max_poll_response_bytes: 4 * 1024 * 1024,
             max_delay: Duration::from_secs(30 * 24 * 3600),
+            max_request_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -75,6 +82,16 @@ impl Limits {
             return Err(ValidationError::new(
                 "limits.max_poll_response_bytes",
                 "must be in [65536, 268435456] (64 KiB to 256 MiB)",
+            ));
+        }
+        let smallest_request = self.max_payload_bytes + 64 * 1024;
+        if !(smallest_request..=256 * 1024 * 1024).contains(&self.max_request_bytes) {
+            return Err(ValidationError::new(
+                "limits.max_request_bytes",
+                format!(
+                    "is {}; it must be in [{smallest_request}, 268435456]: at least limits.max_payload_bytes and 64 KiB",
+                    self.max_request_bytes
+                ),
             ));
         }
         Ok(())

@@ -147,8 +147,8 @@ pub async fn serve(
         clock: clock.clone(),
         limits: config.limits.clone(),
     };
-    let matching = MatchingServer::new(matching_service).max_decoding_message_size(grpc_message_limit(config));
-    let scheduling = SchedulerServer::new(scheduler_service).max_decoding_message_size(grpc_message_limit(config));
+    let matching = MatchingServer::new(matching_service).max_decoding_message_size(config.limits.max_request_bytes);
+    let scheduling = SchedulerServer::new(scheduler_service).max_decoding_message_size(config.limits.max_request_bytes);
     let stop_rounds = CancellationToken::new();
     let rounds = config.scheduler.rounds.then(|| {
         let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
@@ -356,9 +356,3 @@ const _: () = assert!(MAX_CONCURRENT_STREAMS as usize * 256 <= CONNECTION_WINDOW
 /// a valid config allows (`limits.max_poll_response_bytes` is at most
 /// 256 MiB; one task, at most 64 MiB of payload, is always given).
 pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;
-
-/// The largest request: a full batch of full payloads, plus framing.
-fn grpc_message_limit(config: &Config) -> usize {
-    let limits = &config.limits;
-    limits.max_payload_bytes.saturating_mul(limits.max_batch_tasks).saturating_add(1 << 20).min(256 << 20)
-}

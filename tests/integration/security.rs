@@ -7,7 +7,7 @@ use fairway::proto::v1 as pb;
 use tonic::Code;
 use tonic::metadata::MetadataValue;
 
-use crate::support::{TestServer, add, describe, poll, spec};
+use crate::support::{ServerProcess, TestServer, add, describe, poll, spec};
 
 const QUEUE: &str = "guarded";
 
@@ -184,4 +184,132 @@ async fn queues_are_created_within_the_configured_names_and_limits() {
     assert_eq!(client.create_queue(create("other", 7)).await.unwrap().into_inner().partitions, 2, "existing");
     assert_eq!(describe(&mut client, "jobs.a").await.partitions[0].added, 1, "the server goes on");
     server.stop().await;
+}
+
+/// Bytes that are not a protobuf message, sent to every method of both
+/// services: `INVALID_ARGUMENT` each time, and the server goes on.
+#[tokio::test]
+async fn garbage_request_bytes_are_invalid_arguments() {
+    const METHODS: [&str; 17] = [
+        "Matching/AddTask",
+        "Matching/AddTasks",
+        "Matching/PollTask",
+        "Matching/PollTasks",
+        "Matching/CompleteTask",
+        "Matching/FailTask",
+        "Matching/HeartbeatTask",
+        "Matching/ListDeadLetters",
+        "Matching/RedriveDeadLetters",
+        "Matching/DescribeQueue",
+        "Matching/CreateQueue",
+        "Scheduler/RecordOrigins",
+        "Scheduler/FinishListing",
+        "Scheduler/RequestVisit",
+        "Scheduler/GetVisitStats",
+        "Scheduler/GetListerMetrics",
+        "Scheduler/RunRound",
+    ];
+    let server = TestServer::start().await;
+    let mut grpc = tonic::client::Grpc::new(server.channel());
+    // A varint that never ends, then a field of wire type 7 (there is none).
+    let garbage: [&[u8]; 2] = [&[0xff; 16], &[0x0f, 0x01]];
+    for method in METHODS {
+        for bytes in garbage {
+            grpc.ready().await.unwrap();
+            let path = format!("/fairway.v1.{method}").parse().unwrap();
+            let sent = grpc.unary(tonic::Request::new(bytes.to_vec()), path, RawCodec).await;
+            let status = sent.expect_err(method);
+            assert_eq!(status.code(), Code::InvalidArgument, "{method} {bytes:?}: {status:?}");
+        }
+    }
+    let mut client = server.client.clone();
+    add(&mut client, QUEUE, spec("k", 1.0, 3, b"x")).await.expect("the server goes on");
+    server.stop().await;
+}
+
+/// Sends bytes as they are; decodes nothing (the tests expect errors).
+#[derive(Clone, Copy, Debug, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = ();
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Vec<u8>, buf: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        use bytes::BufMut;
+        buf.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = ();
+    type Error = tonic::Status;
+
+    fn decode(&mut self, buf: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<()>, tonic::Status> {
+        use bytes::Buf;
+        buf.advance(buf.remaining());
+        Ok(Some(()))
+    }
+}
+
+/// A request over `limits.max_request_bytes` is refused before it is
+/// decoded, whatever it holds, and stores nothing; a task of the largest
+/// payload still fits alone.
+#[tokio::test]
+async fn requests_over_the_size_limit_are_refused_whole() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let limits = fairway::model::validate::Limits::default();
+    let largest = spec("k", 1.0, 3, &vec![7; limits.max_payload_bytes]);
+    let over = limits.max_request_bytes / limits.max_payload_bytes + 1;
+    let request = pb::AddTasksRequest { queue: QUEUE.into(), tasks: vec![largest.clone(); over] };
+    let status = client.add_tasks(request).await.expect_err("a request over the limit");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains(&limits.max_request_bytes.to_string()), "{status:?}");
+    let described = client.describe_queue(pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 }).await;
+    assert_eq!(described.expect_err("nothing was created").code(), Code::NotFound);
+    add(&mut client, QUEUE, largest).await.expect("the largest task alone fits");
+    server.stop().await;
+}
+
+/// The real binary starts with what Kubernetes puts in every pod of a
+/// Service named `fairway`, serves, and names the variables it ignored.
+#[tokio::test]
+async fn the_server_starts_with_kubernetes_service_link_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("embedded:{}", dir.path().display());
+    let service_links = [
+        ("FAIRWAY_SERVICE_HOST", "10.96.0.12"),
+        ("FAIRWAY_SERVICE_PORT", "7070"),
+        ("FAIRWAY_SERVICE_PORT_GRPC", "7070"),
+        ("FAIRWAY_PORT", "tcp://10.96.0.12:7070"),
+        ("FAIRWAY_PORT_7070_TCP", "tcp://10.96.0.12:7070"),
+        ("FAIRWAY_PORT_7070_TCP_PROTO", "tcp"),
+        ("FAIRWAY_PORT_7070_TCP_PORT", "7070"),
+        ("FAIRWAY_PORT_7070_TCP_ADDR", "10.96.0.12"),
+    ];
+    let server = ServerProcess::start_on(&store, &service_links);
+    let mut client = server.client().await;
+    add(&mut client, QUEUE, spec("k", 1.0, 3, b"x")).await.expect("the server serves");
+    // Off the runtime: the orderly shutdown waits for this test's connection
+    // to answer, which needs the runtime free.
+    let log = tokio::task::spawn_blocking(move || server.terminate()).await.expect("terminate");
+    assert!(log.contains("FAIRWAY_* variables that name no config key are ignored"), "{log}");
+    assert!(log.contains("FAIRWAY_PORT_7070_TCP_ADDR"), "{log}");
 }
