@@ -6,6 +6,7 @@ use tonic::{Request, Response, Status};
 
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
+use crate::cluster::Peers;
 use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{PartitionView, Queues};
 use crate::model::{Limits, QueueName, ValidationError, validate};
@@ -40,10 +41,10 @@ pub struct MatchingService {
 
 impl MatchingService {
     /// The service over this node's `queues`, checking requests against
-    /// `limits` and lease tokens and forwarded requests with `keys`, with no
-    /// completion hook.
-    pub fn new(queues: Arc<Queues>, limits: Limits, keys: ClusterKeys) -> Self {
-        MatchingService { router: Arc::new(Router::new(queues, keys)), limits, on_completion: None }
+    /// `limits` and lease tokens and forwarded requests with `keys`, calling
+    /// other nodes through `peers`, with no completion hook.
+    pub fn new(queues: Arc<Queues>, limits: Limits, keys: ClusterKeys, peers: Peers) -> Self {
+        MatchingService { router: Arc::new(Router::new(queues, keys, peers)), limits, on_completion: None }
     }
 
     /// Shows each client's completion to `hook` before the task is completed.

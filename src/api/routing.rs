@@ -98,10 +98,10 @@ pub struct Router {
 }
 
 impl Router {
-    /// Routes to `queues` here and to their owners elsewhere, signing lease
-    /// tokens and proving forwarded requests with `keys`.
-    pub fn new(queues: Arc<Queues>, keys: ClusterKeys) -> Router {
-        Router { queues, peers: Peers::default(), turn: AtomicUsize::new(0), keys }
+    /// Routes to `queues` here and to their owners elsewhere through
+    /// `peers`, signing lease tokens and proving forwarded requests with `keys`.
+    pub fn new(queues: Arc<Queues>, keys: ClusterKeys, peers: Peers) -> Router {
+        Router { queues, peers, turn: AtomicUsize::new(0), keys }
     }
 
     /// The keys lease tokens are signed with.

@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -6,17 +7,41 @@ use clap::{Args, Subcommand};
 use fairway::config::duration_serde;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 #[derive(Args, Debug)]
 pub(super) struct ServerArg {
-    /// The server to talk to.
+    /// The server to talk to (`https://…` for TLS).
     #[arg(long, env = "FAIRWAY_SERVER", default_value = "http://127.0.0.1:7070")]
     server: String,
+    /// The CA (PEM) that signs the server's certificate: TLS, and an
+    /// `https://` server address.
+    #[arg(long, env = "FAIRWAY_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// This client's certificate (PEM), for a server that requires one.
+    #[arg(long, env = "FAIRWAY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, env = "FAIRWAY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 impl ServerArg {
-    pub(super) fn address(&self) -> &str {
-        &self.server
+    /// A channel to the server, over TLS when a CA is given.
+    pub(super) async fn channel(&self) -> anyhow::Result<Channel> {
+        let mut endpoint = Endpoint::from_shared(self.server.clone())
+            .with_context(|| format!("--server {:?} is not a URL", self.server))?;
+        if let Some(ca) = &self.tls_ca {
+            let read = |flag: &str, path: &PathBuf| {
+                std::fs::read(path).with_context(|| format!("{flag} {}: cannot read it", path.display()))
+            };
+            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read("--tls-ca", ca)?));
+            if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+                tls = tls.identity(Identity::from_pem(read("--tls-cert", cert)?, read("--tls-key", key)?));
+            }
+            endpoint = endpoint.tls_config(tls).context("TLS settings")?;
+        }
+        endpoint.connect().await.with_context(|| format!("cannot reach a fairway server at {}", self.server))
     }
 }
 
@@ -130,10 +155,8 @@ pub(super) enum QueueCommand {
     },
 }
 
-async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<tonic::transport::Channel>> {
-    let client = MatchingClient::connect(server.server.clone())
-        .await
-        .with_context(|| format!("cannot reach a fairway server at {}", server.server))?;
+async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<Channel>> {
+    let client = MatchingClient::new(server.channel().await?);
     Ok(client.max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
 }
 

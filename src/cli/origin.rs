@@ -69,9 +69,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
 }
 
 async fn connect(server: &ServerArg) -> anyhow::Result<SchedulerClient<tonic::transport::Channel>> {
-    SchedulerClient::connect(server.address().to_owned())
-        .await
-        .with_context(|| format!("cannot reach a fairway server at {}", server.address()))
+    Ok(SchedulerClient::new(server.channel().await?))
 }
 
 /// `URL [UNIX_SECONDS]`.

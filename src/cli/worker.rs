@@ -53,9 +53,7 @@ pub(super) struct WorkerArgs {
 }
 
 pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
-    let client = MatchingClient::connect(args.server.address().to_owned())
-        .await
-        .with_context(|| format!("cannot reach a fairway server at {}", args.server.address()))?
+    let client = MatchingClient::new(args.server.channel().await?)
         .max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES);
     let args = Arc::new(args);
     let slots = Arc::new(Semaphore::new(args.concurrency as usize));

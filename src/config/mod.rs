@@ -22,6 +22,7 @@ use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits, ValidationError};
 use crate::partition::WriterConfig;
+use crate::security::SecurityConfig;
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
@@ -40,7 +41,8 @@ fn current_section(name: String) -> String {
 }
 
 /// Environment variables of the CLI itself, not config keys.
-const NOT_CONFIG_KEYS: &[&str] = &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG"];
+const NOT_CONFIG_KEYS: &[&str] =
+    &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG", "FAIRWAY_TLS_CA", "FAIRWAY_TLS_CERT", "FAIRWAY_TLS_KEY"];
 
 /// A node's whole configuration: the defaults, the file, the environment and
 /// the flags, merged.
@@ -77,6 +79,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// The origin-visit scheduler.
     pub scheduler: SchedulerConfig,
+    /// TLS on the gRPC port.
+    pub security: SecurityConfig,
     /// `FAIRWAY_*` variables of the environment that name no config key
     /// (Kubernetes sets `FAIRWAY_SERVICE_HOST`, `FAIRWAY_PORT`, … for a
     /// Service named `fairway`; scripts may set their own): ignored, for the
@@ -102,6 +106,7 @@ impl Default for Config {
             queues: BTreeMap::new(),
             telemetry: TelemetryConfig::default(),
             scheduler: SchedulerConfig::default(),
+            security: SecurityConfig::default(),
             ignored_env: Vec::new(),
         }
     }
@@ -195,6 +200,7 @@ impl Config {
         }
         self.telemetry.validate(self.listen)?;
         self.scheduler.validate()?;
+        self.security.validate()?;
         self.validate_across_sections()
     }
 

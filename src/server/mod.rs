@@ -11,7 +11,10 @@
 //! over OTLP a last time. The metrics endpoint stays up until then, so that
 //! the hand-over can be watched, and its last answer has the final counts.
 
+pub mod incoming;
 mod local;
+
+use incoming::incoming;
 
 pub use local::LocalServer;
 
@@ -23,17 +26,17 @@ use backon::{ExponentialBuilder, Retryable};
 
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::api::{MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
 use crate::clock::SharedClock;
-use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership};
+use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
-use crate::security::ClusterKeys;
+use crate::security::{ClusterKeys, SecurityConfig, ServerTls, TlsError};
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
 use crate::store::{SECRET_BYTES, Store, StoreError, Stores};
@@ -68,6 +71,9 @@ pub enum ServeError {
     /// The cluster's secret could not be read or stored.
     #[error("the cluster's secret: {0}")]
     Secret(StoreError),
+    /// The TLS files cannot be served.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// The sockets a node serves on.
@@ -134,12 +140,14 @@ pub async fn serve(
     };
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
     let keys = cluster_keys(store.as_ref()).await?;
+    let tls = config.security.tls_files().map(ServerTls::load).transpose()?.map(Arc::new);
+    let peers = Peers::new(peer_tls(&config.security)?);
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
     let matching_service =
-        MatchingService::new(queues.clone(), config.limits.clone(), keys).with_completion_hook(outcomes);
+        MatchingService::new(queues.clone(), config.limits.clone(), keys, peers).with_completion_hook(outcomes);
     let router = matching_service.router().clone();
     let scheduler_service = SchedulerService {
         scheduler: scheduler.clone(),
@@ -161,6 +169,10 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let exports = Exports::start(queues.clone(), metrics, otlp);
+    let stop_reloads = CancellationToken::new();
+    if let Some(tls) = &tls {
+        tokio::spawn(reload_tls(tls.clone(), config.security.tls_reload_interval, stop_reloads.clone()));
+    }
 
     let stop_queues = queues.clone();
     let stopping = async move {
@@ -177,8 +189,9 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(matching)
         .add_service(scheduling)
-        .serve_with_incoming_shutdown(incoming(listener), stopping)
+        .serve_with_incoming_shutdown(incoming(listener, tls.clone()), stopping)
         .await;
+    stop_reloads.cancel();
     stop_rounds.cancel();
     if let Some(rounds) = rounds {
         let _ = rounds.await;
@@ -211,6 +224,40 @@ async fn cluster_keys(store: &dyn Store) -> Result<ClusterKeys, ServeError> {
         .await
         .map_err(ServeError::Secret)?;
     Ok(ClusterKeys::from_secret(&secret))
+}
+
+/// Reads the TLS files again every `interval`, until `stop`.
+async fn reload_tls(tls: Arc<ServerTls>, interval: Duration, stop: CancellationToken) {
+    every(interval, stop, || async {
+        match tls.reload() {
+            Ok(true) => tracing::info!("TLS files changed: new connections get them"),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, "TLS files cannot be served; keeping the last good ones"),
+        }
+    })
+    .await;
+}
+
+/// How this node calls the others when they serve TLS: trusting
+/// `security.tls_peer_ca` (else `tls_client_ca`, else the node's own
+/// `tls_cert` chain), and presenting its own certificate when clients must.
+fn peer_tls(security: &SecurityConfig) -> Result<Option<ClientTlsConfig>, TlsError> {
+    let Some(files) = security.tls_files() else { return Ok(None) };
+    let read = |key: &'static str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| TlsError::Read { key, path: path.to_owned(), message: e.to_string() })
+    };
+    let (ca_key, ca_path) = match (&security.tls_peer_ca, &files.client_ca) {
+        (peer_ca, _) if !peer_ca.is_empty() => ("security.tls_peer_ca", std::path::PathBuf::from(peer_ca)),
+        (_, Some(client_ca)) => ("security.tls_client_ca", client_ca.clone()),
+        (_, None) => ("security.tls_cert", files.cert.clone()),
+    };
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca_key, &ca_path)?));
+    if files.client_ca.is_some() {
+        let identity =
+            Identity::from_pem(read("security.tls_cert", &files.cert)?, read("security.tls_key", &files.key)?);
+        tls = tls.identity(identity);
+    }
+    Ok(Some(tls))
 }
 
 /// How this node names itself to others: `cluster.advertise`, else the
@@ -317,19 +364,6 @@ async fn listing_loop(queues: Arc<Queues>, interval: Duration, stop: Cancellatio
         }
     })
     .await;
-}
-
-/// Accepted connections, with Nagle's algorithm off: a small response must
-/// not wait for the client's delayed acknowledgement.
-fn incoming(
-    listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> + Send + 'static {
-    use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|accepted| {
-        let stream = accepted?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
 }
 
 /// The most requests one client connection carries at once (HTTP/2

@@ -16,5 +16,6 @@ mod security;
 mod services;
 mod support;
 mod telemetry;
+mod tls;
 mod validation;
 mod worker;

@@ -62,7 +62,21 @@ impl TestServer {
 
     /// A server whose engines read time from `clock` (a `ManualClock` in tests
     /// of leases, retries and delays).
-    pub(crate) async fn start_timed(backend: Backend, mut config: Config, clock: SharedClock) -> TestServer {
+    pub(crate) async fn start_timed(backend: Backend, config: Config, clock: SharedClock) -> TestServer {
+        TestServer::start_secured(backend, config, clock, None).await
+    }
+
+    /// A server with TLS on (`config.security`), its client connected with `tls`.
+    pub(crate) async fn start_tls(config: Config, tls: tonic::transport::ClientTlsConfig) -> TestServer {
+        TestServer::start_secured(Backend::Embedded, config, Arc::new(SystemClock), Some(tls)).await
+    }
+
+    async fn start_secured(
+        backend: Backend,
+        mut config: Config,
+        clock: SharedClock,
+        tls: Option<tonic::transport::ClientTlsConfig>,
+    ) -> TestServer {
         let home = match backend {
             Backend::Embedded => {
                 let dir = tempfile::tempdir().expect("temporary directory");
@@ -81,7 +95,16 @@ impl TestServer {
         let store = fairway::server::open_store(&config.store_url().unwrap(), &config).await.expect("open the store");
         let server = LocalServer::start(&config, store, clock).await.expect("start the server");
         let (addr, metrics) = (server.addr, server.metrics_addr);
-        let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect");
+        let channel = match tls {
+            None => Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.expect("connect"),
+            Some(tls) => Channel::from_shared(format!("https://{addr}"))
+                .unwrap()
+                .tls_config(tls)
+                .unwrap()
+                .connect()
+                .await
+                .expect("connect over TLS"),
+        };
         let client = MatchingClient::new(channel.clone());
         TestServer { client, addr, metrics, channel, server, home }
     }
