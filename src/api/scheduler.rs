@@ -17,10 +17,11 @@ use crate::core::visits::{VisitResult, VisitStatus};
 use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
-use crate::visits::{ListedReport, Scheduler, SchedulerError, Visit, queue_name, visit_type_of};
+use crate::visits::{
+    ListedReport, Scheduler, SchedulerConfig, SchedulerError, Visit, origin_url, queue_name, visit_type_of,
+};
 
-/// The longest origin URL, in bytes.
-pub const MAX_URL_BYTES: usize = 2048;
+pub use crate::visits::origin_url::MAX_URL_BYTES;
 /// The longest lister name, in bytes.
 pub const MAX_LISTER_BYTES: usize = 256;
 /// The longest extra loader arguments, in bytes.
@@ -44,6 +45,12 @@ fn origin_url(field: &str, url: &str) -> Result<(), Status> {
         return Err(invalid(field, format!("is {} bytes long; it must be 1 to {MAX_URL_BYTES}", url.len())));
     }
     Ok(())
+}
+
+/// An origin URL to record for `lister`: as [`origin_url`], of an allowed
+/// scheme with a host, on the lister's allow-list if it has one.
+fn recorded_url(field: &str, url: &str, lister: &str, config: &SchedulerConfig) -> Result<(), Status> {
+    origin_url::check(field, url, lister, &config.origin_schemes, &config.origin_hosts).map_err(status::invalid)
 }
 
 /// A visit type names a queue `visits.<type>`.
@@ -163,11 +170,15 @@ impl scheduler_server::Scheduler for SchedulerService {
         let request = request.into_inner();
         lister_name("lister", &request.lister)?;
         validate::batch_len("origins", request.origins.len(), &self.limits).map_err(status::invalid)?;
+        let config = self.scheduler.config();
         let reports = request
             .origins
             .into_iter()
             .enumerate()
-            .map(|(i, origin)| listed_report(&format!("origins[{i}]"), origin))
+            .map(|(i, origin)| {
+                recorded_url(&format!("origins[{i}].url"), &origin.url, &request.lister, config)?;
+                listed_report(&format!("origins[{i}]"), origin)
+            })
             .collect::<Result<Vec<_>, Status>>()?;
         let now = self.clock.now_ms();
         let new = self.scheduler.record_origins(&request.lister, &reports, now).await.map_err(status::from_store)?;
@@ -190,7 +201,7 @@ impl scheduler_server::Scheduler for SchedulerService {
         request: Request<pb::RequestVisitRequest>,
     ) -> Result<Response<pb::RequestVisitResponse>, Status> {
         let request = request.into_inner();
-        origin_url("url", &request.url)?;
+        recorded_url("url", &request.url, SAVE_CODE_NOW_LISTER, self.scheduler.config())?;
         visit_type("visit_type", &request.visit_type)?;
         let now = self.clock.now_ms();
         let state = match self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)? {

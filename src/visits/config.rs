@@ -78,6 +78,12 @@ pub struct SchedulerConfig {
     /// never_visited_oldest_update_first = 49`. A visit type not listed
     /// takes the defaults of [`default_policies`].
     pub policies: BTreeMap<String, BTreeMap<Policy, f64>>,
+    /// The URL schemes of the origins the scheduler records (loader workers
+    /// fetch them).
+    pub origin_schemes: Vec<String>,
+    /// Per lister, the hosts its origins may be on: names, or `*.suffix`
+    /// for the hosts under a domain; a lister not listed may record any host.
+    pub origin_hosts: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for SchedulerConfig {
@@ -96,6 +102,8 @@ impl Default for SchedulerConfig {
             save_code_now_priority: 1,
             cooldowns: Cooldowns::default(),
             policies: BTreeMap::new(),
+            origin_schemes: super::origin_url::default_schemes(),
+            origin_hosts: BTreeMap::new(),
         }
     }
 }
@@ -136,6 +144,22 @@ impl SchedulerConfig {
         let fail = |key: &str, message: String| Err(ValidationError::new(format!("scheduler.{key}"), message));
         if self.queue_length == 0 || self.queue_length > 1_000_000 {
             return fail("queue_length", format!("is {}; it must be 1 to 1000000", self.queue_length));
+        }
+        let scheme_ok =
+            |s: &String| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b));
+        if self.origin_schemes.is_empty() || !self.origin_schemes.iter().all(scheme_ok) {
+            return fail(
+                "origin_schemes",
+                format!("is {:?}; it must name URL schemes, one at least", self.origin_schemes),
+            );
+        }
+        for (lister, hosts) in &self.origin_hosts {
+            if hosts.iter().any(|h| h.is_empty() || h.contains(['/', ':', ' '])) {
+                return fail(
+                    &format!("origin_hosts.{lister:?}"),
+                    format!("is {hosts:?}; each must be a host or *.domain"),
+                );
+            }
         }
         if self.round_interval.is_zero() || self.idle_interval.is_zero() {
             return fail("round_interval", "round_interval and idle_interval must be above zero".into());
@@ -189,6 +213,8 @@ mod tests {
         }
         let parsed: Section = toml::from_str(example).expect("the documented example parses");
         assert_eq!(parsed.scheduler.cooldowns, Cooldowns::default());
+        assert_eq!(parsed.scheduler.origin_schemes, super::super::origin_url::default_schemes());
+        assert_eq!(parsed.scheduler.origin_hosts["save-code-now"], ["github.com", "*.gitlab.io"]);
         assert_eq!(parsed.scheduler.policies_for("git"), default_policies("git"));
         assert!(parsed.scheduler.validate().is_ok());
         let mut bad = parsed.scheduler;

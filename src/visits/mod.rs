@@ -12,6 +12,7 @@
 //!    two leaves a queued visit whose outcome is recorded as usual.
 
 pub mod config;
+pub mod origin_url;
 pub mod queue;
 #[cfg(test)]
 mod tests;

@@ -195,7 +195,7 @@ async fn bad_scheduler_requests_name_the_field_and_write_nothing() {
                 lister: "l".into(),
                 origins: vec![
                     listed("https://x.example/a", None),
-                    pb::ListedOrigin { visit_type: "no space".into(), ..listed("u", None) },
+                    pb::ListedOrigin { visit_type: "no space".into(), ..listed("https://x.example/u", None) },
                 ],
             },
             "origins[1].visit_type",
@@ -203,12 +203,19 @@ async fn bad_scheduler_requests_name_the_field_and_write_nothing() {
         (
             pb::RecordOriginsRequest {
                 lister: "l".into(),
-                origins: vec![pb::ListedOrigin { extra_loader_arguments: "[1]".into(), ..listed("u", None) }],
+                origins: vec![pb::ListedOrigin {
+                    extra_loader_arguments: "[1]".into(),
+                    ..listed("https://x.example/u", None)
+                }],
             },
             "origins[0].extra_loader_arguments",
         ),
         (
             pb::RecordOriginsRequest { lister: "l".into(), origins: vec![listed(&"u".repeat(2049), None)] },
+            "origins[0].url",
+        ),
+        (
+            pb::RecordOriginsRequest { lister: "l".into(), origins: vec![listed("file:///etc/passwd", None)] },
             "origins[0].url",
         ),
     ];
