@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tonic::Code;
 
 use super::exclusive;
-use crate::support::{Backend, TestServer, add, poll, spec};
+use crate::support::{Backend, TestServer, add, create, poll, spec};
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cassandra/cassandra.sh")
@@ -75,6 +75,8 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     config.tasks.lease_timeout = Duration::from_secs(3);
     config.tasks.backoff_initial = Duration::from_millis(100);
     let server = TestServer::start_on(Backend::CassandraHeldAlone, config).await;
+    // Before the workers poll it.
+    create(&mut server.client.clone(), "outage", 1).await;
     let observed = Arc::new(Mutex::new(Observed::default()));
     let (changed, mut changes) = watch::channel(());
     let changed = Arc::new(changed);
