@@ -4,6 +4,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
+use super::access::{Rpc, authorize, caller};
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
 use crate::cluster::Peers;
@@ -116,16 +117,20 @@ fn item_error(status: Status) -> pb::AddTaskResult {
 #[tonic::async_trait]
 impl Matching for MatchingService {
     async fn add_task(&self, request: Request<pb::AddTaskRequest>) -> Result<Response<pb::AddTaskResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
+        authorize(&caller, Rpc::AddTask, queue.as_str(), Some(&spec.fairness_key))?;
+        let origin = Router::origin(&caller);
         Ok(Response::new(self.router.add(&queue, spec, origin).await?))
     }
 
     async fn add_tasks(&self, request: Request<pb::AddTasksRequest>) -> Result<Response<pb::AddTasksResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::AddTasks, queue.as_str(), None)?;
         validate::batch_len("tasks", request.tasks.len(), &self.limits).map_err(status::invalid)?;
         let specs: Vec<Result<_, ValidationError>> = request
             .tasks
@@ -138,6 +143,9 @@ impl Matching for MatchingService {
                 Ok(spec) => spec,
                 Err(invalid) => return item_error(status::invalid(invalid)),
             };
+            if let Err(denied) = authorize(&caller, Rpc::AddTasks, queue.as_str(), Some(&spec.fairness_key)) {
+                return item_error(denied);
+            }
             match self.router.add(&queue, spec, Origin::Client).await {
                 Ok(added) => pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added)) },
                 Err(error) => item_error(error),
@@ -148,9 +156,11 @@ impl Matching for MatchingService {
     }
 
     async fn poll_task(&self, request: Request<pb::PollTaskRequest>) -> Result<Response<pb::PollTaskResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
+        authorize(&caller, Rpc::PollTask, queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTaskResponse { task }))
     }
@@ -159,9 +169,11 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::PollTasksRequest>,
     ) -> Result<Response<pb::PollTasksResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
+        authorize(&caller, Rpc::PollTasks, queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
         let room = ResponseRoom {
             max_bytes: self.limits.max_poll_response_bytes,
@@ -175,9 +187,11 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::CompleteTaskRequest>,
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
+        authorize(&caller, Rpc::CompleteTask, token.queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
         // Recorded before the completion, so that a completion never loses
         // its outcome; a completion retried records it again, which changes
@@ -198,9 +212,11 @@ impl Matching for MatchingService {
     }
 
     async fn fail_task(&self, request: Request<pb::FailTaskRequest>) -> Result<Response<pb::FailTaskResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
+        authorize(&caller, Rpc::FailTask, token.queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         validate::failure_message("message", &request.message).map_err(status::invalid)?;
         let retry_after = convert::duration("retry_after", request.retry_after).map_err(status::invalid)?;
         let retry_after = validate::delay("retry_after", retry_after, &self.limits).map_err(status::invalid)?;
@@ -230,9 +246,11 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::HeartbeatTaskRequest>,
     ) -> Result<Response<pb::HeartbeatTaskResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
+        authorize(&caller, Rpc::HeartbeatTask, token.queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
@@ -249,8 +267,10 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::ListDeadLettersRequest>,
     ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::ListDeadLetters, queue.as_str(), None)?;
         let limit = bounded("limit", request.limit, 100, MAX_DEAD_LETTERS_LISTED)?;
         let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
         let dead =
@@ -264,9 +284,11 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::RedriveDeadLettersRequest>,
     ) -> Result<Response<pb::RedriveDeadLettersResponse>, Status> {
-        let origin = self.router.origin(&request)?;
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::RedriveDeadLetters, queue.as_str(), None)?;
+        let origin = Router::origin(&caller);
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
         Ok(Response::new(self.router.redrive(&queue, limit, origin).await?))
     }
@@ -275,8 +297,10 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::CreateQueueRequest>,
     ) -> Result<Response<pb::CreateQueueResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::CreateQueue, queue.as_str(), None)?;
         let partitions = validate::partitions("partitions", request.partitions).map_err(status::invalid)?;
         let matcher = self.queues().create(&queue, partitions).await.map_err(status::from_match)?;
         Ok(Response::new(pb::CreateQueueResponse { partitions: matcher.config().partitions }))
@@ -286,8 +310,10 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::DescribeQueueRequest>,
     ) -> Result<Response<pb::DescribeQueueResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::DescribeQueue, queue.as_str(), None)?;
         if request.top_keys > MAX_TOP_KEYS {
             return Err(status::invalid(ValidationError::new(
                 "top_keys",

@@ -5,6 +5,7 @@
 //! Invariant: every field of a request is validated before any of it is
 //! acted on, so a rejected request leaves nothing behind.
 
+pub mod access;
 pub mod codec;
 mod convert;
 mod matching;
@@ -13,6 +14,7 @@ mod routing;
 pub mod scheduler;
 pub mod status;
 
+pub use access::{Gate, Rpc};
 pub use matching::{CompletionHook, MatchingService};
 pub use routed_visits::RoutedVisits;
 pub use scheduler::{SchedulerService, VisitOutcomes};

@@ -22,7 +22,7 @@ use crate::model::{QueueName, TaskSpec};
 use crate::partition::Redriven;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
-use crate::security::{ClusterKeys, NODE_PROOF};
+use crate::security::{Caller, ClusterKeys, NODE_PROOF};
 
 /// Where a request came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,30 +109,12 @@ impl Router {
         &self.keys
     }
 
-    /// Where `request` came from: a node's forwarded request carries the
-    /// routing metadata and a proof made with the cluster's key; routing
-    /// metadata without it is refused (`PERMISSION_DENIED`), so that a
-    /// client cannot skip the dedup check of a partition, or the recording
-    /// of a visit, by naming a partition itself.
-    pub fn origin<T>(&self, request: &Request<T>) -> Result<Origin, Status> {
-        let metadata = request.metadata();
-        let partition = metadata.get(FORWARDED_PARTITION);
-        if partition.is_none() && !metadata.contains_key(FORWARDED) {
-            return Ok(Origin::Client);
-        }
-        let subject = partition.map_or(Some(""), |p| p.to_str().ok()).unwrap_or("?");
-        let proof = metadata.get(NODE_PROOF).and_then(|p| p.to_str().ok()).unwrap_or("");
-        if !self.keys.node_proof_matches(subject, proof) {
-            return Err(Status::permission_denied(format!(
-                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF}"
-            )));
-        }
-        match partition {
-            None => Ok(Origin::Forwarded(None)),
-            Some(_) => subject
-                .parse()
-                .map(|p| Origin::Forwarded(Some(p)))
-                .map_err(|_| Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))),
+    /// Where a request of `caller` came from: a node's forwarded requests
+    /// passed [`super::access::Gate`] with their proof.
+    pub fn origin(caller: &Caller) -> Origin {
+        match caller {
+            Caller::Node(partition) => Origin::Forwarded(*partition),
+            Caller::Anyone | Caller::Principal(_) => Origin::Client,
         }
     }
 

@@ -9,6 +9,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::RoutedVisits;
+use super::access::{Rpc, authorize, caller, lister_resource};
 use super::matching::CompletionHook;
 use super::routing::Origin;
 use super::{convert, status};
@@ -167,8 +168,10 @@ impl scheduler_server::Scheduler for SchedulerService {
         &self,
         request: Request<pb::RecordOriginsRequest>,
     ) -> Result<Response<pb::RecordOriginsResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         lister_name("lister", &request.lister)?;
+        authorize(&caller, Rpc::RecordOrigins, &lister_resource(&request.lister), None)?;
         validate::batch_len("origins", request.origins.len(), &self.limits).map_err(status::invalid)?;
         let config = self.scheduler.config();
         let reports = request
@@ -189,8 +192,10 @@ impl scheduler_server::Scheduler for SchedulerService {
         &self,
         request: Request<pb::FinishListingRequest>,
     ) -> Result<Response<pb::FinishListingResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         lister_name("lister", &request.lister)?;
+        authorize(&caller, Rpc::FinishListing, &lister_resource(&request.lister), None)?;
         let now = self.clock.now_ms();
         self.scheduler.finish_listing(&request.lister, now).await.map_err(status::from_store)?;
         Ok(Response::new(pb::FinishListingResponse {}))
@@ -200,9 +205,11 @@ impl scheduler_server::Scheduler for SchedulerService {
         &self,
         request: Request<pb::RequestVisitRequest>,
     ) -> Result<Response<pb::RequestVisitResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         recorded_url("url", &request.url, SAVE_CODE_NOW_LISTER, self.scheduler.config())?;
         visit_type("visit_type", &request.visit_type)?;
+        authorize(&caller, Rpc::RequestVisit, &queue_name(&request.visit_type), None)?;
         let now = self.clock.now_ms();
         let state = match self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)? {
             Some(state) => state,
@@ -240,9 +247,11 @@ impl scheduler_server::Scheduler for SchedulerService {
         &self,
         request: Request<pb::GetVisitStatsRequest>,
     ) -> Result<Response<pb::GetVisitStatsResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         origin_url("url", &request.url)?;
         visit_type("visit_type", &request.visit_type)?;
+        authorize(&caller, Rpc::GetVisitStats, &queue_name(&request.visit_type), None)?;
         let state = self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)?;
         let stats = state.map(|state| {
             let (origin, stats) = (state.origin, state.stats);
@@ -274,8 +283,10 @@ impl scheduler_server::Scheduler for SchedulerService {
     }
 
     async fn run_round(&self, request: Request<pb::RunRoundRequest>) -> Result<Response<pb::RunRoundResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         visit_type("visit_type", &request.visit_type)?;
+        authorize(&caller, Rpc::RunRound, &queue_name(&request.visit_type), None)?;
         let report = self.scheduler.run_round(&request.visit_type, &self.visits, self.clock.now_ms()).await.map_err(
             |e| match e {
                 SchedulerError::Store(e) => status::from_store(e),
@@ -294,8 +305,10 @@ impl scheduler_server::Scheduler for SchedulerService {
         &self,
         request: Request<pb::GetListerMetricsRequest>,
     ) -> Result<Response<pb::GetListerMetricsResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         lister_name("lister", &request.lister)?;
+        authorize(&caller, Rpc::GetListerMetrics, &lister_resource(&request.lister), None)?;
         let store = self.scheduler.store();
         let metrics = store.metrics(&request.lister).await.map_err(status::from_store)?;
         let listers = store.listers().await.map_err(status::from_store)?;

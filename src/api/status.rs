@@ -13,6 +13,8 @@
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
 //! | the queue was never created | `NOT_FOUND` | no |
 //! | creating a queue would pass `matcher.max_queues` or `matcher.max_partitions` | `RESOURCE_EXHAUSTED` | no |
+//! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
+//! | the caller lacks the permission, or adds under another tenant's fairness key | `PERMISSION_DENIED` | no |
 
 use tonic::{Code, Status};
 
@@ -20,6 +22,7 @@ use crate::core::engine::LeaseError;
 use crate::matcher::MatchError;
 use crate::model::ValidationError;
 use crate::partition::PartitionError;
+use crate::security::{AuthError, Denied};
 use crate::store::StoreError;
 use crate::visits::VisitQueueError;
 
@@ -29,6 +32,16 @@ pub const MAYBE_APPLIED: &str = "fairway-maybe-applied";
 /// `INVALID_ARGUMENT`, with the field at fault and its rule.
 pub fn invalid(error: ValidationError) -> Status {
     Status::invalid_argument(error.to_string())
+}
+
+/// `UNAUTHENTICATED`, saying what was wrong with the credentials.
+pub fn unauthenticated(error: AuthError) -> Status {
+    Status::unauthenticated(error.to_string())
+}
+
+/// `PERMISSION_DENIED`, naming the permission or the fairness key refused.
+pub fn denied(denied: Denied) -> Status {
+    Status::permission_denied(denied.to_string())
 }
 
 /// The status of a matcher's error, as the table of [`crate::api::status`] maps it.

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use fairway::config::duration_serde;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
+use fairway::security::{AuthChannel, BearerToken};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 #[derive(Args, Debug)]
@@ -24,11 +25,20 @@ pub(super) struct ServerArg {
     /// The private key of `--tls-cert` (PEM).
     #[arg(long, env = "FAIRWAY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// An API key or a JWT, sent as `authorization: Bearer <token>`.
+    #[arg(long, env = "FAIRWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 impl ServerArg {
-    /// A channel to the server, over TLS when a CA is given.
-    pub(super) async fn channel(&self) -> anyhow::Result<Channel> {
+    /// A channel to the server, over TLS when a CA is given, sending the
+    /// token when one is given.
+    pub(super) async fn channel(&self) -> anyhow::Result<AuthChannel> {
+        let token = BearerToken::new(self.token.as_deref()).map_err(|e| anyhow::anyhow!("--token: {e}"))?;
+        Ok(token.on(self.plain_channel().await?))
+    }
+
+    async fn plain_channel(&self) -> anyhow::Result<Channel> {
         let mut endpoint = Endpoint::from_shared(self.server.clone())
             .with_context(|| format!("--server {:?} is not a URL", self.server))?;
         if let Some(ca) = &self.tls_ca {
@@ -155,7 +165,7 @@ pub(super) enum QueueCommand {
     },
 }
 
-async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<Channel>> {
+async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<AuthChannel>> {
     let client = MatchingClient::new(server.channel().await?);
     Ok(client.max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
 }

@@ -1,5 +1,6 @@
 //! Command-line interface. `anyhow` lives here and nowhere else.
 
+mod auth;
 mod bench;
 mod chaos;
 mod client;
@@ -54,6 +55,9 @@ enum Command {
     /// and a checker of what clients saw.
     #[command(subcommand)]
     Chaos(chaos::ChaosCommand),
+    /// Credentials: API keys for `[[security.principals]]`.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
 }
 
 pub(crate) fn main() -> ExitCode {
@@ -61,7 +65,10 @@ pub(crate) fn main() -> ExitCode {
     // Short commands that print: a closed pipe ends them. Not the long-lived
     // ones, which write to sockets of servers that may die (a chaos run kills
     // them on purpose): SIGPIPE would kill the client with them.
-    if matches!(cli.command, Command::Task(_) | Command::Queue(_) | Command::Origin(_) | Command::Schema(_)) {
+    if matches!(
+        cli.command,
+        Command::Task(_) | Command::Queue(_) | Command::Origin(_) | Command::Schema(_) | Command::Auth(_)
+    ) {
         exit_quietly_on_closed_pipe();
     }
     if !matches!(cli.command, Command::Serve(_)) {
@@ -87,6 +94,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Simulate(args) => simulate::run(args).await,
             Command::Chaos(command) => chaos::run(command).await,
+            Command::Auth(command) => auth::run(command),
         }
     });
     match result {

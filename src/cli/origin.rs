@@ -68,7 +68,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", error.code(), error.message())
 }
 
-async fn connect(server: &ServerArg) -> anyhow::Result<SchedulerClient<tonic::transport::Channel>> {
+async fn connect(server: &ServerArg) -> anyhow::Result<SchedulerClient<fairway::security::AuthChannel>> {
     Ok(SchedulerClient::new(server.channel().await?))
 }
 

@@ -28,7 +28,7 @@ use fairway::proto::v1::matching_client::MatchingClient;
 
 use super::client::ServerArg;
 
-type Client = MatchingClient<tonic::transport::Channel>;
+type Client = MatchingClient<fairway::security::AuthChannel>;
 
 /// How often a worker asks again for a queue that does not exist yet.
 const QUEUE_MISSING_RETRY: Duration = Duration::from_secs(5);

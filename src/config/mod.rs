@@ -41,8 +41,15 @@ fn current_section(name: String) -> String {
 }
 
 /// Environment variables of the CLI itself, not config keys.
-const NOT_CONFIG_KEYS: &[&str] =
-    &["FAIRWAY_CONFIG", "FAIRWAY_SERVER", "FAIRWAY_LOG", "FAIRWAY_TLS_CA", "FAIRWAY_TLS_CERT", "FAIRWAY_TLS_KEY"];
+const NOT_CONFIG_KEYS: &[&str] = &[
+    "FAIRWAY_CONFIG",
+    "FAIRWAY_SERVER",
+    "FAIRWAY_LOG",
+    "FAIRWAY_TLS_CA",
+    "FAIRWAY_TLS_CERT",
+    "FAIRWAY_TLS_KEY",
+    "FAIRWAY_TOKEN",
+];
 
 /// A node's whole configuration: the defaults, the file, the environment and
 /// the flags, merged.

@@ -74,13 +74,7 @@ impl MatcherConfig {
     pub fn validate(&self) -> Result<(), ValidationError> {
         validate::partitions("matcher.partitions_per_queue", self.partitions_per_queue)?;
         for (i, pattern) in self.create_on_add.iter().enumerate() {
-            let name = pattern.strip_suffix('*').unwrap_or(pattern);
-            if name.contains('*') || (name.is_empty() && pattern != "*") {
-                return Err(ValidationError::new(
-                    format!("matcher.create_on_add[{i}]"),
-                    format!("is {pattern:?}; it must be a queue name, or a prefix followed by one '*'"),
-                ));
-            }
+            crate::model::pattern::check(&format!("matcher.create_on_add[{i}]"), pattern)?;
         }
         if self.max_queues == 0 {
             return Err(ValidationError::new("matcher.max_queues", "must be at least 1"));
@@ -96,9 +90,6 @@ impl MatcherConfig {
 
     /// Whether an add may create queue `name` (see [`MatcherConfig::create_on_add`]).
     pub fn creates_on_add(&self, name: &crate::model::QueueName) -> bool {
-        self.create_on_add.iter().any(|pattern| match pattern.strip_suffix('*') {
-            Some(prefix) => name.as_str().starts_with(prefix),
-            None => name.as_str() == pattern,
-        })
+        self.create_on_add.iter().any(|pattern| crate::model::pattern::matches(pattern, name.as_str()))
     }
 }

@@ -5,6 +5,7 @@
 //! limits of [`Limits`]; deeper layers rely on that and do not check again.
 
 mod level;
+pub mod pattern;
 mod priority;
 mod task;
 pub mod validate;

@@ -73,30 +73,17 @@ fn tag(key: &[u8; 32], message: &str) -> String {
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(message.as_bytes());
     let bytes = mac.finalize().into_bytes();
-    bytes[..TAG_BYTES].iter().map(|b| format!("{b:02x}")).collect()
+    super::hex::encode(&bytes[..TAG_BYTES])
 }
 
 fn matches(key: &[u8; 32], message: &str, tag: &str) -> bool {
-    let Some(bytes) = from_hex(tag) else { return false };
+    let Some(bytes) = super::hex::decode(tag) else { return false };
     if bytes.len() != TAG_BYTES {
         return false;
     }
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(message.as_bytes());
     mac.verify_truncated_left(&bytes).is_ok()
-}
-
-/// Lower-case hex only: one spelling per tag.
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    text.as_bytes().chunks(2).map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
 }
 
 #[cfg(test)]

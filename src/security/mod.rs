@@ -1,12 +1,22 @@
 //! What keeps one client from acting as another, or as a node: keys derived
 //! from the cluster's secret (lease tokens only their issuer's cluster can
-//! make, and proofs that a request comes from a node), and TLS on the gRPC
-//! port. See `docs/security.md`.
+//! make, and proofs that a request comes from a node), TLS on the gRPC port,
+//! authentication of principals (API keys, JWTs, client certificates) and
+//! the roles granted to them. See `docs/security.md`.
 
+mod access;
+mod authn;
+mod bearer;
 mod config;
+mod hex;
+mod jwt;
 mod keys;
 mod tls;
 
-pub use config::SecurityConfig;
+pub use access::{Caller, Denied, Grant, Permission, Principal, Role};
+pub use authn::{API_KEY_PREFIX, AuthError, Authenticator, api_key_hash, new_api_key};
+pub use bearer::{AuthChannel, BearerToken};
+pub use config::{PrincipalConfig, SecurityConfig};
+pub use jwt::{JwtError, JwtVerifier};
 pub use keys::{ClusterKeys, NODE_PROOF};
 pub use tls::{ServerTls, TlsError, TlsFiles};

@@ -27,16 +27,17 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-use crate::api::{MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
+use crate::api::{Gate, MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
-use crate::security::{ClusterKeys, SecurityConfig, ServerTls, TlsError};
+use crate::security::{Authenticator, ClusterKeys, JwtError, SecurityConfig, ServerTls, TlsError};
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
 use crate::store::{SECRET_BYTES, Store, StoreError, Stores};
@@ -74,6 +75,21 @@ pub enum ServeError {
     /// The TLS files cannot be served.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The JWKS file cannot be read.
+    #[error(transparent)]
+    Jwks(#[from] JwtError),
+    /// Listening beyond loopback without TLS or without authentication,
+    /// and `security.allow_insecure` is not set.
+    #[error(
+        "refusing to serve on {address} without {missing}: set security.tls_cert and security.tls_key, and \
+         [[security.principals]] (docs/security.md), or security.allow_insecure = true to run open anyway"
+    )]
+    Insecure {
+        /// The address listened on.
+        address: std::net::SocketAddr,
+        /// What is missing.
+        missing: &'static str,
+    },
 }
 
 /// The sockets a node serves on.
@@ -139,8 +155,11 @@ pub async fn serve(
         None => None,
     };
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
+    check_exposure(&listener, &config.security)?;
     let keys = cluster_keys(store.as_ref()).await?;
     let tls = config.security.tls_files().map(ServerTls::load).transpose()?.map(Arc::new);
+    let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
+    let gate = Gate::new(authenticator.clone(), keys.clone(), clock.clone());
     let peers = Peers::new(peer_tls(&config.security)?);
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
@@ -155,8 +174,14 @@ pub async fn serve(
         clock: clock.clone(),
         limits: config.limits.clone(),
     };
-    let matching = MatchingServer::new(matching_service).max_decoding_message_size(config.limits.max_request_bytes);
-    let scheduling = SchedulerServer::new(scheduler_service).max_decoding_message_size(config.limits.max_request_bytes);
+    let matching = InterceptedService::new(
+        MatchingServer::new(matching_service).max_decoding_message_size(config.limits.max_request_bytes),
+        gate.clone(),
+    );
+    let scheduling = InterceptedService::new(
+        SchedulerServer::new(scheduler_service).max_decoding_message_size(config.limits.max_request_bytes),
+        gate,
+    );
     let stop_rounds = CancellationToken::new();
     let rounds = config.scheduler.rounds.then(|| {
         let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
@@ -170,8 +195,10 @@ pub async fn serve(
         .build_v1()?;
     let exports = Exports::start(queues.clone(), metrics, otlp);
     let stop_reloads = CancellationToken::new();
-    if let Some(tls) = &tls {
-        tokio::spawn(reload_tls(tls.clone(), config.security.tls_reload_interval, stop_reloads.clone()));
+    let jwks = authenticator.filter(|a| a.jwt().is_some());
+    if tls.is_some() || jwks.is_some() {
+        let interval = config.security.tls_reload_interval;
+        tokio::spawn(reload_security_files(tls.clone(), jwks, interval, stop_reloads.clone()));
     }
 
     let stop_queues = queues.clone();
@@ -226,16 +253,51 @@ async fn cluster_keys(store: &dyn Store) -> Result<ClusterKeys, ServeError> {
     Ok(ClusterKeys::from_secret(&secret))
 }
 
-/// Reads the TLS files again every `interval`, until `stop`.
-async fn reload_tls(tls: Arc<ServerTls>, interval: Duration, stop: CancellationToken) {
+/// Reads the TLS files and the JWKS file again every `interval`, until `stop`.
+async fn reload_security_files(
+    tls: Option<Arc<ServerTls>>,
+    jwks: Option<Arc<Authenticator>>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     every(interval, stop, || async {
-        match tls.reload() {
-            Ok(true) => tracing::info!("TLS files changed: new connections get them"),
-            Ok(false) => {}
-            Err(error) => tracing::warn!(%error, "TLS files cannot be served; keeping the last good ones"),
+        match tls.as_ref().map(|tls| tls.reload()) {
+            Some(Ok(true)) => tracing::info!("TLS files changed: new connections get them"),
+            Some(Err(error)) => tracing::warn!(%error, "TLS files cannot be served; keeping the last good ones"),
+            Some(Ok(false)) | None => {}
+        }
+        match jwks.as_ref().and_then(|a| a.jwt()).map(|jwt| jwt.reload()) {
+            Some(Ok(true)) => tracing::info!("the JWKS file changed: its keys check JWTs from now on"),
+            Some(Err(error)) => tracing::warn!(%error, "the JWKS file cannot be read; keeping the last good keys"),
+            Some(Ok(false)) | None => {}
         }
     })
     .await;
+}
+
+/// Refuses to serve beyond loopback without TLS and authentication, unless
+/// `security.allow_insecure` says so (then warns).
+fn check_exposure(listener: &TcpListener, security: &SecurityConfig) -> Result<(), ServeError> {
+    let address = listener.local_addr()?;
+    let missing = match (security.tls_files().is_some(), security.authenticates()) {
+        (true, true) => return Ok(()),
+        (false, true) => "TLS",
+        (true, false) => "authentication",
+        (false, false) => "TLS and authentication",
+    };
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    if !security.allow_insecure {
+        return Err(ServeError::Insecure { address, missing });
+    }
+    tracing::warn!(
+        %address,
+        "SERVING WITHOUT {} ON A NON-LOOPBACK ADDRESS (security.allow_insecure = true): \
+         anyone who reaches {address} can read, add, take and delete tasks",
+        missing.to_uppercase()
+    );
+    Ok(())
 }
 
 /// How this node calls the others when they serve TLS: trusting

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per concern. Servers run on port 0
 //! over real gRPC; process tests run the real `fairway` binary.
 
+mod auth;
 mod cassandra;
 mod chaos;
 mod conformance_embedded;
@@ -10,6 +11,7 @@ mod forwarding;
 mod grpc_fairness;
 mod keeper;
 mod leases;
+mod pki;
 mod polling;
 mod scheduler;
 mod security;

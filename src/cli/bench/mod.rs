@@ -13,6 +13,7 @@ mod held;
 pub(super) mod latency;
 mod load;
 pub(super) mod report;
+mod secure;
 mod server;
 mod throughput;
 
@@ -65,6 +66,10 @@ pub(super) struct Common {
     /// or another build (an older one, to compare side by side).
     #[arg(long)]
     server_binary: Option<PathBuf>,
+    /// Serve TLS and authenticate every request by API key (certificates
+    /// and key made for the run), to measure what they cost.
+    #[arg(long)]
+    secure: bool,
 }
 
 #[derive(Args, Debug)]
@@ -153,6 +158,8 @@ pub(super) struct BenchStore {
     cassandra: Option<String>,
     /// The binary the runs' servers run (`--server-binary`).
     server_binary: PathBuf,
+    /// TLS and an API key, with `--secure`.
+    security: Option<std::sync::Arc<secure::BenchSecurity>>,
 }
 
 impl BenchStore {
@@ -164,8 +171,9 @@ impl BenchStore {
             }
             None => std::env::current_exe().context("the path of this binary")?,
         };
+        let security = common.secure.then(secure::BenchSecurity::new).transpose()?.map(std::sync::Arc::new);
         let Some(url) = &common.store else {
-            return Ok(BenchStore { cassandra: None, server_binary });
+            return Ok(BenchStore { cassandra: None, server_binary, security });
         };
         let parsed: StoreUrl = url.parse().map_err(|e: String| anyhow::anyhow!("--store: {e}"))?;
         let StoreUrl::Cassandra { contact_point, keyspace } = &parsed else {
@@ -174,7 +182,7 @@ impl BenchStore {
         let config = Config::default();
         let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
         apply_schema(&session, keyspace, &config.cassandra.replication).await?;
-        Ok(BenchStore { cassandra: Some(url.clone()), server_binary })
+        Ok(BenchStore { cassandra: Some(url.clone()), server_binary, security })
     }
 
     /// A store URL for one server: the Cassandra keyspace, or a new

@@ -14,12 +14,15 @@ use fairway::proto::v1 as pb;
 use super::BenchStore;
 use crate::cli::serve::spawn_server;
 use fairway::proto::v1::matching_client::MatchingClient;
+use fairway::security::{AuthChannel, BearerToken};
 
-pub(super) type Client = MatchingClient<tonic::transport::Channel>;
+pub(super) type Client = MatchingClient<AuthChannel>;
 
 /// A running server; killed when dropped, stopped in order by [`BenchServer::stop`].
 pub(super) struct BenchServer {
     child: Child,
+    /// How clients reach it: over TLS with a key (`--secure`), or plain.
+    security: Option<std::sync::Arc<super::secure::BenchSecurity>>,
     pub addr: String,
     /// The config file and the log.
     dir: tempfile::TempDir,
@@ -30,11 +33,15 @@ pub(super) struct BenchServer {
 impl BenchServer {
     /// Starts `fairway serve` on the run's store with `config` (TOML,
     /// without `listen` and `store`) and waits until it listens.
-    pub(super) fn start(store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
-        let exe = store.server_binary.clone();
-        let (store, store_dir) = store.for_run()?;
+    pub(super) fn start(bench_store: &BenchStore, config: &str) -> anyhow::Result<BenchServer> {
+        let exe = bench_store.server_binary.clone();
+        let (store, store_dir) = bench_store.for_run()?;
         let dir = tempfile::tempdir().context("a temporary directory for the server's config")?;
         let config_path = dir.path().join("fairway.toml");
+        let config = match &bench_store.security {
+            Some(security) => format!("{config}{}", security.server_config()),
+            None => config.to_owned(),
+        };
         std::fs::write(&config_path, config).context("write the server's config")?;
         let log_path = dir.path().join("server.log");
         let log = std::fs::File::create(&log_path).context("create the server's log")?;
@@ -42,11 +49,14 @@ impl BenchServer {
         command.args(["serve", "--listen", "127.0.0.1:0", "--store", &store, "--config"]).arg(&config_path);
         let (child, addr) = spawn_server(command.env("FAIRWAY_LOG", "warn"), log)
             .map_err(|e| anyhow::anyhow!("{e}: {}", tail(&log_path)))?;
-        Ok(BenchServer { addr, child, dir, _store_dir: store_dir })
+        Ok(BenchServer { addr, child, security: bench_store.security.clone(), dir, _store_dir: store_dir })
     }
 
     pub(super) async fn client(&self) -> anyhow::Result<Client> {
-        connect(&self.addr).await
+        match &self.security {
+            Some(security) => Ok(client_on(security.connect(&self.addr).await?)),
+            None => connect(&self.addr).await,
+        }
     }
 
     /// The server's resident memory now and at its peak, in bytes (Linux).
@@ -90,7 +100,11 @@ pub(super) async fn connect(server: &str) -> anyhow::Result<Client> {
         .connect()
         .await
         .with_context(|| format!("cannot reach {server}"))?;
-    Ok(MatchingClient::new(channel).max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
+    Ok(client_on(BearerToken::default().on(channel)))
+}
+
+fn client_on(channel: AuthChannel) -> Client {
+    MatchingClient::new(channel).max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES)
 }
 
 /// Creates `queue` with `partitions` and waits until every partition has an owner.

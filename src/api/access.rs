@@ -1,0 +1,218 @@
+//! The one gate every RPC of both services passes: [`Gate`] says who the
+//! caller is before the request is decoded, and [`authorize`] whether it
+//! may do what the RPC does on the resource it names, from the table of
+//! [`Rpc::permission`]. Admin actions are logged with their caller (target
+//! `fairway::audit`), allowed or not.
+//!
+//! Invariant: a request reaches a handler only with a [`Caller`] in its
+//! extensions; routing metadata is honoured only with a node's proof; a
+//! handler acts only after [`authorize`] said yes.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use tonic::metadata::MetadataMap;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+use super::status;
+use crate::clock::SharedClock;
+use crate::cluster::{FORWARDED, FORWARDED_PARTITION};
+use crate::security::{Authenticator, Caller, ClusterKeys, NODE_PROOF, Permission};
+use crate::server::incoming::ConnInfo;
+
+/// Every RPC of `fairway.v1.Matching` and `fairway.v1.Scheduler`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Rpc {
+    AddTask,
+    AddTasks,
+    PollTask,
+    PollTasks,
+    CompleteTask,
+    FailTask,
+    HeartbeatTask,
+    ListDeadLetters,
+    RedriveDeadLetters,
+    DescribeQueue,
+    CreateQueue,
+    RecordOrigins,
+    FinishListing,
+    RequestVisit,
+    GetVisitStats,
+    GetListerMetrics,
+    RunRound,
+}
+
+impl Rpc {
+    /// Every RPC, for tests that go through them all.
+    pub const ALL: [Rpc; 17] = [
+        Rpc::AddTask,
+        Rpc::AddTasks,
+        Rpc::PollTask,
+        Rpc::PollTasks,
+        Rpc::CompleteTask,
+        Rpc::FailTask,
+        Rpc::HeartbeatTask,
+        Rpc::ListDeadLetters,
+        Rpc::RedriveDeadLetters,
+        Rpc::DescribeQueue,
+        Rpc::CreateQueue,
+        Rpc::RecordOrigins,
+        Rpc::FinishListing,
+        Rpc::RequestVisit,
+        Rpc::GetVisitStats,
+        Rpc::GetListerMetrics,
+        Rpc::RunRound,
+    ];
+
+    /// What the RPC needs on the resource it names (a queue: the queue of
+    /// the request or of its lease token, `visits.<type>` for visits;
+    /// `lister:<name>` for a lister's records and counts).
+    pub fn permission(self) -> Permission {
+        match self {
+            Rpc::AddTask | Rpc::AddTasks | Rpc::RecordOrigins | Rpc::FinishListing | Rpc::RequestVisit => {
+                Permission::Add
+            }
+            Rpc::PollTask | Rpc::PollTasks | Rpc::CompleteTask | Rpc::FailTask | Rpc::HeartbeatTask => Permission::Work,
+            Rpc::ListDeadLetters | Rpc::DescribeQueue | Rpc::GetVisitStats | Rpc::GetListerMetrics => Permission::Read,
+            Rpc::RedriveDeadLetters | Rpc::CreateQueue | Rpc::RunRound => Permission::Admin,
+        }
+    }
+}
+
+/// The resource of a lister's requests.
+pub fn lister_resource(lister: &str) -> String {
+    format!("lister:{lister}")
+}
+
+/// Says who calls: a node (routing metadata with its proof), anyone (no
+/// principal configured), or the principal its credentials name; puts the
+/// [`Caller`] in the request's extensions. Runs before the request's body
+/// is decoded.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    authenticator: Option<Arc<Authenticator>>,
+    keys: ClusterKeys,
+    clock: SharedClock,
+}
+
+impl Gate {
+    /// A gate checking node proofs with `keys` and, when there is an
+    /// `authenticator`, credentials, with JWT expiry read from `clock`.
+    pub fn new(authenticator: Option<Arc<Authenticator>>, keys: ClusterKeys, clock: SharedClock) -> Gate {
+        Gate { authenticator, keys, clock }
+    }
+
+    fn caller(&self, metadata: &MetadataMap, connection: Option<&ConnInfo>) -> Result<Caller, Status> {
+        if let Some(partition) = self.node(metadata)? {
+            return Ok(Caller::Node(partition));
+        }
+        let Some(authenticator) = &self.authenticator else { return Ok(Caller::Anyone) };
+        let bearer =
+            match metadata.get("authorization") {
+                None => None,
+                Some(value) => Some(bearer(value.to_str().ok()).ok_or_else(|| {
+                    Status::unauthenticated("metadata authorization must be `Bearer <API key or JWT>`")
+                })?),
+            };
+        let certificate = connection.and_then(|c| c.client_certificates.as_ref()).and_then(|chain| chain.first());
+        let now = UNIX_EPOCH + Duration::from_millis(self.clock.now_ms().max(0) as u64);
+        let principal = authenticator.authenticate(bearer, certificate, now).map_err(status::unauthenticated)?;
+        Ok(Caller::Principal(principal))
+    }
+
+    /// `Some` for a request a node forwarded (with the partition it names,
+    /// if any); routing metadata without a valid proof is refused
+    /// (`PERMISSION_DENIED`), so that a client cannot skip the dedup check of
+    /// a partition, or the recording of a visit, by naming a partition.
+    fn node(&self, metadata: &MetadataMap) -> Result<Option<Option<u32>>, Status> {
+        let partition = metadata.get(FORWARDED_PARTITION);
+        if partition.is_none() && !metadata.contains_key(FORWARDED) {
+            return Ok(None);
+        }
+        let subject = partition.map_or(Some(""), |p| p.to_str().ok()).unwrap_or("?");
+        let proof = metadata.get(NODE_PROOF).and_then(|p| p.to_str().ok()).unwrap_or("");
+        if !self.keys.node_proof_matches(subject, proof) {
+            return Err(Status::permission_denied(format!(
+                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF}"
+            )));
+        }
+        match partition {
+            None => Ok(Some(None)),
+            Some(_) => subject
+                .parse()
+                .map(|p| Some(Some(p)))
+                .map_err(|_| Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))),
+        }
+    }
+}
+
+/// The token of an `authorization` value `Bearer <token>`.
+fn bearer(value: Option<&str>) -> Option<&str> {
+    let value = value?;
+    let (scheme, token) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+impl Interceptor for Gate {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let caller = self.caller(request.metadata(), request.extensions().get::<ConnInfo>())?;
+        request.extensions_mut().insert(caller);
+        Ok(request)
+    }
+}
+
+/// The caller [`Gate`] found for `request`; a request that did not pass
+/// the gate is refused.
+pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
+    request.extensions().get::<Caller>().cloned().ok_or_else(|| Status::internal("the request did not pass the gate"))
+}
+
+/// Whether `caller` may make `rpc` on `resource` (for an add, with the
+/// task's `fairness_key`): `PERMISSION_DENIED` naming what is missing, if
+/// not. Admin RPCs are logged, allowed or not.
+pub fn authorize(caller: &Caller, rpc: Rpc, resource: &str, fairness_key: Option<&str>) -> Result<(), Status> {
+    let permission = rpc.permission();
+    let decision = caller.may(permission, resource, fairness_key);
+    if permission == Permission::Admin {
+        tracing::info!(
+            target: "fairway::audit",
+            caller = caller.name(),
+            rpc = ?rpc,
+            resource,
+            allowed = decision.is_ok(),
+            "admin action"
+        );
+    }
+    decision.map_err(status::denied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_scheme_carries_a_token() {
+        assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(Some("Basic abc")), None);
+        assert_eq!(bearer(Some("Bearer ")), None);
+        assert_eq!(bearer(Some("Bearerabc")), None);
+        assert_eq!(bearer(None), None);
+    }
+
+    #[test]
+    fn forwarded_metadata_needs_a_node_proof() {
+        let keys = ClusterKeys::random();
+        let gate = Gate::new(None, keys.clone(), Arc::new(crate::clock::SystemClock));
+        let mut metadata = MetadataMap::new();
+        assert!(matches!(gate.caller(&metadata, None), Ok(Caller::Anyone)));
+        metadata.insert(FORWARDED_PARTITION, "3".parse().unwrap());
+        assert_eq!(gate.caller(&metadata, None).unwrap_err().code(), tonic::Code::PermissionDenied);
+        metadata.insert(NODE_PROOF, keys.node_proof("4").parse().unwrap());
+        assert_eq!(gate.caller(&metadata, None).unwrap_err().code(), tonic::Code::PermissionDenied, "another subject");
+        metadata.insert(NODE_PROOF, keys.node_proof("3").parse().unwrap());
+        assert!(matches!(gate.caller(&metadata, None), Ok(Caller::Node(Some(3)))));
+    }
+}

@@ -1,0 +1,410 @@
+//! Authentication and authorization over real gRPC with TLS on: every RPC of
+//! both services refused without credentials; each role allowed exactly its
+//! permission; a tenant-bound producer held to its fairness keys; API keys,
+//! client certificates and JWTs mapped to their principals; a server beyond
+//! loopback refusing to run open; `fairway auth key create` and `--token`.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use fairway::api::Rpc;
+use fairway::config::Config;
+use fairway::proto::v1 as pb;
+use fairway::proto::v1::matching_client::MatchingClient;
+use fairway::proto::v1::scheduler_client::SchedulerClient;
+use fairway::security::{
+    AuthChannel, BearerToken, Grant, Permission, PrincipalConfig, Role, api_key_hash, new_api_key,
+};
+use tonic::transport::{Channel, ClientTlsConfig};
+use tonic::{Code, Status};
+
+use crate::pki::{Authority, client_tls, write};
+use crate::support::{TestServer, spec, wait};
+
+/// The queues the roles are granted on; `other` is on none of them.
+const QUEUE: &str = "jobs.a";
+const LISTER: &str = "github";
+const VISIT_TYPE: &str = "git";
+const URL: &str = "https://github.com/fairway/fairway";
+
+fn grant(role: Role, fairness_prefix: Option<&str>) -> Grant {
+    Grant {
+        role,
+        queues: vec!["jobs.*".into(), "visits.*".into(), "lister:*".into()],
+        fairness_prefix: fairness_prefix.map(str::to_owned),
+    }
+}
+
+fn keyed(name: &str, key: &str, grants: Vec<Grant>) -> PrincipalConfig {
+    PrincipalConfig {
+        name: name.into(),
+        api_key_sha256: vec![api_key_hash(key)],
+        tls_common_name: None,
+        jwt_subject: None,
+        grants,
+    }
+}
+
+/// A config serving TLS with `server`'s pair, written under `dir`.
+fn tls_config(dir: &Path, ca: &Authority, principals: Vec<PrincipalConfig>) -> Config {
+    let pair = ca.sign("server");
+    let mut config = Config::default();
+    config.security.tls_cert = write(dir, "server.crt", &pair.0).display().to_string();
+    config.security.tls_key = write(dir, "server.key", &pair.1).display().to_string();
+    config.security.principals = principals;
+    config
+}
+
+/// Clients of both services over `tls`, sending `token`.
+struct Clients {
+    matching: MatchingClient<AuthChannel>,
+    scheduler: SchedulerClient<AuthChannel>,
+}
+
+async fn clients(server: &TestServer, tls: ClientTlsConfig, token: Option<&str>) -> Clients {
+    let channel = Channel::from_shared(format!("https://{}", server.addr))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect over TLS");
+    let channel = BearerToken::new(token).unwrap().on(channel);
+    Clients { matching: MatchingClient::new(channel.clone()), scheduler: SchedulerClient::new(channel) }
+}
+
+/// Makes `rpc` with a request that passes validation, on [`QUEUE`] (or the
+/// lister, or the visit type), finishing the lease of `lease_token`.
+async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), Status> {
+    let (m, s) = (&mut clients.matching, &mut clients.scheduler);
+    let queue = QUEUE.to_owned();
+    let token = lease_token.to_owned();
+    match rpc {
+        Rpc::AddTask => m.add_task(pb::AddTaskRequest { queue, task: Some(spec("k", 1.0, 3, b"x")) }).await.map(drop),
+        Rpc::AddTasks => {
+            m.add_tasks(pb::AddTasksRequest { queue, tasks: vec![spec("k", 1.0, 3, b"x")] }).await.map(drop)
+        }
+        Rpc::PollTask => {
+            let request =
+                pb::PollTaskRequest { queue, worker_id: "w".into(), max_wait: wait(Duration::from_millis(10)) };
+            m.poll_task(request).await.map(drop)
+        }
+        Rpc::PollTasks => {
+            let max_wait = wait(Duration::from_millis(10));
+            m.poll_tasks(pb::PollTasksRequest { queue, worker_id: "w".into(), max_wait, max_tasks: 1 }).await.map(drop)
+        }
+        Rpc::CompleteTask => {
+            m.complete_task(pb::CompleteTaskRequest { lease_token: token, result: vec![] }).await.map(drop)
+        }
+        Rpc::FailTask => {
+            let request = pb::FailTaskRequest { lease_token: token, retryable: true, ..Default::default() };
+            m.fail_task(request).await.map(drop)
+        }
+        Rpc::HeartbeatTask => m.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token }).await.map(drop),
+        Rpc::ListDeadLetters => m.list_dead_letters(pb::ListDeadLettersRequest { queue, limit: 1 }).await.map(drop),
+        Rpc::RedriveDeadLetters => {
+            m.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue, limit: 1 }).await.map(drop)
+        }
+        Rpc::DescribeQueue => m.describe_queue(pb::DescribeQueueRequest { queue, top_keys: 1 }).await.map(drop),
+        Rpc::CreateQueue => {
+            m.create_queue(pb::CreateQueueRequest { queue: "jobs.created".into(), partitions: 1 }).await.map(drop)
+        }
+        Rpc::RecordOrigins => {
+            let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
+            s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)
+        }
+        Rpc::FinishListing => s.finish_listing(pb::FinishListingRequest { lister: LISTER.into() }).await.map(drop),
+        Rpc::RequestVisit => {
+            s.request_visit(pb::RequestVisitRequest { url: URL.into(), visit_type: VISIT_TYPE.into() }).await.map(drop)
+        }
+        Rpc::GetVisitStats => s
+            .get_visit_stats(pb::GetVisitStatsRequest { url: URL.into(), visit_type: VISIT_TYPE.into() })
+            .await
+            .map(drop),
+        Rpc::GetListerMetrics => {
+            s.get_lister_metrics(pb::GetListerMetricsRequest { lister: LISTER.into() }).await.map(drop)
+        }
+        Rpc::RunRound => s.run_round(pb::RunRoundRequest { visit_type: VISIT_TYPE.into() }).await.map(drop),
+    }
+}
+
+/// An admin adds a task to [`QUEUE`] and takes it: its lease token.
+async fn leased_token(admin: &mut Clients) -> String {
+    let added =
+        admin.matching.add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("k", 1.0, 3, b"x")) });
+    added.await.expect("the admin adds");
+    let request =
+        pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "admin".into(), max_wait: wait(Duration::from_secs(5)) };
+    let task = admin.matching.poll_task(request).await.expect("the admin polls").into_inner().task.expect("a task");
+    task.lease_token
+}
+
+#[tokio::test]
+async fn every_rpc_needs_credentials_and_each_role_does_exactly_what_it_may() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let roles = [Role::Admin, Role::Producer, Role::Worker, Role::Reader];
+    let keys: Vec<String> = roles.iter().map(|_| new_api_key()).collect();
+    let principals = roles
+        .iter()
+        .zip(&keys)
+        .map(|(role, key)| keyed(&format!("{role:?}").to_lowercase(), key, vec![grant(*role, None)]));
+    let config = tls_config(dir.path(), &ca, principals.collect());
+    let server = TestServer::start_tls(config, client_tls(&ca, None)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&keys[0])).await;
+    admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+    let token = leased_token(&mut admin).await;
+
+    for credentials in [None, Some(new_api_key()), Some("not.a.jwt".to_owned()), Some(api_key_hash(&keys[0]))] {
+        let mut stranger = clients(&server, client_tls(&ca, None), credentials.as_deref()).await;
+        for rpc in Rpc::ALL {
+            let error = call(&mut stranger, rpc, &token).await.expect_err("served without valid credentials");
+            assert_eq!(error.code(), Code::Unauthenticated, "{rpc:?} with {credentials:?}: {error:?}");
+        }
+    }
+
+    for (role, key) in roles.iter().zip(&keys) {
+        let mut client = clients(&server, client_tls(&ca, None), Some(key)).await;
+        for rpc in Rpc::ALL {
+            let result = call(&mut client, rpc, &token).await;
+            let denied = matches!(&result, Err(e) if e.code() == Code::PermissionDenied);
+            assert_eq!(!denied, role.permits(rpc.permission()), "{role:?} {rpc:?}: {result:?}");
+            if let (true, Err(error)) = (denied, &result) {
+                let wanted = format!("lacks permission \"{}\"", rpc.permission());
+                assert!(error.message().contains(&wanted), "{role:?} {rpc:?}: {}", error.message());
+            }
+        }
+        // Nothing outside the grant's queues, whatever the role.
+        let outside =
+            client.matching.add_task(pb::AddTaskRequest { queue: "other".into(), task: Some(spec("k", 1.0, 3, b"x")) });
+        assert_eq!(outside.await.unwrap_err().code(), Code::PermissionDenied, "{role:?} added outside its queues");
+        let outside = client.matching.describe_queue(pb::DescribeQueueRequest { queue: "other".into(), top_keys: 0 });
+        assert_eq!(outside.await.unwrap_err().code(), Code::PermissionDenied, "{role:?} read outside its queues");
+    }
+    assert!(Rpc::ALL.iter().any(|rpc| rpc.permission() == Permission::Admin));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_tenant_bound_producer_adds_under_its_own_keys_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (acme, admin_key) = (new_api_key(), new_api_key());
+    let principals = vec![
+        keyed("acme", &acme, vec![grant(Role::Producer, Some("acme/"))]),
+        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+    ];
+    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+    admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+    let mut tenant = clients(&server, client_tls(&ca, None), Some(&acme)).await;
+
+    let add = |key: &str| pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 1.0, 3, b"x")) };
+    tenant.matching.add_task(add("acme/repo")).await.expect("its own key");
+    let denied = tenant.matching.add_task(add("globex/repo")).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert!(denied.message().contains("acme/") && denied.message().contains("globex/repo"), "{}", denied.message());
+    let batch = vec![spec("acme/one", 1.0, 3, b"x"), spec("globex/two", 1.0, 3, b"x"), spec("", 1.0, 3, b"x")];
+    let results = tenant.matching.add_tasks(pb::AddTasksRequest { queue: QUEUE.into(), tasks: batch }).await.unwrap();
+    let codes: Vec<Option<i32>> = results
+        .into_inner()
+        .results
+        .into_iter()
+        .map(|r| match r.outcome {
+            Some(pb::add_task_result::Outcome::Error(e)) => Some(e.code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, vec![None, Some(Code::PermissionDenied as i32), Some(Code::PermissionDenied as i32)]);
+
+    let max_wait = wait(Duration::from_secs(1));
+    let polled = admin.matching.poll_tasks(pb::PollTasksRequest {
+        queue: QUEUE.into(),
+        worker_id: "admin".into(),
+        max_wait,
+        max_tasks: 10,
+    });
+    let mut keys: Vec<String> = polled.await.unwrap().into_inner().tasks.into_iter().map(|t| t.fairness_key).collect();
+    keys.sort();
+    assert_eq!(keys, vec!["acme/one", "acme/repo"], "only the tenant's own keys hold tasks");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn client_certificates_map_to_principals_by_common_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let admin_key = new_api_key();
+    let mut loader = keyed("loader", "unused", vec![grant(Role::Worker, None)]);
+    loader.api_key_sha256.clear();
+    loader.tls_common_name = Some("loader-1".into());
+    let mut config =
+        tls_config(dir.path(), &ca, vec![loader, keyed("admin", &admin_key, vec![grant(Role::Admin, None)])]);
+    config.security.tls_client_ca = write(dir.path(), "clients.crt", &ca.pem()).display().to_string();
+    let any_client = ca.sign("any");
+    let server = TestServer::start_tls(config, client_tls(&ca, Some(&any_client))).await;
+    let mut admin = clients(&server, client_tls(&ca, Some(&any_client)), Some(&admin_key)).await;
+    let token = leased_token(&mut {
+        admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+        admin
+    })
+    .await;
+
+    let mut loader = clients(&server, client_tls(&ca, Some(&ca.sign("loader-1"))), None).await;
+    call(&mut loader, Rpc::HeartbeatTask, &token).await.expect("the loader's certificate makes it a worker");
+    assert_eq!(call(&mut loader, Rpc::AddTask, &token).await.unwrap_err().code(), Code::PermissionDenied);
+    let mut stranger = clients(&server, client_tls(&ca, Some(&ca.sign("stranger"))), None).await;
+    let refused = call(&mut stranger, Rpc::HeartbeatTask, &token).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    assert!(refused.message().contains("stranger"), "{}", refused.message());
+    server.stop().await;
+}
+
+/// An ES256 key pair as a JWKS file and a signer.
+struct JwtIssuer {
+    key: rcgen::KeyPair,
+    kid: String,
+}
+
+impl JwtIssuer {
+    fn new(kid: &str) -> JwtIssuer {
+        JwtIssuer { key: rcgen::KeyPair::generate().unwrap(), kid: kid.into() }
+    }
+
+    fn jwks(&self) -> String {
+        let point = self.key.public_key_raw();
+        assert_eq!((point.len(), point[0]), (65, 4), "an uncompressed P-256 point");
+        let (x, y) = (URL_SAFE_NO_PAD.encode(&point[1..33]), URL_SAFE_NO_PAD.encode(&point[33..]));
+        format!(
+            r#"{{"keys": [{{"kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": "{}", "x": "{x}", "y": "{y}"}}]}}"#,
+            self.kid
+        )
+    }
+
+    fn token(&self, subject: &str, audience: &str, expires_in: i64) -> String {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+        let claims =
+            serde_json::json!({"sub": subject, "iss": "https://issuer.test", "aud": audience, "exp": now + expires_in});
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        let key = jsonwebtoken::EncodingKey::from_ec_der(&self.key.serialize_der());
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn jwts_signed_by_the_jwks_for_this_audience_and_not_expired_authenticate_their_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (issuer, impostor) = (JwtIssuer::new("k1"), JwtIssuer::new("k1"));
+    let mut ci = keyed("ci", "unused", vec![grant(Role::Producer, None)]);
+    ci.api_key_sha256.clear();
+    ci.jwt_subject = Some("ci-bot".into());
+    let mut config = tls_config(dir.path(), &ca, vec![ci]);
+    config.security.jwt_jwks = write(dir.path(), "jwks.json", &issuer.jwks()).display().to_string();
+    config.security.jwt_issuer = "https://issuer.test".into();
+    config.security.jwt_audience = "fairway".into();
+    let server = TestServer::start_tls(config, client_tls(&ca, None)).await;
+
+    let add = |token: String| {
+        let server = &server;
+        let ca = &ca;
+        async move {
+            let mut client = clients(server, client_tls(ca, None), Some(&token)).await;
+            call(&mut client, Rpc::AddTask, "").await
+        }
+    };
+    add(issuer.token("ci-bot", "fairway", 300)).await.expect("a valid token");
+    for (what, token) in [
+        ("expired", issuer.token("ci-bot", "fairway", -3600)),
+        ("another audience", issuer.token("ci-bot", "elsewhere", 300)),
+        ("another subject", issuer.token("someone", "fairway", 300)),
+        ("another key, same kid", impostor.token("ci-bot", "fairway", 300)),
+    ] {
+        let refused = add(token).await.expect_err(what);
+        assert_eq!(refused.code(), Code::Unauthenticated, "{what}: {refused:?}");
+    }
+    // The same claims, signed with HMAC over the public key's bytes.
+    let valid = issuer.token("ci-bot", "fairway", 300);
+    let claims = valid.split('.').nth(1).unwrap();
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT","kid":"k1"}"#);
+    let forged = format!("{header}.{claims}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]));
+    assert_eq!(add(forged).await.unwrap_err().code(), Code::Unauthenticated, "an algorithm the key is not for");
+    server.stop().await;
+}
+
+/// Beyond loopback, no TLS or no principals: the server refuses to start,
+/// naming the setting; `security.allow_insecure` lets it run, loudly.
+#[test]
+fn a_server_beyond_loopback_does_not_run_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("embedded:{}", dir.path().join("data").display());
+    let refused = crate::support::fairway_command()
+        .args(["serve", "--listen", "0.0.0.0:0", "--store", &store])
+        .output()
+        .expect("run fairway serve");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("without TLS and authentication") && stderr.contains("security.allow_insecure"),
+        "{stderr}"
+    );
+
+    let open = crate::support::ServerProcess::start_listening(
+        &store,
+        &[("FAIRWAY_SECURITY__ALLOW_INSECURE", "true")],
+        "0.0.0.0:0",
+    );
+    let log = open.terminate();
+    assert!(log.contains("SERVING WITHOUT TLS AND AUTHENTICATION"), "{log}");
+}
+
+/// `fairway auth key create` prints a key and the principal to configure;
+/// the CLI sends it with `--token` (or `FAIRWAY_TOKEN`); without it the
+/// server refuses; admin actions are logged with their principal.
+#[tokio::test]
+async fn a_key_made_by_the_cli_authenticates_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let created = crate::support::fairway_command()
+        .args(["auth", "key", "create", "--name", "ops team", "--role", "admin", "--queues", "jobs.*"])
+        .output()
+        .expect("run fairway auth key create");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let printed = String::from_utf8(created.stdout).unwrap();
+    let key = printed.lines().find(|l| l.starts_with("fwk_")).expect("the key").to_owned();
+    let config = printed.split_once("[[security.principals]]").map(|(_, rest)| rest).expect("the principal");
+    assert!(!config.contains(&key), "the config holds only the hash");
+    let config_path = write(dir.path(), "fairway.toml", &format!("[[security.principals]]{config}"));
+    let store = format!("embedded:{}", dir.path().join("data").display());
+    let server =
+        crate::support::ServerProcess::start_on(&store, &[("FAIRWAY_CONFIG", &config_path.display().to_string())]);
+    let url = format!("http://{}", server.addr);
+    let cli = |args: &[&str], token: Option<&str>| {
+        let mut command = crate::support::fairway_command();
+        command.args(args).args(["--server", &url]);
+        if let Some(token) = token {
+            command.env("FAIRWAY_TOKEN", token);
+        }
+        command.output().expect("run the CLI")
+    };
+    let create = ["queue", "create", "--queue", "jobs.cli"];
+    let anonymous = cli(&create, None);
+    assert!(!anonymous.status.success());
+    assert!(String::from_utf8_lossy(&anonymous.stderr).contains("Unauthenticated"));
+    let with_key = cli(&create, Some(&key));
+    assert!(with_key.status.success(), "{}", String::from_utf8_lossy(&with_key.stderr));
+    let outside = cli(&["queue", "create", "--queue", "other"], Some(&key));
+    assert!(String::from_utf8_lossy(&outside.stderr).contains("PermissionDenied"), "{outside:?}");
+    let log = server.terminate();
+    let audit: Vec<&str> = log.lines().filter(|l| l.contains("admin action")).collect();
+    assert!(
+        audit.iter().any(|l| l.contains("ops team") && l.contains("jobs.cli") && l.contains("allowed=true")),
+        "{log}"
+    );
+    assert!(
+        audit.iter().any(|l| l.contains("ops team") && l.contains("other") && l.contains("allowed=false")),
+        "{log}"
+    );
+}
