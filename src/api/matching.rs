@@ -5,6 +5,7 @@ use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
 use super::access::{Rpc, authorize, caller};
+use super::connection_polls::{ConnectionPolls, connection_of};
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
 use crate::cluster::Peers;
@@ -37,6 +38,7 @@ pub trait CompletionHook: Send + Sync + std::fmt::Debug {
 pub struct MatchingService {
     router: Arc<Router>,
     limits: Limits,
+    polls: Arc<ConnectionPolls>,
     on_completion: Option<Arc<dyn CompletionHook>>,
 }
 
@@ -45,7 +47,8 @@ impl MatchingService {
     /// `limits` and lease tokens and forwarded requests with `keys`, calling
     /// other nodes through `peers`, with no completion hook.
     pub fn new(queues: Arc<Queues>, limits: Limits, keys: ClusterKeys, peers: Peers) -> Self {
-        MatchingService { router: Arc::new(Router::new(queues, keys, peers)), limits, on_completion: None }
+        let polls = Arc::new(ConnectionPolls::new(limits.max_polls_per_connection));
+        MatchingService { router: Arc::new(Router::new(queues, keys, peers)), limits, polls, on_completion: None }
     }
 
     /// Shows each client's completion to `hook` before the task is completed.
@@ -156,10 +159,11 @@ impl Matching for MatchingService {
     }
 
     async fn poll_task(&self, request: Request<pb::PollTaskRequest>) -> Result<Response<pb::PollTaskResponse>, Status> {
-        let caller = caller(&request)?;
+        let (caller, connection) = (caller(&request)?, connection_of(&request));
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTask, queue.as_str(), None)?;
+        let _slot = self.polls.take(connection, &caller)?;
         let origin = Router::origin(&caller);
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTaskResponse { task }))
@@ -169,10 +173,11 @@ impl Matching for MatchingService {
         &self,
         request: Request<pb::PollTasksRequest>,
     ) -> Result<Response<pb::PollTasksResponse>, Status> {
-        let caller = caller(&request)?;
+        let (caller, connection) = (caller(&request)?, connection_of(&request));
         let request = request.into_inner();
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTasks, queue.as_str(), None)?;
+        let _slot = self.polls.take(connection, &caller)?;
         let origin = Router::origin(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
         let room = ResponseRoom {

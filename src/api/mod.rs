@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod codec;
+mod connection_polls;
 mod convert;
 mod matching;
 mod routed_visits;

@@ -197,7 +197,8 @@ impl Router {
     ) -> Result<Option<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         if origin != Origin::Client {
-            return Ok(matcher.poll(wait).await.map(|task| convert::task(task, &self.keys)));
+            let task = matcher.poll(wait).await.map_err(status::from_match)?;
+            return Ok(task.map(|task| convert::task(task, &self.keys)));
         }
         // Partitions take turns at being asked first, here or at their owner:
         // were local partitions always first, a node with many workers would
@@ -218,7 +219,8 @@ impl Router {
             }
         }
         if !matcher.held().is_empty() || others.is_empty() {
-            return Ok(matcher.poll(wait).await.map(|task| convert::task(task, &self.keys)));
+            let task = matcher.poll(wait).await.map_err(status::from_match)?;
+            return Ok(task.map(|task| convert::task(task, &self.keys)));
         }
         let owner = &others[self.next_turn() % others.len()];
         self.forward_poll(owner, queue, wait, worker_id).await

@@ -13,6 +13,7 @@
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
 //! | the queue was never created | `NOT_FOUND` | no |
 //! | creating a queue would pass `matcher.max_queues` or `matcher.max_partitions` | `RESOURCE_EXHAUSTED` | no |
+//! | a poll past `matcher.max_parked_polls` or `limits.max_polls_per_connection` | `RESOURCE_EXHAUSTED` | no |
 //! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
 //! | the caller lacks the permission, or adds under another tenant's fairness key | `PERMISSION_DENIED` | no |
 
@@ -58,7 +59,9 @@ pub fn from_match(error: MatchError) -> Status {
         MatchError::Lease(LeaseError::Stale) => Status::failed_precondition(format!("lease_token: {error}")),
         MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
         MatchError::UnknownQueue(_) => Status::not_found(error.to_string()),
-        MatchError::QueueLimit { .. } => Status::resource_exhausted(error.to_string()),
+        MatchError::QueueLimit { .. } | MatchError::TooManyPolls { .. } => {
+            Status::resource_exhausted(error.to_string())
+        }
     }
 }
 

@@ -86,8 +86,9 @@ pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         };
         let tasks = match polled {
             Ok(polled) => polled.into_inner().tasks,
-            // A worker may start before the queue is created: it waits for it.
-            Err(error) if error.code() == tonic::Code::NotFound => {
+            // A worker may start before the queue is created: it waits for
+            // it. A server with too many polls parked refuses more: wait too.
+            Err(error) if matches!(error.code(), tonic::Code::NotFound | tonic::Code::ResourceExhausted) => {
                 if !told_missing {
                     eprintln!("{}; polling again every {QUEUE_MISSING_RETRY:?}", error.message());
                     told_missing = true;

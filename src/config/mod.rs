@@ -472,6 +472,12 @@ mod tests {
         let k8s = load_text(&block).unwrap();
         assert_eq!(k8s.matcher.partitions_per_queue, 8);
         assert!(!k8s.scheduler.rounds && !systemd.scheduler.rounds, "rounds run on one node, said apart");
+        for shipped in [&k8s, &systemd] {
+            assert!(!shipped.listen.ip().is_loopback());
+            assert!(shipped.security.tls_files().is_some(), "listening beyond loopback needs TLS");
+            assert!(shipped.security.authenticates(), "and principals");
+            assert!(!shipped.security.allow_insecure);
+        }
         assert_eq!(manifest.matches("FAIRWAY_SCHEDULER__ROUNDS").count(), 1, "one StatefulSet runs rounds");
         assert_eq!(
             manifest.matches("kind: StatefulSet").count(),

@@ -52,6 +52,9 @@ pub struct MatcherConfig {
     /// refused (each partition a node holds costs it a few tasks and its
     /// buffer).
     pub max_partitions: u32,
+    /// The most polls of one queue waiting on a node at once; a poll past
+    /// it is refused (`RESOURCE_EXHAUSTED`) rather than parked.
+    pub max_parked_polls: usize,
 }
 
 impl Default for MatcherConfig {
@@ -64,6 +67,7 @@ impl Default for MatcherConfig {
             create_on_add: vec!["*".to_owned()],
             max_queues: 1_000,
             max_partitions: 4_096,
+            max_parked_polls: 10_000,
         }
     }
 }
@@ -75,6 +79,9 @@ impl MatcherConfig {
         validate::partitions("matcher.partitions_per_queue", self.partitions_per_queue)?;
         for (i, pattern) in self.create_on_add.iter().enumerate() {
             crate::model::pattern::check(&format!("matcher.create_on_add[{i}]"), pattern)?;
+        }
+        if self.max_parked_polls == 0 {
+            return Err(ValidationError::new("matcher.max_parked_polls", "must be at least 1"));
         }
         if self.max_queues == 0 {
             return Err(ValidationError::new("matcher.max_queues", "must be at least 1"));

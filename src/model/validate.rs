@@ -47,6 +47,11 @@ pub struct Limits {
     /// that one task of the largest payload always fits; an AddTasks of
     /// many large tasks may have to be split.
     pub max_request_bytes: usize,
+    /// The most polls one client connection may have in progress at once
+    /// (requests forwarded by nodes are not counted); a poll past it is
+    /// refused (`RESOURCE_EXHAUSTED`). A connection carries at most 1024
+    /// requests at once in any case (HTTP/2 streams).
+    pub max_polls_per_connection: usize,
 }
 
 impl Default for Limits {
@@ -59,6 +64,7 @@ impl Default for Limits {
             max_poll_response_bytes: 4 * 1024 * 1024,
             max_delay: Duration::from_secs(30 * 24 * 3600),
             max_request_bytes: 16 * 1024 * 1024,
+            max_polls_per_connection: 512,
         }
     }
 }
@@ -93,6 +99,9 @@ impl Limits {
                     self.max_request_bytes
                 ),
             ));
+        }
+        if !(1..=1024).contains(&self.max_polls_per_connection) {
+            return Err(ValidationError::new("limits.max_polls_per_connection", "must be 1 to 1024"));
         }
         Ok(())
     }

@@ -313,3 +313,76 @@ async fn the_server_starts_with_kubernetes_service_link_variables() {
     assert!(log.contains("FAIRWAY_* variables that name no config key are ignored"), "{log}");
     assert!(log.contains("FAIRWAY_PORT_7070_TCP_ADDR"), "{log}");
 }
+
+/// Parked polls are bounded per connection (`limits.max_polls_per_connection`)
+/// and per queue (`matcher.max_parked_polls`); a poll past a bound is
+/// refused at once, and the server goes on serving the others.
+#[tokio::test]
+async fn parked_polls_are_bounded_per_connection_and_per_queue() {
+    let mut config = fairway::config::Config::default();
+    config.limits.max_polls_per_connection = 3;
+    config.matcher.max_parked_polls = 4;
+    let server = TestServer::start_with(config).await;
+    let mut admin = server.client.clone();
+    crate::support::create(&mut admin, QUEUE, 1).await;
+    crate::support::create(&mut admin, "other", 1).await;
+    let connect = || async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr)).unwrap();
+        fairway::proto::v1::matching_client::MatchingClient::new(channel.connect().await.unwrap())
+    };
+    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let park = |client: &crate::support::Client, queue: &'static str| {
+        let mut client = client.clone();
+        tokio::spawn(async move { try_poll(&mut client, queue).await.expect("a parked poll") })
+    };
+    let watcher = admin.clone();
+    let waiting = |n: u32| {
+        let mut admin = watcher.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while describe(&mut admin, QUEUE).await.waiting_pollers != n {
+                assert!(tokio::time::Instant::now() < deadline, "{n} polls did not park");
+                tokio::task::yield_now().await;
+            }
+        }
+    };
+    let mut parked = Vec::new();
+    for _ in 0..3 {
+        parked.push(park(&a, QUEUE));
+    }
+    waiting(3).await;
+    let refused = try_poll(&mut a.clone(), "other").await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "a 4th poll on one connection: {refused:?}");
+    assert!(refused.message().contains("limits.max_polls_per_connection"), "{}", refused.message());
+
+    parked.push(park(&b, QUEUE));
+    waiting(4).await;
+    let refused = try_poll(&mut c.clone(), QUEUE).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "a 5th parked poll of the queue: {refused:?}");
+    assert!(refused.message().contains("matcher.max_parked_polls"), "{}", refused.message());
+    let elsewhere = park(&c, "other");
+
+    // Served in arrival order; a connection's slot comes back with its answer.
+    add(&mut admin, QUEUE, spec("k", 1.0, 3, b"for the oldest poll")).await.unwrap();
+    let served = parked.remove(0).await.unwrap().expect("the oldest poll is served");
+    assert_eq!(served.payload, b"for the oldest poll");
+    waiting(3).await;
+    parked.push(park(&a, QUEUE));
+    waiting(4).await;
+    add(&mut admin, "other", spec("k", 1.0, 3, b"x")).await.unwrap();
+    assert!(elsewhere.await.unwrap().is_some(), "the other queue's poll is served");
+    server.stop().await;
+    for poll in parked {
+        assert!(poll.await.unwrap().is_none(), "parked polls are answered empty at shutdown");
+    }
+}
+
+/// A PollTask that may wait a minute, and its error if refused.
+async fn try_poll(client: &mut crate::support::Client, queue: &str) -> Result<Option<pb::Task>, tonic::Status> {
+    let request = pb::PollTaskRequest {
+        queue: queue.into(),
+        worker_id: "test".into(),
+        max_wait: crate::support::wait(Duration::from_secs(60)),
+    };
+    Ok(client.poll_task(request).await?.into_inner().task)
+}

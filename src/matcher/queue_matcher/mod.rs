@@ -81,6 +81,14 @@ pub enum MatchError {
         /// Its value.
         limit: u64,
     },
+    /// `matcher.max_parked_polls` polls of the queue already wait on this node.
+    #[error("{limit} polls of queue {queue} already wait on this node (matcher.max_parked_polls); retry later")]
+    TooManyPolls {
+        /// The queue.
+        queue: String,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl From<FinishError> for MatchError {
@@ -101,7 +109,8 @@ impl MatchError {
             | MatchError::NoPartition(_)
             | MatchError::Lease(_)
             | MatchError::UnknownQueue(_)
-            | MatchError::QueueLimit { .. } => true,
+            | MatchError::QueueLimit { .. }
+            | MatchError::TooManyPolls { .. } => true,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Polls: the best task across the partitions held, or a wait in arrival
 //! order until one is ready.
 
-use super::{DispatchedTask, QueueMatcher};
+use super::{DispatchedTask, MatchError, QueueMatcher};
 use crate::core::engine::Candidate;
 use crate::matcher::LeaseToken;
 use crate::partition::{Delivery, PartitionState};
@@ -46,15 +46,16 @@ impl QueueMatcher {
 
     /// Waits up to `wait` for a task. `None` when the wait ends empty or the
     /// server shuts down. A task taken for this poll is waited for until its
-    /// lease is durable, however short `wait` is.
-    pub async fn poll(&self, wait: Duration) -> Option<DispatchedTask> {
+    /// lease is durable, however short `wait` is. A poll that would wait
+    /// beside `matcher.max_parked_polls` others is refused.
+    pub async fn poll(&self, wait: Duration) -> Result<Option<DispatchedTask>, MatchError> {
         if self.closing.load(Ordering::Acquire) {
-            return None;
+            return Ok(None);
         }
         let (deliver, mut delivery) = oneshot::channel();
         let mut deliver = Some(deliver);
         if self.dispatch_one(&mut deliver) {
-            return delivery.await.ok().map(|d| self.dispatched(d));
+            return Ok(delivery.await.ok().map(|d| self.dispatched(d)));
         }
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         {
@@ -63,13 +64,17 @@ impl QueueMatcher {
             // task that became ready just now is not missed.
             if self.dispatch_one(&mut deliver) {
                 drop(waiters);
-                return delivery.await.ok().map(|d| self.dispatched(d));
+                return Ok(delivery.await.ok().map(|d| self.dispatched(d)));
             }
             drop_gone(&mut waiters);
+            let limit = self.settings.matcher.max_parked_polls;
+            if waiters.len() >= limit {
+                return Err(MatchError::TooManyPolls { queue: self.name().to_string(), limit });
+            }
             waiters.push_back(Waiter { id, deliver: deliver.take().expect("not used") });
         }
         tokio::select! {
-            delivered = &mut delivery => return delivered.ok().map(|d| self.dispatched(d)),
+            delivered = &mut delivery => return Ok(delivered.ok().map(|d| self.dispatched(d))),
             _ = tokio::time::sleep(wait) => {}
         }
         let still_waiting = {
@@ -78,10 +83,10 @@ impl QueueMatcher {
             position.map(|at| waiters.remove(at)).is_some()
         };
         if still_waiting {
-            return None;
+            return Ok(None);
         }
         // A dispatcher took a task for this poll just now: it comes once its lease is written.
-        delivery.await.ok().map(|d| self.dispatched(d))
+        Ok(delivery.await.ok().map(|d| self.dispatched(d)))
     }
 
     /// Serves waiting pollers, oldest first, while there are tasks. When

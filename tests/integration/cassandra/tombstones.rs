@@ -91,7 +91,7 @@ async fn reads_from_the_ack_level_scan_no_tombstones() {
         let matcher = matcher.clone();
         async move {
             for _ in 0..TASKS / WORKERS {
-                let task = matcher.poll(Duration::from_secs(30)).await.expect("a task for every poll");
+                let task = matcher.poll(Duration::from_secs(30)).await.expect("a poll").expect("a task for every poll");
                 matcher.finish(&task.token, Outcome::Complete).await.expect("complete");
             }
         }
@@ -324,7 +324,8 @@ async fn delay_fail_and_complete(queues: &Queues, queue: &fairway::model::QueueN
     let retry = Outcome::Fail { retryable: true, message: "once more".into(), retry_after: None };
     let mut completed = 0;
     while completed < count {
-        let task = matcher.poll(Duration::from_secs(10)).await.expect("every task comes, after its delay");
+        let task =
+            matcher.poll(Duration::from_secs(10)).await.expect("a poll").expect("every task comes, after its delay");
         let outcome = if task.task.attempt == 1 { retry.clone() } else { Outcome::Complete };
         matcher.finish(&task.token, outcome.clone()).await.expect("report");
         completed += usize::from(outcome == Outcome::Complete);
