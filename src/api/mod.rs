@@ -9,6 +9,8 @@ pub mod access;
 pub mod codec;
 mod connection_polls;
 mod convert;
+#[cfg(test)]
+mod fuzz;
 mod matching;
 mod routed_visits;
 mod routing;

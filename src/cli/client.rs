@@ -100,15 +100,16 @@ pub(super) enum TaskCommand {
         server: ServerArg,
         /// The lease token printed by `task poll`.
         #[arg(long)]
-        token: String,
+        lease_token: String,
     },
     /// Report a task failed: retried after a backoff while attempts remain,
     /// else a dead letter.
     Fail {
         #[command(flatten)]
         server: ServerArg,
+        /// The lease token printed by `task poll`.
         #[arg(long)]
-        token: String,
+        lease_token: String,
         /// Why (kept with a dead letter).
         #[arg(long, default_value = "")]
         message: String,
@@ -123,8 +124,9 @@ pub(super) enum TaskCommand {
     Heartbeat {
         #[command(flatten)]
         server: ServerArg,
+        /// The lease token printed by `task poll`.
         #[arg(long)]
-        token: String,
+        lease_token: String,
     },
 }
 
@@ -220,18 +222,15 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 None => println!("no task within {}", duration_serde::format(wait)),
             }
         }
-        TaskCommand::Complete { server, token } => {
+        TaskCommand::Complete { server, lease_token } => {
             let mut client = connect(&server).await?;
-            client
-                .complete_task(pb::CompleteTaskRequest { lease_token: token, result: Vec::new() })
-                .await
-                .map_err(status)?;
+            client.complete_task(pb::CompleteTaskRequest { lease_token, result: Vec::new() }).await.map_err(status)?;
             println!("completed");
         }
-        TaskCommand::Fail { server, token, message, fatal, retry_after } => {
+        TaskCommand::Fail { server, lease_token, message, fatal, retry_after } => {
             let mut client = connect(&server).await?;
             let request = pb::FailTaskRequest {
-                lease_token: token,
+                lease_token,
                 retryable: !fatal,
                 message,
                 retry_after: retry_after.map(proto_duration),
@@ -243,10 +242,9 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 println!("moved to the dead letters");
             }
         }
-        TaskCommand::Heartbeat { server, token } => {
+        TaskCommand::Heartbeat { server, lease_token } => {
             let mut client = connect(&server).await?;
-            let response =
-                client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token }).await.map_err(status)?;
+            let response = client.heartbeat_task(pb::HeartbeatTaskRequest { lease_token }).await.map_err(status)?;
             println!("lease until {}", timestamp(response.into_inner().lease_deadline));
         }
     }

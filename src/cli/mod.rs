@@ -136,3 +136,16 @@ fn exit_quietly_on_closed_pipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's arguments are well formed (unique names, valid
+    /// requirements): clap checks it when a command is parsed, so a clash
+    /// would otherwise show only when someone runs that command.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}
