@@ -45,10 +45,10 @@ fn assert_within(spec: &TaskSpec, limits: &Limits) {
 }
 
 fn checked_wait(wait: Option<prost_types::Duration>, limits: &Limits) {
-    if let Ok(wait) = convert::duration("max_wait", wait) {
-        if let Ok(wait) = validate::poll_wait("max_wait", wait, Duration::from_secs(30), limits) {
-            assert!(wait <= limits.max_poll_wait);
-        }
+    if let Ok(wait) = convert::duration("max_wait", wait)
+        && let Ok(wait) = validate::poll_wait("max_wait", wait, Duration::from_secs(30), limits)
+    {
+        assert!(wait <= limits.max_poll_wait);
     }
 }
 
