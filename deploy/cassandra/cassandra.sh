@@ -21,6 +21,10 @@
 # A second cluster runs beside the first in a home of its own from another
 # address: CASSANDRA_DEV_FIRST=11 at `start` puts node N on 127.0.0.(10+N)
 # (JMX on port 7099 + 100 × the address's last number); the home remembers it.
+# CASSANDRA_DEV_SECURE=DIR at `start` makes the nodes require a login
+# (PasswordAuthenticator; the default role cassandra/cassandra) and TLS from
+# clients, serving DIR/node.pem (an unencrypted private key and its
+# certificate chain, PEM); the home remembers it too.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -54,6 +58,8 @@ node_dir() { echo "$home/node$1"; }
 
 # The last number of the first node's address (1 unless the home says otherwise).
 first() { cat "$home/first" 2>/dev/null || echo 1; }
+# The directory of the TLS files of a secure home, or nothing.
+secure() { cat "$home/secure" 2>/dev/null || true; }
 address() { echo "127.0.0.$(($(first) + $1 - 1))"; }
 
 write_config() {
@@ -109,6 +115,18 @@ batch_size_fail_threshold: 1024KiB
 tombstone_warn_threshold: ${CASSANDRA_DEV_TOMBSTONE_WARN:-1000}
 tombstone_failure_threshold: 100000
 YAML
+  if [ -n "$(secure)" ]; then
+    cat >> "$dir/cassandra.yaml" <<YAML
+authenticator: PasswordAuthenticator
+client_encryption_options:
+  enabled: true
+  optional: false
+  require_client_auth: false
+  ssl_context_factory:
+    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+  keystore: $(secure)/node.pem
+YAML
+  fi
   cat > "$dir/logback.xml" <<XML
 <configuration scan="false">
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
@@ -192,6 +210,10 @@ start() {
   mkdir -p "$home"
   echo "$nodes" > "$home/nodes"
   echo "${CASSANDRA_DEV_FIRST:-1}" > "$home/first"
+  if [ -n "${CASSANDRA_DEV_SECURE:-}" ]; then
+    [ -f "$CASSANDRA_DEV_SECURE/node.pem" ] || die "CASSANDRA_DEV_SECURE: $CASSANDRA_DEV_SECURE/node.pem is missing"
+    echo "$CASSANDRA_DEV_SECURE" > "$home/secure"
+  fi
   # On 2 cores: the first node alone, then the others.
   launch 1 "$nodes"
   wait_up 1

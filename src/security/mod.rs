@@ -19,4 +19,5 @@ pub use bearer::{AuthChannel, BearerToken};
 pub use config::{PrincipalConfig, SecurityConfig};
 pub use jwt::{JwtError, JwtVerifier};
 pub use keys::{ClusterKeys, NODE_PROOF};
+pub(crate) use tls::{KeyedFile, client_config};
 pub use tls::{ServerTls, TlsError, TlsFiles};

@@ -135,6 +135,50 @@ fn acceptor((cert, key, ca): &FileBytes) -> Result<TlsAcceptor, TlsError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// A PEM file named by config key `key`.
+pub(crate) struct KeyedFile<'a> {
+    /// The config key.
+    pub key: &'static str,
+    /// Its value.
+    pub path: &'a Path,
+}
+
+/// A TLS client configuration that trusts the CA in `ca` and presents
+/// `identity` (certificate chain, private key) when given: how a node
+/// reaches a server of its own (Cassandra). Errors name the key at fault.
+pub(crate) fn client_config(
+    ca: KeyedFile<'_>,
+    identity: Option<(KeyedFile<'_>, KeyedFile<'_>)>,
+) -> Result<rustls::ClientConfig, TlsError> {
+    let read = |file: &KeyedFile<'_>| {
+        std::fs::read(file.path).map_err(|e| TlsError::Read {
+            key: file.key,
+            path: file.path.to_owned(),
+            message: e.to_string(),
+        })
+    };
+    let invalid = |key: &'static str, message: String| TlsError::Invalid { key, message };
+    let mut roots = RootCertStore::empty();
+    for certificate in certificates(&read(&ca)?).map_err(|m| invalid(ca.key, m))? {
+        roots.add(certificate).map_err(|e| invalid(ca.key, e.to_string()))?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(ca.key, e.to_string()))?
+        .with_root_certificates(roots);
+    match identity {
+        None => Ok(builder.with_no_client_auth()),
+        Some((cert, key)) => {
+            let chain = certificates(&read(&cert)?).map_err(|m| invalid(cert.key, m))?;
+            let private = PrivateKeyDer::from_pem_slice(&read(&key)?)
+                .map_err(|e| invalid(key.key, format!("no PEM private key: {e}")))?;
+            builder
+                .with_client_auth_cert(chain, private)
+                .map_err(|e| invalid(key.key, format!("does not fit {}: {e}", cert.key)))
+        }
+    }
+}
+
 fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     let chain: Vec<_> =
         CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("not PEM: {e}"))?;

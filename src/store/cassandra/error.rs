@@ -23,6 +23,15 @@ pub enum ConnectError {
         /// Cassandra's error.
         message: String,
     },
+    /// Cassandra refused the credentials (not tried again: a wrong
+    /// password stays wrong).
+    #[error("Cassandra at {contact_point} refused the login: {message} (cassandra.username, cassandra.password_file)")]
+    Refused {
+        /// The `HOST:PORT` tried.
+        contact_point: String,
+        /// The driver's error.
+        message: String,
+    },
     /// Section `[cassandra]` holds a value the store cannot use (a consistency
     /// level, say).
     #[error("config cassandra: {0}")]

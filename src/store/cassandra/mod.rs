@@ -33,6 +33,9 @@ use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use serde::{Deserialize, Serialize};
+use tokio_rustls::rustls;
+
+use crate::security::{KeyedFile, client_config};
 
 pub use error::ConnectError;
 pub use schema::{SchemaError, apply_schema};
@@ -76,6 +79,20 @@ pub struct CassandraConfig {
     /// be held up in Cassandra, plus clock skew (see `visits/heads.rs`).
     #[serde(with = "crate::config::duration_serde")]
     pub visit_prune_margin: Duration,
+    /// The role to log in as (Cassandra's `PasswordAuthenticator`); empty:
+    /// no credentials.
+    pub username: String,
+    /// A file holding the role's password (its first line); the password
+    /// itself is never in the config or the environment.
+    pub password_file: String,
+    /// The CA (PEM) that signs the nodes' certificates: set, the driver
+    /// speaks TLS to every node and checks its certificate names its IP.
+    pub tls_ca: String,
+    /// This node's client certificate (PEM), for Cassandra's
+    /// `require_client_auth`.
+    pub tls_cert: String,
+    /// The private key of `tls_cert` (PEM).
+    pub tls_key: String,
 }
 
 impl Default for CassandraConfig {
@@ -89,6 +106,11 @@ impl Default for CassandraConfig {
             replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
             read_page_size: 256,
             visit_prune_margin: Duration::from_secs(10),
+            username: String::new(),
+            password_file: String::new(),
+            tls_ca: String::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
         }
     }
 }
@@ -113,7 +135,57 @@ impl CassandraConfig {
         if self.visit_prune_margin > Duration::from_secs(3600) {
             return Err(ValidationError::new("cassandra.visit_prune_margin", "must be at most 1h"));
         }
+        if self.username.is_empty() != self.password_file.is_empty() {
+            return Err(ValidationError::new(
+                if self.username.is_empty() { "cassandra.username" } else { "cassandra.password_file" },
+                "is empty; cassandra.username and cassandra.password_file go together",
+            ));
+        }
+        if self.tls_cert.is_empty() != self.tls_key.is_empty() {
+            return Err(ValidationError::new(
+                if self.tls_cert.is_empty() { "cassandra.tls_cert" } else { "cassandra.tls_key" },
+                "is empty; cassandra.tls_cert and cassandra.tls_key go together",
+            ));
+        }
+        if self.tls_ca.is_empty() && !self.tls_cert.is_empty() {
+            return Err(ValidationError::new("cassandra.tls_cert", "is set without cassandra.tls_ca: TLS is off"));
+        }
         Ok(())
+    }
+
+    /// The username and password to log in with, if any: the password is
+    /// read from `password_file`.
+    fn credentials(&self) -> Result<Option<(String, String)>, ConnectError> {
+        if self.username.is_empty() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&self.password_file).map_err(|e| {
+            ConnectError::Config(format!("password_file = {}: cannot read it: {e}", self.password_file))
+        })?;
+        let password = text.lines().next().unwrap_or("").to_owned();
+        if password.is_empty() {
+            return Err(ConnectError::Config(format!(
+                "password_file = {}: its first line is empty",
+                self.password_file
+            )));
+        }
+        Ok(Some((self.username.clone(), password)))
+    }
+
+    /// The TLS configuration of the driver, if TLS is on.
+    fn tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, ConnectError> {
+        if self.tls_ca.is_empty() {
+            return Ok(None);
+        }
+        let identity = (!self.tls_cert.is_empty()).then(|| {
+            (
+                KeyedFile { key: "cassandra.tls_cert", path: self.tls_cert.as_ref() },
+                KeyedFile { key: "cassandra.tls_key", path: self.tls_key.as_ref() },
+            )
+        });
+        let config = client_config(KeyedFile { key: "cassandra.tls_ca", path: self.tls_ca.as_ref() }, identity)
+            .map_err(|e| ConnectError::Config(e.to_string()))?;
+        Ok(Some(Arc::new(config)))
     }
 
     /// The consistency of reads and plain writes. Levels below a quorum are
@@ -374,13 +446,24 @@ pub async fn connect_session(contact_point: &str, config: &CassandraConfig) -> R
         .request_timeout(Some(config.request_timeout))
         .speculative_execution_policy(speculation)
         .build();
-    SessionBuilder::new()
+    let mut builder = SessionBuilder::new()
         .known_node(contact_point)
         .connection_timeout(Duration::from_secs(5))
-        .default_execution_profile_handle(profile.into_handle())
-        .build()
-        .await
-        .map_err(|e| ConnectError::Unreachable { contact_point: contact_point.to_owned(), message: e.to_string() })
+        .default_execution_profile_handle(profile.into_handle());
+    if let Some((username, password)) = config.credentials()? {
+        builder = builder.user(username, password);
+    }
+    if let Some(tls) = config.tls()? {
+        builder = builder.tls_context(Some(tls));
+    }
+    builder.build().await.map_err(|e| {
+        let message = e.to_string();
+        if message.contains("Authentication") || message.contains("authenticat") {
+            ConnectError::Refused { contact_point: contact_point.to_owned(), message }
+        } else {
+            ConnectError::Unreachable { contact_point: contact_point.to_owned(), message }
+        }
+    })
 }
 
 #[async_trait]
