@@ -88,8 +88,7 @@ async fn the_store_logs_in_over_tls_and_nothing_less_gets_in() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     apply_schema(&session, "secure", &config.replication).await.expect("the schema, over TLS, logged in");
-    let mut whole = Config::default();
-    whole.cassandra = config.clone();
+    let whole = Config { cassandra: config.clone(), ..Config::default() };
     let url = format!("cassandra://{contact_point}/secure").parse().unwrap();
     let stores = fairway::server::open_store(&url, &whole).await.expect("the store opens");
     let secret = stores.tasks.cluster_secret(&[7; 32]).await.expect("a write and a read");
