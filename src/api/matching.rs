@@ -125,7 +125,7 @@ impl Matching for MatchingService {
         let queue = queue_name(&request.queue)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
         authorize(&caller, Rpc::AddTask, queue.as_str(), Some(&spec.fairness_key))?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         Ok(Response::new(self.router.add(&queue, spec, origin).await?))
     }
 
@@ -164,7 +164,7 @@ impl Matching for MatchingService {
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTask, queue.as_str(), None)?;
         let _slot = self.polls.take(connection, &caller)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTaskResponse { task }))
     }
@@ -178,7 +178,7 @@ impl Matching for MatchingService {
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTasks, queue.as_str(), None)?;
         let _slot = self.polls.take(connection, &caller)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
         let room = ResponseRoom {
             max_bytes: self.limits.max_poll_response_bytes,
@@ -196,7 +196,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
         authorize(&caller, Rpc::CompleteTask, token.queue.as_str(), None)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
         // Recorded before the completion, so that a completion never loses
         // its outcome; a completion retried records it again, which changes
@@ -221,7 +221,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
         authorize(&caller, Rpc::FailTask, token.queue.as_str(), None)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         validate::failure_message("message", &request.message).map_err(status::invalid)?;
         let retry_after = convert::duration("retry_after", request.retry_after).map_err(status::invalid)?;
         let retry_after = validate::delay("retry_after", retry_after, &self.limits).map_err(status::invalid)?;
@@ -255,7 +255,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let token = self.router.lease_token(&request.lease_token)?;
         authorize(&caller, Rpc::HeartbeatTask, token.queue.as_str(), None)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
@@ -293,7 +293,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         authorize(&caller, Rpc::RedriveDeadLetters, queue.as_str(), None)?;
-        let origin = Router::origin(&caller);
+        let origin = Origin::of(&caller);
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
         Ok(Response::new(self.router.redrive(&queue, limit, origin).await?))
     }

@@ -34,6 +34,17 @@ pub enum Origin {
     Forwarded(Option<u32>),
 }
 
+impl Origin {
+    /// Where a request of `caller` came from: a node's forwarded requests
+    /// passed [`super::access::Gate`] with their proof.
+    pub fn of(caller: &Caller) -> Origin {
+        match caller {
+            Caller::Node(partition) => Origin::Forwarded(*partition),
+            Caller::Anyone | Caller::Principal(_) => Origin::Client,
+        }
+    }
+}
+
 /// How large a PollTasks response may grow.
 #[derive(Clone, Copy, Debug)]
 pub struct ResponseRoom {
@@ -102,20 +113,6 @@ impl Router {
     /// `peers`, signing lease tokens and proving forwarded requests with `keys`.
     pub fn new(queues: Arc<Queues>, keys: ClusterKeys, peers: Peers) -> Router {
         Router { queues, peers, turn: AtomicUsize::new(0), keys }
-    }
-
-    /// The keys lease tokens are signed with.
-    pub fn keys(&self) -> &ClusterKeys {
-        &self.keys
-    }
-
-    /// Where a request of `caller` came from: a node's forwarded requests
-    /// passed [`super::access::Gate`] with their proof.
-    pub fn origin(caller: &Caller) -> Origin {
-        match caller {
-            Caller::Node(partition) => Origin::Forwarded(*partition),
-            Caller::Anyone | Caller::Principal(_) => Origin::Client,
-        }
     }
 
     /// `message` as a request this node forwards (never forwarded again),

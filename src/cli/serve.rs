@@ -82,33 +82,39 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
         None => None,
     };
     tracing::info!(store = %store_url, "store open");
+    let shutdown = shutdown_signal();
     println!("listening on {address}");
     let listeners = Listeners { grpc, metrics };
-    server::serve(listeners, config, store, Arc::new(SystemClock), shutdown_signal()).await?;
+    server::serve(listeners, config, store, Arc::new(SystemClock), shutdown).await?;
     Ok(())
 }
 
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Ctrl-C or SIGTERM. The handlers are installed when this is called, not
+/// when the future is first polled: a signal sent as soon as the server
+/// says where it listens stops it in order rather than killing it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the server");
-                let _ = interrupt.await;
-                return;
+        use tokio::signal::unix::{SignalKind, signal};
+        let signals = signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
+        async move {
+            match signals {
+                Ok((mut interrupt, mut terminate)) => tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for signals; only Ctrl-C stops the server");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
