@@ -1,5 +1,7 @@
-//! What a hostile client cannot do over real gRPC: act on a lease it was not
-//! given by editing its token, or pass for a node with routing metadata.
+//! What a hostile client cannot do over real gRPC with TLS on: act on a
+//! lease it was not given by editing its token, pass for a node with routing
+//! metadata, create queues by reading them, send what does not decode or is
+//! too large, park polls past the bounds.
 
 use std::time::Duration;
 
@@ -15,8 +17,8 @@ const QUEUE: &str = "guarded";
 /// refused with the one error, and the real holder still completes its task.
 #[tokio::test]
 async fn edited_lease_tokens_complete_nothing() {
-    let server = TestServer::start().await;
-    let other_cluster = TestServer::start().await;
+    let server = TestServer::start_secure(fairway::config::Config::default()).await;
+    let other_cluster = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut client = server.client.clone();
     let mut elsewhere = other_cluster.client.clone();
     for n in 0..3 {
@@ -87,7 +89,7 @@ async fn edited_lease_tokens_complete_nothing() {
 /// or a made-up one, is refused, and nothing is written.
 #[tokio::test]
 async fn routing_metadata_from_a_client_is_refused_and_changes_nothing() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut client = server.client.clone();
     client.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 2 }).await.expect("create the queue");
     let mut once = spec("k", 1.0, 3, b"x");
@@ -126,7 +128,7 @@ async fn routing_metadata_from_a_client_is_refused_and_changes_nothing() {
 /// `NOT_FOUND` and create nothing: a later CreateQueue sets its partitions.
 #[tokio::test]
 async fn reads_of_an_unknown_queue_create_nothing() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut client = server.client.clone();
     let typo = "typo";
     let not_found = |result: Result<(), tonic::Status>, what: &str| {
@@ -164,7 +166,7 @@ async fn queues_are_created_within_the_configured_names_and_limits() {
     config.matcher.create_on_add = vec!["jobs.*".into()];
     config.matcher.max_queues = 3;
     config.matcher.max_partitions = 10;
-    let server = TestServer::start_with(config).await;
+    let server = TestServer::start_secure(config).await;
     let mut client = server.client.clone();
     add(&mut client, "jobs.a", spec("k", 1.0, 3, b"x")).await.expect("jobs.* may be created by an add");
     let status = add(&mut client, "other", spec("k", 1.0, 3, b"x")).await.expect_err("other may not");
@@ -209,7 +211,7 @@ async fn garbage_request_bytes_are_invalid_arguments() {
         "Scheduler/GetListerMetrics",
         "Scheduler/RunRound",
     ];
-    let server = TestServer::start().await;
+    let server = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut grpc = tonic::client::Grpc::new(server.channel());
     // A varint that never ends, then a field of wire type 7 (there is none).
     let garbage: [&[u8]; 2] = [&[0xff; 16], &[0x0f, 0x01]];
@@ -273,7 +275,7 @@ impl tonic::codec::Decoder for RawCodec {
 /// payload still fits alone.
 #[tokio::test]
 async fn requests_over_the_size_limit_are_refused_whole() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut client = server.client.clone();
     let limits = fairway::model::validate::Limits::default();
     let largest = spec("k", 1.0, 3, &vec![7; limits.max_payload_bytes]);
@@ -322,15 +324,11 @@ async fn parked_polls_are_bounded_per_connection_and_per_queue() {
     let mut config = fairway::config::Config::default();
     config.limits.max_polls_per_connection = 3;
     config.matcher.max_parked_polls = 4;
-    let server = TestServer::start_with(config).await;
+    let server = TestServer::start_secure(config).await;
     let mut admin = server.client.clone();
     crate::support::create(&mut admin, QUEUE, 1).await;
     crate::support::create(&mut admin, "other", 1).await;
-    let connect = || async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr)).unwrap();
-        fairway::proto::v1::matching_client::MatchingClient::new(channel.connect().await.unwrap())
-    };
-    let (a, b, c) = (connect().await, connect().await, connect().await);
+    let (a, b, c) = (server.connect().await, server.connect().await, server.connect().await);
     let park = |client: &crate::support::Client, queue: &'static str| {
         let mut client = client.clone();
         tokio::spawn(async move { try_poll(&mut client, queue).await.expect("a parked poll") })

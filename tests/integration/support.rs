@@ -45,6 +45,9 @@ pub(crate) struct TestServer {
     channel: Channel,
     server: LocalServer,
     home: Home,
+    /// With TLS from [`TestServer::start_secure`]: how clients trust it, and
+    /// its files.
+    tls: Option<(tonic::transport::ClientTlsConfig, tempfile::TempDir)>,
 }
 
 impl TestServer {
@@ -69,6 +72,31 @@ impl TestServer {
     /// A server with TLS on (`config.security`), its client connected with `tls`.
     pub(crate) async fn start_tls(config: Config, tls: tonic::transport::ClientTlsConfig) -> TestServer {
         TestServer::start_secured(Backend::Embedded, config, Arc::new(SystemClock), Some(tls)).await
+    }
+
+    /// A server with TLS on, from a CA made for it; its client speaks TLS,
+    /// and [`TestServer::connect`] makes more such connections.
+    pub(crate) async fn start_secure(mut config: Config) -> TestServer {
+        let dir = tempfile::tempdir().expect("a directory for the TLS files");
+        let ca = crate::pki::Authority::new("fairway test CA");
+        let (cert, key) = ca.sign("server");
+        config.security.tls_cert = crate::pki::write(dir.path(), "server.crt", &cert).display().to_string();
+        config.security.tls_key = crate::pki::write(dir.path(), "server.key", &key).display().to_string();
+        let tls = crate::pki::client_tls(&ca, None);
+        let mut server = TestServer::start_tls(config, tls.clone()).await;
+        server.tls = Some((tls, dir));
+        server
+    }
+
+    /// A new connection to the server (over TLS if it serves TLS).
+    pub(crate) async fn connect(&self) -> Client {
+        let channel = match &self.tls {
+            None => Channel::from_shared(format!("http://{}", self.addr)).unwrap(),
+            Some((tls, _)) => {
+                Channel::from_shared(format!("https://{}", self.addr)).unwrap().tls_config(tls.clone()).unwrap()
+            }
+        };
+        MatchingClient::new(channel.connect().await.expect("connect"))
     }
 
     async fn start_secured(
@@ -106,7 +134,7 @@ impl TestServer {
                 .expect("connect over TLS"),
         };
         let client = MatchingClient::new(channel.clone());
-        TestServer { client, addr, metrics, channel, server, home }
+        TestServer { client, addr, metrics, channel, server, home, tls: None }
     }
 
     /// A channel to the server, for other services' clients.
