@@ -36,6 +36,7 @@ pub enum Rpc {
     RedriveDeadLetters,
     DescribeQueue,
     CreateQueue,
+    MoveQueue,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -46,7 +47,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 17] = [
+    pub const ALL: [Rpc; 18] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -58,6 +59,7 @@ impl Rpc {
         Rpc::RedriveDeadLetters,
         Rpc::DescribeQueue,
         Rpc::CreateQueue,
+        Rpc::MoveQueue,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -76,7 +78,7 @@ impl Rpc {
             }
             Rpc::PollTask | Rpc::PollTasks | Rpc::CompleteTask | Rpc::FailTask | Rpc::HeartbeatTask => Permission::Work,
             Rpc::ListDeadLetters | Rpc::DescribeQueue | Rpc::GetVisitStats | Rpc::GetListerMetrics => Permission::Read,
-            Rpc::RedriveDeadLetters | Rpc::CreateQueue | Rpc::RunRound => Permission::Admin,
+            Rpc::RedriveDeadLetters | Rpc::CreateQueue | Rpc::MoveQueue | Rpc::RunRound => Permission::Admin,
         }
     }
 }

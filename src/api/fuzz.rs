@@ -90,6 +90,10 @@ fn decode_every_request(bytes: &[u8], keys: &ClusterKeys) {
             assert!((1..=256).contains(&partitions));
         }
     });
+    decode_then::<pb::MoveQueueRequest>(bytes, |r| {
+        let _ = queue(&r.queue);
+        let _ = validate::region("home", &r.home);
+    });
     decode_then::<pb::DescribeQueueRequest>(bytes, |r| drop(queue(&r.queue)));
     decode_then::<pb::RecordOriginsRequest>(bytes, |r| {
         for origin in r.origins {

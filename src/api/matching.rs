@@ -43,6 +43,22 @@ pub struct MatchingService {
 }
 
 impl MatchingService {
+    /// `region` from the request's `field`, if it names a region with a live
+    /// node (a queue homed where no node runs would have no owner).
+    fn live_region(&self, field: &str, region: &str) -> Result<String, Status> {
+        let region = validate::region(field, region).map_err(status::invalid)?;
+        let view = self.queues().view();
+        let mut live = view.live_regions();
+        if live.contains(&region) {
+            return Ok(region);
+        }
+        live.retain(|r| !r.is_empty());
+        Err(Status::failed_precondition(format!(
+            "{field}: no live node runs in region {region:?} (live regions: {}); nothing was changed",
+            if live.is_empty() { "none named".to_owned() } else { live.join(", ") }
+        )))
+    }
+
     /// The service over this node's `queues`, checking requests against
     /// `limits` and lease tokens and forwarded requests with `keys`, calling
     /// other nodes through `peers`, with no completion hook.
@@ -307,8 +323,28 @@ impl Matching for MatchingService {
         let queue = queue_name(&request.queue)?;
         authorize(&caller, Rpc::CreateQueue, queue.as_str(), None)?;
         let partitions = validate::partitions("partitions", request.partitions).map_err(status::invalid)?;
-        let matcher = self.queues().create(&queue, partitions).await.map_err(status::from_match)?;
-        Ok(Response::new(pb::CreateQueueResponse { partitions: matcher.config().partitions }))
+        let home = if request.home.is_empty() { None } else { Some(self.live_region("home", &request.home)?) };
+        let matcher = self.queues().create(&queue, partitions, home.as_deref()).await.map_err(status::from_match)?;
+        let config = matcher.config();
+        Ok(Response::new(pb::CreateQueueResponse { partitions: config.partitions, home: config.home }))
+    }
+
+    async fn move_queue(
+        &self,
+        request: Request<pb::MoveQueueRequest>,
+    ) -> Result<Response<pb::MoveQueueResponse>, Status> {
+        let caller = caller(&request)?;
+        let request = request.into_inner();
+        let queue = queue_name(&request.queue)?;
+        authorize(&caller, Rpc::MoveQueue, queue.as_str(), None)?;
+        let home = self.live_region("home", &request.home)?;
+        let moved = self.queues().move_home(&queue, &home).await.map_err(status::from_match)?;
+        tracing::info!(target: "fairway::audit", %queue, home = %moved.home, "moved the queue's home");
+        Ok(Response::new(pb::MoveQueueResponse {
+            queue: queue.to_string(),
+            home: moved.home,
+            partitions: moved.partitions,
+        }))
     }
 
     async fn describe_queue(
@@ -340,6 +376,7 @@ impl Matching for MatchingService {
             queue: queue.to_string(),
             partitions,
             waiting_pollers: matcher.waiting_pollers() as u32,
+            home: matcher.config().home,
         }))
     }
 }

@@ -30,7 +30,7 @@ impl RoutedVisits {
         let queue = validate::queue_name("visit_type", &queue_name(visit_type))
             .map_err(|e| MatchError::UnknownQueue(e.to_string()))?;
         let queues = self.router.queues();
-        queues.create(&queue, queues.settings().matcher.partitions_per_queue).await?;
+        queues.create(&queue, queues.settings().matcher.partitions_per_queue, None).await?;
         Ok(queue)
     }
 }

@@ -164,7 +164,7 @@ impl Router {
                 duplicate: outcome.duplicate,
             });
         }
-        let partition = required.unwrap_or_else(|| (self.next_turn() % matcher.config().partitions as usize) as u32);
+        let partition = required.unwrap_or_else(|| (self.next_turn() % matcher.partition_count() as usize) as u32);
         let owner = self.remote_owner(&matcher, partition)?;
         let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
         let forwarded = self.forwarded(message, Some(partition));
@@ -175,7 +175,7 @@ impl Router {
     /// The owner of `partition` when it is another node.
     fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
         let view = self.queues.view();
-        let owners = view.owners(matcher.name(), matcher.config().partitions);
+        let owners = view.owners(matcher.name(), &matcher.config());
         match owners.into_iter().nth(partition as usize).flatten() {
             Some(owner) if owner != view.node() => Ok(owner),
             _ => Err(Status::unavailable(format!(
@@ -254,9 +254,9 @@ impl Router {
     /// partitions it owns.
     fn owner_of_next_turn(&self, matcher: &QueueMatcher) -> Option<String> {
         let view = self.queues.view();
-        let partitions = matcher.config().partitions;
-        let turn = self.next_turn() % partitions as usize;
-        let owner = view.owners(matcher.name(), partitions).into_iter().nth(turn).flatten()?;
+        let config = matcher.config();
+        let turn = self.next_turn() % config.partitions as usize;
+        let owner = view.owners(matcher.name(), &config).into_iter().nth(turn).flatten()?;
         (owner != view.node()).then_some(owner)
     }
 
@@ -264,7 +264,7 @@ impl Router {
     fn other_owners(&self, matcher: &QueueMatcher) -> Vec<String> {
         let view = self.queues.view();
         let mut owners: Vec<String> = view
-            .owners(matcher.name(), matcher.config().partitions)
+            .owners(matcher.name(), &matcher.config())
             .into_iter()
             .flatten()
             .filter(|owner| owner != view.node())
@@ -327,7 +327,7 @@ impl Router {
             return Ok(here(matcher.redrive(partition, limit).await.map_err(status::from_match)?));
         }
         let mut total = pb::RedriveDeadLettersResponse::default();
-        for partition in 0..matcher.config().partitions {
+        for partition in 0..matcher.partition_count() {
             let done = if matcher.holds(partition) {
                 here(matcher.redrive(partition, limit).await.map_err(status::from_match)?)
             } else {

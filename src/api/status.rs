@@ -69,7 +69,7 @@ pub fn from_match(error: MatchError) -> Status {
 /// it; an uncertain outcome carries [`MAYBE_APPLIED`].
 pub fn from_store(error: StoreError) -> Status {
     match &error {
-        StoreError::Fenced { .. } | StoreError::Unavailable(_) => {
+        StoreError::Fenced { .. } | StoreError::Unavailable(_) | StoreError::HomedElsewhere { .. } => {
             Status::unavailable(format!("{error}; nothing was written, retry"))
         }
         StoreError::Uncertain(_) => {

@@ -141,6 +141,21 @@ pub(super) enum QueueCommand {
         /// 1 to 256; more partitions spread a queue over more nodes.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
+        /// The region whose nodes own the queue (default: the server's
+        /// `cluster.default_home`, else the region of the node called).
+        #[arg(long, default_value = "")]
+        home: String,
+    },
+    /// Move a queue's home to another region (a graceful move: the old
+    /// home's nodes hand each partition over; nothing is lost).
+    Move {
+        #[command(flatten)]
+        server: ServerArg,
+        #[arg(long)]
+        queue: String,
+        /// The new home region; a node of it must be live.
+        #[arg(long)]
+        home: String,
     },
     /// Tasks that failed their last attempt, oldest first; `--redrive`
     /// puts them back in the queue as first attempts.
@@ -264,16 +279,34 @@ fn level(level: Option<pb::FairLevel>) -> String {
     level.map_or("-".into(), |l| format!("({}, {})", l.pass, l.id))
 }
 
+/// ", homed in region R", or nothing when the deployment names no region.
+fn homed(home: &str) -> String {
+    if home.is_empty() { String::new() } else { format!(", homed in region {home}") }
+}
+
 pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let (server, queue, top) = match command {
-        QueueCommand::Create { server, queue, partitions } => {
+        QueueCommand::Create { server, queue, partitions, home } => {
             let mut client = connect(&server).await?;
             let response = client
-                .create_queue(pb::CreateQueueRequest { queue: queue.clone(), partitions })
+                .create_queue(pb::CreateQueueRequest { queue: queue.clone(), partitions, home })
                 .await
                 .map_err(status)?
                 .into_inner();
-            println!("queue {queue}: {} partition(s)", response.partitions);
+            println!("queue {queue}: {} partition(s){}", response.partitions, homed(&response.home));
+            return Ok(());
+        }
+        QueueCommand::Move { server, queue, home } => {
+            let mut client = connect(&server).await?;
+            let response = client
+                .move_queue(pb::MoveQueueRequest { queue: queue.clone(), home })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!(
+                "queue {queue}: home is now region {}; its partitions move there as the old home hands them over",
+                response.home
+            );
             return Ok(());
         }
         QueueCommand::DeadLetters { server, queue, limit, redrive } => {
@@ -311,7 +344,7 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let mut client = connect(&server).await?;
     let response =
         client.describe_queue(pb::DescribeQueueRequest { queue, top_keys: top }).await.map_err(status)?.into_inner();
-    println!("queue {}: {} waiting poller(s)", response.queue, response.waiting_pollers);
+    println!("queue {}{}: {} waiting poller(s)", response.queue, homed(&response.home), response.waiting_pollers);
     for p in response.partitions {
         println!(
             "partition {} ({}, owner {}), range id {}: {} leased, {} delayed",

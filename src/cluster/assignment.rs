@@ -6,18 +6,65 @@
 //! be; and a change of membership moves few partitions besides those of the
 //! nodes that came or went.
 
+use serde::{Deserialize, Serialize};
+
 use crate::clock::UnixMillis;
 use crate::hash::{fnv1a, splitmix64};
 use crate::model::{PartitionId, QueueName};
 use crate::store::Member;
 
-/// The nodes whose last heartbeat is younger than `timeout_ms`, sorted.
-pub fn live_nodes(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec<String> {
-    let mut live: Vec<String> =
-        members.iter().filter(|m| now - m.heartbeat_unix_ms < timeout_ms).map(|m| m.node.clone()).collect();
+/// A node counted live, and its region.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LiveNode {
+    /// Its name (the address it is reached at).
+    pub name: String,
+    /// Its region (`cluster.region`; empty: none named).
+    pub region: String,
+}
+
+/// How the partitions of a queue homed in one region are owned when that
+/// region has no live node (section `[cluster]`, key `failover`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Failover {
+    /// Only nodes of the home region own its partitions: the fence is that
+    /// region's Paxos (`LOCAL_SERIAL` may be used), and moving the home is
+    /// an operator's act (a graceful move, or a forced failover).
+    #[default]
+    Manual,
+    /// The home region's nodes own its partitions while any is live, the
+    /// other regions' nodes when none is: the fence must be global
+    /// (`SERIAL`, writes at `QUORUM`), so that no region cut off from the
+    /// others can fence or acknowledge on its own.
+    Automatic,
+}
+
+/// The members whose last heartbeat is younger than `timeout_ms`, sorted by name.
+pub fn live_members(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec<LiveNode> {
+    let mut live: Vec<LiveNode> = members
+        .iter()
+        .filter(|m| now - m.heartbeat_unix_ms < timeout_ms)
+        .map(|m| LiveNode { name: m.node.clone(), region: m.region.clone() })
+        .collect();
     live.sort();
-    live.dedup();
+    live.dedup_by(|a, b| a.name == b.name);
     live
+}
+
+/// The names of the nodes whose last heartbeat is younger than `timeout_ms`, sorted.
+pub fn live_nodes(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec<String> {
+    live_members(members, now, timeout_ms).into_iter().map(|node| node.name).collect()
+}
+
+/// The live nodes that may own the partitions of a queue homed in `home`:
+/// those of `home`; under [`Failover::Automatic`], every live node when
+/// `home` has none.
+pub fn eligible(live: &[LiveNode], home: &str, failover: Failover) -> Vec<String> {
+    let at_home: Vec<String> = live.iter().filter(|n| n.region == home).map(|n| n.name.clone()).collect();
+    if at_home.is_empty() && failover == Failover::Automatic {
+        return live.iter().map(|n| n.name.clone()).collect();
+    }
+    at_home
 }
 
 /// The owner of each partition `0..partitions` of `queue` (`None` when no
@@ -62,8 +109,12 @@ mod tests {
 
     #[test]
     fn liveness_follows_the_heartbeat() {
-        let member =
-            |node: &str, heartbeat| Member { node: node.into(), started_unix_ms: 0, heartbeat_unix_ms: heartbeat };
+        let member = |node: &str, heartbeat| Member {
+            node: node.into(),
+            region: String::new(),
+            started_unix_ms: 0,
+            heartbeat_unix_ms: heartbeat,
+        };
         let members = [member("b", 9_000), member("a", 5_000), member("c", 9_500)];
         assert_eq!(live_nodes(&members, 10_000, 2_000), nodes(&["b", "c"]));
         assert_eq!(live_nodes(&members, 10_000, 6_000), nodes(&["a", "b", "c"]));
@@ -102,5 +153,38 @@ mod tests {
         let others = three.iter().filter(|o| o.as_deref() != Some("b")).count();
         assert!(kept * 10 >= others * 8, "only {kept} of {others} partitions stayed where they were");
         assert_eq!(owners(&queue(), 2, &[]), vec![None, None]);
+    }
+
+    fn in_regions(nodes: &[(&str, &str)]) -> Vec<LiveNode> {
+        nodes.iter().map(|(name, region)| LiveNode { name: name.to_string(), region: region.to_string() }).collect()
+    }
+
+    #[test]
+    fn a_queue_is_owned_in_its_home_region_only() {
+        let live = in_regions(&[("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")]);
+        for failover in [Failover::Manual, Failover::Automatic] {
+            assert_eq!(eligible(&live, "a", failover), nodes(&["a1", "a2"]));
+            assert_eq!(eligible(&live, "b", failover), nodes(&["b1"]));
+        }
+        let chosen = owners(&queue(), 64, &eligible(&live, "a", Failover::Manual));
+        assert!(chosen.iter().all(|o| matches!(o.as_deref(), Some("a1" | "a2"))), "{chosen:?}");
+        // Nobody at home: manual leaves the queue unowned, automatic gives it to the others.
+        assert!(eligible(&live, "d", Failover::Manual).is_empty());
+        assert_eq!(eligible(&live, "d", Failover::Automatic), nodes(&["a1", "a2", "b1", "c1"]));
+        // No region named: the nodes that name none.
+        assert!(eligible(&live, "", Failover::Manual).is_empty());
+        assert_eq!(eligible(&in_regions(&[("x", ""), ("y", "")]), "", Failover::Manual), nodes(&["x", "y"]));
+    }
+
+    #[test]
+    fn the_live_set_keeps_each_node_s_region() {
+        let member = |node: &str, region: &str, heartbeat| Member {
+            node: node.into(),
+            region: region.into(),
+            started_unix_ms: 0,
+            heartbeat_unix_ms: heartbeat,
+        };
+        let members = [member("b1", "b", 9_000), member("a1", "a", 9_500), member("a2", "a", 1_000)];
+        assert_eq!(live_members(&members, 10_000, 2_000), in_regions(&[("a1", "a"), ("b1", "b")]));
     }
 }

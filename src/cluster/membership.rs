@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::assignment::live_nodes;
+use super::assignment::live_members;
 use super::{ClusterConfig, ClusterView, DispatchGate};
 use crate::clock::{SharedClock, UnixMillis, millis};
 use crate::store::{Member, Store, StoreError};
@@ -39,7 +39,12 @@ impl Membership {
         config: ClusterConfig,
     ) -> Membership {
         let now = clock.now_ms();
-        let me = Member { node: view.node().to_owned(), started_unix_ms: now, heartbeat_unix_ms: now };
+        let me = Member {
+            node: view.node().to_owned(),
+            region: view.region().to_owned(),
+            started_unix_ms: now,
+            heartbeat_unix_ms: now,
+        };
         Membership { me, store, clock, config, view, gate, last_written: std::sync::Mutex::new(None) }
     }
 
@@ -69,12 +74,7 @@ impl Membership {
         })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
-        let mut live = live_nodes(&members, now, timeout);
-        if !live.contains(&self.me.node) {
-            live.push(self.me.node.clone());
-            live.sort();
-        }
-        self.view.set_live(live);
+        self.view.set_live_nodes(live_members(&members, now, timeout));
         let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
         self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
         let lapsed = previous.is_some_and(|previous| started - previous >= timeout);

@@ -23,11 +23,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use assignment::{Failover, LiveNode};
 pub use membership::{Heartbeat, Membership};
 pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
 
 use crate::clock::UnixMillis;
-use crate::model::{QueueName, ValidationError};
+use crate::model::{QueueName, ValidationError, validate};
+use crate::store::QueueConfig;
 
 /// Section `[cluster]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,6 +38,18 @@ pub struct ClusterConfig {
     /// The address other nodes reach this one at; its name in the cluster.
     /// Empty: the address the server listens on.
     pub advertise: String,
+    /// The region this node runs in: the name of the Cassandra datacenter
+    /// it is next to (the driver sends its requests there). Empty: the
+    /// deployment has one region and names none.
+    pub region: String,
+    /// The home of queues created without one (CreateQueue's `home`, or an
+    /// AddTask that creates its queue). Empty: the creating node's region.
+    pub default_home: String,
+    /// Who owns a queue's partitions when its home region has no live node:
+    /// nobody until an operator moves it (`manual`), or the other regions'
+    /// nodes (`automatic`, which needs `SERIAL` fencing and `QUORUM`
+    /// writes). See docs/operations.md, "Regions".
+    pub failover: Failover,
     /// How often this node writes its heartbeat and reads the others'.
     #[serde(with = "crate::config::duration_serde")]
     pub heartbeat_interval: Duration,
@@ -51,6 +65,9 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             advertise: String::new(),
+            region: String::new(),
+            default_home: String::new(),
+            failover: Failover::Manual,
             heartbeat_interval: Duration::from_secs(1),
             member_timeout: Duration::from_secs(6),
             rebalance_interval: Duration::from_secs(1),
@@ -75,6 +92,8 @@ impl ClusterConfig {
                 "must be at least three cluster.heartbeat_interval, so that one late heartbeat does not evict a node",
             ));
         }
+        validate::region("cluster.region", &self.region)?;
+        validate::region("cluster.default_home", &self.default_home)?;
         let advertise_ok = self.advertise.is_empty()
             || self
                 .advertise
@@ -88,15 +107,22 @@ impl ClusterConfig {
         }
         Ok(())
     }
+
+    /// The home of a queue created without one.
+    pub fn home_of_new_queues(&self) -> &str {
+        if self.default_home.is_empty() { &self.region } else { &self.default_home }
+    }
 }
 
-/// This node's view of the cluster: its own name and the live nodes.
+/// This node's view of the cluster: its own name and region, and the live
+/// nodes with theirs.
 #[derive(Debug)]
 pub struct ClusterView {
-    node: String,
+    me: LiveNode,
+    failover: Failover,
     /// False on a store only one node can use: that node owns everything.
     shared: bool,
-    live: RwLock<Vec<String>>,
+    live: RwLock<Vec<LiveNode>>,
     /// A node whose heartbeat is older than this is dead.
     member_timeout_ms: i64,
 }
@@ -104,13 +130,32 @@ pub struct ClusterView {
 impl ClusterView {
     /// The one node of an unshared store.
     pub fn single(node: String) -> ClusterView {
-        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: false, member_timeout_ms: 0 }
+        let me = LiveNode { name: node, region: String::new() };
+        ClusterView {
+            live: RwLock::new(vec![me.clone()]),
+            me,
+            failover: Failover::Manual,
+            shared: false,
+            member_timeout_ms: 0,
+        }
     }
 
-    /// A node of a cluster; it sees only itself until the first heartbeat.
+    /// A node of a cluster, in no named region; it sees only itself until
+    /// the first heartbeat.
     pub fn shared(node: String, member_timeout: Duration) -> ClusterView {
-        let member_timeout_ms = crate::clock::millis(member_timeout);
-        ClusterView { live: RwLock::new(vec![node.clone()]), node, shared: true, member_timeout_ms }
+        ClusterView {
+            shared: true,
+            member_timeout_ms: crate::clock::millis(member_timeout),
+            ..ClusterView::single(node)
+        }
+    }
+
+    /// This view for a node of `region`, whose queues fail over as `failover` says.
+    pub fn in_region(mut self, region: &str, failover: Failover) -> ClusterView {
+        self.me.region = region.to_owned();
+        self.failover = failover;
+        *self.live.get_mut().unwrap_or_else(|p| p.into_inner()) = vec![self.me.clone()];
+        self
     }
 
     /// The nodes live now according to `members` as just read from the store.
@@ -118,9 +163,24 @@ impl ClusterView {
         assignment::live_nodes(members, now, self.member_timeout_ms)
     }
 
+    /// The live members among `members`, with their regions.
+    pub fn live_members_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<LiveNode> {
+        assignment::live_members(members, now, self.member_timeout_ms)
+    }
+
     /// This node's name: the address other nodes and clients reach it at.
     pub fn node(&self) -> &str {
-        &self.node
+        &self.me.name
+    }
+
+    /// This node's region (empty: none named).
+    pub fn region(&self) -> &str {
+        &self.me.region
+    }
+
+    /// How queues whose home has no live node are owned.
+    pub fn failover(&self) -> Failover {
+        self.failover
     }
 
     /// Whether several nodes may share the store (false: this node owns every
@@ -129,28 +189,61 @@ impl ClusterView {
         self.shared
     }
 
+    fn read_live(&self) -> std::sync::RwLockReadGuard<'_, Vec<LiveNode>> {
+        self.live.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The live nodes as last read, sorted, this node among them.
     pub fn live(&self) -> Vec<String> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.read_live().iter().map(|node| node.name.clone()).collect()
     }
 
     /// Whether `node` is among the live nodes as last read.
     pub fn is_live(&self, node: &str) -> bool {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).iter().any(|n| n == node)
+        self.read_live().iter().any(|n| n.name == node)
     }
 
-    /// Replaces the live set (ignored on an unshared store).
+    /// The regions of the live nodes, sorted, each once.
+    pub fn live_regions(&self) -> Vec<String> {
+        let mut regions: Vec<String> = self.read_live().iter().map(|n| n.region.clone()).collect();
+        regions.sort();
+        regions.dedup();
+        regions
+    }
+
+    /// The region of `node` as last read (`None` if it is not live).
+    pub fn region_of(&self, node: &str) -> Option<String> {
+        self.read_live().iter().find(|n| n.name == node).map(|n| n.region.clone())
+    }
+
+    /// Replaces the live set with nodes that name no region (ignored on an
+    /// unshared store).
     pub fn set_live(&self, live: Vec<String>) {
-        if self.shared {
-            *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
-        }
+        self.set_live_nodes(live.into_iter().map(|name| LiveNode { name, region: String::new() }).collect());
     }
 
-    /// The rightful owner of each partition of a queue of `partitions`
-    /// partitions (`None` if no node is live).
-    pub fn owners(&self, queue: &QueueName, partitions: u32) -> Vec<Option<String>> {
-        let live = self.live.read().unwrap_or_else(|p| p.into_inner());
-        assignment::owners(queue, partitions, &live)
+    /// Replaces the live set (ignored on an unshared store); this node is
+    /// always in it.
+    pub fn set_live_nodes(&self, mut live: Vec<LiveNode>) {
+        if !self.shared {
+            return;
+        }
+        if !live.iter().any(|n| n.name == self.me.name) {
+            live.push(self.me.clone());
+            live.sort();
+        }
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+    }
+
+    /// The rightful owner of each partition of a queue of `config` (`None`
+    /// where no node may own it: none is live in its home region). On an
+    /// unshared store this node owns every partition, wherever the home.
+    pub fn owners(&self, queue: &QueueName, config: &QueueConfig) -> Vec<Option<String>> {
+        if !self.shared {
+            return vec![Some(self.me.name.clone()); config.partitions as usize];
+        }
+        let eligible = assignment::eligible(&self.read_live(), &config.home, self.failover);
+        assignment::owners(queue, config.partitions, &eligible)
     }
 }
 

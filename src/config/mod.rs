@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use store_url::StoreUrl;
 
-use crate::cluster::ClusterConfig;
+use crate::cluster::{ClusterConfig, Failover};
 use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits, ValidationError};
@@ -227,6 +227,42 @@ impl Config {
         if self.matcher.default_poll_wait > self.limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
+        self.validate_regions()
+    }
+
+    /// The levels a multi-region deployment may use. A fence at
+    /// `LOCAL_SERIAL` is one region's Paxos: sound only when every owner of
+    /// a partition is in that region, so it needs a named region, a driver
+    /// kept to its datacenter, and manual failover. Automatic failover
+    /// hands partitions to other regions' nodes on its own, so its fence and
+    /// writes must be global (`SERIAL`, `QUORUM`).
+    fn validate_regions(&self) -> Result<(), ConfigError> {
+        use scylla::statement::{Consistency, SerialConsistency};
+        let cassandra = self.cassandra.in_region(&self.cluster.region);
+        let serial = cassandra
+            .serial_consistency()
+            .map_err(|message| ConfigError::new("cassandra.serial_consistency", message))?;
+        let local_fence = serial == SerialConsistency::LocalSerial;
+        if local_fence && self.cluster.region.is_empty() {
+            return Err(ConfigError::new(
+                "cassandra.serial_consistency",
+                "LOCAL_SERIAL needs cluster.region: the region whose nodes alone own the queues homed there",
+            ));
+        }
+        if self.cluster.failover == Failover::Automatic {
+            if self.cluster.region.is_empty() {
+                return Err(ConfigError::new("cluster.failover", "\"automatic\" needs cluster.region"));
+            }
+            let local_writes = matches!(cassandra.consistency(), Ok(Consistency::LocalQuorum));
+            if local_fence || local_writes {
+                return Err(ConfigError::new(
+                    "cluster.failover",
+                    "\"automatic\" needs cassandra.serial_consistency = \"SERIAL\" and cassandra.consistency = \
+                     \"QUORUM\": a region cut off from the others must not fence or acknowledge on its own, or \
+                     the regions that take its queues over would miss what it acknowledged",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -240,6 +276,11 @@ impl Config {
     pub fn settings(&self) -> Settings {
         Settings {
             node: self.listen.to_string(),
+            fence_region: match self.cluster.failover {
+                Failover::Manual => self.cluster.region.clone(),
+                Failover::Automatic => String::new(),
+            },
+            default_home: self.cluster.home_of_new_queues().to_owned(),
             engine: self.engine.clone(),
             writer: self.writer.clone(),
             matcher: self.matcher.clone(),
@@ -358,7 +399,6 @@ mod tests {
             ("FAIRWAY_CASSANDRA__CONSISTENCY", "ONE"),
             ("FAIRWAY_CASSANDRA__CONSISTENCY", "two"),
             ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_ONE"),
-            ("FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY", "LOCAL_SERIAL"),
         ] {
             let err = Config::load(None, env(&[(key, value)]), &[]).unwrap_err();
             let field = key.trim_start_matches("FAIRWAY_").replace("__", ".").to_ascii_lowercase();
@@ -370,6 +410,43 @@ mod tests {
         {
             Config::load(None, env(&[(key, value)]), &[]).expect("a quorum level is accepted");
         }
+    }
+
+    /// `LOCAL_SERIAL` only where a queue's owners are all in one region;
+    /// automatic failover only with global levels.
+    #[test]
+    fn region_levels_are_checked_across_sections() {
+        let load = |vars: &[(&str, &str)]| Config::load(None, env(vars), &[]);
+        let local_serial = ("FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY", "LOCAL_SERIAL");
+        let local_quorum = ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM");
+        let region = ("FAIRWAY_CLUSTER__REGION", "eu-west");
+        let automatic = ("FAIRWAY_CLUSTER__FAILOVER", "automatic");
+        let refused = |vars: &[(&str, &str)], key: &str, says: &str| {
+            let err = load(vars).unwrap_err();
+            assert_eq!(err.key, key, "{vars:?}: {err}");
+            assert!(err.message.contains(says), "{vars:?}: {err}");
+        };
+        refused(
+            &[local_serial],
+            "cassandra.serial_consistency",
+            "needs cassandra.local_datacenter (or cluster.region)",
+        );
+        refused(
+            &[local_serial, ("FAIRWAY_CASSANDRA__LOCAL_DATACENTER", "dc1")],
+            "cassandra.serial_consistency",
+            "LOCAL_SERIAL needs cluster.region",
+        );
+        let homed = load(&[local_serial, local_quorum, region]).expect("one region's fence for its own queues");
+        assert_eq!(homed.settings().fence_region, "eu-west");
+        assert_eq!(homed.settings().default_home, "eu-west");
+        refused(&[automatic], "cluster.failover", "needs cluster.region");
+        refused(&[automatic, region, local_serial], "cluster.failover", "SERIAL");
+        refused(&[automatic, region, local_quorum], "cluster.failover", "QUORUM");
+        let global = load(&[automatic, region]).expect("SERIAL and QUORUM fail over on their own");
+        assert_eq!(global.settings().fence_region, "", "a global fence: any region may take a partition");
+        refused(&[("FAIRWAY_CLUSTER__REGION", "eu west")], "cluster.region", "datacenter");
+        let elsewhere = load(&[region, ("FAIRWAY_CLUSTER__DEFAULT_HOME", "us-east")]).unwrap();
+        assert_eq!(elsewhere.settings().default_home, "us-east");
     }
 
     #[test]

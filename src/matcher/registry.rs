@@ -18,6 +18,14 @@ use crate::store::{QueueConfig, Store, StoreError};
 pub struct Settings {
     /// How this node names itself to others (its listening address).
     pub node: String,
+    /// The region written into the partitions this node takes: only nodes
+    /// of that region take them next, fenced by its Paxos. This node's
+    /// `cluster.region` under manual failover; empty (any region: the fence
+    /// is global) under automatic failover.
+    pub fence_region: String,
+    /// The home of queues created without one (see
+    /// [`crate::cluster::ClusterConfig::home_of_new_queues`]).
+    pub default_home: String,
     /// How each partition buffers, persists and collects; its task policy is
     /// set per queue (see [`Settings::engine_for`]).
     pub engine: EngineConfig,
@@ -56,14 +64,14 @@ impl Settings {
 type Slot = Arc<OnceCell<Arc<QueueMatcher>>>;
 
 /// How a queue not yet opened on this node is found in the store.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Opening {
     /// It must exist.
     Existing,
     /// It was just listed, with this config.
     Listed(QueueConfig),
-    /// Created with this many partitions if it does not exist.
-    Create(u32),
+    /// Created with this config if it does not exist.
+    Create(QueueConfig),
 }
 
 /// The queues of a node, opened on first use or when the cluster gives this
@@ -134,17 +142,38 @@ impl Queues {
     pub async fn get_for_add(&self, name: &QueueName) -> Result<Arc<QueueMatcher>, MatchError> {
         let matcher = &self.settings.matcher;
         if matcher.creates_on_add(name) {
-            self.open(name, Opening::Create(matcher.partitions_per_queue)).await
+            let config = QueueConfig::new(matcher.partitions_per_queue, &self.settings.default_home);
+            self.open(name, Opening::Create(config)).await
         } else {
             self.get(name).await
         }
     }
 
-    /// The queue, created with `partitions` partitions if it is new, within
-    /// `matcher.max_queues` and `matcher.max_partitions`; an existing queue
-    /// keeps the partitions it was created with.
-    pub async fn create(&self, name: &QueueName, partitions: u32) -> Result<Arc<QueueMatcher>, MatchError> {
-        self.open(name, Opening::Create(partitions)).await
+    /// The queue, created with `partitions` partitions and homed in `home`
+    /// (`None`: the default home) if it is new, within `matcher.max_queues`
+    /// and `matcher.max_partitions`; an existing queue keeps its config.
+    pub async fn create(
+        &self,
+        name: &QueueName,
+        partitions: u32,
+        home: Option<&str>,
+    ) -> Result<Arc<QueueMatcher>, MatchError> {
+        let home = home.unwrap_or(&self.settings.default_home);
+        self.open(name, Opening::Create(QueueConfig::new(partitions, home))).await
+    }
+
+    /// Moves the queue's home to `home`: this node's ownership passes hand
+    /// its partitions over to that region's nodes (see [`Self::rebalance`]),
+    /// as every other node's do once they read the move. `UnknownQueue` if
+    /// it was never created.
+    pub async fn move_home(&self, name: &QueueName, home: &str) -> Result<QueueConfig, MatchError> {
+        let store_error = |e: StoreError| MatchError::Partition(e.into());
+        let moved = self.store.set_queue_home(name, home).await.map_err(store_error)?;
+        let config = moved.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if let Some(matcher) = self.opened_queue(name) {
+            matcher.set_home(&config.home);
+        }
+        Ok(config)
     }
 
     async fn open(&self, name: &QueueName, opening: Opening) -> Result<Arc<QueueMatcher>, MatchError> {
@@ -154,7 +183,7 @@ impl Queues {
         let slot = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().clone();
         let opened = slot
             .get_or_try_init(|| async {
-                let config = self.stored_config(name, opening).await?;
+                let config = self.stored_config(name, opening.clone()).await?;
                 let matcher = QueueMatcher::new(
                     name.clone(),
                     config,
@@ -183,12 +212,12 @@ impl Queues {
     /// The config of queue `name` in the store, created first if `opening` says so.
     async fn stored_config(&self, name: &QueueName, opening: Opening) -> Result<QueueConfig, MatchError> {
         let store_error = |e: StoreError| MatchError::Partition(e.into());
-        let partitions = match opening {
+        let created = match opening {
             Opening::Listed(config) => return Ok(config),
             Opening::Existing | Opening::Create(_) => match self.store.queue(name).await.map_err(store_error)? {
                 Some(config) => return Ok(config),
                 None => match opening {
-                    Opening::Create(partitions) => partitions,
+                    Opening::Create(config) => config,
                     _ => return Err(MatchError::UnknownQueue(name.to_string())),
                 },
             },
@@ -198,11 +227,12 @@ impl Queues {
         if existing.len() >= limits.max_queues {
             return Err(MatchError::QueueLimit { key: "matcher.max_queues", limit: limits.max_queues as u64 });
         }
-        let total: u64 = existing.iter().map(|(_, c)| u64::from(c.partitions)).sum::<u64>() + u64::from(partitions);
+        let total: u64 =
+            existing.iter().map(|(_, c)| u64::from(c.partitions)).sum::<u64>() + u64::from(created.partitions);
         if total > u64::from(limits.max_partitions) {
             return Err(MatchError::QueueLimit { key: "matcher.max_partitions", limit: limits.max_partitions.into() });
         }
-        self.store.create_queue(name, QueueConfig { partitions }).await.map_err(store_error)
+        self.store.create_queue(name, created).await.map_err(store_error)
     }
 
     /// The nodes live right now, read from the store rather than from the
@@ -230,7 +260,7 @@ impl Queues {
             matcher.verify_held().await;
         }
         let mut live_now: Option<Option<Vec<String>>> = None;
-        let owners = self.view.owners(matcher.name(), matcher.config().partitions);
+        let owners = self.view.owners(matcher.name(), &matcher.config());
         for (partition, owner) in (0..).zip(owners) {
             let id = PartitionId { queue: matcher.name().clone(), partition };
             let rightful = owner.as_deref() == Some(self.view.node());
@@ -288,11 +318,13 @@ impl Queues {
             if self.closing.load(Ordering::Acquire) {
                 return Ok(());
             }
-            if self.opened_queue(&name).is_some() {
+            if let Some(opened) = self.opened_queue(&name) {
+                // Its next ownership pass hands it over if it moved away.
+                opened.set_home(&config.home);
                 continue;
             }
             let node = self.view.node();
-            let ours = self.view.owners(&name, config.partitions).iter().any(|o| o.as_deref() == Some(node));
+            let ours = self.view.owners(&name, &config).iter().any(|o| o.as_deref() == Some(node));
             if !ours {
                 continue;
             }
@@ -364,7 +396,7 @@ mod tests {
         }
         assert!(queues.queues.lock().unwrap().is_empty(), "a slot per unknown name");
         let name = validate::queue_name("queue", "real").unwrap();
-        queues.create(&name, 1).await.unwrap();
+        queues.create(&name, 1, None).await.unwrap();
         assert_eq!(queues.queues.lock().unwrap().len(), 1);
         queues.close().await;
     }

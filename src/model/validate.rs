@@ -144,6 +144,22 @@ pub fn queue_name(field: &str, name: &str) -> Result<QueueName> {
     Ok(QueueName::new_unchecked(name))
 }
 
+/// The longest region name, in bytes.
+pub const MAX_REGION_BYTES: usize = 48;
+
+/// A region (a Cassandra datacenter's name): 1 to 48 ASCII letters, digits,
+/// `_`, `-` or `.`; empty stands for the one region of a deployment that
+/// names none.
+pub fn region(field: &str, name: &str) -> Result<String> {
+    let rule = "must be empty or 1 to 48 ASCII letters, digits, '.', '_' or '-' (the Cassandra datacenter's name)";
+    let ok = name.len() <= MAX_REGION_BYTES
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !ok {
+        return Err(ValidationError::new(field, format!("{name:?} {rule}")));
+    }
+    Ok(name.to_owned())
+}
+
 /// At most 256 bytes; any UTF-8, the empty key included.
 pub fn fairness_key(field: &str, key: &str) -> Result<()> {
     if key.len() > MAX_FAIRNESS_KEY_BYTES {

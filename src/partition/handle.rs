@@ -37,6 +37,9 @@ impl std::fmt::Debug for Partition {
 pub struct PartitionSetup {
     /// This node's name, written into the metadata as the owner.
     pub node: String,
+    /// This node's region (`cluster.region`), written into the metadata as
+    /// the partition's: only nodes of that region take it next.
+    pub region: String,
     /// Where the partition's rows live.
     pub store: Arc<dyn Store>,
     /// What the engine reads the time from.
@@ -58,14 +61,15 @@ impl Partition {
         stored_range: i64,
         setup: PartitionSetup,
     ) -> Result<Arc<Partition>, PartitionError> {
-        let PartitionSetup { node, store, clock, engine: engine_config, writer: config, on_ready } = setup;
-        let meta = store.take_ownership(&id, stored_range, &node).await?;
+        let PartitionSetup { node, region, store, clock, engine: engine_config, writer: config, on_ready } = setup;
+        let meta = store.take_ownership(&id, stored_range, &node, &region).await?;
         let (leases, finished) = load_leases(store.as_ref(), &id).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, leases = leases.len(), "took ownership");
         let engine = PartitionEngine::load_with_leases(&meta, leases, finished, engine_config, clock.now_ms());
         let shared = Arc::new(Shared {
             id,
             node,
+            region,
             engine: Mutex::new(engine),
             store,
             clock,
@@ -247,16 +251,18 @@ impl Partition {
         Ok(true)
     }
 
-    /// Stops in order and hands the partition over: no new writes; queued
-    /// writes are finished; the ack levels are written a last time with no
-    /// owner, so that the next owner may take it at once; reader and keeper stop.
-    pub async fn release(&self) {
+    /// Stops in order and hands the partition over to a node of `to_region`:
+    /// no new writes; queued writes are finished; the ack levels are written
+    /// a last time with no owner (and `to_region` as the partition's region,
+    /// if it is another), so that the next owner may take it at once; reader
+    /// and keeper stop.
+    pub async fn release(&self, to_region: &str) {
         if self.shared.state() == PartitionState::Lost {
             // Fenced, or dropped after a write of unknown outcome: nothing
             // of what it holds may be written.
             return self.abandon().await;
         }
-        self.shared.engine().set_owner(String::new());
+        self.shared.engine().hand_over(to_region);
         self.shared.set_state(PartitionState::Closed);
         self.stop_tasks().await;
     }

@@ -91,6 +91,8 @@ pub(super) struct Shared {
     pub id: PartitionId,
     /// This node's name, recorded as the owner when it takes the partition.
     pub node: String,
+    /// This node's region, recorded as the partition's when it takes it.
+    pub region: String,
     pub engine: Mutex<PartitionEngine>,
     pub store: Arc<dyn Store>,
     pub clock: SharedClock,

@@ -442,7 +442,7 @@ async fn plan(
 
 /// Takes the next range id, and with it a new block of task ids.
 async fn renew_range(shared: &Shared, range_id: i64) -> Result<(), PartitionError> {
-    match shared.store.take_ownership(&shared.id, range_id, &shared.node).await {
+    match shared.store.take_ownership(&shared.id, range_id, &shared.node, &shared.region).await {
         Ok(meta) => {
             tracing::debug!(partition = %shared.id, range_id = meta.range_id, "renewed the id block");
             shared.engine().renew_range(meta.range_id);

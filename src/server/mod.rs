@@ -113,7 +113,7 @@ impl From<TcpListener> for Listeners {
 /// to `cassandra.connect_patience` while it cannot be reached, so that a
 /// node may start before its database.
 pub async fn open_store(url: &StoreUrl, config: &Config) -> Result<Stores, ServeError> {
-    let cassandra = &config.cassandra;
+    let cassandra = &config.cassandra.in_region(&config.cluster.region);
     match url {
         StoreUrl::Embedded(dir) => Ok(Stores::of(Arc::new(EmbeddedStore::open_with(dir, &config.embedded)?))),
         StoreUrl::Cassandra { contact_point, keyspace } => {
@@ -351,19 +351,24 @@ impl Node {
         let mut tasks = JoinSet::new();
         let loops = CancellationToken::new();
         if !store.is_shared() {
-            let queues = Arc::new(Queues::new(store.clone(), clock, settings));
+            let view = Arc::new(ClusterView::single(settings.node.clone()).in_region(&config.region, config.failover));
+            let gate = Arc::new(DispatchGate::always_open());
+            let queues = Arc::new(Queues::in_cluster(store.clone(), clock, settings, view, gate));
             tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             return Node { queues, membership: None, loops, tasks };
         }
-        let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout));
+        let view = Arc::new(
+            ClusterView::shared(settings.node.clone(), config.member_timeout)
+                .in_region(&config.region, config.failover),
+        );
         let gate = Arc::new(DispatchGate::closed());
         let membership =
             Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));
         if let Err(error) = membership.beat().await {
             tracing::warn!(%error, "first heartbeat failed; handing out nothing until one succeeds");
         }
-        tracing::info!(node = view.node(), live = ?view.live(), "joined the cluster");
+        tracing::info!(node = view.node(), region = view.region(), live = ?view.live(), "joined the cluster");
         let queues = Arc::new(Queues::in_cluster(store, clock, settings, view, gate));
         tasks.spawn(heartbeat_loop(membership.clone(), queues.clone(), config.heartbeat_interval, loops.clone()));
         tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));

@@ -129,6 +129,8 @@ pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
     pb::StoredPartitionMeta {
         range_id: meta.range_id,
         owner: meta.owner.clone(),
+        region: meta.region.clone(),
+        moved_from: meta.moved_from.clone(),
         subqueues: Priority::all()
             .zip(&meta.subqueues)
             .map(|(priority, s)| pb::StoredSubqueue {
@@ -182,7 +184,15 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
     }
     let delayed_through = row.delayed_through.map_or((0, 0), |l| (l.pass, l.id));
     let dead_letters_through = row.dead_letters_through.map_or((0, 0), |l| (l.pass, l.id));
-    Ok(PartitionMeta { range_id: row.range_id, owner: row.owner, subqueues, delayed_through, dead_letters_through })
+    Ok(PartitionMeta {
+        range_id: row.range_id,
+        owner: row.owner,
+        region: row.region,
+        moved_from: row.moved_from,
+        subqueues,
+        delayed_through,
+        dead_letters_through,
+    })
 }
 
 #[cfg(test)]
@@ -195,6 +205,8 @@ mod tests {
     fn metadata_round_trips() {
         let mut meta = PartitionMeta {
             range_id: 7,
+            region: "b".into(),
+            moved_from: "a".into(),
             delayed_through: (1_700_000_000_000, 42),
             dead_letters_through: (1_700_000_000_001, 43),
             ..Default::default()

@@ -60,6 +60,7 @@ macro_rules! store_conformance_suite {
         $crate::store_conformance_suite!(@tests $factory;
             absent_partition_loads_as_none,
             take_ownership_creates_then_fences,
+            a_partition_is_taken_in_its_region_only,
             append_is_conditional_on_the_range_id,
             read_is_ordered_strictly_above_and_limited,
             subqueues_partitions_and_queues_are_separate,
@@ -117,7 +118,7 @@ fn levels(tasks: &[StoredTask]) -> Vec<FairLevel> {
 }
 
 async fn owned(store: &dyn Store, p: &PartitionId) -> i64 {
-    store.take_ownership(p, 0, OWNER).await.expect("take a new partition").range_id
+    store.take_ownership(p, 0, OWNER, "").await.expect("take a new partition").range_id
 }
 
 /// A partition never taken loads as `None`, and reads of it return nothing.
@@ -131,16 +132,47 @@ pub async fn absent_partition_loads_as_none(store: &dyn Store) {
 /// with a stale range id is `Fenced`.
 pub async fn take_ownership_creates_then_fences(store: &dyn Store) {
     let p = partition("own", 0);
-    let first = store.take_ownership(&p, 0, OWNER).await.unwrap();
+    let first = store.take_ownership(&p, 0, OWNER, "").await.unwrap();
     assert_eq!(first.range_id, 1);
     assert_eq!(first.owner, OWNER);
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap().range_id, 1);
-    assert_eq!(store.take_ownership(&p, 0, OWNER).await.unwrap_err(), StoreError::Fenced { current_range_id: 1 });
-    let second = store.take_ownership(&p, 1, "127.0.0.2:7070").await.unwrap();
+    assert_eq!(store.take_ownership(&p, 0, OWNER, "").await.unwrap_err(), StoreError::Fenced { current_range_id: 1 });
+    let second = store.take_ownership(&p, 1, "127.0.0.2:7070", "").await.unwrap();
     assert_eq!(second.range_id, 2);
     assert_eq!(second.owner, "127.0.0.2:7070");
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap().owner, "127.0.0.2:7070");
-    assert_eq!(store.take_ownership(&p, 1, OWNER).await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
+    assert_eq!(store.take_ownership(&p, 1, OWNER, "").await.unwrap_err(), StoreError::Fenced { current_range_id: 2 });
+}
+
+/// A partition records its taker's region; a node of another region is
+/// refused (`HomedElsewhere`, nothing changed). Handed over to another
+/// region (its metadata names that region and the one it came from), a node
+/// of that region takes it and sees every write made before, and the old
+/// region's nodes are refused from then on.
+pub async fn a_partition_is_taken_in_its_region_only(store: &dyn Store) {
+    let p = partition("homed", 0);
+    let first = store.take_ownership(&p, 0, OWNER, "a").await.unwrap();
+    assert_eq!((first.region.as_str(), first.moved_from.as_str()), ("a", ""));
+    let refused = store.take_ownership(&p, 1, "127.0.0.9:7070", "b").await.unwrap_err();
+    assert_eq!(refused, StoreError::HomedElsewhere { region: "a".into() });
+    assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), first, "a refusal changes nothing");
+    // Renewed in its own region: still a.
+    let renewed = store.take_ownership(&p, 1, OWNER, "a").await.unwrap();
+    assert_eq!((renewed.range_id, renewed.region.as_str()), (2, "a"));
+    // Handed over to b, with a task written just before.
+    store.append(&p, 2, &[task(Priority::DEFAULT, 1, 1)], None).await.unwrap();
+    let handed = PartitionMeta { owner: String::new(), region: "b".into(), moved_from: "a".into(), ..renewed };
+    store.update_metadata(&p, &handed).await.unwrap();
+    let refused = store.take_ownership(&p, 2, OWNER, "a").await.unwrap_err();
+    assert_eq!(refused, StoreError::HomedElsewhere { region: "b".into() }, "the old region may not take it back");
+    let taken = store.take_ownership(&p, 2, "127.0.0.9:7070", "b").await.unwrap();
+    assert_eq!((taken.range_id, taken.region.as_str(), taken.moved_from.as_str()), (3, "b", ""));
+    let seen = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap();
+    assert_eq!(levels(&seen), vec![FairLevel::new(1, 1)], "the new region sees the old one's writes");
+    // A partition of no region (as written before regions existed) goes to any.
+    let legacy = partition("homed", 1);
+    store.take_ownership(&legacy, 0, OWNER, "").await.unwrap();
+    assert_eq!(store.take_ownership(&legacy, 1, OWNER, "b").await.unwrap().region, "b");
 }
 
 /// An append under another range id is `Fenced` and writes nothing; one under
@@ -243,7 +275,7 @@ pub async fn metadata_round_trips_and_is_fenced(store: &dyn Store) {
     store.append(&p, range, &[task(Priority::DEFAULT, 1, 1)], Some(&meta)).await.unwrap();
     assert_eq!(store.load_partition(&p).await.unwrap().unwrap(), meta, "metadata written with an append");
 
-    let taken = store.take_ownership(&p, range, OWNER).await.unwrap();
+    let taken = store.take_ownership(&p, range, OWNER, "").await.unwrap();
     assert_eq!(taken.subqueues, meta.subqueues, "a new owner gets the saved levels");
     assert_eq!(store.update_metadata(&p, &meta).await.unwrap_err(), StoreError::Fenced { current_range_id: range + 1 });
 }
@@ -256,7 +288,7 @@ pub async fn new_owner_sees_every_write_of_the_old_one(store: &dyn Store) {
     for id in 1..=20 {
         store.append(&p, old, &[task(Priority::DEFAULT, id, id)], None).await.unwrap();
     }
-    let new = store.take_ownership(&p, old, OWNER).await.unwrap().range_id;
+    let new = store.take_ownership(&p, old, OWNER, "").await.unwrap().range_id;
     let late = store.append(&p, old, &[task(Priority::DEFAULT, 100, 100)], None).await;
     assert_eq!(late.unwrap_err(), StoreError::Fenced { current_range_id: new });
     let read = store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap();
@@ -296,35 +328,48 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
 }
 
 /// The first creation of a queue sets its config; a later one returns it
-/// unchanged; `queue` finds it; `list_queues` names every queue.
+/// unchanged; `queue` finds it; `list_queues` names every queue; a move
+/// changes its home alone, and a move of a queue never created creates
+/// nothing.
 pub async fn queues_are_created_once(store: &dyn Store) {
     let name = validate::queue_name("queue", "configured").unwrap();
     assert_eq!(store.queue(&name).await.unwrap(), None, "not created yet");
-    let created = store.create_queue(&name, QueueConfig { partitions: 8 }).await.unwrap();
-    assert_eq!(created.partitions, 8);
-    let again = store.create_queue(&name, QueueConfig { partitions: 2 }).await.unwrap();
-    assert_eq!(again.partitions, 8, "the first creation's config stays");
-    assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig { partitions: 8 }));
+    let created = store.create_queue(&name, QueueConfig::new(8, "a")).await.unwrap();
+    assert_eq!(created, QueueConfig::new(8, "a"));
+    let again = store.create_queue(&name, QueueConfig::new(2, "b")).await.unwrap();
+    assert_eq!(again, QueueConfig::new(8, "a"), "the first creation's config stays");
+    assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig::new(8, "a")));
     let other = validate::queue_name("queue", "other").unwrap();
-    store.create_queue(&other, QueueConfig { partitions: 1 }).await.unwrap();
+    store.create_queue(&other, QueueConfig::new(1, "")).await.unwrap();
     let mut listed = store.list_queues().await.unwrap();
     listed.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(listed, vec![(name, QueueConfig { partitions: 8 }), (other, QueueConfig { partitions: 1 })]);
+    assert_eq!(listed, vec![(name.clone(), QueueConfig::new(8, "a")), (other.clone(), QueueConfig::new(1, ""))]);
+    assert_eq!(store.set_queue_home(&name, "b").await.unwrap(), Some(QueueConfig::new(8, "b")));
+    assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig::new(8, "b")));
+    assert_eq!(store.set_queue_home(&other, "").await.unwrap(), Some(QueueConfig::new(1, "")));
+    let never = validate::queue_name("queue", "never-created").unwrap();
+    assert_eq!(store.set_queue_home(&never, "b").await.unwrap(), None);
+    assert_eq!(store.queue(&never).await.unwrap(), None, "a move creates nothing");
+    assert_eq!(store.list_queues().await.unwrap().len(), 2);
 }
 
 /// A heartbeat replaces the node's record; `members` lists the latest of each;
 /// `leave` removes one.
 pub async fn members_heartbeat_and_leave(store: &dyn Store) {
-    let member =
-        |node: &str, heartbeat| Member { node: node.into(), started_unix_ms: 1_000, heartbeat_unix_ms: heartbeat };
-    store.heartbeat(&member("127.0.0.1:7001", 2_000)).await.unwrap();
-    store.heartbeat(&member("127.0.0.1:7002", 2_500)).await.unwrap();
-    store.heartbeat(&member("127.0.0.1:7001", 3_000)).await.unwrap();
+    let member = |node: &str, region: &str, heartbeat| Member {
+        node: node.into(),
+        region: region.into(),
+        started_unix_ms: 1_000,
+        heartbeat_unix_ms: heartbeat,
+    };
+    store.heartbeat(&member("127.0.0.1:7001", "a", 2_000)).await.unwrap();
+    store.heartbeat(&member("127.0.0.1:7002", "", 2_500)).await.unwrap();
+    store.heartbeat(&member("127.0.0.1:7001", "b", 3_000)).await.unwrap();
     let mut members = store.members().await.unwrap();
     members.sort_by(|a, b| a.node.cmp(&b.node));
-    assert_eq!(members, vec![member("127.0.0.1:7001", 3_000), member("127.0.0.1:7002", 2_500)]);
+    assert_eq!(members, vec![member("127.0.0.1:7001", "b", 3_000), member("127.0.0.1:7002", "", 2_500)]);
     store.leave("127.0.0.1:7001").await.unwrap();
-    assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", 2_500)]);
+    assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", "", 2_500)]);
 }
 
 /// The first candidate stored is the secret every later call returns,
@@ -494,7 +539,7 @@ pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
     let write = PartitionWrite { tasks: vec![written.clone()], put: records.clone(), ..PartitionWrite::default() };
     store.write(&p, range, &write).await.unwrap();
     // After a take-over of the range, as a writer that lost track of its write does.
-    store.take_ownership(&p, range, OWNER).await.unwrap();
+    store.take_ownership(&p, range, OWNER, "").await.unwrap();
     let found = store.read_row(&p, RowRef::Task(Priority::HIGHEST, FairLevel::new(4, 2))).await.unwrap();
     assert_eq!(found, Some(StoredRow::Task(written)));
     for record in records {

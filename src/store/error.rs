@@ -9,6 +9,14 @@ pub enum StoreError {
         /// The range id the partition has now.
         current_range_id: i64,
     },
+    /// The partition is homed in another region: only a node of `region`
+    /// may take it (its fence lives in that region's Paxos). Certainly not
+    /// applied.
+    #[error("the partition is homed in region {region:?}; only a node of that region may take it")]
+    HomedElsewhere {
+        /// The region the partition's metadata names.
+        region: String,
+    },
     /// The store could not be reached or refused the work. Certainly not
     /// applied; retry later.
     #[error("store unavailable: {0}")]

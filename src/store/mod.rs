@@ -81,6 +81,15 @@ pub struct PartitionMeta {
     pub range_id: i64,
     /// The node that took it last (informational: the range id decides).
     pub owner: String,
+    /// The region whose nodes may take it (empty: any). Its owners fence it
+    /// with that region's Paxos (`LOCAL_SERIAL`), so a node of another
+    /// region never takes it: [`Store::take_ownership`] refuses.
+    pub region: String,
+    /// Set when the partition was handed over from another region (the
+    /// region named here) to `region`: the next owner first makes every
+    /// write of the old region visible in its own (see
+    /// [`Store::take_ownership`]), then clears it.
+    pub moved_from: String,
     /// What is kept per priority level, highest first (at [`Priority::index`]).
     pub subqueues: [SubqueueMeta; PRIORITY_LEVELS],
     /// Every delayed record at or below this key has been made ready: the
@@ -96,6 +105,27 @@ impl PartitionMeta {
     pub fn stored_bytes(&self) -> usize {
         codec::encode_meta(self).len()
     }
+}
+
+/// The metadata `stored` becomes when `owner`, a node of `region`, takes it
+/// at range `expected + 1`: `HomedElsewhere` if it is homed in another
+/// region. The caller has caught up a partition moved from another region.
+pub(crate) fn taken_meta(
+    stored: PartitionMeta,
+    expected: i64,
+    owner: &str,
+    region: &str,
+) -> StoreResult<PartitionMeta> {
+    if !stored.region.is_empty() && stored.region != region {
+        return Err(StoreError::HomedElsewhere { region: stored.region });
+    }
+    Ok(PartitionMeta {
+        range_id: expected + 1,
+        owner: owner.to_owned(),
+        region: region.to_owned(),
+        moved_from: String::new(),
+        ..stored
+    })
 }
 
 /// Metadata written with an append must carry the range id it is written under.
@@ -157,12 +187,23 @@ pub fn stored_task_bytes(task: &StoredTask) -> usize {
     task.payload.len() + task.fairness_key.len() + task.dedup_id.as_ref().map_or(0, String::len) + 96
 }
 
-/// A queue's settings, fixed when it is created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A queue's settings: its partitions are fixed when it is created, its
+/// home may move.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueConfig {
     /// How many partitions the queue has, 1 to
     /// [`MAX_PARTITIONS`](crate::model::validate::MAX_PARTITIONS).
     pub partitions: u32,
+    /// The region whose nodes own its partitions (empty: the nodes that name
+    /// no region, as in a deployment of one region).
+    pub home: String,
+}
+
+impl QueueConfig {
+    /// A queue of `partitions` partitions homed in `home`.
+    pub fn new(partitions: u32, home: &str) -> QueueConfig {
+        QueueConfig { partitions, home: home.to_owned() }
+    }
 }
 
 /// A node of the cluster as the store records it.
@@ -170,6 +211,8 @@ pub struct QueueConfig {
 pub struct Member {
     /// The address other nodes and clients reach it at; also its identity.
     pub node: String,
+    /// The region the node runs in (`cluster.region`; empty: none named).
+    pub region: String,
     /// When the node started, in ms since the Unix epoch.
     pub started_unix_ms: i64,
     /// When the node last wrote its heartbeat, in ms since the Unix epoch: once
@@ -211,10 +254,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// write of a previous owner fails from then on; every write that
     /// succeeded before is visible to the new owner's reads.
     ///
+    /// The partition is taken for `region` (the taker's): a partition whose
+    /// metadata names another region is refused (`HomedElsewhere`), and one
+    /// handed over from another region (`moved_from`) is first caught up, so
+    /// that every write acknowledged in the old region is visible to reads
+    /// in this one (on Cassandra: the partition read at `EACH_QUORUM`, which
+    /// repairs the replicas it reads). The returned metadata names `region`
+    /// and no `moved_from`.
+    ///
     /// Errors: `Fenced` if the range id is not `expected` (nothing changed);
-    /// `Uncertain` if the outcome is unknown (load and try again).
-    /// `owner` is recorded in the metadata, for operators.
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta>;
+    /// `HomedElsewhere` (nothing changed); `Uncertain` if the outcome is
+    /// unknown (load and try again); `Unavailable` when the old region of a
+    /// moved partition cannot be read. `owner` is recorded in the metadata,
+    /// for operators.
+    async fn take_ownership(
+        &self,
+        partition: &PartitionId,
+        expected: i64,
+        owner: &str,
+        region: &str,
+    ) -> StoreResult<PartitionMeta>;
 
     /// Applies the whole `write` at once, if the range id is still
     /// `range_id`. Tasks' levels are unique; writing a level twice replaces
@@ -298,6 +357,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The queue's config, `None` if it was never created.
     async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>>;
+
+    /// Moves the queue's home to `home`; its config as stored after, `None`
+    /// (and nothing written) if it was never created. On Cassandra a
+    /// conditional write at `SERIAL`: it needs a majority of every replica,
+    /// in all regions.
+    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>>;
 
     /// Every queue and its config.
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>>;

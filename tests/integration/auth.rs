@@ -108,9 +108,11 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             m.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue, limit: 1 }).await.map(drop)
         }
         Rpc::DescribeQueue => m.describe_queue(pb::DescribeQueueRequest { queue, top_keys: 1 }).await.map(drop),
-        Rpc::CreateQueue => {
-            m.create_queue(pb::CreateQueueRequest { queue: "jobs.created".into(), partitions: 1 }).await.map(drop)
-        }
+        Rpc::CreateQueue => m
+            .create_queue(pb::CreateQueueRequest { queue: "jobs.created".into(), partitions: 1, home: String::new() })
+            .await
+            .map(drop),
+        Rpc::MoveQueue => m.move_queue(pb::MoveQueueRequest { queue, home: String::new() }).await.map(drop),
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)
@@ -154,7 +156,11 @@ async fn every_rpc_needs_credentials_and_each_role_does_exactly_what_it_may() {
     let config = tls_config(dir.path(), &ca, principals.collect());
     let server = TestServer::start_tls(config, client_tls(&ca, None)).await;
     let mut admin = clients(&server, client_tls(&ca, None), Some(&keys[0])).await;
-    admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+    admin
+        .matching
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
+        .await
+        .unwrap();
     let token = leased_token(&mut admin).await;
 
     for credentials in [None, Some(new_api_key()), Some("not.a.jwt".to_owned()), Some(api_key_hash(&keys[0]))] {
@@ -198,7 +204,11 @@ async fn a_tenant_bound_producer_adds_under_its_own_keys_only() {
     ];
     let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
     let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
-    admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+    admin
+        .matching
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
+        .await
+        .unwrap();
     let mut tenant = clients(&server, client_tls(&ca, None), Some(&acme)).await;
 
     let add = |key: &str| pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 1.0, 3, b"x")) };
@@ -247,7 +257,11 @@ async fn client_certificates_map_to_principals_by_common_name() {
     let server = TestServer::start_tls(config, client_tls(&ca, Some(&any_client))).await;
     let mut admin = clients(&server, client_tls(&ca, Some(&any_client)), Some(&admin_key)).await;
     let token = leased_token(&mut {
-        admin.matching.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1 }).await.unwrap();
+        admin
+            .matching
+            .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
+            .await
+            .unwrap();
         admin
     })
     .await;

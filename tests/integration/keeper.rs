@@ -41,6 +41,7 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
     let id = PartitionId { queue: validate::queue_name("queue", "kept").unwrap(), partition: 0 };
     let setup = PartitionSetup {
         node: "test".into(),
+        region: String::new(),
         store: store.clone(),
         clock: clock.clone(),
         engine: config,
@@ -98,5 +99,5 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
         async move { store.read(&id, Priority::DEFAULT, FairLevel::ZERO, 100).await.unwrap().is_empty() }
     })
     .await;
-    partition.release().await;
+    partition.release("").await;
 }

@@ -149,7 +149,7 @@ async fn backlogged_partitions_are_served_in_turn_whatever_their_passes() {
     settings.matcher.sync_match = false;
     let queues = Queues::new(store, Arc::new(SystemClock), settings);
     let queue = validate::queue_name("queue", "two").unwrap();
-    let matcher = queues.create(&queue, 2).await.unwrap();
+    let matcher = queues.create(&queue, 2, None).await.unwrap();
     let spec = |key: &str| TaskSpec::new(key, Priority::DEFAULT, b"x".to_vec());
     // Partition 0 serves one key 50 times: its passes move 50 ahead.
     for _ in 0..50 {

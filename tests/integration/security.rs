@@ -91,7 +91,10 @@ async fn edited_lease_tokens_complete_nothing() {
 async fn routing_metadata_from_a_client_is_refused_and_changes_nothing() {
     let server = TestServer::start_secure(fairway::config::Config::default()).await;
     let mut client = server.client.clone();
-    client.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 2 }).await.expect("create the queue");
+    client
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 2, home: String::new() })
+        .await
+        .expect("create the queue");
     let mut once = spec("k", 1.0, 3, b"x");
     once.dedup_id = "origin-1".into();
     let first = add(&mut client, QUEUE, once.clone()).await.unwrap();
@@ -151,7 +154,10 @@ async fn reads_of_an_unknown_queue_create_nothing() {
     not_found(client.poll_task(poll).await.map(drop), "PollTask");
     let polls = pb::PollTasksRequest { queue: typo.into(), worker_id: "w".into(), max_wait: wait, max_tasks: 2 };
     not_found(client.poll_tasks(polls).await.map(drop), "PollTasks");
-    let created = client.create_queue(pb::CreateQueueRequest { queue: typo.into(), partitions: 4 }).await.unwrap();
+    let created = client
+        .create_queue(pb::CreateQueueRequest { queue: typo.into(), partitions: 4, home: String::new() })
+        .await
+        .unwrap();
     assert_eq!(created.into_inner().partitions, 4, "no read fixed the queue's partitions before");
     assert_eq!(client.describe_queue(describe).await.unwrap().into_inner().partitions.len(), 4);
     server.stop().await;
@@ -171,7 +177,8 @@ async fn queues_are_created_within_the_configured_names_and_limits() {
     add(&mut client, "jobs.a", spec("k", 1.0, 3, b"x")).await.expect("jobs.* may be created by an add");
     let status = add(&mut client, "other", spec("k", 1.0, 3, b"x")).await.expect_err("other may not");
     assert_eq!(status.code(), Code::NotFound, "{status:?}");
-    let create = |queue: &str, partitions| pb::CreateQueueRequest { queue: queue.into(), partitions };
+    let create =
+        |queue: &str, partitions| pb::CreateQueueRequest { queue: queue.into(), partitions, home: String::new() };
     let status = client.create_queue(create("wide", 10)).await.expect_err("1 + 10 partitions");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("matcher.max_partitions"), "{status:?}");

@@ -176,7 +176,7 @@ pub(crate) async fn add(
 /// Creates `queue` with `partitions` partitions (or finds it created).
 pub(crate) async fn create(client: &mut Client, queue: &str, partitions: u32) {
     client
-        .create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions })
+        .create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions, home: String::new() })
         .await
         .unwrap_or_else(|status| panic!("create queue {queue}: {status:?}"));
 }

@@ -263,9 +263,9 @@ async fn counts_outlive_a_partition_and_takeovers_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
     let queue = validate::queue_name("queue", QUEUE).unwrap();
-    store.create_queue(&queue, QueueConfig { partitions: 1 }).await.unwrap();
+    store.create_queue(&queue, QueueConfig::new(1, "")).await.unwrap();
     let id = PartitionId { queue: queue.clone(), partition: 0 };
-    store.take_ownership(&id, 0, "a node that crashed").await.unwrap();
+    store.take_ownership(&id, 0, "a node that crashed", "").await.unwrap();
 
     let clock: SharedClock = Arc::new(ManualClock::new(START_MS));
     let settings = Settings { node: "this node".into(), ..Settings::default() };

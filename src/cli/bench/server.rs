@@ -109,7 +109,7 @@ fn client_on(channel: AuthChannel) -> Client {
 
 /// Creates `queue` with `partitions` and waits until every partition has an owner.
 pub(super) async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> anyhow::Result<()> {
-    client.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions }).await?;
+    client.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions, home: String::new() }).await?;
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     for _ in 0..600 {
         ticks.tick().await;

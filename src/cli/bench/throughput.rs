@@ -184,7 +184,7 @@ async fn raw_appends(
 ) -> anyhow::Result<Vec<Measure>> {
     let store = fairway::server::open_store(url, config).await?.tasks;
     let partition = PartitionId { queue: validate::queue_name("queue", &format!("raw-{run_id}"))?, partition: 0 };
-    let range_id = store.take_ownership(&partition, 0, "bench").await?.range_id;
+    let range_id = store.take_ownership(&partition, 0, "bench", "").await?.range_id;
     let batches = args.tasks.div_ceil(args.batch);
     let payload = vec![0x5A; args.payload];
     let make_batch = |b: u64| -> Vec<StoredTask> {

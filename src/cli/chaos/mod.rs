@@ -241,7 +241,7 @@ async fn prepare_store(store: &str, replicas: u32) -> anyhow::Result<u16> {
 async fn create_queue(admin: &mut Client) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let request = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 4 };
+        let request = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 4, home: String::new() };
         match admin.create_queue(request).await {
             Ok(()) => return Ok(()),
             Err(error) if Instant::now() < deadline => {

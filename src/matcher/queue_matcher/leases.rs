@@ -34,9 +34,9 @@ impl QueueMatcher {
     pub async fn dead_letters(&self, limit: usize, max_bytes: usize) -> Result<Vec<(u32, RecordTask)>, MatchError> {
         const PAGE: usize = 64;
         let size = |d: &RecordTask| d.task.payload.len() + d.message.len();
-        let share = (max_bytes / self.config.partitions as usize).max(1);
+        let share = (max_bytes / self.partition_count() as usize).max(1);
         let mut dead = Vec::new();
-        for partition in 0..self.config.partitions {
+        for partition in 0..self.partition_count() {
             let id = PartitionId { queue: self.name.clone(), partition };
             let meta = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
             let mut after = meta.map_or((0, 0), |m| m.dead_letters_through);

@@ -119,7 +119,8 @@ impl MatchError {
 /// owns, and the pollers waiting on them. See the module docs.
 pub struct QueueMatcher {
     name: QueueName,
-    config: QueueConfig,
+    /// Its partition count (fixed) and home (moves: see [`Self::set_home`]).
+    config: RwLock<QueueConfig>,
     partitions: RwLock<Vec<Arc<Partition>>>,
     /// Adoptions and releases, one at a time.
     ownership: tokio::sync::Mutex<()>,
@@ -172,7 +173,7 @@ impl QueueMatcher {
             let weak = weak.clone();
             QueueMatcher {
                 name,
-                config,
+                config: RwLock::new(config),
                 partitions: RwLock::new(Vec::new()),
                 ownership: tokio::sync::Mutex::new(()),
                 waiters: Mutex::new(VecDeque::new()),
@@ -202,9 +203,24 @@ impl QueueMatcher {
         &self.name
     }
 
-    /// The queue's settings as stored at its creation.
+    /// The queue's settings as last read from the store.
     pub fn config(&self) -> QueueConfig {
-        self.config
+        self.config.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The queue's partition count, fixed at its creation.
+    pub fn partition_count(&self) -> u32 {
+        self.config.read().unwrap_or_else(|p| p.into_inner()).partitions
+    }
+
+    /// Records that the queue's home is now `home` (read from the store):
+    /// the next ownership pass hands its partitions over to that region.
+    pub fn set_home(&self, home: &str) {
+        let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
+        if config.home != home {
+            tracing::info!(queue = %self.name, from = %config.home, to = home, "the queue's home moved");
+            config.home = home.to_owned();
+        }
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {

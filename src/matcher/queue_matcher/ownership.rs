@@ -46,6 +46,7 @@ impl QueueMatcher {
         }
         let setup = PartitionSetup {
             node: self.settings.node.clone(),
+            region: self.settings.fence_region.clone(),
             store: self.store.clone(),
             clock: self.clock.clone(),
             engine: self.settings.engine_for(&self.name),
@@ -73,13 +74,15 @@ impl QueueMatcher {
         }
     }
 
-    /// Hands `partition` over: finishes its writes and writes its ack levels
-    /// with no owner, so that the next owner takes it at once.
+    /// Hands `partition` over to a node of the queue's home region:
+    /// finishes its writes and writes its ack levels with no owner (and that
+    /// region, if it is another), so that the next owner takes it at once.
     pub async fn release(&self, partition: u32) {
         let _one_at_a_time = self.ownership.lock().await;
+        let home = self.config().home;
         for (partition, counted) in self.remove_partitions(|p| p.id().partition == partition) {
-            tracing::info!(partition = %partition.id(), "handing over");
-            partition.release().await;
+            tracing::info!(partition = %partition.id(), to_region = %home, "handing over");
+            partition.release(&home).await;
             self.retire(&partition, counted);
         }
         self.dispatch_waiting();
@@ -116,7 +119,13 @@ impl QueueMatcher {
         let id = PartitionId { queue: self.name.clone(), partition };
         let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
         if let Some(meta) = stored.filter(|meta| meta.owner == self.settings.node) {
-            let freed = PartitionMeta { owner: String::new(), ..meta };
+            let home = self.config().home;
+            let moved = !meta.region.is_empty() && meta.region != home;
+            let freed = if moved {
+                PartitionMeta { owner: String::new(), moved_from: meta.region.clone(), region: home, ..meta }
+            } else {
+                PartitionMeta { owner: String::new(), ..meta }
+            };
             match self.store.update_metadata(&id, &freed).await {
                 Ok(()) => tracing::info!(partition = %id, "handed over after abandoning it"),
                 Err(StoreError::Fenced { .. }) => {}
@@ -167,7 +176,8 @@ impl QueueMatcher {
         let _one_at_a_time = self.ownership.lock().await;
         // All at once: each may retry its last metadata write for a while.
         let partitions = self.remove_partitions(|_| true);
-        futures::future::join_all(partitions.iter().map(|(partition, _)| partition.release())).await;
+        let home = self.config().home;
+        futures::future::join_all(partitions.iter().map(|(partition, _)| partition.release(&home))).await;
         for (partition, counted) in partitions {
             self.retire(&partition, counted);
         }

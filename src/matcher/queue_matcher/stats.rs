@@ -98,8 +98,8 @@ impl QueueMatcher {
     pub async fn partition_views(&self, top_keys: usize) -> Result<Vec<PartitionView>, StoreError> {
         let mut held: HashMap<u32, PartitionReport> =
             self.describe(top_keys).into_iter().map(|report| (report.partition, report)).collect();
-        let mut views = Vec::with_capacity(self.config.partitions as usize);
-        for partition in 0..self.config.partitions {
+        let mut views = Vec::with_capacity(self.partition_count() as usize);
+        for partition in 0..self.partition_count() {
             views.push(match held.remove(&partition) {
                 Some(report) => PartitionView::Held(report),
                 None => {

@@ -25,6 +25,7 @@ use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::deserialize::row::DeserializeRow;
+use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::policies::speculative_execution::{SimpleSpeculativeExecutionPolicy, SpeculativeExecutionPolicy};
 use scylla::response::PagingState;
 use scylla::response::query_result::QueryResult;
@@ -45,7 +46,7 @@ use self::statements::Statements;
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
-    Store, StoreError, StoreResult, StoredRow, check_metadata_range,
+    Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -55,9 +56,16 @@ use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, Vali
 pub struct CassandraConfig {
     /// Consistency of reads and writes: `QUORUM`, `LOCAL_QUORUM`, `ONE`, …
     pub consistency: String,
-    /// Consistency of the range-id fence: `SERIAL` or `LOCAL_SERIAL` (only
-    /// for a queue homed in one region).
+    /// Consistency of the range-id fence: `SERIAL`, or `LOCAL_SERIAL` when
+    /// the driver keeps to one datacenter (`local_datacenter`) and every
+    /// queue is owned in its home region only (`cluster.failover = "manual"`).
     pub serial_consistency: String,
+    /// The datacenter the driver sends every request to (its coordinators);
+    /// empty: `cluster.region`, and with that empty too, any node. When no
+    /// node of it is up, requests fail (`UNAVAILABLE`) rather than go to
+    /// another datacenter, unless the levels are `QUORUM` and `SERIAL`, whose
+    /// meaning does not depend on the coordinator's datacenter.
+    pub local_datacenter: String,
     /// Client-side limit for one request.
     #[serde(with = "crate::config::duration_serde")]
     pub request_timeout: Duration,
@@ -100,6 +108,7 @@ impl Default for CassandraConfig {
         CassandraConfig {
             consistency: "QUORUM".into(),
             serial_consistency: "SERIAL".into(),
+            local_datacenter: String::new(),
             request_timeout: Duration::from_secs(12),
             speculative_retry_after: Duration::from_millis(500),
             connect_patience: Duration::from_secs(120),
@@ -119,7 +128,14 @@ impl CassandraConfig {
     /// Checks section `[cassandra]`; the error names the key.
     pub fn validate(&self) -> Result<(), ValidationError> {
         self.consistency().map_err(|m| ValidationError::new("cassandra.consistency", m))?;
-        self.serial_consistency().map_err(|m| ValidationError::new("cassandra.serial_consistency", m))?;
+        // LOCAL_SERIAL also needs a local datacenter, which `cluster.region`
+        // may give: `config::validate` checks that across the sections.
+        self.in_region("-")
+            .serial_consistency()
+            .map_err(|m| ValidationError::new("cassandra.serial_consistency", m))?;
+        if !self.local_datacenter.is_empty() {
+            validate::region("cassandra.local_datacenter", &self.local_datacenter)?;
+        }
         if self.request_timeout.is_zero() {
             return Err(ValidationError::new("cassandra.request_timeout", "must be longer than 0s"));
         }
@@ -208,20 +224,41 @@ impl CassandraConfig {
         })
     }
 
-    /// The serial consistency of the range-id fence: only `SERIAL` is accepted;
-    /// the error says why another is refused.
+    /// The serial consistency of the range-id fence: `SERIAL`, or
+    /// `LOCAL_SERIAL` with a local datacenter; the error says why another is
+    /// refused. (`config::validate` checks the rest of the `LOCAL_SERIAL`
+    /// conditions, which span sections.)
     pub fn serial_consistency(&self) -> Result<scylla::statement::SerialConsistency, String> {
         use scylla::statement::SerialConsistency::*;
         Ok(match self.serial_consistency.to_ascii_uppercase().as_str() {
             "SERIAL" => Serial,
-            "LOCAL_SERIAL" => {
-                return Err("LOCAL_SERIAL is refused: Paxos state is kept per datacenter, so two nodes whose \
-                            coordinators are in different datacenters can both win the same range id (two owners \
-                            of one partition), and nothing yet homes a queue in one region; use SERIAL"
+            "LOCAL_SERIAL" if self.local_datacenter.is_empty() => {
+                return Err("LOCAL_SERIAL needs cassandra.local_datacenter (or cluster.region): Paxos state is kept \
+                            per datacenter, so two nodes whose coordinators are in different datacenters could \
+                            both win the same range id (two owners of one partition); use SERIAL"
                     .into());
             }
-            other => return Err(format!("{other:?} is not a serial consistency; use SERIAL")),
+            "LOCAL_SERIAL" => LocalSerial,
+            other => return Err(format!("{other:?} is not a serial consistency; use SERIAL or LOCAL_SERIAL")),
         })
+    }
+
+    /// Whether every level is global (`QUORUM`/`EACH_QUORUM`/`ALL` and
+    /// `SERIAL`): then a request may be coordinated from any datacenter.
+    fn levels_are_global(&self) -> bool {
+        use scylla::statement::{Consistency, SerialConsistency};
+        !matches!(self.consistency(), Ok(Consistency::LocalQuorum))
+            && matches!(self.serial_consistency(), Ok(SerialConsistency::Serial))
+    }
+
+    /// This config with `local_datacenter` defaulted to `region` (a node's
+    /// `cluster.region`).
+    pub fn in_region(&self, region: &str) -> CassandraConfig {
+        let mut config = self.clone();
+        if config.local_datacenter.is_empty() {
+            config.local_datacenter = region.to_owned();
+        }
+        config
     }
 }
 
@@ -357,6 +394,31 @@ impl CassandraStore {
         self.read_warnings.load(Ordering::Relaxed)
     }
 
+    /// Reads every row of the partition, every column, at `EACH_QUORUM`:
+    /// Cassandra repairs the replicas it read that missed a row, so that
+    /// every write acknowledged in any region is then seen by this region's
+    /// `LOCAL_QUORUM` reads. Costs one read of the partition's live rows
+    /// (its backlog and records); `Unavailable` when a region cannot answer.
+    async fn catch_up(&self, partition: &PartitionId) -> StoreResult<()> {
+        let values = (partition.queue.as_str(), partition_number(partition));
+        let mut paging = PagingState::start();
+        let mut rows = 0usize;
+        loop {
+            let (page, next) = self
+                .session
+                .execute_single_page(&self.statements.catch_up, values, paging)
+                .await
+                .map_err(read_error)?;
+            rows += page.into_rows_result().map_or(0, |page| page.rows_num());
+            match next.into_paging_control_flow() {
+                std::ops::ControlFlow::Continue(state) => paging = state,
+                std::ops::ControlFlow::Break(()) => break,
+            }
+        }
+        tracing::info!(%partition, rows, "caught up with the region it was handed over from");
+        Ok(())
+    }
+
     async fn read_meta(&self, partition: &PartitionId, serial: bool) -> StoreResult<Option<(i64, PartitionMeta)>> {
         Ok(self.read_meta_bytes(partition, serial).await?.map(|(range_id, meta, _)| (range_id, meta)))
     }
@@ -388,6 +450,11 @@ impl CassandraStore {
         meta.range_id = range_id;
         Ok(Some((range_id, meta, bytes)))
     }
+}
+
+/// A queue's config from its row.
+fn stored_queue(partitions: Option<i32>, home: Option<String>) -> QueueConfig {
+    QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32, home: home.unwrap_or_default() }
 }
 
 /// Reads and compare-and-sets in one `take_ownership`, at most.
@@ -440,11 +507,17 @@ pub async fn connect_session(contact_point: &str, config: &CassandraConfig) -> R
             retry_interval: config.speculative_retry_after,
         }) as Arc<dyn SpeculativeExecutionPolicy>
     });
+    let mut policy = DefaultPolicy::builder().token_aware(true);
+    if !config.local_datacenter.is_empty() {
+        policy =
+            policy.prefer_datacenter(config.local_datacenter.clone()).permit_dc_failover(config.levels_are_global());
+    }
     let profile = ExecutionProfile::builder()
         .consistency(consistency)
         .serial_consistency(Some(serial))
         .request_timeout(Some(config.request_timeout))
         .speculative_execution_policy(speculation)
+        .load_balancing_policy(policy.build())
         .build();
     let mut builder = SessionBuilder::new()
         .known_node(contact_point)
@@ -456,14 +529,35 @@ pub async fn connect_session(contact_point: &str, config: &CassandraConfig) -> R
     if let Some(tls) = config.tls()? {
         builder = builder.tls_context(Some(tls));
     }
-    builder.build().await.map_err(|e| {
+    let session = builder.build().await.map_err(|e| {
         let message = e.to_string();
         if message.contains("Authentication") || message.contains("authenticat") {
             ConnectError::Refused { contact_point: contact_point.to_owned(), message }
         } else {
             ConnectError::Unreachable { contact_point: contact_point.to_owned(), message }
         }
-    })
+    })?;
+    check_datacenter(&session, &config.local_datacenter)?;
+    Ok(session)
+}
+
+/// A local datacenter the cluster does not have is a configuration error:
+/// the driver would find no node to send anything to.
+fn check_datacenter(session: &Session, local: &str) -> Result<(), ConnectError> {
+    if local.is_empty() {
+        return Ok(());
+    }
+    let state = session.get_cluster_state();
+    let mut known: Vec<String> = state.get_nodes_info().iter().filter_map(|node| node.datacenter.clone()).collect();
+    known.sort();
+    known.dedup();
+    if known.iter().any(|dc| dc == local) {
+        return Ok(());
+    }
+    Err(ConnectError::Config(format!(
+        "cassandra.local_datacenter (or cluster.region) = {local:?}: the cluster has no such datacenter (it has {})",
+        known.join(", ")
+    )))
 }
 
 #[async_trait]
@@ -472,10 +566,16 @@ impl Store for CassandraStore {
         Ok(self.read_meta(partition, false).await?.map(|(_, meta)| meta))
     }
 
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
+    async fn take_ownership(
+        &self,
+        partition: &PartitionId,
+        expected: i64,
+        owner: &str,
+        region: &str,
+    ) -> StoreResult<PartitionMeta> {
         let (queue, number) = (partition.queue.as_str(), partition_number(partition));
         if expected == 0 {
-            let created = PartitionMeta { range_id: 1, owner: owner.to_owned(), ..PartitionMeta::default() };
+            let created = taken_meta(PartitionMeta::default(), 0, owner, region)?;
             let result = self
                 .session
                 .execute_unpaged(&self.statements.create_meta, (queue, number, 1i64, encode_meta(&created)))
@@ -489,13 +589,18 @@ impl Store for CassandraStore {
         // the read and the steal is not overwritten by the older metadata
         // (its ack level would go back, below what that owner deletes).
         for _ in 0..TAKE_ATTEMPTS {
-            let (mut taken, bytes) = match self.read_meta_bytes(partition, true).await? {
+            let (stored, bytes) = match self.read_meta_bytes(partition, true).await? {
                 Some((range_id, meta, bytes)) if range_id == expected => (meta, bytes),
                 Some((current_range_id, _, _)) => return Err(StoreError::Fenced { current_range_id }),
                 None => return Err(StoreError::Fenced { current_range_id: 0 }),
             };
-            taken.range_id = expected + 1;
-            taken.owner = owner.to_owned();
+            if stored.region != region || !stored.moved_from.is_empty() {
+                // Written in another region's Paxos and replicas (or in none
+                // named): made visible here before this region takes it.
+                taken_meta(stored.clone(), expected, owner, region)?;
+                self.catch_up(partition).await?;
+            }
+            let taken = taken_meta(stored, expected, owner, region)?;
             let values = (taken.range_id, encode_meta(&taken), queue, number, expected, bytes);
             let result = self.session.execute_unpaged(&self.statements.take_meta, values).await.map_err(write_error)?;
             match conditional(result)? {
@@ -678,15 +783,19 @@ impl Store for CassandraStore {
     }
 
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
+        let home = (!config.home.is_empty()).then_some(config.home.as_str());
         let result = self
             .session
-            .execute_unpaged(&self.statements.create_queue, (queue.as_str(), config.partitions as i32))
+            .execute_unpaged(&self.statements.create_queue, (queue.as_str(), config.partitions as i32, home))
             .await
             .map_err(write_error)?;
         match conditional(result)? {
             None => Ok(config),
             Some(found) => match column(&found, "partitions").and_then(CqlValue::as_int) {
-                Some(partitions) => Ok(QueueConfig { partitions: partitions as u32 }),
+                Some(partitions) => {
+                    let home = column(&found, "home").and_then(CqlValue::as_text).cloned().unwrap_or_default();
+                    Ok(QueueConfig { partitions: partitions as u32, home })
+                }
                 None => Err(StoreError::Corrupt(format!("queue {queue} has no partition count"))),
             },
         }
@@ -696,25 +805,42 @@ impl Store for CassandraStore {
         let result =
             self.session.execute_unpaged(&self.statements.queue, (queue.as_str(),)).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let row = rows.maybe_first_row::<(Option<i32>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(row.map(|(partitions,)| QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32 }))
+        let row =
+            rows.maybe_first_row::<(Option<i32>, Option<String>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(row.map(|(partitions, home)| stored_queue(partitions, home)))
+    }
+
+    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
+        let stored_home = (!home.is_empty()).then_some(home);
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.set_home, (stored_home, queue.as_str()))
+            .await
+            .map_err(write_error)?;
+        match conditional(result)? {
+            None => Ok(self.queue(queue).await?.map(|config| QueueConfig { home: home.to_owned(), ..config })),
+            Some(_) => Ok(None),
+        }
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         use futures::TryStreamExt;
         let pager = self.session.execute_iter(self.statements.list_queues.clone(), ()).await.map_err(read_error)?;
-        let mut rows = pager.rows_stream::<(String, Option<i32>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut rows = pager
+            .rows_stream::<(String, Option<i32>, Option<String>)>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut queues = Vec::new();
-        while let Some((name, partitions)) = rows.try_next().await.map_err(read_error)? {
+        while let Some((name, partitions, home)) = rows.try_next().await.map_err(read_error)? {
             let name = validate::queue_name("queue", &name)
                 .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-            queues.push((name, QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32 }));
+            queues.push((name, stored_queue(partitions, home)));
         }
         Ok(queues)
     }
 
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
-        let values = (member.node.as_str(), member.started_unix_ms, member.heartbeat_unix_ms);
+        let region = (!member.region.is_empty()).then_some(member.region.as_str());
+        let values = (member.node.as_str(), region, member.started_unix_ms, member.heartbeat_unix_ms);
         self.session.execute_unpaged(&self.statements.heartbeat, values).await.map_err(write_error)?;
         Ok(())
     }
@@ -722,12 +848,18 @@ impl Store for CassandraStore {
     async fn members(&self) -> StoreResult<Vec<Member>> {
         let result = self.session.execute_unpaged(&self.statements.members, ()).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let typed =
-            rows.rows::<(String, Option<i64>, Option<i64>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let typed = rows
+            .rows::<(String, Option<String>, Option<i64>, Option<i64>)>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         typed
             .map(|row| {
-                let (node, started, heartbeat) = row.map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                Ok(Member { node, started_unix_ms: started.unwrap_or(0), heartbeat_unix_ms: heartbeat.unwrap_or(0) })
+                let (node, region, started, heartbeat) = row.map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok(Member {
+                    node,
+                    region: region.unwrap_or_default(),
+                    started_unix_ms: started.unwrap_or(0),
+                    heartbeat_unix_ms: heartbeat.unwrap_or(0),
+                })
             })
             .collect()
     }

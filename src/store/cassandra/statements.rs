@@ -1,5 +1,6 @@
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
 
 use super::CassandraConfig;
 use super::error::ConnectError;
@@ -25,6 +26,8 @@ pub(super) struct Statements {
     pub read_buckets: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
+    /// `SET home = ? … IF EXISTS`, at `SERIAL` whatever the configured level.
+    pub set_home: PreparedStatement,
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
     pub heartbeat: PreparedStatement,
@@ -32,6 +35,9 @@ pub(super) struct Statements {
     pub leave: PreparedStatement,
     /// Insert-if-absent of the cluster's secret: the stored one if present.
     pub create_secret: PreparedStatement,
+    /// Every row of one partition, every column, at `EACH_QUORUM`: read to
+    /// repair the replicas of this region after a move from another.
+    pub catch_up: PreparedStatement,
 }
 
 /// Prepares one statement; the error names it. A read is marked idempotent
@@ -67,7 +73,14 @@ impl Statements {
         let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");
         let load_meta = prepare(load.clone()).await?;
         let mut load_meta_serial = prepare(load).await?;
-        load_meta_serial.set_consistency(scylla::statement::Consistency::Serial);
+        let serial = match config.serial_consistency().map_err(ConnectError::Config)? {
+            SerialConsistency::Serial => Consistency::Serial,
+            SerialConsistency::LocalSerial => Consistency::LocalSerial,
+        };
+        load_meta_serial.set_consistency(serial);
+        let mut catch_up = prepare(format!("SELECT * FROM {keyspace}.tasks WHERE queue = ? AND partition = ?")).await?;
+        catch_up.set_consistency(Consistency::EachQuorum);
+        catch_up.set_page_size(config.read_page_size);
         let mut read_tasks = prepare(format!(
             "SELECT pass, id, task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
              AND (kind, pass, id) > (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?) LIMIT ?"
@@ -84,8 +97,7 @@ impl Statements {
             "SELECT task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? AND kind = ? AND pass = ? AND id = ?"
         ))
         .await?;
-        read_row_serial
-            .set_consistency(load_meta_serial.get_consistency().unwrap_or(scylla::statement::Consistency::Serial));
+        read_row_serial.set_consistency(serial);
         Ok(Statements {
             load_meta,
             load_meta_serial,
@@ -120,15 +132,28 @@ impl Statements {
                  AND (kind, pass, id) >= (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?)"
             ))
             .await?,
-            create_queue: prepare(format!(
-                "INSERT INTO {keyspace}.queues (queue, partitions) VALUES (?, ?) IF NOT EXISTS"
-            ))
-            .await?,
-            queue: prepare(format!("SELECT partitions FROM {keyspace}.queues WHERE queue = ?")).await?,
-            list_queues: prepare(format!("SELECT queue, partitions FROM {keyspace}.queues")).await?,
+            // The queues' rows are fenced by every region's replicas: two
+            // regions cannot each create a queue, or move it, on their own.
+            create_queue: {
+                let mut create = prepare(format!(
+                    "INSERT INTO {keyspace}.queues (queue, partitions, home) VALUES (?, ?, ?) IF NOT EXISTS"
+                ))
+                .await?;
+                create.set_serial_consistency(Some(SerialConsistency::Serial));
+                create
+            },
+            set_home: {
+                let mut set_home =
+                    prepare(format!("UPDATE {keyspace}.queues SET home = ? WHERE queue = ? IF EXISTS")).await?;
+                set_home.set_serial_consistency(Some(SerialConsistency::Serial));
+                set_home
+            },
+            queue: prepare(format!("SELECT partitions, home FROM {keyspace}.queues WHERE queue = ?")).await?,
+            list_queues: prepare(format!("SELECT queue, partitions, home FROM {keyspace}.queues")).await?,
             heartbeat: {
                 let mut heartbeat = prepare(format!(
-                    "INSERT INTO {keyspace}.members (cluster, node, started_ms, heartbeat_ms) VALUES ({CLUSTER}, ?, ?, ?)"
+                    "INSERT INTO {keyspace}.members (cluster, node, region, started_ms, heartbeat_ms) \
+                     VALUES ({CLUSTER}, ?, ?, ?, ?)"
                 ))
                 .await?;
                 // The same values again: writing them twice is writing them once.
@@ -136,7 +161,7 @@ impl Statements {
                 heartbeat
             },
             members: prepare(format!(
-                "SELECT node, started_ms, heartbeat_ms FROM {keyspace}.members WHERE cluster = {CLUSTER}"
+                "SELECT node, region, started_ms, heartbeat_ms FROM {keyspace}.members WHERE cluster = {CLUSTER}"
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
@@ -144,6 +169,7 @@ impl Statements {
                 "INSERT INTO {keyspace}.cluster_secrets (cluster, secret) VALUES ({CLUSTER}, ?) IF NOT EXISTS"
             ))
             .await?,
+            catch_up,
         })
     }
 }

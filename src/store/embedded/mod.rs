@@ -16,7 +16,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
     Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
-    Store, StoreError, StoreResult, StoredRow, check_metadata_range,
+    Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -29,6 +29,11 @@ const TASKS: TableDefinition<(&str, u32, u8, i64, i64), &[u8]> = TableDefinition
 const QUEUES: TableDefinition<&str, u32> = TableDefinition::new("queues");
 /// node → (started, last heartbeat), in Unix ms.
 const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members");
+/// The region of each member that names one (tables of their own, so that
+/// the stores of earlier versions open as they are).
+const MEMBER_REGIONS: TableDefinition<&str, &str> = TableDefinition::new("member_regions");
+/// The home of each queue that has one.
+const QUEUE_HOMES: TableDefinition<&str, &str> = TableDefinition::new("queue_homes");
 /// The cluster's secret, under the key `""`.
 const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("cluster_secret");
 
@@ -115,6 +120,8 @@ impl EmbeddedStore {
         txn.open_table(QUEUES).map_err(|e| io(e.to_string()))?;
         txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
         txn.open_table(SECRETS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(MEMBER_REGIONS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(QUEUE_HOMES).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
@@ -201,6 +208,11 @@ fn stored_range_id(
         .transpose()
 }
 
+/// The home of `queue` (empty if it has none).
+fn home_of(homes: &impl ReadableTable<&'static str, &'static str>, queue: &QueueName) -> StoreResult<String> {
+    Ok(homes.get(queue.as_str()).map_err(unavailable)?.map(|home| home.value().to_owned()).unwrap_or_default())
+}
+
 fn check_range(current: Option<&PartitionMeta>, range_id: i64) -> StoreResult<()> {
     let current_range_id = current.map_or(0, |m| m.range_id);
     if current_range_id != range_id {
@@ -237,18 +249,23 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
+    async fn take_ownership(
+        &self,
+        partition: &PartitionId,
+        expected: i64,
+        owner: &str,
+        region: &str,
+    ) -> StoreResult<PartitionMeta> {
         let partition = partition.clone();
-        let owner = owner.to_owned();
+        let (owner, region) = (owner.to_owned(), region.to_owned());
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
             let taken = {
                 let mut table = txn.open_table(META).map_err(unavailable)?;
                 let current = stored_range_id(&table, &partition)?;
                 check_range(current.as_ref(), expected)?;
-                let mut taken = current.unwrap_or_default();
-                taken.range_id = expected + 1;
-                taken.owner = owner;
+                // One process: every write it acknowledged is already visible.
+                let taken = taken_meta(current.unwrap_or_default(), expected, &owner, &region)?;
                 table
                     .insert((partition.queue.as_str(), partition.partition), encode_meta(&taken).as_slice())
                     .map_err(unavailable)?;
@@ -391,11 +408,15 @@ impl Store for EmbeddedStore {
             let txn = db.begin_write().map_err(unavailable)?;
             let stored = {
                 let mut table = txn.open_table(QUEUES).map_err(unavailable)?;
+                let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
                 let existing = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
                 match existing {
-                    Some(partitions) => QueueConfig { partitions },
+                    Some(partitions) => QueueConfig { partitions, home: home_of(&homes, &queue)? },
                     None => {
                         table.insert(queue.as_str(), config.partitions).map_err(unavailable)?;
+                        if !config.home.is_empty() {
+                            homes.insert(queue.as_str(), config.home.as_str()).map_err(unavailable)?;
+                        }
                         config
                     }
                 }
@@ -412,7 +433,33 @@ impl Store for EmbeddedStore {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(QUEUES).map_err(unavailable)?;
             let partitions = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
-            Ok(partitions.map(|partitions| QueueConfig { partitions }))
+            let Some(partitions) = partitions else { return Ok(None) };
+            let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+            Ok(Some(QueueConfig { partitions, home: home_of(&homes, &queue)? }))
+        })
+        .await
+    }
+
+    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
+        let (queue, home) = (queue.clone(), home.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let partitions = {
+                let queues = txn.open_table(QUEUES).map_err(unavailable)?;
+                let stored = queues.get(queue.as_str()).map_err(unavailable)?;
+                stored.map(|row| row.value())
+            };
+            let Some(partitions) = partitions else { return Ok(None) };
+            {
+                let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+                if home.is_empty() {
+                    homes.remove(queue.as_str()).map_err(unavailable)?;
+                } else {
+                    homes.insert(queue.as_str(), home.as_str()).map_err(unavailable)?;
+                }
+            }
+            txn.commit().map_err(uncertain)?;
+            Ok(Some(QueueConfig { partitions, home }))
         })
         .await
     }
@@ -421,12 +468,14 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(QUEUES).map_err(unavailable)?;
+            let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
             let mut queues = Vec::new();
             for row in table.iter().map_err(unavailable)? {
                 let (name, partitions) = row.map_err(unavailable)?;
                 let name = validate::queue_name("queue", name.value())
                     .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-                queues.push((name, QueueConfig { partitions: partitions.value() }));
+                let home = home_of(&homes, &name)?;
+                queues.push((name, QueueConfig { partitions: partitions.value(), home }));
             }
             Ok(queues)
         })
@@ -441,6 +490,13 @@ impl Store for EmbeddedStore {
                 .map_err(unavailable)?
                 .insert(member.node.as_str(), (member.started_unix_ms, member.heartbeat_unix_ms))
                 .map_err(unavailable)?;
+            let mut regions = txn.open_table(MEMBER_REGIONS).map_err(unavailable)?;
+            if member.region.is_empty() {
+                regions.remove(member.node.as_str()).map_err(unavailable)?;
+            } else {
+                regions.insert(member.node.as_str(), member.region.as_str()).map_err(unavailable)?;
+            }
+            drop(regions);
             txn.commit().map_err(uncertain)
         })
         .await
@@ -450,11 +506,18 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(MEMBERS).map_err(unavailable)?;
+            let regions = txn.open_table(MEMBER_REGIONS).map_err(unavailable)?;
             let mut members = Vec::new();
             for row in table.iter().map_err(unavailable)? {
                 let (node, times) = row.map_err(unavailable)?;
                 let (started_unix_ms, heartbeat_unix_ms) = times.value();
-                members.push(Member { node: node.value().to_owned(), started_unix_ms, heartbeat_unix_ms });
+                let region = regions.get(node.value()).map_err(unavailable)?.map(|r| r.value().to_owned());
+                members.push(Member {
+                    node: node.value().to_owned(),
+                    region: region.unwrap_or_default(),
+                    started_unix_ms,
+                    heartbeat_unix_ms,
+                });
             }
             Ok(members)
         })
@@ -466,6 +529,7 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
             txn.open_table(MEMBERS).map_err(unavailable)?.remove(node.as_str()).map_err(unavailable)?;
+            txn.open_table(MEMBER_REGIONS).map_err(unavailable)?.remove(node.as_str()).map_err(unavailable)?;
             txn.commit().map_err(uncertain)
         })
         .await

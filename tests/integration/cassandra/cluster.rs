@@ -83,7 +83,7 @@ impl Cluster {
             (0..size).map(|_| ServerProcess::start_on(&keyspace.store_url(), CLUSTER_ENV)).collect();
         let mut first = client(nodes[0].addr).await;
         first
-            .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS })
+            .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS, home: String::new() })
             .await
             .expect("create the queue");
         let cluster = Cluster { keyspace, nodes };

@@ -77,12 +77,18 @@ impl Store for FaultyStore {
         self.inner.load_partition(partition).await
     }
 
-    async fn take_ownership(&self, partition: &PartitionId, expected: i64, owner: &str) -> StoreResult<PartitionMeta> {
+    async fn take_ownership(
+        &self,
+        partition: &PartitionId,
+        expected: i64,
+        owner: &str,
+        region: &str,
+    ) -> StoreResult<PartitionMeta> {
         if take_fault(&self.fence_failures) {
             return Err(unavailable("take_ownership"));
         }
         self.land_held(partition).await;
-        self.inner.take_ownership(partition, expected, owner).await
+        self.inner.take_ownership(partition, expected, owner, region).await
     }
 
     async fn write(&self, partition: &PartitionId, range_id: i64, write: &PartitionWrite) -> StoreResult<()> {
@@ -150,6 +156,10 @@ impl Store for FaultyStore {
 
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
         self.inner.create_queue(queue, config).await
+    }
+
+    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
+        self.inner.set_queue_home(queue, home).await
     }
 
     async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {

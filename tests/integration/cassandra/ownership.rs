@@ -38,7 +38,7 @@ fn node(store: Arc<dyn Store>, name: &str) -> Queues {
 /// A live peer `name`, as the store knows it: a fresh heartbeat.
 async fn live_peer(store: &dyn Store, name: &str) {
     let now = SystemClock.now_ms();
-    let member = Member { node: name.into(), started_unix_ms: now, heartbeat_unix_ms: now };
+    let member = Member { node: name.into(), region: String::new(), started_unix_ms: now, heartbeat_unix_ms: now };
     store.heartbeat(&member).await.expect("write the peer's heartbeat");
 }
 
@@ -47,9 +47,9 @@ async fn a_node_that_cannot_read_the_members_takes_nothing_from_a_live_owner() {
     let keyspace = Keyspace::create().await;
     let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
     let name = queue("owned-elsewhere");
-    cassandra.create_queue(&name, QueueConfig { partitions: 1 }).await.unwrap();
+    cassandra.create_queue(&name, QueueConfig::new(1, "")).await.unwrap();
     let partition = PartitionId { queue: name.clone(), partition: 0 };
-    cassandra.take_ownership(&partition, 0, "127.0.0.1:1").await.expect("the peer owns it");
+    cassandra.take_ownership(&partition, 0, "127.0.0.1:1", "").await.expect("the peer owns it");
     live_peer(cassandra.as_ref(), "127.0.0.1:1").await;
 
     let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
@@ -99,7 +99,7 @@ async fn a_hand_over_whose_last_write_fails_is_tried_again() {
     let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
     let name = queue("handed-over");
     let old = node(faulty.clone(), "127.0.0.1:2");
-    let matcher = old.create(&name, 1).await.expect("open the queue");
+    let matcher = old.create(&name, 1, None).await.expect("open the queue");
     assert!(matcher.holds(0), "alone, it owns the partition");
 
     // A peer joins whom the assignment gives the partition.
@@ -124,7 +124,7 @@ fn rightful_peer(name: &QueueName, node: &str) -> String {
         .find(|peer| {
             let view = ClusterView::shared("x".into(), MEMBER_TIMEOUT);
             view.set_live(vec![peer.clone(), node.into()]);
-            view.owners(name, 1)[0].as_deref() == Some(peer.as_str())
+            view.owners(name, &QueueConfig::new(1, ""))[0].as_deref() == Some(peer.as_str())
         })
         .expect("some peer is the rightful owner")
 }
@@ -140,7 +140,7 @@ async fn a_partition_abandoned_at_a_heartbeat_lapse_is_handed_over_to_its_rightf
     let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
     let name = queue("abandoned");
     let lapsed = node(cassandra.clone(), "127.0.0.1:2");
-    let matcher = lapsed.create(&name, 1).await.expect("open the queue");
+    let matcher = lapsed.create(&name, 1, None).await.expect("open the queue");
     assert!(matcher.holds(0), "alone, it owns the partition");
     let partition = PartitionId { queue: name.clone(), partition: 0 };
 
@@ -176,7 +176,7 @@ async fn a_node_takes_back_what_it_dropped_at_a_lapse_while_the_queues_cannot_be
     let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
     let name = queue("listing-down");
     let lapsed = node(faulty.clone(), "127.0.0.1:2");
-    let matcher = lapsed.create(&name, 2).await.expect("open the queue");
+    let matcher = lapsed.create(&name, 2, None).await.expect("open the queue");
     assert!(matcher.holds(0) && matcher.holds(1), "alone, it owns every partition");
 
     lapsed.abandon_all().await;
@@ -201,7 +201,7 @@ async fn a_write_of_unknown_outcome_that_lands_later_loses_nothing() {
     live_peer(cassandra.as_ref(), "127.0.0.1:2").await;
     let node = node(faulty.clone(), "127.0.0.1:2");
     let name = queue("lands-later");
-    let matcher = node.create(&name, 1).await.expect("open the queue");
+    let matcher = node.create(&name, 1, None).await.expect("open the queue");
     let spec = |payload: &str| TaskSpec::new("key", Priority::DEFAULT, payload.as_bytes().to_vec());
     for payload in ["first", "second"] {
         matcher.add(spec(payload), None).await.expect("an add");

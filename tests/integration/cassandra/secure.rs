@@ -159,7 +159,10 @@ async fn nodes_forward_to_each_other_over_tls_with_authentication_on() {
     };
     let mut first = connect(nodes[0].addr, Some(key.clone())).await;
     let mut second = connect(nodes[1].addr, Some(key.clone())).await;
-    first.create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 4 }).await.expect("create");
+    first
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 4, home: String::new() })
+        .await
+        .expect("create");
 
     let addresses: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -74,7 +74,7 @@ async fn reads_from_the_ack_level_scan_no_tombstones() {
     settings.writer.keeper_interval = Duration::from_millis(100);
     let queues = Queues::new(store.clone(), Arc::new(SystemClock), settings);
     let queue = validate::queue_name("queue", "tombstones").unwrap();
-    let matcher = queues.create(&queue, 1).await.expect("open the queue");
+    let matcher = queues.create(&queue, 1, None).await.expect("open the queue");
 
     for chunk in 0..TASKS / 1000 {
         let adds = (0..1000).map(|i| {
@@ -156,7 +156,7 @@ async fn dedup_lookups_cross_only_their_own_buckets_tombstones() {
     settings.matcher.sync_match = false;
     let queues = Queues::new(store.clone(), Arc::new(SystemClock), settings);
     let queue = validate::queue_name("queue", "dedup-tombstones").unwrap();
-    let matcher = queues.create(&queue, 1).await.expect("open the queue");
+    let matcher = queues.create(&queue, 1, None).await.expect("open the queue");
     let with_id = |i: usize| TaskSpec {
         dedup_id: Some(format!("https://forge.example/origin/{i}")),
         ..TaskSpec::new(format!("lister-{}", i % 8), Priority::DEFAULT, format!("{i}").into_bytes())
@@ -217,7 +217,7 @@ async fn dead_letters_put_back_are_not_crossed_again() {
     settings.matcher.sync_match = false;
     let queues = Queues::new(store.clone(), Arc::new(SystemClock), settings);
     let queue = validate::queue_name("queue", "dead-letter-tombstones").unwrap();
-    let matcher = queues.create(&queue, 1).await.expect("open the queue");
+    let matcher = queues.create(&queue, 1, None).await.expect("open the queue");
     let bury = Outcome::Fail { retryable: false, message: "broken".into(), retry_after: None };
     let bury_all = |count: usize, round: usize| {
         let matcher = matcher.clone();
@@ -313,7 +313,7 @@ async fn delayed_tasks_retries_and_leases_draw_no_warning() {
 /// Adds tasks `from..from + count` with a delay of 200 ms, fails each one
 /// once (retryable), then completes it.
 async fn delay_fail_and_complete(queues: &Queues, queue: &fairway::model::QueueName, from: usize, count: usize) {
-    let matcher = queues.create(queue, 1).await.expect("open the queue");
+    let matcher = queues.create(queue, 1, None).await.expect("open the queue");
     let delayed = |i: usize| TaskSpec {
         delay: Duration::from_millis(200),
         ..TaskSpec::new(format!("key-{}", i % 16), Priority::DEFAULT, format!("{i}").into_bytes())

@@ -50,6 +50,10 @@ pub struct PartitionEngine {
     range_id: i64,
     /// The node that owns the partition, as written in its metadata.
     owner: String,
+    /// The region the partition is homed in, and the one it was handed over
+    /// from, as written in its metadata.
+    region: String,
+    moved_from: String,
     ids: IdBlock,
     subqueues: Vec<Subqueue>,
     config: EngineConfig,
@@ -149,6 +153,8 @@ impl PartitionEngine {
             rates,
             range_id: meta.range_id,
             owner: meta.owner.clone(),
+            region: meta.region.clone(),
+            moved_from: meta.moved_from.clone(),
             ids: IdBlock::for_range(meta.range_id),
             subqueues,
             config,
@@ -163,9 +169,14 @@ impl PartitionEngine {
         self.range_id
     }
 
-    /// The owner written with the next metadata ("" to hand the partition over).
-    pub fn set_owner(&mut self, owner: String) {
-        self.owner = owner;
+    /// Writes the next metadata with no owner, so that the next owner may
+    /// take the partition at once; homed in `to_region` (handed over from
+    /// this one) when that is another region.
+    pub fn hand_over(&mut self, to_region: &str) {
+        self.owner.clear();
+        if to_region != self.region {
+            self.moved_from = std::mem::replace(&mut self.region, to_region.to_owned());
+        }
     }
 
     /// The settings the engine runs with.

@@ -59,6 +59,8 @@ impl PartitionEngine {
         PartitionMeta {
             range_id: self.range_id,
             owner: self.owner.clone(),
+            region: self.region.clone(),
+            moved_from: self.moved_from.clone(),
             subqueues: std::array::from_fn(|i| {
                 let subqueue = &self.subqueues[i];
                 SubqueueMeta {
