@@ -3,7 +3,8 @@
 # artifact, with plain `java` (JDK 17) — no tarball, no Docker.
 #
 #   deploy/cassandra/cassandra.sh fetch             download the jars (once; ~/.m2 is reused)
-#   deploy/cassandra/cassandra.sh start [NODES]     start 1 (default) or 3 nodes, wait until CQL is up
+#   deploy/cassandra/cassandra.sh start [NODES]     start NODES nodes (1 to 5; default 1, or as many as
+#                                                   CASSANDRA_DEV_ADDRESSES names), wait until CQL is up
 #   deploy/cassandra/cassandra.sh stop              stop every node this script started (SIGTERM, then SIGKILL)
 #   deploy/cassandra/cassandra.sh status            which nodes run
 #   deploy/cassandra/cassandra.sh pid N             the pid of node N (for fault tests)
@@ -25,6 +26,24 @@
 # (PasswordAuthenticator; the default role cassandra/cassandra) and TLS from
 # clients, serving DIR/node.pem (an unencrypted private key and its
 # certificate chain, PEM); the home remembers it too.
+# CASSANDRA_DEV_DCS="dc1 dc1 dc2" at `start` puts node N in the datacenter the
+# N-th word names (GossipingPropertyFileSnitch, each node reading its own
+# nodeN/cassandra-rackdc.properties, dc=… and rack=rack1, given to it with
+# -Dcassandra-rackdc.properties=file://…); unset, the nodes use SimpleSnitch
+# (datacenter1) as before. The home remembers it.
+# CASSANDRA_DEV_ADDRESSES="10.210.1.1 10.210.2.1" at `start` gives the nodes'
+# addresses in place of the 127.0.0.N scheme (and NODES defaults to their
+# count). Node N's JMX port is then 7198 + 100 × (N − 1) (7198, 7298, …, 7598:
+# the ports of the 127.0.0.N scheme all end in 99, so they never meet), bound
+# to the loopback of the node's network namespace: two such homes in one
+# namespace at once would share them. The home remembers it.
+# CASSANDRA_DEV_NETNS="fw-a fw-b" at `start` runs node N in the network
+# namespace the N-th word names (`ip netns exec`, so root only; the namespaces
+# must exist, with `lo` up). Readiness is a TCP connect from this script's
+# namespace, so the nodes' addresses must be reachable from it (as through the
+# bridge of deploy/regions/regions.sh). The home remembers it.
+# With more than one node, node N owns the single token -2^63 + (N − 1) ×
+# floor(2^64 / NODES); a single node owns 0.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -60,17 +79,73 @@ node_dir() { echo "$home/node$1"; }
 first() { cat "$home/first" 2>/dev/null || echo 1; }
 # The directory of the TLS files of a secure home, or nothing.
 secure() { cat "$home/secure" 2>/dev/null || true; }
-address() { echo "127.0.0.$(($(first) + $1 - 1))"; }
+# How many nodes the home was started with.
+node_count() { cat "$home/nodes" 2>/dev/null || echo 1; }
+# The $2-th word of the home's file $1, or nothing (no file, or fewer words).
+nth_word() {
+  local words=()
+  [ -f "$home/$1" ] || return 0
+  read -r -a words < "$home/$1" || true
+  [ "$2" -ge 1 ] && [ "$2" -le "${#words[@]}" ] || return 0
+  echo "${words[$(($2 - 1))]}"
+}
+address() {
+  if [ -s "$home/addresses" ]; then
+    nth_word addresses "$1"
+  else
+    echo "127.0.0.$(($(first) + $1 - 1))"
+  fi
+}
+# Node $1's datacenter (GossipingPropertyFileSnitch), or nothing (SimpleSnitch).
+datacenter() { nth_word dcs "$1"; }
+# The network namespace node $1 runs in, or nothing (this script's own).
+netns() { nth_word netns "$1"; }
+jmx_port() {
+  if [ -s "$home/addresses" ]; then
+    echo $((7198 + 100 * ($1 - 1)))
+  else
+    echo $((7099 + 100 * ($(first) + $1 - 1)))
+  fi
+}
+# Every node of the home: 1 to its count, and any other whose directory still
+# has a pid file (so that nothing a start left behind escapes `stop`).
+nodes_of_home() {
+  local f
+  {
+    seq 1 "$(node_count)"
+    for f in "$home"/node*/pid; do
+      [ -f "$f" ] || continue
+      f="${f%/pid}"
+      echo "${f##*/node}"
+    done
+  } | sort -nu
+}
+
+# The token of node $1 of $2: evenly spaced over the Murmur3 ring.
+token() {
+  local n="$1" nodes="$2" tokens
+  if [ "$nodes" = 1 ]; then
+    echo 0
+  elif [ "$nodes" = 3 ]; then
+    tokens=(-9223372036854775808 -3074457345618258603 3074457345618258602)
+    echo "${tokens[$((n - 1))]}"
+  else
+    # Beyond 64-bit shell arithmetic: Python's integers.
+    python3 -c 'import sys; n, nodes = int(sys.argv[1]), int(sys.argv[2]); print(-2**63 + (n - 1) * (2**64 // nodes))' "$n" "$nodes"
+  fi
+}
 
 write_config() {
-  local n="$1" nodes="$2" dir tokens token
+  local n="$1" nodes="$2" dir token snitch=SimpleSnitch dc
   dir="$(node_dir "$n")"
   mkdir -p "$dir/data" "$dir/commitlog" "$dir/saved_caches" "$dir/hints" "$dir/cdc_raw" "$dir/logs"
-  if [ "$nodes" = 1 ]; then
-    token=0
+  token="$(token "$n" "$nodes")"
+  dc="$(datacenter "$n")"
+  if [ -n "$dc" ]; then
+    snitch=GossipingPropertyFileSnitch
+    printf 'dc=%s\nrack=rack1\n' "$dc" > "$dir/cassandra-rackdc.properties"
   else
-    tokens=(-9223372036854775808 -3074457345618258603 3074457345618258602)
-    token="${tokens[$((n - 1))]}"
+    rm -f "$dir/cassandra-rackdc.properties"
   fi
   cat > "$dir/cassandra.yaml" <<YAML
 cluster_name: fairway-test
@@ -78,7 +153,7 @@ num_tokens: 1
 initial_token: $token
 auto_bootstrap: false
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
+endpoint_snitch: $snitch
 listen_address: $(address "$n")
 rpc_address: $(address "$n")
 storage_port: 7000
@@ -145,12 +220,14 @@ is_running() {
 }
 
 cql_up() {
-  # A TCP connect to the CQL port of node $1.
-  (exec 3<>"/dev/tcp/$(address "$1")/9042") 2>/dev/null
+  # A TCP connect to the CQL port of node $1; bounded, since a node behind a
+  # DROP rule (deploy/regions/regions.sh cut) would hang it for minutes.
+  # shellcheck disable=SC2016 # $1 is the inner shell's
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/9042"' cql_up "$(address "$1")" 2>/dev/null
 }
 
 launch() {
-  local n="$1" nodes="$2" niceness="${3:-0}" dir
+  local n="$1" nodes="$2" niceness="${3:-0}" dir ns
   dir="$(node_dir "$n")"
   if is_running "$n"; then
     say "node $n already runs (pid $(cat "$dir/pid"))"
@@ -158,24 +235,34 @@ launch() {
   fi
   # Written on every start, so that a change of this script reaches existing nodes.
   write_config "$n" "$nodes"
-  local single=()
+  local single=() rackdc=() inside=()
   if [ "$nodes" = 1 ]; then
     single=(-Dcassandra.system_distributed.default_rf=1 -Dcassandra.system_traces.default_rf=1)
   fi
-  say "starting node $n on $(address "$n"):9042 (logs: $dir/logs)"
+  if [ -f "$dir/cassandra-rackdc.properties" ]; then
+    rackdc=("-Dcassandra-rackdc.properties=file://$dir/cassandra-rackdc.properties")
+  fi
+  ns="$(netns "$n")"
+  if [ -n "$ns" ]; then
+    [ -e "/var/run/netns/$ns" ] || die "node $n: network namespace $ns does not exist (ip netns add $ns)"
+    # `ip netns exec` execs the command (no fork), so $! stays the JVM's pid.
+    inside=(ip netns exec "$ns")
+  fi
+  say "starting node $n on $(address "$n"):9042${ns:+ in network namespace $ns}${rackdc:+, datacenter $(datacenter "$n")} (logs: $dir/logs)"
   # A fresh log, so that readiness is judged on this start only.
   [ -f "$dir/logs/system.log" ] && mv "$dir/logs/system.log" "$dir/logs/system.log.previous"
   # setsid: the node outlives this script, in its own process group.
-  setsid nice -n "$niceness" java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
+  "${inside[@]}" setsid nice -n "$niceness" java @"$here/jvm17.args" "-Xms$heap" "-Xmx$heap" \
     "-Dcassandra.config=file://$dir/cassandra.yaml" \
     "-Dcassandra.storagedir=$dir" \
     "-Dcassandra.logdir=$dir/logs" \
     "-Dlogback.configurationFile=$dir/logback.xml" \
     -Dcassandra-foreground=yes \
-    "-Dcassandra.jmx.local.port=$((7099 + 100 * ($(first) + n - 1)))" \
+    "-Dcassandra.jmx.local.port=$(jmx_port "$n")" \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 \
     -Dcassandra.ring_delay_ms=5000 \
     "${single[@]}" \
+    "${rackdc[@]}" \
     -cp "$lib/*" org.apache.cassandra.service.CassandraDaemon \
     > "$dir/logs/stdout.log" 2>&1 < /dev/null &
   echo $! > "$dir/pid"
@@ -198,18 +285,58 @@ wait_up() {
   say "node $n is up (${waited}s)"
 }
 
+# What the data of a home depends on: its nodes, their addresses and datacenters.
+layout() { echo "$1/$2/$3/$4"; }
+home_layout() {
+  layout "$(cat "$home/nodes")" "$(first)" "$(cat "$home/addresses" 2>/dev/null || true)" "$(cat "$home/dcs" 2>/dev/null || true)"
+}
+
+# Writes $2 (words) to the home's file $1, or removes the file if there are none.
+remember() {
+  if [ -n "$2" ]; then
+    echo "$2" > "$home/$1"
+  else
+    rm -f "$home/$1"
+  fi
+}
+
 start() {
-  local nodes="${1:-1}"
-  case "$nodes" in 1|3) ;; *) die "start takes 1 or 3 nodes, not $nodes" ;; esac
+  local nodes="${1:-}" addresses=() dcs=() namespaces=() word
+  read -r -a addresses <<< "${CASSANDRA_DEV_ADDRESSES:-}" || true
+  read -r -a dcs <<< "${CASSANDRA_DEV_DCS:-}" || true
+  read -r -a namespaces <<< "${CASSANDRA_DEV_NETNS:-}" || true
+  if [ -z "$nodes" ]; then
+    nodes=1
+    [ "${#addresses[@]}" = 0 ] || nodes="${#addresses[@]}"
+  fi
+  case "$nodes" in 1|2|3|4|5) ;; *) die "start takes 1 to 5 nodes, not $nodes" ;; esac
+  if [ "${#addresses[@]}" != 0 ] && [ "${#addresses[@]}" != "$nodes" ]; then
+    die "CASSANDRA_DEV_ADDRESSES names ${#addresses[@]} address(es) for $nodes node(s)"
+  fi
+  for word in "${addresses[@]}"; do
+    [[ "$word" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "CASSANDRA_DEV_ADDRESSES: $word is not an IPv4 address"
+  done
+  if [ "${#dcs[@]}" != 0 ] && [ "${#dcs[@]}" != "$nodes" ]; then
+    die "CASSANDRA_DEV_DCS names ${#dcs[@]} datacenter(s) for $nodes node(s)"
+  fi
+  for word in "${dcs[@]}"; do
+    [[ "$word" =~ ^[A-Za-z0-9_-]+$ ]] || die "CASSANDRA_DEV_DCS: $word is not a datacenter name (letters, digits, _ and -)"
+  done
+  if [ "${#namespaces[@]}" != 0 ] && [ "${#namespaces[@]}" != "$nodes" ]; then
+    die "CASSANDRA_DEV_NETNS names ${#namespaces[@]} namespace(s) for $nodes node(s)"
+  fi
   fetch
-  if [ -f "$home/nodes" ] && [ "$(cat "$home/nodes")/$(first)" != "$nodes/${CASSANDRA_DEV_FIRST:-1}" ]; then
-    say "the data in $home was made for $(cat "$home/nodes") node(s) from $(address 1); wiping it"
+  if [ -f "$home/nodes" ] && [ "$(home_layout)" != "$(layout "$nodes" "${CASSANDRA_DEV_FIRST:-1}" "${addresses[*]}" "${dcs[*]}")" ]; then
+    say "the data in $home was made for $(cat "$home/nodes") node(s) from $(address 1)$([ ! -s "$home/dcs" ] || echo " in datacenters $(cat "$home/dcs")"), not this start's; wiping it"
     stop
     rm -rf "$home"/node*
   fi
   mkdir -p "$home"
   echo "$nodes" > "$home/nodes"
   echo "${CASSANDRA_DEV_FIRST:-1}" > "$home/first"
+  remember addresses "${addresses[*]}"
+  remember dcs "${dcs[*]}"
+  remember netns "${namespaces[*]}"
   if [ -n "${CASSANDRA_DEV_SECURE:-}" ]; then
     [ -f "$CASSANDRA_DEV_SECURE/node.pem" ] || die "CASSANDRA_DEV_SECURE: $CASSANDRA_DEV_SECURE/node.pem is missing"
     echo "$CASSANDRA_DEV_SECURE" > "$home/secure"
@@ -240,7 +367,7 @@ restart_node() {
     sleep 0.5
     waited=$((waited + 1))
   done
-  for m in $(seq 1 "$(cat "$home/nodes" 2>/dev/null || echo 1)"); do
+  for m in $(seq 1 "$(node_count)"); do
     if [ "$m" != "$n" ] && is_running "$m"; then
       others+=("$m")
       before+=("$(times_seen_up "$m" "$n")")
@@ -250,7 +377,7 @@ restart_node() {
   # gets the normal one back once up: on a machine of two cores, a start at
   # full priority takes both cores from the other nodes and their clients
   # for half a minute, which a node on a machine of its own does not do.
-  launch "$n" "$(cat "$home/nodes" 2>/dev/null || echo 1)" 10
+  launch "$n" "$(node_count)" 10
   wait_up "$n"
   # Back for the cluster only once gossip has marked it up on every other
   # running node and it has marked them up: until then their coordinators
@@ -280,7 +407,7 @@ normal_priority() {
 
 stop() {
   local n pid waited
-  for n in 1 2 3; do
+  for n in $(nodes_of_home); do
     is_running "$n" || continue
     pid="$(cat "$(node_dir "$n")/pid")"
     kill -CONT "$pid" 2>/dev/null || true
@@ -297,7 +424,7 @@ stop() {
 
 status() {
   local n
-  for n in 1 2 3; do
+  for n in $(nodes_of_home); do
     if is_running "$n"; then
       echo "node $n: running (pid $(cat "$(node_dir "$n")/pid")), CQL $(cql_up "$n" && echo up || echo down)"
     fi
@@ -306,10 +433,10 @@ status() {
 
 case "${1:-}" in
   fetch) fetch ;;
-  start) start "${2:-1}" ;;
+  start) start "${2:-}" ;;
   stop) stop ;;
   status) status ;;
   pid) cat "$(node_dir "${2:?node number}")/pid" ;;
   restart-node) restart_node "${2:?node number}" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
