@@ -8,8 +8,9 @@
 # 127.0.0.1:9042) if one listens there; otherwise fetches Cassandra from
 # Maven Central (once) and starts a node with deploy/cassandra/cassandra.sh,
 # and stops it at the end, also when tests fail. The chaos tests of
-# Cassandra faults need a cluster of three more (127.0.0.11-13, in
-# .deploy/cassandra-cluster), started and stopped the same way; the chaos
+# Cassandra faults and the region tests need a cluster of three more
+# (127.0.0.11-13, in .deploy/cassandra-cluster, datacenters dc1, dc1 and
+# dc2), started and stopped the same way; the chaos
 # tests of network partitions need root and iptables, installed from
 # Debian's packages if missing.
 set -euo pipefail
@@ -54,10 +55,11 @@ if [ -n "${FAIRWAY_TEST_CASSANDRA_CLUSTER:-}" ]; then
 elif (exec 3<>"/dev/tcp/127.0.0.11/9042") 2>/dev/null; then
   echo "test: using the Cassandra cluster already listening at 127.0.0.11:9042"
 else
-  echo "test: starting a Cassandra cluster of three nodes at 127.0.0.11-13"
+  echo "test: starting a Cassandra cluster of three nodes at 127.0.0.11-13 (datacenters dc1, dc1, dc2)"
   rm -rf "$cluster_home"
   started_cluster=yes
-  CASSANDRA_DEV_HOME="$cluster_home" CASSANDRA_DEV_FIRST=11 bash deploy/cassandra/cassandra.sh start 3
+  CASSANDRA_DEV_HOME="$cluster_home" CASSANDRA_DEV_FIRST=11 CASSANDRA_DEV_DCS="dc1 dc1 dc2" \
+    bash deploy/cassandra/cassandra.sh start 3
 fi
 
 if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -10,7 +10,7 @@ use crate::support::fairway_command;
 
 /// The test Cassandra cluster of three nodes (replication factor 3), whose
 /// nodes the Cassandra scenarios kill, pause and restart.
-fn cluster_contact_point() -> String {
+pub(crate) fn cluster_contact_point() -> String {
     std::env::var("FAIRWAY_TEST_CASSANDRA_CLUSTER").unwrap_or_else(|_| "127.0.0.11:9042".to_owned())
 }
 
@@ -21,9 +21,10 @@ fn cluster_home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".deploy/cassandra-cluster"))
 }
 
-/// One chaos run at a time: each starts three nodes and a workload, and
-/// two at once on two cores starve both.
-static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// One chaos run (or region test: they share the cluster) at a time: each
+/// starts three nodes and a workload, and two at once on two cores starve
+/// both.
+pub(crate) static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `scenario` for 16 s and asserts the checker's pass, with a fault injected.
 fn run_briefly(scenario: &str, store: &str, needs: &str, env: &[(&str, &std::ffi::OsStr)]) {

@@ -13,6 +13,7 @@ mod keeper;
 mod leases;
 mod pki;
 mod polling;
+mod regions;
 mod scheduler;
 mod security;
 mod services;

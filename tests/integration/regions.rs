@@ -1,0 +1,189 @@
+//! Queues homed in one region of a real Cassandra cluster of two
+//! datacenters (the test cluster: dc1 = 127.0.0.11 and .12, dc2 =
+//! 127.0.0.13), with every node fenced by its own region's Paxos
+//! (`LOCAL_SERIAL`, `LOCAL_QUORUM`): only the home region's nodes own the
+//! queue's partitions, a node of the other region serves it by forwarding,
+//! and a graceful move of the home loses and duplicates nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use fairway::model::{PartitionId, validate};
+use fairway::proto::v1 as pb;
+use fairway::store::Store;
+use fairway::store::cassandra::{CassandraConfig, CassandraStore, apply_schema, connect_session};
+
+use crate::chaos::{ONE_RUN_AT_A_TIME, cluster_contact_point};
+use crate::support::{Client, ServerProcess, spec, wait};
+
+const QUEUE: &str = "homed";
+const PARTITIONS: u32 = 4;
+
+fn env(region: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("FAIRWAY_CLUSTER__REGION", region),
+        ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM"),
+        ("FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY", "LOCAL_SERIAL"),
+        ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
+        ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
+        ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
+        ("FAIRWAY_TASKS__LEASE_TIMEOUT", "5s"),
+    ]
+}
+
+/// Each partition's owner as `client`'s node reports it ("" while none).
+async fn owners(client: &mut Client) -> Vec<String> {
+    let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 };
+    let Ok(described) = client.describe_queue(request).await else { return Vec::new() };
+    described
+        .into_inner()
+        .partitions
+        .into_iter()
+        .map(|p| if p.state == "active" || p.state == "remote" { p.owner } else { String::new() })
+        .collect()
+}
+
+/// Waits (every 100 ms, at most two minutes) until every partition is owned
+/// by one of `nodes`, as `client`'s node reports it.
+async fn until_owned_by(client: &mut Client, nodes: &[&ServerProcess], what: &str) {
+    let names: BTreeSet<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let owners = owners(client).await;
+        if owners.len() == PARTITIONS as usize && owners.iter().all(|o| names.contains(o)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: owners still {owners:?}, expected among {names:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Adds `count` tasks through `client`; their ids, by payload. An add
+/// refused with UNAVAILABLE (nothing written: a partition changing owner)
+/// is sent again, as clients do, at most 50 times.
+async fn add(client: &mut Client, from: usize, count: usize) -> BTreeMap<String, i64> {
+    let mut added = BTreeMap::new();
+    for n in from..from + count {
+        let payload = format!("task-{n}");
+        let request = || pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("k", 1.0, 0, payload.as_bytes())) };
+        let mut refusals = 0;
+        let response = loop {
+            match client.add_task(request()).await {
+                Ok(response) => break response.into_inner(),
+                Err(status) if status.code() == tonic::Code::Unavailable && refusals < 50 => {
+                    refusals += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(status) => panic!("AddTask: {status:?}"),
+            }
+        };
+        added.insert(payload, response.task_id);
+    }
+    added
+}
+
+/// Polls through `client` until `expected` tasks came, completing each;
+/// how many times each payload came.
+async fn drain(client: &mut Client, expected: usize) -> BTreeMap<String, u32> {
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while seen.values().sum::<u32>() < expected as u32 {
+        assert!(Instant::now() < deadline, "only {} of {expected} tasks came: {seen:?}", seen.len());
+        let request = pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "regions".into(),
+            max_wait: wait(Duration::from_secs(1)),
+            max_tasks: 50,
+        };
+        for task in client.poll_tasks(request).await.expect("PollTasks").into_inner().tasks {
+            *seen.entry(String::from_utf8_lossy(&task.payload).into_owned()).or_default() += 1;
+            let done = pb::CompleteTaskRequest { lease_token: task.lease_token, result: Vec::new() };
+            client.complete_task(done).await.expect("CompleteTask");
+        }
+    }
+    seen
+}
+
+fn each_once(added: &BTreeMap<String, i64>, seen: &BTreeMap<String, u32>) {
+    let missing: Vec<&String> = added.keys().filter(|k| !seen.contains_key(*k)).collect();
+    assert!(missing.is_empty(), "acknowledged but never delivered: {missing:?}");
+    let twice: Vec<(&String, &u32)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+}
+
+#[test]
+fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_loss() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(homed_queue_scenario());
+}
+
+async fn homed_queue_scenario() {
+    let contact = cluster_contact_point();
+    let session = connect_session(&contact, &CassandraConfig::default()).await.unwrap_or_else(|error| {
+        panic!(
+            "{error}\nThis test needs the Cassandra cluster of two datacenters at {contact}: `bash scripts/test.sh` \
+             starts it, or `CASSANDRA_DEV_HOME=.deploy/cassandra-cluster CASSANDRA_DEV_FIRST=11 \
+             CASSANDRA_DEV_DCS='dc1 dc1 dc2' deploy/cassandra/cassandra.sh start 3`."
+        )
+    });
+    let keyspace = format!("fw_regions_{:012x}", rand::random::<u64>() >> 16);
+    apply_schema(&session, &keyspace, "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}")
+        .await
+        .unwrap_or_else(|error| panic!("{error}\nthe test cluster must have datacenters dc1 and dc2 (see above)"));
+    let host = contact.rsplit_once(':').map_or(contact.as_str(), |(host, _)| host).to_owned();
+    let store = format!("cassandra://{host}:9042/{keyspace}");
+    let a1 = ServerProcess::start_on(&store, &env("dc1"));
+    let a2 = ServerProcess::start_on(&store, &env("dc1"));
+    let b1 = ServerProcess::start_on(&store, &env("dc2"));
+    let (mut to_a1, mut to_b1) = (a1.client().await, b1.client().await);
+
+    // Created from region dc2, homed in dc1: owned there only.
+    let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS, home: "dc1".into() };
+    let created = to_b1.create_queue(create).await.expect("CreateQueue").into_inner();
+    assert_eq!(created.home, "dc1");
+    until_owned_by(&mut to_b1, &[&a1, &a2], "homed in dc1").await;
+
+    // A client of dc2 adds and polls through its own node.
+    let added = add(&mut to_b1, 0, 40).await;
+    let seen = drain(&mut to_b1, added.len()).await;
+    each_once(&added, &seen);
+    assert!(owners(&mut to_b1).await.iter().all(|o| *o != b1.addr.to_string()), "dc2 took a partition");
+
+    // A backlog in dc1, then a graceful move to dc2: every task is there.
+    let backlog = add(&mut to_a1, 1000, 60).await;
+    let moved = to_a1
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc2".into() })
+        .await
+        .expect("MoveQueue")
+        .into_inner();
+    assert_eq!((moved.home.as_str(), moved.partitions), ("dc2", PARTITIONS));
+    until_owned_by(&mut to_a1, &[&b1], "moved to dc2").await;
+    let seen = drain(&mut to_a1, backlog.len()).await;
+    each_once(&backlog, &seen);
+
+    // The store says so: every partition is dc2's, caught up.
+    let config = CassandraConfig { local_datacenter: "dc2".into(), ..CassandraConfig::default() };
+    let cassandra = CassandraStore::connect(&contact, &keyspace, &config).await.expect("connect in dc2");
+    for partition in 0..PARTITIONS {
+        let id = PartitionId { queue: validate::queue_name("queue", QUEUE).unwrap(), partition };
+        let meta = cassandra.load_partition(&id).await.unwrap().expect("the partition exists");
+        assert_eq!((meta.region.as_str(), meta.moved_from.as_str()), ("dc2", ""), "partition {partition}");
+        assert_eq!(meta.owner, b1.addr.to_string(), "partition {partition}");
+    }
+
+    // A home where no node runs is refused, naming the live regions.
+    let refused = to_a1
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc3".into() })
+        .await
+        .expect_err("no node in dc3");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("dc1, dc2"), "{refused:?}");
+
+    let b1_log = b1.terminate();
+    assert!(b1_log.contains("caught up with the region it was handed over from"), "{b1_log}");
+    for node in [a1, a2] {
+        node.terminate();
+    }
+    session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();
+}
