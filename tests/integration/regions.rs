@@ -162,6 +162,11 @@ async fn homed_queue_scenario() {
     let seen = drain(&mut to_a1, backlog.len()).await;
     each_once(&backlog, &seen);
 
+    // A region the cluster does not have is a configuration error, naming the datacenters.
+    let nowhere = CassandraConfig { local_datacenter: "dc9".into(), ..CassandraConfig::default() };
+    let refused = CassandraStore::connect(&contact, &keyspace, &nowhere).await.expect_err("no datacenter dc9");
+    assert!(refused.to_string().contains("no such datacenter (it has dc1, dc2)"), "{refused}");
+
     // The store says so: every partition is dc2's, caught up.
     let config = CassandraConfig { local_datacenter: "dc2".into(), ..CassandraConfig::default() };
     let cassandra = CassandraStore::connect(&contact, &keyspace, &config).await.expect("connect in dc2");
