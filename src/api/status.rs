@@ -12,6 +12,8 @@
 //! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
 //! | the queue was never created | `NOT_FOUND` | no |
+//! | a queue's home named where no node is live, or moved while an earlier move is not done | `FAILED_PRECONDITION` | no |
+//! | a partition homed in another region (a take refused) | `UNAVAILABLE` | no: safe to retry |
 //! | creating a queue would pass `matcher.max_queues` or `matcher.max_partitions` | `RESOURCE_EXHAUSTED` | no |
 //! | a poll past `matcher.max_parked_polls` or `limits.max_polls_per_connection` | `RESOURCE_EXHAUSTED` | no |
 //! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
@@ -59,6 +61,7 @@ pub fn from_match(error: MatchError) -> Status {
         MatchError::Lease(LeaseError::Stale) => Status::failed_precondition(format!("lease_token: {error}")),
         MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
         MatchError::UnknownQueue(_) => Status::not_found(error.to_string()),
+        MatchError::MoveInProgress { .. } => Status::failed_precondition(error.to_string()),
         MatchError::QueueLimit { .. } | MatchError::TooManyPolls { .. } => {
             Status::resource_exhausted(error.to_string())
         }

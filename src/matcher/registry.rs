@@ -165,11 +165,42 @@ impl Queues {
     /// Moves the queue's home to `home`: this node's ownership passes hand
     /// its partitions over to that region's nodes (see [`Self::rebalance`]),
     /// as every other node's do once they read the move. `UnknownQueue` if
-    /// it was never created.
+    /// it was never created; `MoveInProgress` (nothing written) while a
+    /// partition of an earlier move is not yet taken in its new home, or
+    /// when another move changed the home meanwhile: a partition handed to
+    /// a region is taken only by that region's nodes, so a second move
+    /// before they took it would leave it to nobody.
     pub async fn move_home(&self, name: &QueueName, home: &str) -> Result<QueueConfig, MatchError> {
         let store_error = |e: StoreError| MatchError::Partition(e.into());
-        let moved = self.store.set_queue_home(name, home).await.map_err(store_error)?;
-        let config = moved.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        let current = self.store.queue(name).await.map_err(store_error)?;
+        let current = current.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if current.home == home {
+            return Ok(current);
+        }
+        for partition in 0..current.partitions {
+            let id = PartitionId { queue: name.clone(), partition };
+            // Read in this region: a lagging replica shows an earlier state
+            // of the move, never a later one, so this refuses, never admits, wrongly.
+            let Some(meta) = self.store.load_partition(&id).await.map_err(store_error)? else { continue };
+            let settled = (meta.region.is_empty() || meta.region == current.home) && meta.moved_from.is_empty();
+            if !settled {
+                return Err(MatchError::MoveInProgress {
+                    queue: name.to_string(),
+                    detail: format!(
+                        "partition {partition} is handed to region {:?} and not yet taken there",
+                        meta.region
+                    ),
+                });
+            }
+        }
+        let stored = self.store.set_queue_home(name, &current.home, home).await.map_err(store_error)?;
+        let config = stored.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if config.home != home {
+            return Err(MatchError::MoveInProgress {
+                queue: name.to_string(),
+                detail: format!("another move changed its home to {:?} meanwhile", config.home),
+            });
+        }
         if let Some(matcher) = self.opened_queue(name) {
             matcher.set_home(&config.home);
         }
@@ -398,6 +429,34 @@ mod tests {
         let name = validate::queue_name("queue", "real").unwrap();
         queues.create(&name, 1, None).await.unwrap();
         assert_eq!(queues.queues.lock().unwrap().len(), 1);
+        queues.close().await;
+    }
+
+    /// A move starts only once every partition of the previous one is taken
+    /// in its new home; a move to the home it has changes nothing.
+    #[tokio::test]
+    async fn a_move_waits_for_the_previous_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let queues = Queues::new(store.clone(), Arc::new(SystemClock), Settings::default());
+        let name = validate::queue_name("queue", "moving").unwrap();
+        store.create_queue(&name, QueueConfig::new(2, "a")).await.unwrap();
+        let id = PartitionId { queue: name.clone(), partition: 1 };
+        let taken = store.take_ownership(&id, 0, "a-node", "a").await.unwrap();
+        assert_eq!(queues.move_home(&name, "a").await.unwrap(), QueueConfig::new(2, "a"));
+        assert_eq!(queues.move_home(&name, "b").await.unwrap(), QueueConfig::new(2, "b"));
+        // Handed to b, not yet taken there: a move to c now would strand it.
+        let handed =
+            crate::store::PartitionMeta { owner: String::new(), region: "b".into(), moved_from: "a".into(), ..taken };
+        store.update_metadata(&id, &handed).await.unwrap();
+        let refused = queues.move_home(&name, "c").await.unwrap_err();
+        assert!(
+            matches!(&refused, MatchError::MoveInProgress { detail, .. } if detail.contains("partition 1")),
+            "{refused}"
+        );
+        assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig::new(2, "b")), "nothing written");
+        store.take_ownership(&id, 1, "b-node", "b").await.unwrap();
+        assert_eq!(queues.move_home(&name, "c").await.unwrap(), QueueConfig::new(2, "c"));
         queues.close().await;
     }
 }

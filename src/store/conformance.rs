@@ -344,11 +344,14 @@ pub async fn queues_are_created_once(store: &dyn Store) {
     let mut listed = store.list_queues().await.unwrap();
     listed.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(listed, vec![(name.clone(), QueueConfig::new(8, "a")), (other.clone(), QueueConfig::new(1, ""))]);
-    assert_eq!(store.set_queue_home(&name, "b").await.unwrap(), Some(QueueConfig::new(8, "b")));
+    assert_eq!(store.set_queue_home(&name, "a", "b").await.unwrap(), Some(QueueConfig::new(8, "b")));
     assert_eq!(store.queue(&name).await.unwrap(), Some(QueueConfig::new(8, "b")));
-    assert_eq!(store.set_queue_home(&other, "").await.unwrap(), Some(QueueConfig::new(1, "")));
+    let stale = store.set_queue_home(&name, "a", "c").await.unwrap();
+    assert_eq!(stale, Some(QueueConfig::new(8, "b")), "a move from a home it no longer has changes nothing");
+    assert_eq!(store.set_queue_home(&other, "", "a").await.unwrap(), Some(QueueConfig::new(1, "a")));
+    assert_eq!(store.set_queue_home(&other, "a", "").await.unwrap(), Some(QueueConfig::new(1, "")));
     let never = validate::queue_name("queue", "never-created").unwrap();
-    assert_eq!(store.set_queue_home(&never, "b").await.unwrap(), None);
+    assert_eq!(store.set_queue_home(&never, "", "b").await.unwrap(), None);
     assert_eq!(store.queue(&never).await.unwrap(), None, "a move creates nothing");
     assert_eq!(store.list_queues().await.unwrap().len(), 2);
 }

@@ -358,11 +358,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The queue's config, `None` if it was never created.
     async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>>;
 
-    /// Moves the queue's home to `home`; its config as stored after, `None`
-    /// (and nothing written) if it was never created. On Cassandra a
-    /// conditional write at `SERIAL`: it needs a majority of every replica,
-    /// in all regions.
-    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>>;
+    /// Moves the queue's home to `home` if it is `expected` (a move starts
+    /// from the home its caller checked, and two concurrent moves cannot
+    /// both start from it); its config as stored after (with another home
+    /// than `home` when `expected` was not the home: nothing written), `None`
+    /// (nothing written) if it was never created. On Cassandra a conditional
+    /// write at `SERIAL`: it needs a majority of all the replicas of the
+    /// keyspace, across regions.
+    async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>>;
 
     /// Every queue and its config.
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>>;

@@ -81,6 +81,14 @@ pub enum MatchError {
         /// Its value.
         limit: u64,
     },
+    /// A move of the queue's home was refused: an earlier one is not done.
+    #[error("queue {queue} is being moved: {detail}; nothing was changed, retry once it is done")]
+    MoveInProgress {
+        /// The queue.
+        queue: String,
+        /// What is not done.
+        detail: String,
+    },
     /// `matcher.max_parked_polls` polls of the queue already wait on this node.
     #[error("{limit} polls of queue {queue} already wait on this node (matcher.max_parked_polls); retry later")]
     TooManyPolls {
@@ -110,6 +118,7 @@ impl MatchError {
             | MatchError::Lease(_)
             | MatchError::UnknownQueue(_)
             | MatchError::QueueLimit { .. }
+            | MatchError::MoveInProgress { .. }
             | MatchError::TooManyPolls { .. } => true,
         }
     }

@@ -810,17 +810,22 @@ impl Store for CassandraStore {
         Ok(row.map(|(partitions, home)| stored_queue(partitions, home)))
     }
 
-    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
-        let stored_home = (!home.is_empty()).then_some(home);
-        let result = self
-            .session
-            .execute_unpaged(&self.statements.set_home, (stored_home, queue.as_str()))
-            .await
-            .map_err(write_error)?;
-        match conditional(result)? {
-            None => Ok(self.queue(queue).await?.map(|config| QueueConfig { home: home.to_owned(), ..config })),
-            Some(_) => Ok(None),
-        }
+    async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
+        // A queue with no home stores null: the condition compares with null.
+        let stored = |home: &str| (!home.is_empty()).then(|| home.to_owned());
+        let values = (stored(home), queue.as_str(), stored(expected));
+        let result = self.session.execute_unpaged(&self.statements.set_home, values).await.map_err(write_error)?;
+        let found = conditional(result)?;
+        let Some(config) = self.queue(queue).await? else { return Ok(None) };
+        Ok(Some(match found {
+            None => QueueConfig { home: home.to_owned(), ..config },
+            // Not applied: the queue does not exist (no columns came back),
+            // or its home was not `expected` (the current one came back).
+            Some(found) => QueueConfig {
+                home: column(&found, "home").and_then(CqlValue::as_text).cloned().unwrap_or_default(),
+                ..config
+            },
+        }))
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {

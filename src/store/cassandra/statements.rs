@@ -26,7 +26,8 @@ pub(super) struct Statements {
     pub read_buckets: PreparedStatement,
     pub delete_through: PreparedStatement,
     pub create_queue: PreparedStatement,
-    /// `SET home = ? … IF EXISTS`, at `SERIAL` whatever the configured level.
+    /// `SET home = ? … IF partitions > 0 AND home = ?` (a queue that exists,
+    /// and a null home for none), at `SERIAL` whatever the configured level.
     pub set_home: PreparedStatement,
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
@@ -143,8 +144,10 @@ impl Statements {
                 create
             },
             set_home: {
-                let mut set_home =
-                    prepare(format!("UPDATE {keyspace}.queues SET home = ? WHERE queue = ? IF EXISTS")).await?;
+                let mut set_home = prepare(format!(
+                    "UPDATE {keyspace}.queues SET home = ? WHERE queue = ? IF partitions > 0 AND home = ?"
+                ))
+                .await?;
                 set_home.set_serial_consistency(Some(SerialConsistency::Serial));
                 set_home
             },

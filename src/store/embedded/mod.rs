@@ -440,8 +440,8 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
-        let (queue, home) = (queue.clone(), home.to_owned());
+    async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
+        let (queue, expected, home) = (queue.clone(), expected.to_owned(), home.to_owned());
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
             let partitions = {
@@ -452,6 +452,10 @@ impl Store for EmbeddedStore {
             let Some(partitions) = partitions else { return Ok(None) };
             {
                 let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+                let current = home_of(&homes, &queue)?;
+                if current != expected {
+                    return Ok(Some(QueueConfig { partitions, home: current }));
+                }
                 if home.is_empty() {
                     homes.remove(queue.as_str()).map_err(unavailable)?;
                 } else {

@@ -158,8 +158,8 @@ impl Store for FaultyStore {
         self.inner.create_queue(queue, config).await
     }
 
-    async fn set_queue_home(&self, queue: &QueueName, home: &str) -> StoreResult<Option<QueueConfig>> {
-        self.inner.set_queue_home(queue, home).await
+    async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
+        self.inner.set_queue_home(queue, expected, home).await
     }
 
     async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
