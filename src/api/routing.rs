@@ -175,12 +175,18 @@ impl Router {
     /// The owner of `partition` when it is another node.
     fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
         let view = self.queues.view();
-        let owners = view.owners(matcher.name(), &matcher.config());
-        match owners.into_iter().nth(partition as usize).flatten() {
+        let config = matcher.config();
+        match view.owners(matcher.name(), &config).into_iter().nth(partition as usize).flatten() {
             Some(owner) if owner != view.node() => Ok(owner),
-            _ => Err(Status::unavailable(format!(
+            Some(_) => Err(Status::unavailable(format!(
                 "partition {}/{partition} is changing owner; nothing was written, retry",
                 matcher.name()
+            ))),
+            None => Err(Status::unavailable(format!(
+                "queue {} is homed in region {:?}, where no node is live; nothing was written \
+                 (docs/operations.md, \"Regions\")",
+                matcher.name(),
+                config.home
             ))),
         }
     }
