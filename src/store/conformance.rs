@@ -173,6 +173,14 @@ pub async fn a_partition_is_taken_in_its_region_only(store: &dyn Store) {
     let legacy = partition("homed", 1);
     store.take_ownership(&legacy, 0, OWNER, "").await.unwrap();
     assert_eq!(store.take_ownership(&legacy, 1, OWNER, "b").await.unwrap().region, "b");
+    // A taker of no region (a fence over every region's replicas) takes any,
+    // after catching up, and the partition then names none.
+    let global = store.take_ownership(&p, 3, OWNER, "").await.unwrap();
+    assert_eq!((global.range_id, global.region.as_str()), (4, ""));
+    assert_eq!(
+        levels(&store.read(&p, Priority::DEFAULT, FairLevel::ZERO, 10).await.unwrap()),
+        vec![FairLevel::new(1, 1)]
+    );
 }
 
 /// An append under another range id is `Fenced` and writes nothing; one under

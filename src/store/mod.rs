@@ -107,16 +107,18 @@ impl PartitionMeta {
     }
 }
 
-/// The metadata `stored` becomes when `owner`, a node of `region`, takes it
-/// at range `expected + 1`: `HomedElsewhere` if it is homed in another
-/// region. The caller has caught up a partition moved from another region.
+/// The metadata `stored` becomes when `owner`, a node fencing in `region`,
+/// takes it at range `expected + 1`: `HomedElsewhere` if it is homed in
+/// another region. A taker of no region (its fence spans every region:
+/// automatic failover) may take any. The caller has caught up a partition
+/// written in another region.
 pub(crate) fn taken_meta(
     stored: PartitionMeta,
     expected: i64,
     owner: &str,
     region: &str,
 ) -> StoreResult<PartitionMeta> {
-    if !stored.region.is_empty() && stored.region != region {
+    if !region.is_empty() && !stored.region.is_empty() && stored.region != region {
         return Err(StoreError::HomedElsewhere { region: stored.region });
     }
     Ok(PartitionMeta {
@@ -254,9 +256,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// write of a previous owner fails from then on; every write that
     /// succeeded before is visible to the new owner's reads.
     ///
-    /// The partition is taken for `region` (the taker's): a partition whose
-    /// metadata names another region is refused (`HomedElsewhere`), and one
-    /// handed over from another region (`moved_from`) is first caught up, so
+    /// The partition is taken for `region` (the region whose Paxos fences the
+    /// taker; empty: the fence spans every region): a partition whose
+    /// metadata names another region is refused (`HomedElsewhere`) unless
+    /// `region` is empty, and one written in another region (its metadata
+    /// names another, or `moved_from` is set) is first caught up, so
     /// that every write acknowledged in the old region is visible to reads
     /// in this one (on Cassandra: the partition read at `EACH_QUORUM`, which
     /// repairs the replicas it reads). The returned metadata names `region`

@@ -19,11 +19,26 @@ use crate::support::{Client, ServerProcess, spec, wait};
 const QUEUE: &str = "homed";
 const PARTITIONS: u32 = 4;
 
+/// A node of `region` under manual failover: fenced in its region's Paxos.
 fn env(region: &'static str) -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("FAIRWAY_CLUSTER__REGION", region),
+    let mut env = vec![
         ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM"),
         ("FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY", "LOCAL_SERIAL"),
+    ];
+    env.extend(common(region));
+    env
+}
+
+/// A node of `region` under automatic failover: `QUORUM` and `SERIAL`.
+fn automatic(region: &'static str) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![("FAIRWAY_CLUSTER__FAILOVER", "automatic")];
+    env.extend(common(region));
+    env
+}
+
+fn common(region: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("FAIRWAY_CLUSTER__REGION", region),
         ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
         ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
         ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
@@ -53,8 +68,28 @@ async fn until_owned_by(client: &mut Client, nodes: &[&ServerProcess], what: &st
         if owners.len() == PARTITIONS as usize && owners.iter().all(|o| names.contains(o)) {
             return;
         }
-        assert!(Instant::now() < deadline, "{what}: owners still {owners:?}, expected among {names:?}");
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = nodes.iter().map(|n| format!("--- {}\n{}", n.addr, n.log())).collect();
+            panic!("{what}: owners still {owners:?}, expected among {names:?}\n{}", logs.join("\n"));
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Creates the queue homed in `home`, once the node `client` calls has seen
+/// a node of `home` live (FAILED_PRECONDITION until then, at most 30 s).
+async fn create_homed(client: &mut Client, home: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS, home: home.into() };
+        match client.create_queue(create).await {
+            Ok(created) => return assert_eq!(created.into_inner().home, home),
+            Err(status) if status.code() == tonic::Code::FailedPrecondition && Instant::now() < deadline => {
+                assert!(status.message().contains("no live node runs in region"), "{status:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("CreateQueue: {status:?}"),
+        }
     }
 }
 
@@ -111,14 +146,9 @@ fn each_once(added: &BTreeMap<String, i64>, seen: &BTreeMap<String, u32>) {
     assert!(twice.is_empty(), "delivered more than once: {twice:?}");
 }
 
-#[test]
-fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_loss() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    runtime.block_on(homed_queue_scenario());
-}
-
-async fn homed_queue_scenario() {
+/// A keyspace replicated twice in dc1 and once in dc2, on the test cluster:
+/// its session, name and store URL.
+async fn two_region_keyspace() -> (scylla::client::session::Session, String, String) {
     let contact = cluster_contact_point();
     let session = connect_session(&contact, &CassandraConfig::default()).await.unwrap_or_else(|error| {
         panic!(
@@ -131,17 +161,68 @@ async fn homed_queue_scenario() {
     apply_schema(&session, &keyspace, "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}")
         .await
         .unwrap_or_else(|error| panic!("{error}\nthe test cluster must have datacenters dc1 and dc2 (see above)"));
-    let host = contact.rsplit_once(':').map_or(contact.as_str(), |(host, _)| host).to_owned();
-    let store = format!("cassandra://{host}:9042/{keyspace}");
+    let store = format!("cassandra://{contact}/{keyspace}");
+    (session, keyspace, store)
+}
+
+#[test]
+fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_loss() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(homed_queue_scenario());
+}
+
+/// Automatic failover: the home's last node dies and the other region's
+/// nodes take the queue with everything acknowledged; a node of the home
+/// that comes back takes it back.
+#[test]
+fn under_automatic_failover_another_region_takes_a_queue_whose_home_died() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(automatic_failover_scenario());
+}
+
+async fn automatic_failover_scenario() {
+    let (session, keyspace, store) = two_region_keyspace().await;
+    let a1 = ServerProcess::start_on(&store, &automatic("dc1"));
+    let b1 = ServerProcess::start_on(&store, &automatic("dc2"));
+    let mut to_a1 = a1.client().await;
+    create_homed(&mut to_a1, "dc2").await;
+    until_owned_by(&mut to_a1, &[&b1], "homed in dc2").await;
+    let backlog = add(&mut to_a1, 0, 60).await;
+
+    // The home's only node dies: dc1 takes every partition, and every task.
+    b1.kill();
+    until_owned_by(&mut to_a1, &[&a1], "failed over to dc1").await;
+    let more = add(&mut to_a1, 100, 20).await;
+    let mut all = backlog.clone();
+    all.extend(more);
+    let seen = drain(&mut to_a1, all.len()).await;
+    each_once(&all, &seen);
+
+    // The home comes back: it takes its queue back.
+    let b2 = ServerProcess::start_on(&store, &automatic("dc2"));
+    until_owned_by(&mut to_a1, &[&b2], "back home in dc2").await;
+    let after = add(&mut to_a1, 200, 20).await;
+    let seen = drain(&mut to_a1, after.len()).await;
+    each_once(&after, &seen);
+
+    for node in [a1, b2] {
+        node.terminate();
+    }
+    session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();
+}
+
+async fn homed_queue_scenario() {
+    let contact = cluster_contact_point();
+    let (session, keyspace, store) = two_region_keyspace().await;
     let a1 = ServerProcess::start_on(&store, &env("dc1"));
     let a2 = ServerProcess::start_on(&store, &env("dc1"));
     let b1 = ServerProcess::start_on(&store, &env("dc2"));
     let (mut to_a1, mut to_b1) = (a1.client().await, b1.client().await);
 
     // Created from region dc2, homed in dc1: owned there only.
-    let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS, home: "dc1".into() };
-    let created = to_b1.create_queue(create).await.expect("CreateQueue").into_inner();
-    assert_eq!(created.home, "dc1");
+    create_homed(&mut to_b1, "dc1").await;
     until_owned_by(&mut to_b1, &[&a1, &a2], "homed in dc1").await;
 
     // A client of dc2 adds and polls through its own node.

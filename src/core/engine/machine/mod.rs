@@ -171,10 +171,11 @@ impl PartitionEngine {
 
     /// Writes the next metadata with no owner, so that the next owner may
     /// take the partition at once; homed in `to_region` (handed over from
-    /// this one) when that is another region.
+    /// this one) when that is another region. A partition of no region
+    /// (fenced by every region's replicas: automatic failover) stays so.
     pub fn hand_over(&mut self, to_region: &str) {
         self.owner.clear();
-        if to_region != self.region {
+        if !self.region.is_empty() && to_region != self.region {
             self.moved_from = std::mem::replace(&mut self.region, to_region.to_owned());
         }
     }
