@@ -163,11 +163,6 @@ impl ClusterView {
         assignment::live_nodes(members, now, self.member_timeout_ms)
     }
 
-    /// The live members among `members`, with their regions.
-    pub fn live_members_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<LiveNode> {
-        assignment::live_members(members, now, self.member_timeout_ms)
-    }
-
     /// This node's name: the address other nodes and clients reach it at.
     pub fn node(&self) -> &str {
         &self.me.name
@@ -176,11 +171,6 @@ impl ClusterView {
     /// This node's region (empty: none named).
     pub fn region(&self) -> &str {
         &self.me.region
-    }
-
-    /// How queues whose home has no live node are owned.
-    pub fn failover(&self) -> Failover {
-        self.failover
     }
 
     /// Whether several nodes may share the store (false: this node owns every
@@ -209,11 +199,6 @@ impl ClusterView {
         regions.sort();
         regions.dedup();
         regions
-    }
-
-    /// The region of `node` as last read (`None` if it is not live).
-    pub fn region_of(&self, node: &str) -> Option<String> {
-        self.read_live().iter().find(|n| n.name == node).map(|n| n.region.clone())
     }
 
     /// Replaces the live set with nodes that name no region (ignored on an

@@ -101,6 +101,20 @@ pub struct PartitionMeta {
 }
 
 impl PartitionMeta {
+    /// This metadata as a hand-over to a node of `to_region` writes it: no
+    /// owner, and homed in `to_region`, handed over from its region, when
+    /// that is another one. A partition of no region (its fence spans every
+    /// region) stays so.
+    pub fn handed_over(self, to_region: &str) -> PartitionMeta {
+        let moves = !self.region.is_empty() && self.region != to_region;
+        let (region, moved_from) = if moves {
+            (to_region.to_owned(), self.region.clone())
+        } else {
+            (self.region.clone(), self.moved_from.clone())
+        };
+        PartitionMeta { owner: String::new(), region, moved_from, ..self }
+    }
+
     /// Its bytes as a backend stores them.
     pub fn stored_bytes(&self) -> usize {
         codec::encode_meta(self).len()
@@ -397,5 +411,45 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Orderly close: flush and release what the backend holds.
     async fn close(&self) -> StoreResult<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn homed(region: &str, moved_from: &str) -> PartitionMeta {
+        PartitionMeta {
+            range_id: 3,
+            owner: "n".into(),
+            region: region.into(),
+            moved_from: moved_from.into(),
+            ..PartitionMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_hand_over_names_the_next_region_only_when_it_changes() {
+        let to_b = homed("a", "").handed_over("b");
+        assert_eq!((to_b.owner.as_str(), to_b.region.as_str(), to_b.moved_from.as_str()), ("", "b", "a"));
+        assert_eq!(to_b.range_id, 3, "a hand-over keeps the range id (the next owner fences)");
+        let within = homed("a", "").handed_over("a");
+        assert_eq!((within.region.as_str(), within.moved_from.as_str()), ("a", ""));
+        let global = homed("", "").handed_over("b");
+        assert_eq!((global.region.as_str(), global.moved_from.as_str()), ("", ""), "no region: stays so");
+    }
+
+    #[test]
+    fn a_taker_of_another_region_is_refused_and_one_of_none_takes_any() {
+        let stored = homed("a", "");
+        assert_eq!(
+            taken_meta(stored.clone(), 3, "m", "b").unwrap_err(),
+            StoreError::HomedElsewhere { region: "a".into() }
+        );
+        let taken = taken_meta(stored.clone(), 3, "m", "a").unwrap();
+        assert_eq!((taken.range_id, taken.owner.as_str(), taken.region.as_str()), (4, "m", "a"));
+        assert_eq!(taken_meta(stored, 3, "m", "").unwrap().region, "");
+        let moved = taken_meta(homed("b", "a"), 3, "m", "b").unwrap();
+        assert_eq!((moved.region.as_str(), moved.moved_from.as_str()), ("b", ""), "taking clears the move");
     }
 }

@@ -5,7 +5,7 @@ use super::{MatchError, QueueMatcher};
 use crate::core::engine::TaskCounts;
 use crate::model::PartitionId;
 use crate::partition::{Partition, PartitionError, PartitionSetup, PartitionState};
-use crate::store::{PartitionMeta, StoreError};
+use crate::store::StoreError;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -119,13 +119,7 @@ impl QueueMatcher {
         let id = PartitionId { queue: self.name.clone(), partition };
         let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
         if let Some(meta) = stored.filter(|meta| meta.owner == self.settings.node) {
-            let home = self.config().home;
-            let moved = !meta.region.is_empty() && meta.region != home;
-            let freed = if moved {
-                PartitionMeta { owner: String::new(), moved_from: meta.region.clone(), region: home, ..meta }
-            } else {
-                PartitionMeta { owner: String::new(), ..meta }
-            };
+            let freed = meta.handed_over(&self.config().home);
             match self.store.update_metadata(&id, &freed).await {
                 Ok(()) => tracing::info!(partition = %id, "handed over after abandoning it"),
                 Err(StoreError::Fenced { .. }) => {}

@@ -169,15 +169,18 @@ impl PartitionEngine {
         self.range_id
     }
 
-    /// Writes the next metadata with no owner, so that the next owner may
-    /// take the partition at once; homed in `to_region` (handed over from
-    /// this one) when that is another region. A partition of no region
-    /// (fenced by every region's replicas: automatic failover) stays so.
+    /// Writes the next metadata as a hand-over to a node of `to_region`
+    /// (see [`PartitionMeta::handed_over`]), so that the next owner may take
+    /// the partition at once.
     pub fn hand_over(&mut self, to_region: &str) {
-        self.owner.clear();
-        if !self.region.is_empty() && to_region != self.region {
-            self.moved_from = std::mem::replace(&mut self.region, to_region.to_owned());
-        }
+        let held = PartitionMeta {
+            owner: std::mem::take(&mut self.owner),
+            region: std::mem::take(&mut self.region),
+            moved_from: std::mem::take(&mut self.moved_from),
+            ..PartitionMeta::default()
+        };
+        let handed = held.handed_over(to_region);
+        (self.owner, self.region, self.moved_from) = (handed.owner, handed.region, handed.moved_from);
     }
 
     /// The settings the engine runs with.
