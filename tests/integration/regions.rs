@@ -165,6 +165,34 @@ async fn two_region_keyspace() -> (scylla::client::session::Session, String, Str
     (session, keyspace, store)
 }
 
+/// Nodes of two regions fencing at `LOCAL_SERIAL` that start at once still
+/// agree on one cluster secret (at `LOCAL_SERIAL`, each region's Paxos could
+/// store its own, and the nodes would refuse each other's forwarded calls).
+#[test]
+fn regions_starting_at_once_store_one_cluster_secret() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let (session, keyspace, _) = two_region_keyspace().await;
+        let contact = cluster_contact_point();
+        let in_region = |dc: &str| CassandraConfig {
+            local_datacenter: dc.into(),
+            consistency: "LOCAL_QUORUM".into(),
+            serial_consistency: "LOCAL_SERIAL".into(),
+            ..CassandraConfig::default()
+        };
+        let dc1 = CassandraStore::connect(&contact, &keyspace, &in_region("dc1")).await.expect("connect in dc1");
+        let dc2 = CassandraStore::connect(&contact, &keyspace, &in_region("dc2")).await.expect("connect in dc2");
+        let racers = (1..=8u8).map(|n| {
+            let store = if n % 2 == 0 { &dc1 } else { &dc2 };
+            async move { store.cluster_secret(&[n; 32]).await.expect("the cluster secret") }
+        });
+        let secrets = futures::future::join_all(racers).await;
+        assert!(secrets.iter().all(|s| *s == secrets[0]), "two regions stored two secrets: {secrets:?}");
+        session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();
+    });
+}
+
 #[test]
 fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_loss() {
     let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

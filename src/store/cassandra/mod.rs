@@ -452,6 +452,11 @@ impl CassandraStore {
     }
 }
 
+/// The cluster's secret from its stored bytes.
+fn secret(stored: &[u8]) -> StoreResult<[u8; SECRET_BYTES]> {
+    stored.try_into().map_err(|_| StoreError::Corrupt(format!("a cluster secret of {} bytes", stored.len())))
+}
+
 /// A queue's config from its row.
 fn stored_queue(partitions: Option<i32>, home: Option<String>) -> QueueConfig {
     QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32, home: home.unwrap_or_default() }
@@ -875,6 +880,19 @@ impl Store for CassandraStore {
     }
 
     async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
+        // Written once, by a compare-and-set at SERIAL (over every region's
+        // replicas: at LOCAL_SERIAL, two regions could each store their own,
+        // and their nodes would refuse each other's proofs). Once written it
+        // never changes, so a plain read that finds it may be trusted; the
+        // compare-and-set is only for a cluster that has none yet, and needs
+        // a majority of all the replicas.
+        let read = self.session.execute_unpaged(&self.statements.read_secret, ()).await.map_err(read_error)?;
+        let rows = read.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if let Some((Some(stored),)) =
+            rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?
+        {
+            return secret(&stored);
+        }
         let result = self
             .session
             .execute_unpaged(&self.statements.create_secret, (candidate.as_slice(),))
@@ -883,10 +901,7 @@ impl Store for CassandraStore {
         match conditional(result)? {
             None => Ok(*candidate),
             Some(found) => match column(&found, "secret") {
-                Some(CqlValue::Blob(stored)) => stored
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| StoreError::Corrupt(format!("a cluster secret of {} bytes", stored.len()))),
+                Some(CqlValue::Blob(stored)) => secret(stored),
                 other => Err(StoreError::Corrupt(format!("the cluster secret is {other:?}"))),
             },
         }

@@ -35,7 +35,10 @@ pub(super) struct Statements {
     pub members: PreparedStatement,
     pub leave: PreparedStatement,
     /// Insert-if-absent of the cluster's secret: the stored one if present.
+    /// At `SERIAL` whatever the configured level: one secret for every region.
     pub create_secret: PreparedStatement,
+    /// The cluster's secret, if stored.
+    pub read_secret: PreparedStatement,
     /// Every row of one partition, every column, at `EACH_QUORUM`: read to
     /// repair the replicas of this region after a move from another.
     pub catch_up: PreparedStatement,
@@ -168,10 +171,16 @@ impl Statements {
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
-            create_secret: prepare(format!(
-                "INSERT INTO {keyspace}.cluster_secrets (cluster, secret) VALUES ({CLUSTER}, ?) IF NOT EXISTS"
-            ))
-            .await?,
+            create_secret: {
+                let mut create = prepare(format!(
+                    "INSERT INTO {keyspace}.cluster_secrets (cluster, secret) VALUES ({CLUSTER}, ?) IF NOT EXISTS"
+                ))
+                .await?;
+                create.set_serial_consistency(Some(SerialConsistency::Serial));
+                create
+            },
+            read_secret: prepare(format!("SELECT secret FROM {keyspace}.cluster_secrets WHERE cluster = {CLUSTER}"))
+                .await?,
             catch_up,
         })
     }
