@@ -5,7 +5,8 @@
 //! Every scenario starts its own server process per run (a fresh embedded
 //! store, or fresh queues on the Cassandra keyspace given), repeats `--runs`
 //! times and reports the median; results go to `--out` as `report.json`,
-//! `report.md` and PNG plots.
+//! `report.md` and PNG plots. `bench latency --server` measures through a
+//! node that runs already instead (deploy/regions/bench.sh uses it).
 
 mod drain;
 mod fairness;
@@ -83,6 +84,8 @@ pub(super) struct SuiteArgs {
 
 pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
     let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+    // The node measured, when it is not one the bench starts.
+    let mut server = None;
     let (common, scenarios) = match command {
         BenchCommand::Throughput(args) => {
             let common = args.common.clone();
@@ -90,6 +93,10 @@ pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
             (common, vec![throughput::run(&args, &store).await?])
         }
         BenchCommand::Latency(args) => {
+            // Before the store is prepared: `--server` takes none.
+            args.check()?;
+            server =
+                args.measured_server().map(|server| format!("{server} (a running node, not started by the bench)"));
             let store = BenchStore::prepare(&args.common).await?;
             (args.common.clone(), vec![latency::run(&args, &store).await?])
         }
@@ -117,9 +124,19 @@ pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
             (common, scenarios)
         }
     };
-    let store = common.store.clone().unwrap_or_else(|| "embedded (a fresh temporary directory per run)".into());
-    let report =
-        BenchReport { command: format!("fairway {line}"), store, machine: crate::cli::figures::machine(), scenarios };
+    let store = match (&server, &common.store) {
+        (Some(_), _) => "the running node's own (not seen by the bench)".into(),
+        (None, Some(store)) => store.clone(),
+        (None, None) => "embedded (a fresh temporary directory per run)".into(),
+    };
+    let server = server.unwrap_or_else(|| "started by the bench for each run (fairway serve on 127.0.0.1)".into());
+    let report = BenchReport {
+        command: format!("fairway {line}"),
+        store,
+        server,
+        machine: crate::cli::figures::machine(),
+        scenarios,
+    };
     report.publish(&common.out)
 }
 

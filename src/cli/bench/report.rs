@@ -138,13 +138,18 @@ impl ScenarioReport {
 pub(crate) struct BenchReport {
     pub command: String,
     pub store: String,
+    /// The server measured: started by the bench, or the node `--server` names.
+    pub server: String,
     pub machine: String,
     pub scenarios: Vec<ScenarioReport>,
 }
 
 impl BenchReport {
     pub(crate) fn markdown(&self) -> String {
-        let mut out = format!("## `{}`\n\nstore: {} · machine: {}\n\n", self.command, self.store, self.machine);
+        let mut out = format!(
+            "## `{}`\n\nserver: {} · store: {} · machine: {}\n\n",
+            self.command, self.server, self.store, self.machine
+        );
         for scenario in &self.scenarios {
             out.push_str(&scenario.markdown());
             out.push('\n');

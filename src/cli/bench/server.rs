@@ -109,7 +109,26 @@ fn client_on(channel: AuthChannel) -> Client {
 
 /// Creates `queue` with `partitions` and waits until every partition has an owner.
 pub(super) async fn create_queue(client: &mut Client, queue: &str, partitions: u32) -> anyhow::Result<()> {
-    client.create_queue(pb::CreateQueueRequest { queue: queue.to_owned(), partitions, home: String::new() }).await?;
+    create_queue_in(client, queue, partitions, "").await.map(|_| ())
+}
+
+/// Creates `queue` with `partitions`, homed in `home` (empty: the server's
+/// default), and waits until every partition has an owner. The queue as it
+/// is: an existing one keeps its own partitions and home.
+pub(super) async fn create_queue_in(
+    client: &mut Client,
+    queue: &str,
+    partitions: u32,
+    home: &str,
+) -> anyhow::Result<pb::CreateQueueResponse> {
+    let request = pb::CreateQueueRequest { queue: queue.to_owned(), partitions, home: home.to_owned() };
+    let created = client.create_queue(request).await?.into_inner();
+    wait_for_owners(client, queue).await?;
+    Ok(created)
+}
+
+/// Waits until every partition of `queue` has an owner (here or elsewhere).
+pub(super) async fn wait_for_owners(client: &mut Client, queue: &str) -> anyhow::Result<()> {
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     for _ in 0..600 {
         ticks.tick().await;
