@@ -10,9 +10,11 @@ use rand::rngs::StdRng;
 
 use fairway::proto::v1 as pb;
 
+use super::analysis::{FaultWindow, WindowKind};
 use super::cassandra::CassandraNodes;
 use super::network::Firewall;
 use super::nodes::{MEMBER_TIMEOUT_MS, Node};
+use super::regions::{Layout, RegionBed, THREE_REGIONS, TWO_REGIONS};
 use super::workload::{Client, QUEUE, Recorder, Traffic};
 
 /// The faults of a scenario.
@@ -46,6 +48,26 @@ pub(super) enum Scenario {
     /// Every 20 s, `kill -9` of two of three Cassandra nodes (quorum lost),
     /// both started again 10 s later.
     CassandraQuorumLoss,
+    /// Region bed (`deploy/regions/regions.sh`), regions a and b; manual
+    /// failover, `LOCAL_SERIAL` and `LOCAL_QUORUM`; the queue homed in a;
+    /// Fairway nodes 10.210.1.2, 10.210.1.3 (a) and 10.210.2.2 (b). Every
+    /// 10-14 s, region a cut off from everything (`regions.sh cut a`) for
+    /// 10-15 s, then healed. Requests through b's node fail (`UNAVAILABLE`)
+    /// while a is cut off: nothing of a's queue may be owned in b.
+    RegionCut,
+    /// Region bed, regions a and b, as `region-cut`. Every 18-22 s, the
+    /// queue's home moves to the other region (`MoveQueue`, a graceful
+    /// move: a→b→a…) under load; the run watches every partition reach the
+    /// new home.
+    RegionMove,
+    /// Region bed, regions a, b and c; automatic failover, `SERIAL` and
+    /// `QUORUM`, one replica per region; the queue homed in a; Fairway nodes
+    /// 10.210.1.2, 10.210.1.3 (a), 10.210.2.2 (b), 10.210.3.2 (c). Every
+    /// 10-15 s, region a dies for 15-20 s: either lost (its Fairway nodes
+    /// `kill -9`, its Cassandra node `regions.sh kill a`; then `revive a` and
+    /// the nodes started again) or cut off (`regions.sh cut a`, then
+    /// `heal a`), at random. The others take its partitions over.
+    RegionAuto,
 }
 
 impl Scenario {
@@ -74,6 +96,31 @@ impl Scenario {
     pub(super) fn faults_cassandra(self) -> bool {
         matches!(self, Scenario::CassandraKill | Scenario::CassandraPause | Scenario::CassandraQuorumLoss)
     }
+
+    /// The regions and nodes of a scenario on the region bed.
+    pub(super) fn layout(self) -> Option<Layout> {
+        match self {
+            Scenario::RegionCut | Scenario::RegionMove => Some(TWO_REGIONS),
+            Scenario::RegionAuto => Some(THREE_REGIONS),
+            _ => None,
+        }
+    }
+}
+
+/// The state of a region scenario: the bed, the queue's home, and the
+/// faults injected, with what the nemesis saw of each.
+pub(super) struct RegionRun {
+    pub bed: RegionBed,
+    pub layout: Layout,
+    /// The queue's home as last moved.
+    pub home: String,
+    pub windows: Vec<FaultWindow>,
+}
+
+impl RegionRun {
+    pub(super) fn new(bed: RegionBed, layout: Layout) -> RegionRun {
+        RegionRun { bed, layout, home: layout.home().to_owned(), windows: Vec::new() }
+    }
 }
 
 pub(super) struct Nemesis {
@@ -88,6 +135,8 @@ pub(super) struct Nemesis {
     /// The port Cassandra serves CQL on.
     pub store_port: u16,
     pub end: Instant,
+    /// The region bed, for the region scenarios.
+    pub regions: Option<RegionRun>,
 }
 
 impl Nemesis {
@@ -105,6 +154,50 @@ impl Nemesis {
 
     fn firewall(&self) -> &Firewall {
         self.firewall.as_ref().expect("installed for the scenarios that cut the network")
+    }
+
+    fn regions(&mut self) -> &mut RegionRun {
+        self.regions.as_mut().expect("the region bed of the region scenarios")
+    }
+
+    /// The addresses of the Fairway nodes of `region`.
+    fn nodes_of(&self, region: &str) -> Vec<String> {
+        self.nodes.iter().filter(|n| n.region() == Some(region)).map(|n| n.addr.clone()).collect()
+    }
+
+    /// Describes the queue through the nodes `via` every 250 ms until every
+    /// partition is owned (active, or remote) by one of `owners`, or until
+    /// `until`; when that first held (ms since the run began), if it did.
+    async fn watch_owners(&mut self, via: &[String], owners: &[String], until: Instant) -> Option<u64> {
+        if via.is_empty() {
+            return None;
+        }
+        let mut client = Client::new(via.to_vec(), 0, self.traffic.clone());
+        while Instant::now() < until {
+            let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 1 };
+            if let Some(described) = client.describe(request).await {
+                let owned =
+                    |p: &pb::PartitionState| (p.state == "active" || p.state == "remote") && owners.contains(&p.owner);
+                if !described.partitions.is_empty() && described.partitions.iter().all(owned) {
+                    return Some(self.recorder.now_ms());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        None
+    }
+
+    /// Opens a fault window now (ms since the run began).
+    fn open_window(&mut self, kind: WindowKind, label: String, watched: bool) {
+        let start_ms = self.recorder.now_ms();
+        self.traffic.set_fault(true);
+        self.say(label.clone());
+        let window = FaultWindow { kind, label, start_ms, taken_over_ms: None, healed_ms: None, watched };
+        self.regions().windows.push(window);
+    }
+
+    fn window(&mut self) -> &mut FaultWindow {
+        self.regions().windows.last_mut().expect("a window was opened")
     }
 
     /// One fault of the scenario; returns once it is over (or the run's end has come).
@@ -185,7 +278,144 @@ impl Nemesis {
                 }
                 self.say(format!("Cassandra nodes {victims:?} are back (CQL up, gossip has them up)"));
             }
+            Scenario::RegionCut => self.region_cut().await?,
+            Scenario::RegionMove => self.region_move().await?,
+            Scenario::RegionAuto => self.region_auto().await?,
         }
+        Ok(())
+    }
+
+    /// Region a cut off for 10-15 s. Its nodes keep the queue (manual
+    /// failover: nobody else may own it); b's node cannot reach them.
+    async fn region_cut(&mut self) -> anyhow::Result<()> {
+        let quiet = Duration::from_millis(self.rng.random_range(10_000..=14_000));
+        self.wait(quiet).await;
+        if Instant::now() >= self.end {
+            return Ok(());
+        }
+        let outage = Duration::from_millis(self.rng.random_range(10_000..=15_000));
+        // Answers count as the fault's from the moment it begins to be injected.
+        self.traffic.set_fault(true);
+        self.regions().bed.cut("a").await?;
+        let label = format!("cut region a off for {:.1} s", outage.as_secs_f64());
+        self.open_window(WindowKind::Cut, label, false);
+        tokio::time::sleep(outage).await;
+        self.regions().bed.heal("a").await?;
+        let healed = self.recorder.now_ms();
+        self.window().healed_ms = Some(healed);
+        self.traffic.set_fault(false);
+        self.say("healed region a".into());
+        Ok(())
+    }
+
+    /// The queue's home moved to the other region with `MoveQueue`, then
+    /// watched until every partition is owned there (at most 20 s).
+    async fn region_move(&mut self) -> anyhow::Result<()> {
+        let quiet = Duration::from_millis(self.rng.random_range(18_000..=22_000));
+        self.wait(quiet).await;
+        if Instant::now() >= self.end {
+            return Ok(());
+        }
+        let from = self.regions().home.clone();
+        let layout = self.regions().layout;
+        let to = layout.regions.iter().find(|r| **r != from).copied().expect("two regions").to_owned();
+        self.open_window(WindowKind::Move, format!("MoveQueue home {from} -> {to}"), true);
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_secs(15);
+        let moved = loop {
+            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone() };
+            match self.admin.move_queue(request).await {
+                Ok(response) if response.home == to => break true,
+                Ok(response) => {
+                    self.say(format!("MoveQueue to {to} answered home {:?}; not moved", response.home));
+                    break false;
+                }
+                Err(status) if Instant::now() < deadline => {
+                    tracing::debug!(?status, "MoveQueue: retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(status) => {
+                    self.say(format!("MoveQueue to {to} failed for 15 s: {:?} {}", status.code(), status.message()));
+                    break false;
+                }
+            }
+        };
+        if moved {
+            self.regions().home = to.clone();
+            self.say(format!("MoveQueue: home is {to} (answered after {} ms)", asked.elapsed().as_millis()));
+            let targets = self.nodes_of(&to);
+            let settled = self.watch_owners(&targets, &targets, Instant::now() + Duration::from_secs(20)).await;
+            match settled {
+                Some(at) => {
+                    let took = at.saturating_sub(self.window().start_ms);
+                    self.say(format!("every partition owned in {to}, {took} ms after the move began"));
+                }
+                None => self.say(format!("not every partition was owned in {to} 20 s after the move")),
+            }
+            self.window().taken_over_ms = settled;
+        }
+        self.traffic.set_fault(false);
+        Ok(())
+    }
+
+    /// Region a dies for 15-20 s (lost, or cut off), then comes back; the
+    /// run watches b's and c's nodes take every partition.
+    async fn region_auto(&mut self) -> anyhow::Result<()> {
+        let quiet = Duration::from_millis(self.rng.random_range(10_000..=15_000));
+        self.wait(quiet).await;
+        if Instant::now() >= self.end {
+            return Ok(());
+        }
+        let outage = Duration::from_millis(self.rng.random_range(15_000..=20_000));
+        let lost = self.rng.random_bool(0.5);
+        let victims: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].region() == Some("a")).collect();
+        self.traffic.set_fault(true);
+        if lost {
+            for &i in &victims {
+                self.nodes[i].kill();
+            }
+            self.regions().bed.kill("a").await?;
+            let names: Vec<&str> = victims.iter().map(|&i| self.nodes[i].addr.as_str()).collect();
+            let label = format!(
+                "region a lost for {:.1} s: kill -9 of its Fairway nodes {} and of its Cassandra node",
+                outage.as_secs_f64(),
+                names.join(", ")
+            );
+            self.open_window(WindowKind::Kill, label, true);
+        } else {
+            self.regions().bed.cut("a").await?;
+            let label = format!("cut region a off for {:.1} s", outage.as_secs_f64());
+            self.open_window(WindowKind::Cut, label, true);
+        }
+        // Every partition taken by the nodes of b and c, as b's node sees it.
+        let others: Vec<String> =
+            self.nodes.iter().filter(|n| n.region() != Some("a")).map(|n| n.addr.clone()).collect();
+        let until = Instant::now() + outage;
+        let taken = self.watch_owners(&others, &others, until).await;
+        self.window().taken_over_ms = taken;
+        match taken {
+            Some(at) => {
+                let took = at.saturating_sub(self.window().start_ms);
+                self.say(format!("every partition owned in b or c, {took} ms after region a died"));
+            }
+            None => self.say("not every partition was owned in b or c while region a was down".into()),
+        }
+        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+        if lost {
+            self.regions().bed.revive("a").await?;
+            for &i in &victims {
+                self.nodes[i].restart()?;
+            }
+            self.say(
+                "region a is back: its Cassandra node revived (gossip has it up), its Fairway nodes restarted".into(),
+            );
+        } else {
+            self.regions().bed.heal("a").await?;
+            self.say("healed region a".into());
+        }
+        let healed = self.recorder.now_ms();
+        self.window().healed_ms = Some(healed);
+        self.traffic.set_fault(false);
         Ok(())
     }
 
@@ -232,6 +462,10 @@ impl Nemesis {
         if let Some(firewall) = &self.firewall {
             firewall.heal()?;
         }
+        if let Some(regions) = &mut self.regions {
+            regions.bed.heal_all().await?;
+        }
+        self.traffic.set_fault(false);
         if let Some(cassandra) = &mut self.cassandra {
             cassandra.heal().await?;
         }

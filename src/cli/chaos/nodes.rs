@@ -1,6 +1,8 @@
 //! The Fairway nodes of a chaos run: `fairway serve` processes on fixed
-//! loopback addresses (their names in the cluster), which the nemesis kills,
+//! addresses (their names in the cluster), which the nemesis kills,
 //! restarts, pauses and resumes. A node dies with the run that started it.
+//! Nodes of the region scenarios run in their region's network namespace
+//! (see [`Placement`]); the others on loopback.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -41,10 +43,29 @@ pub(super) struct Launch {
     pub own_gids: bool,
 }
 
+/// Where a node of a region runs: in the network namespace of its region,
+/// at an address of it, on the Cassandra node of its region, with the
+/// region's settings.
+#[derive(Clone, Debug)]
+pub(super) struct Placement {
+    /// The region (`cluster.region`, the Cassandra datacenter).
+    pub region: String,
+    /// The network namespace the node runs in (`fw-<region>`).
+    pub netns: String,
+    /// `IP:PORT`, an address of that namespace.
+    pub listen: String,
+    /// `cassandra://IP:9042/KEYSPACE`, the region's own Cassandra node.
+    pub store: String,
+    /// Settings beyond [`NODE_ENV`] (region, failover, consistency levels).
+    pub env: Vec<(String, String)>,
+}
+
 pub(super) struct Node {
     pub addr: String,
     /// The group id the node runs with, when it has one of its own.
     pub gid: Option<u32>,
+    /// Where a node of a region runs; `None` on loopback.
+    pub placement: Option<Placement>,
     launch: Launch,
     log: PathBuf,
     child: Option<Child>,
@@ -58,9 +79,23 @@ impl Node {
         let addr = probe.local_addr()?.to_string();
         drop(probe);
         let gid = launch.own_gids.then_some(super::network::NODE_GID_BASE + index);
-        let mut node = Node { addr, gid, launch: launch.clone(), log, child: None, paused: false };
+        let mut node = Node { addr, gid, placement: None, launch: launch.clone(), log, child: None, paused: false };
         node.restart()?;
         Ok(node)
+    }
+
+    /// Starts a node of a region where `placement` says; its log goes to `log`.
+    pub(super) fn start_placed(launch: &Launch, placement: Placement, log: PathBuf) -> anyhow::Result<Node> {
+        let addr = placement.listen.clone();
+        let placement = Some(placement);
+        let mut node = Node { addr, gid: None, placement, launch: launch.clone(), log, child: None, paused: false };
+        node.restart()?;
+        Ok(node)
+    }
+
+    /// The region the node runs in (`None` on loopback).
+    pub(super) fn region(&self) -> Option<&str> {
+        self.placement.as_ref().map(|p| p.region.as_str())
     }
 
     pub(super) fn port(&self) -> u16 {
@@ -89,24 +124,47 @@ impl Node {
         if let Some(gid) = self.gid {
             command.gid(gid);
         }
-        // SAFETY: prctl is async-signal-safe; the closure touches no memory of the parent's.
+        // The region's network namespace, entered by the child before it
+        // runs `fairway` (as `ip netns exec` would, with no process between).
+        let netns = match &self.placement {
+            Some(placement) => {
+                let path = format!("/var/run/netns/{}", placement.netns);
+                let file = std::fs::File::open(&path)
+                    .with_context(|| format!("network namespace {path} (is the region bed up?)"))?;
+                Some(file)
+            }
+            None => None,
+        };
+        let netns_fd = netns.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: prctl and setns are async-signal-safe system calls; the
+        // closure touches no memory of the parent's but a copied integer.
         unsafe {
             // A node dies with the run that started it, also when the run is killed.
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = netns_fd
+                    && libc::setns(fd, libc::CLONE_NEWNET) != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
         let lease_timeout = fairway::config::duration_serde::format(self.launch.lease_timeout);
+        let store = self.placement.as_ref().map_or(&self.launch.store, |p| &p.store);
         command
-            .args(["serve", "--listen", &self.addr, "--store", &self.launch.store])
+            .args(["serve", "--listen", &self.addr, "--store", store])
             .envs(NODE_ENV.iter().copied())
             .env("FAIRWAY_TASKS__LEASE_TIMEOUT", &lease_timeout)
             .env("FAIRWAY_LOG", "info");
+        if let Some(placement) = &self.placement {
+            command.envs(placement.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
         let (child, _) = spawn_server(&mut command, log)
             .with_context(|| format!("node {}; see {}", self.addr, self.log.display()))?;
+        drop(netns);
         self.child = Some(child);
         self.paused = false;
         Ok(())

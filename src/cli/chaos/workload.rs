@@ -3,6 +3,7 @@
 //! operation goes to the history with its outcome; a client whose node
 //! fails moves to the next node.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +28,15 @@ pub(super) struct Recorder {
     last_delivery_ms: Arc<AtomicU64>,
     acknowledged_adds: Arc<AtomicU64>,
     deliveries: Arc<AtomicU64>,
+    /// Which acknowledged adds have not been delivered yet (for the drain).
+    pending: Arc<Mutex<Pending>>,
+}
+
+/// Payloads delivered so far, and those acknowledged and not delivered yet.
+#[derive(Debug, Default)]
+struct Pending {
+    delivered: std::collections::HashSet<String>,
+    waiting: std::collections::HashSet<String>,
 }
 
 impl Recorder {
@@ -38,6 +48,7 @@ impl Recorder {
             last_delivery_ms: Arc::new(AtomicU64::new(0)),
             acknowledged_adds: Arc::new(AtomicU64::new(0)),
             deliveries: Arc::new(AtomicU64::new(0)),
+            pending: Arc::new(Mutex::new(Pending::default())),
         };
         (recorder, received)
     }
@@ -58,13 +69,20 @@ impl Recorder {
             Ok(()) => (Outcome::Ok, String::new()),
             Err(status) => (classify(status, applied), format!("{:?}", status.code())),
         };
-        match op {
-            Op::Deliver { .. } => {
+        match &op {
+            Op::Deliver { value, .. } => {
                 self.last_delivery_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
                 self.deliveries.fetch_add(1, Ordering::Relaxed);
+                let mut pending = self.pending.lock().expect("not poisoned");
+                pending.waiting.remove(value);
+                pending.delivered.insert(value.clone());
             }
-            Op::Add { .. } if outcome == Outcome::Ok => {
+            Op::Add { value, .. } if outcome == Outcome::Ok => {
                 self.acknowledged_adds.fetch_add(1, Ordering::Relaxed);
+                let mut pending = self.pending.lock().expect("not poisoned");
+                if !pending.delivered.contains(value) {
+                    pending.waiting.insert(value.clone());
+                }
             }
             _ => {}
         }
@@ -79,6 +97,11 @@ impl Recorder {
     /// Deliveries so far, redeliveries included.
     pub(super) fn deliveries(&self) -> u64 {
         self.deliveries.load(Ordering::Relaxed)
+    }
+
+    /// Acknowledged adds not delivered yet.
+    pub(super) fn undelivered(&self) -> usize {
+        self.pending.lock().expect("not poisoned").waiting.len()
     }
 
     /// How long since a task was last delivered.
@@ -131,6 +154,20 @@ pub(super) struct Traffic {
     key_generation: AtomicU64,
     /// Workers between a poll and the end of its task's completion.
     workers_busy: AtomicUsize,
+    /// Whether a fault is being injected now (for [`Traffic::answers`]).
+    in_fault: AtomicBool,
+    /// Every answer clients got, by node, call, phase and gRPC code.
+    answers: Mutex<BTreeMap<AnswerKey, u64>>,
+}
+
+/// Where an answer came from: the node, the call (`AddTask`, `PollTask`,
+/// …), whether a fault was being injected, and its gRPC code (`Ok` for success).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct AnswerKey {
+    pub node: String,
+    pub call: &'static str,
+    pub during_fault: bool,
+    pub code: String,
 }
 
 impl Traffic {
@@ -164,6 +201,33 @@ impl Traffic {
     /// No worker is polling or busy with a task.
     pub(super) fn workers_idle(&self) -> bool {
         self.workers_busy.load(Ordering::Acquire) == 0
+    }
+
+    /// The nemesis is injecting a fault (`true`) or has healed it.
+    pub(super) fn set_fault(&self, on: bool) {
+        self.in_fault.store(on, Ordering::Release);
+    }
+
+    /// Counts an answer `node` gave to `call`: its gRPC code, `Ok`, or
+    /// `Empty` for a poll that returned no task. A failure the client made
+    /// itself (no connection, its deadline passed: the status carries the
+    /// transport's error) is marked `(client side)`.
+    fn count<T>(&self, node: &str, call: &'static str, result: &Result<T, tonic::Status>, empty: bool) {
+        let code = match result {
+            Ok(_) if empty => "Empty".to_owned(),
+            Ok(_) => "Ok".to_owned(),
+            Err(status) if std::error::Error::source(status).is_some() => {
+                format!("{:?} (client side)", status.code())
+            }
+            Err(status) => format!("{:?}", status.code()),
+        };
+        let key = AnswerKey { node: node.to_owned(), call, during_fault: self.in_fault.load(Ordering::Acquire), code };
+        *self.answers.lock().expect("not poisoned").entry(key).or_default() += 1;
+    }
+
+    /// Every answer counted so far.
+    pub(super) fn answers(&self) -> BTreeMap<AnswerKey, u64> {
+        self.answers.lock().expect("not poisoned").clone()
     }
 }
 
@@ -240,6 +304,16 @@ impl Client {
             .clone()
     }
 
+    /// The node the last call went to (calls move on only after their answer is counted).
+    fn node(&self) -> &str {
+        &self.nodes[self.turn % self.nodes.len()]
+    }
+
+    /// Counts the answer of the call just made through [`Self::get`].
+    fn count<T>(&self, call: &'static str, result: &Result<T, tonic::Status>) {
+        self.traffic.count(self.node(), call, result, false);
+    }
+
     fn next_node(&mut self) {
         self.move_to((self.turn + 1) % self.nodes.len());
     }
@@ -256,7 +330,9 @@ impl Client {
 
     /// The queue as the current node describes it, or `None` (and the next node next time).
     pub(super) async fn describe(&mut self, request: pb::DescribeQueueRequest) -> Option<pb::DescribeQueueResponse> {
-        match self.get().describe_queue(request).await {
+        let described = self.get().describe_queue(request).await;
+        self.count("DescribeQueue", &described);
+        match described {
             Ok(response) => Some(response.into_inner()),
             Err(_) => {
                 self.next_node();
@@ -267,10 +343,24 @@ impl Client {
 
     pub(super) async fn create_queue(&mut self, request: pb::CreateQueueRequest) -> Result<(), tonic::Status> {
         let created = self.get().create_queue(request).await.map(|_| ());
+        self.count("CreateQueue", &created);
         if created.is_err() {
             self.next_node();
         }
         created
+    }
+
+    /// `MoveQueue` through the current node (the next node next time if it fails).
+    pub(super) async fn move_queue(
+        &mut self,
+        request: pb::MoveQueueRequest,
+    ) -> Result<pb::MoveQueueResponse, tonic::Status> {
+        let moved = self.get().move_queue(request).await.map(tonic::Response::into_inner);
+        self.count("MoveQueue", &moved);
+        if moved.is_err() {
+            self.next_node();
+        }
+        moved
     }
 }
 
@@ -297,6 +387,7 @@ pub(super) async fn produce(
             pb::TaskSpec { fairness_key: key.clone(), payload: value.clone().into_bytes(), ..Default::default() };
         let start = recorder.now_ms();
         let result = client.get().add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec) }).await;
+        client.count("AddTask", &result);
         recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, Op::Add { value, key });
         if result.is_err() {
             client.next_node();
@@ -332,7 +423,10 @@ pub(super) async fn work(
             worker_id: format!("w{process}"),
             max_wait: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
         };
-        let task = match client.get().poll_task(request).await {
+        let polled = client.get().poll_task(request).await;
+        let empty = polled.as_ref().is_ok_and(|response| response.get_ref().task.is_none());
+        client.traffic.count(client.node(), "PollTask", &polled, empty);
+        let task = match polled {
             Ok(response) => response.into_inner().task,
             Err(_) => {
                 client.next_node();
@@ -356,7 +450,8 @@ pub(super) async fn work(
         }
         n += 1;
         if n % 10 == 3 {
-            let _ = client.get().heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token.clone() }).await;
+            let beat = client.get().heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token.clone() }).await;
+            client.count("HeartbeatTask", &beat);
         }
         let start = recorder.now_ms();
         // A failed task comes back as a delayed record, and a write that
@@ -369,6 +464,7 @@ pub(super) async fn work(
                 retry_after: None,
             };
             let result = client.get().fail_task(request).await;
+            client.count("FailTask", &result);
             let op = Op::Fail { value, lease_token: token };
             recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, op);
         } else {
@@ -376,6 +472,7 @@ pub(super) async fn work(
                 .get()
                 .complete_task(pb::CompleteTaskRequest { lease_token: token.clone(), ..Default::default() })
                 .await;
+            client.count("CompleteTask", &result);
             let op = Op::Complete { value, lease_token: token };
             recorder.record(process, start, result.as_ref().map(|_| ()), Outcome::Maybe, op);
         }
