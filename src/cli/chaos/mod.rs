@@ -51,8 +51,8 @@ pub(super) enum ChaosCommand {
 /// The region scenarios need the multi-region test bed of
 /// `deploy/regions/regions.sh` (root, network namespaces): a run starts it
 /// (`regions.sh up a b`, or `up a b c` for `region-auto`) if it is down,
-/// which takes a minute or more, and uses it as it is if it is up with the
-/// regions it needs; it never takes it down (`regions.sh down` does). Their
+/// which takes a minute or more, and uses it as it is if it is up with (at
+/// least) the regions it needs; it never takes it down (`regions.sh down` does). Their
 /// nodes (fixed, whatever `--nodes` says) listen on 10.210.<region>.<n>:7070
 /// in their region's namespace and use their region's Cassandra node
 /// (10.210.<region>.1:9042); only the keyspace of `--store` is used, made
@@ -60,7 +60,7 @@ pub(super) enum ChaosCommand {
 #[derive(Args, Debug)]
 #[command(after_help = "Region scenarios: region-cut and region-move need `deploy/regions/regions.sh up a b`, \
 region-auto `up a b c`; the run starts the bed itself when it is down (a minute or more), uses it as it is when \
-it is up with those regions, and refuses with a hint when it is up with others. It leaves the bed up: \
+it is up with (at least) those regions, and refuses with a hint (take it down) when it lacks one. It leaves the bed up: \
 `bash deploy/regions/regions.sh down` ends it. Only the keyspace of --store is used there (each node uses its \
 own region's Cassandra node, 10.210.<region>.1:9042); --nodes does not apply (the scenario places 3 or 4 nodes).")]
 pub(super) struct RunArgs {
