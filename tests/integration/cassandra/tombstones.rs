@@ -40,28 +40,28 @@ async fn traced_tombstones(session: &Session, keyspace: &str, queue: &str, kind:
         .await
         .expect("the traced read");
     let tracing_id = result.tracing_id().expect("a tracing id");
-    // Cassandra writes a trace after it answers; under load, after the
-    // driver's few quick tries to read it: wait for it to be there.
+    // Cassandra writes a trace, event by event, after it answers; under
+    // load, after the driver's few quick tries to read it: wait until it
+    // holds the read's count.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let info = loop {
-        match session.get_tracing_info(&tracing_id).await {
-            Ok(info) => break info,
-            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(error) => panic!("the trace: {error}"),
+    loop {
+        let info = session.get_tracing_info(&tracing_id).await;
+        let counts: Vec<u64> = info
+            .iter()
+            .flat_map(|info| info.events.iter())
+            .filter_map(|event| event.activity.as_deref())
+            .filter_map(|activity| {
+                // "Read N live rows and M tombstone cells …"
+                let rest = activity.split(" live rows and ").nth(1)?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .collect();
+        if !counts.is_empty() {
+            return counts.into_iter().sum();
         }
-    };
-    let counts: Vec<u64> = info
-        .events
-        .iter()
-        .filter_map(|event| event.activity.as_deref())
-        .filter_map(|activity| {
-            // "Read N live rows and M tombstone cells …"
-            let rest = activity.split(" live rows and ").nth(1)?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    assert!(!counts.is_empty(), "the trace reports no read: {:?}", info.events);
-    counts.into_iter().sum()
+        assert!(tokio::time::Instant::now() < deadline, "the trace reports no read within 30 s: {info:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
