@@ -43,7 +43,11 @@ async fn edited_lease_tokens_complete_nothing() {
     for (i, part) in parts.iter().enumerate() {
         let edits = match i {
             0 => vec!["v1".to_owned(), "v3".to_owned()],
-            4 => vec!["0".repeat(part.len()), format!("{}0", &part[..part.len() - 1])],
+            4 => {
+                // The last digit changed: to "1" where it is "0", else to "0".
+                let last = if part.ends_with('0') { '1' } else { '0' };
+                vec!["0".repeat(part.len()), format!("{}{last}", &part[..part.len() - 1])]
+            }
             5 => vec![format!("{part}x"), "other".to_owned()],
             _ => {
                 let n: i64 = part.parse().unwrap();
@@ -56,6 +60,7 @@ async fn edited_lease_tokens_complete_nothing() {
             forged.push(edited.join("/"));
         }
     }
+    assert!(forged.iter().all(|f| !held.contains(f)), "an edit left a real token as it was: {forged:?}");
     let mut messages = std::collections::BTreeSet::new();
     for token in &forged {
         for result in [
