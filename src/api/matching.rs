@@ -338,12 +338,19 @@ impl Matching for MatchingService {
         let queue = queue_name(&request.queue)?;
         authorize(&caller, Rpc::MoveQueue, queue.as_str(), None)?;
         let home = self.live_region("home", &request.home)?;
-        let moved = self.queues().move_home(&queue, &home).await.map_err(status::from_match)?;
-        tracing::info!(target: "fairway::audit", %queue, home = %moved.home, "moved the queue's home");
+        let moved = if request.force {
+            let live = self.queues().view().live_regions();
+            self.queues().force_home(&queue, &home, &live).await
+        } else {
+            self.queues().move_home(&queue, &home).await
+        };
+        let moved = moved.map_err(status::from_match)?;
+        tracing::info!(target: "fairway::audit", %queue, home = %moved.home, force = request.force, generation = moved.generation, "moved the queue's home");
         Ok(Response::new(pb::MoveQueueResponse {
             queue: queue.to_string(),
             home: moved.home,
             partitions: moved.partitions,
+            generation: moved.generation,
         }))
     }
 

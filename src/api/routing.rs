@@ -164,7 +164,10 @@ impl Router {
                 duplicate: outcome.duplicate,
             });
         }
-        let partition = required.unwrap_or_else(|| (self.next_turn() % matcher.partition_count() as usize) as u32);
+        let partition = required.unwrap_or_else(|| {
+            let config = matcher.config();
+            config.partition_number((self.next_turn() % config.partitions as usize) as u32)
+        });
         let owner = self.remote_owner(&matcher, partition)?;
         let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
         let forwarded = self.forwarded(message, Some(partition));
@@ -333,7 +336,7 @@ impl Router {
             return Ok(here(matcher.redrive(partition, limit).await.map_err(status::from_match)?));
         }
         let mut total = pb::RedriveDeadLettersResponse::default();
-        for partition in 0..matcher.partition_count() {
+        for partition in matcher.config().partition_numbers() {
             let done = if matcher.holds(partition) {
                 here(matcher.redrive(partition, limit).await.map_err(status::from_match)?)
             } else {

@@ -156,6 +156,13 @@ pub(super) enum QueueCommand {
         /// The new home region; a node of it must be live.
         #[arg(long)]
         home: String,
+        /// Forced failover, when the home region is lost (no live node):
+        /// the new home serves a new generation at once and adds the old
+        /// one's tasks as they become readable there; tasks acknowledged
+        /// in the old home and not yet replicated come back when it returns
+        /// (docs/operations.md, "Forced failover").
+        #[arg(long)]
+        force: bool,
     },
     /// Tasks that failed their last attempt, oldest first; `--redrive`
     /// puts them back in the queue as first attempts.
@@ -296,17 +303,25 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             println!("queue {queue}: {} partition(s){}", response.partitions, homed(&response.home));
             return Ok(());
         }
-        QueueCommand::Move { server, queue, home } => {
+        QueueCommand::Move { server, queue, home, force } => {
             let mut client = connect(&server).await?;
             let response = client
-                .move_queue(pb::MoveQueueRequest { queue: queue.clone(), home })
+                .move_queue(pb::MoveQueueRequest { queue: queue.clone(), home, force })
                 .await
                 .map_err(status)?
                 .into_inner();
-            println!(
-                "queue {queue}: home is now region {}; its partitions move there as the old home hands them over",
-                response.home
-            );
+            if force {
+                println!(
+                    "queue {queue}: home is now region {} (generation {}); it serves at once and adds the old home's \
+                     tasks as they become readable there",
+                    response.home, response.generation
+                );
+            } else {
+                println!(
+                    "queue {queue}: home is now region {}; its partitions move there as the old home hands them over",
+                    response.home
+                );
+            }
             return Ok(());
         }
         QueueCommand::DeadLetters { server, queue, limit, redrive } => {

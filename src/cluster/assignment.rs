@@ -6,6 +6,8 @@
 //! be; and a change of membership moves few partitions besides those of the
 //! nodes that came or went.
 
+use std::ops::Range;
+
 use serde::{Deserialize, Serialize};
 
 use crate::clock::UnixMillis;
@@ -67,15 +69,16 @@ pub fn eligible(live: &[LiveNode], home: &str, failover: Failover) -> Vec<String
     at_home
 }
 
-/// The owner of each partition `0..partitions` of `queue` (`None` when no
-/// node is live).
-pub fn owners(queue: &QueueName, partitions: u32, live: &[String]) -> Vec<Option<String>> {
-    let mut owners: Vec<Option<String>> = vec![None; partitions as usize];
+/// The owner of each partition `numbers` of `queue`, by index from
+/// `numbers.start` (`None` when no node is live).
+pub fn owners(queue: &QueueName, numbers: Range<u32>, live: &[String]) -> Vec<Option<String>> {
+    let first = numbers.start;
+    let mut owners: Vec<Option<String>> = vec![None; numbers.len()];
     if live.is_empty() {
         return owners;
     }
-    let cap = (partitions as usize).div_ceil(live.len());
-    let mut pairs: Vec<(u64, u32, usize)> = (0..partitions)
+    let cap = owners.len().div_ceil(live.len());
+    let mut pairs: Vec<(u64, u32, usize)> = numbers
         .flat_map(|partition| {
             let id = PartitionId { queue: queue.clone(), partition };
             live.iter().enumerate().map(move |(node, name)| (score(name, &id), partition, node))
@@ -84,7 +87,7 @@ pub fn owners(queue: &QueueName, partitions: u32, live: &[String]) -> Vec<Option
     pairs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| live[a.2].cmp(&live[b.2])).then(a.1.cmp(&b.1)));
     let mut load = vec![0usize; live.len()];
     for (_, partition, node) in pairs {
-        let slot = &mut owners[partition as usize];
+        let slot = &mut owners[(partition - first) as usize];
         if slot.is_none() && load[node] < cap {
             *slot = Some(live[node].clone());
             load[node] += 1;
@@ -130,8 +133,8 @@ mod tests {
         let mut shuffled = live.clone();
         shuffled.reverse();
         for partitions in [1, 2, 8, 9, 300] {
-            let chosen = owners(&queue(), partitions, &live);
-            assert_eq!(chosen, owners(&queue(), partitions, &shuffled), "the order of the list does not matter");
+            let chosen = owners(&queue(), 0..partitions, &live);
+            assert_eq!(chosen, owners(&queue(), 0..partitions, &shuffled), "the order of the list does not matter");
             let mut counts = std::collections::HashMap::new();
             for owner in &chosen {
                 *counts.entry(owner.clone().unwrap()).or_insert(0u32) += 1;
@@ -146,13 +149,13 @@ mod tests {
 
     #[test]
     fn a_departure_moves_few_other_partitions() {
-        let three = owners(&queue(), 200, &nodes(&["a", "b", "c"]));
-        let two = owners(&queue(), 200, &nodes(&["a", "c"]));
+        let three = owners(&queue(), 0..200, &nodes(&["a", "b", "c"]));
+        let two = owners(&queue(), 0..200, &nodes(&["a", "c"]));
         let kept =
             three.iter().zip(&two).filter(|(before, after)| before.as_deref() != Some("b") && before == after).count();
         let others = three.iter().filter(|o| o.as_deref() != Some("b")).count();
         assert!(kept * 10 >= others * 8, "only {kept} of {others} partitions stayed where they were");
-        assert_eq!(owners(&queue(), 2, &[]), vec![None, None]);
+        assert_eq!(owners(&queue(), 0..2, &[]), vec![None, None]);
     }
 
     fn in_regions(nodes: &[(&str, &str)]) -> Vec<LiveNode> {
@@ -166,7 +169,7 @@ mod tests {
             assert_eq!(eligible(&live, "a", failover), nodes(&["a1", "a2"]));
             assert_eq!(eligible(&live, "b", failover), nodes(&["b1"]));
         }
-        let chosen = owners(&queue(), 64, &eligible(&live, "a", Failover::Manual));
+        let chosen = owners(&queue(), 0..64, &eligible(&live, "a", Failover::Manual));
         assert!(chosen.iter().all(|o| matches!(o.as_deref(), Some("a1" | "a2"))), "{chosen:?}");
         // Nobody at home: manual leaves the queue unowned, automatic gives it to the others.
         assert!(eligible(&live, "d", Failover::Manual).is_empty());

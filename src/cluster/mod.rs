@@ -228,7 +228,7 @@ impl ClusterView {
             return vec![Some(self.me.name.clone()); config.partitions as usize];
         }
         let eligible = assignment::eligible(&self.read_live(), &config.home, self.failover);
-        assignment::owners(queue, config.partitions, &eligible)
+        assignment::owners(queue, config.partition_numbers(), &eligible)
     }
 }
 

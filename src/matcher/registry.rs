@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use super::queue_matcher::hand_over_previous;
 use super::{MatchError, MatcherConfig, QueueMatcher, QueueStats};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterView, DispatchGate};
@@ -85,6 +86,9 @@ pub struct Queues {
     view: Arc<ClusterView>,
     gate: Arc<DispatchGate>,
     queues: Mutex<HashMap<QueueName, Slot>>,
+    /// Queues of another home whose previous generation has nothing left
+    /// for this node to hand over (see [`hand_over_previous`]), by generation.
+    handed_over: Mutex<HashMap<QueueName, u32>>,
     closing: AtomicBool,
 }
 
@@ -109,6 +113,7 @@ impl Queues {
             settings: Arc::new(settings),
             view,
             gate,
+            handed_over: Mutex::default(),
             queues: Mutex::new(HashMap::new()),
             closing: AtomicBool::new(false),
         }
@@ -177,7 +182,8 @@ impl Queues {
         if current.home == home {
             return Ok(current);
         }
-        for partition in 0..current.partitions {
+        self.check_previous_drained(name, &current).await?;
+        for partition in current.partition_numbers() {
             let id = PartitionId { queue: name.clone(), partition };
             // Read in this region: a lagging replica shows an earlier state
             // of the move, never a later one, so this refuses, never admits, wrongly.
@@ -202,9 +208,70 @@ impl Queues {
             });
         }
         if let Some(matcher) = self.opened_queue(name) {
-            matcher.set_home(&config.home);
+            matcher.update_config(&config);
         }
         Ok(config)
+    }
+
+    /// Forced failover of the queue to `home`, for a home with no live node
+    /// (`live_regions` are the regions that have one): starts the next
+    /// generation there ([`Store::force_queue_home`]); its partitions drain
+    /// the previous generation's. `MoveInProgress` (nothing written) while
+    /// the home has a live node (a graceful move loses nothing), while the
+    /// previous forced failover's partitions are not all drained (their
+    /// region has not returned), or when another forced failover won.
+    pub async fn force_home(
+        &self,
+        name: &QueueName,
+        home: &str,
+        live_regions: &[String],
+    ) -> Result<QueueConfig, MatchError> {
+        let store_error = |e: StoreError| MatchError::Partition(e.into());
+        let in_progress = |detail: String| MatchError::MoveInProgress { queue: name.to_string(), detail };
+        let current = self.store.queue(name).await.map_err(store_error)?;
+        let current = current.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if current.home == home {
+            return Ok(current);
+        }
+        if live_regions.contains(&current.home) {
+            return Err(in_progress(format!(
+                "its home, region {:?}, has a live node: move it without force (nothing is lost)",
+                current.home
+            )));
+        }
+        self.check_previous_drained(name, &current).await?;
+        let stored = self.store.force_queue_home(name, current.generation, home).await.map_err(store_error)?;
+        let config = stored.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if config.generation != current.generation + 1 || config.home != home {
+            return Err(in_progress(format!(
+                "another forced failover made generation {} meanwhile",
+                config.generation
+            )));
+        }
+        if let Some(matcher) = self.opened_queue(name) {
+            matcher.update_config(&config);
+        }
+        Ok(config)
+    }
+
+    /// `MoveInProgress` unless every partition of the generation before
+    /// `current` (if any) is drained: their drain needs the home to stay.
+    async fn check_previous_drained(&self, name: &QueueName, current: &QueueConfig) -> Result<(), MatchError> {
+        let Some(first) = current.previous_of(current.partition_number(0)) else { return Ok(()) };
+        for partition in first..first + current.partitions {
+            let id = PartitionId { queue: name.clone(), partition };
+            let meta = self.store.load_partition(&id).await.map_err(|e| MatchError::Partition(e.into()))?;
+            if !meta.is_some_and(|m| m.drained) {
+                return Err(MatchError::MoveInProgress {
+                    queue: name.to_string(),
+                    detail: format!(
+                        "partition {partition} of the previous forced failover is not drained: region {:?} must return first",
+                        current.previous_home
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     async fn open(&self, name: &QueueName, opening: Opening) -> Result<Arc<QueueMatcher>, MatchError> {
@@ -291,8 +358,15 @@ impl Queues {
             matcher.verify_held().await;
         }
         let mut live_now: Option<Option<Vec<String>>> = None;
-        let owners = self.view.owners(matcher.name(), &matcher.config());
-        for (partition, owner) in (0..).zip(owners) {
+        let config = matcher.config();
+        let owners = self.view.owners(matcher.name(), &config);
+        for partition in matcher.held().into_iter().map(|(p, _)| p).filter(|p| !config.partition_numbers().contains(p))
+        {
+            // Of an earlier generation: handed over (to the home, through
+            // this region's Paxos) for the next generation's drain.
+            matcher.release(partition).await;
+        }
+        for (partition, owner) in config.partition_numbers().zip(owners) {
             let id = PartitionId { queue: matcher.name().clone(), partition };
             let rightful = owner.as_deref() == Some(self.view.node());
             let held = matcher.holds(partition);
@@ -318,6 +392,7 @@ impl Queues {
                 matcher.release(partition).await;
             }
         }
+        matcher.start_drains();
     }
 
     /// One pass of ownership: every queue in the store, every partition
@@ -345,13 +420,22 @@ impl Queues {
     /// partitions for this node (opening takes them).
     pub async fn open_listed(&self) -> Result<(), StoreError> {
         let queues = self.store.list_queues().await?;
+        let mut live_now: Option<Option<Vec<String>>> = None;
         for (name, config) in queues {
             if self.closing.load(Ordering::Acquire) {
                 return Ok(());
             }
+            if self.has_previous_to_hand_over(&name, &config) {
+                if live_now.is_none() {
+                    live_now = Some(self.live_now().await);
+                }
+                if let Some(Some(live)) = &live_now {
+                    self.hand_over_previous(&name, &config, live).await;
+                }
+            }
             if let Some(opened) = self.opened_queue(&name) {
                 // Its next ownership pass hands it over if it moved away.
-                opened.set_home(&config.home);
+                opened.update_config(&config);
                 continue;
             }
             let node = self.view.node();
@@ -364,6 +448,29 @@ impl Queues {
             }
         }
         Ok(())
+    }
+
+    /// Whether `config` is of a forced failover away from this node's region
+    /// whose previous generation this node has not yet seen handed over.
+    fn has_previous_to_hand_over(&self, name: &QueueName, config: &QueueConfig) -> bool {
+        let region = &self.settings.fence_region;
+        let done = self.handed_over.lock().unwrap_or_else(|p| p.into_inner()).get(name) == Some(&config.generation);
+        config.generation > 0 && !region.is_empty() && *region != config.home && !done
+    }
+
+    /// Hands the partitions of the previous generation of `name` that name
+    /// this node's region over to its home (see [`hand_over_previous`]).
+    async fn hand_over_previous(&self, name: &QueueName, config: &QueueConfig, live: &[String]) {
+        let (node, region) = (self.view.node(), &self.settings.fence_region);
+        let held: Vec<u32> =
+            self.opened_queue(name).map(|q| q.held().iter().map(|(p, _)| *p).collect()).unwrap_or_default();
+        match hand_over_previous(self.store.as_ref(), name, config, node, region, live, &held).await {
+            Ok(true) => {
+                self.handed_over.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), config.generation);
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(queue = %name, %error, "handing the previous generation over; trying again"),
+        }
     }
 
     /// Drops every partition without writing (see [`QueueMatcher::abandon_all`]).

@@ -15,7 +15,7 @@ use crate::core::engine::{
     Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::store::{RecordRange, RecordValue, Section, Store};
+use crate::store::{PartitionWrite, Record, RecordRange, RecordValue, Section, Store, StoreError};
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -92,6 +92,15 @@ impl Partition {
     /// Which partition of which queue this is.
     pub fn id(&self) -> &PartitionId {
         &self.shared.id
+    }
+
+    /// Writes `records` of a section the engine does not keep
+    /// ([`Section::Drained`]), conditional on this owner's range id.
+    pub async fn put_records(&self, records: Vec<Record>) -> Result<(), StoreError> {
+        debug_assert!(records.iter().all(|r| r.at.section == Section::Drained));
+        let range_id = self.shared.engine().range_id();
+        let write = PartitionWrite { put: records, ..PartitionWrite::default() };
+        self.shared.store.write(&self.shared.id, range_id, &write).await
     }
 
     /// Whether it still hands out tasks, was lost to another owner, or is closed.

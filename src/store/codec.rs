@@ -70,6 +70,7 @@ pub(super) fn encode_record(value: &RecordValue) -> Vec<u8> {
             pb::StoredDedup { dedup_id: dedup_id.clone(), task_id: *task_id }.encode_to_vec()
         }
         RecordValue::WriteMark(mark) => mark.to_be_bytes().to_vec(),
+        RecordValue::Drained { task_id } => task_id.to_be_bytes().to_vec(),
     }
 }
 
@@ -96,9 +97,13 @@ pub(super) fn decode_record(at: RecordKey, bytes: &[u8]) -> Result<RecordValue, 
             let row = pb::StoredDedup::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
             Ok(RecordValue::Dedup { dedup_id: row.dedup_id, task_id: row.task_id })
         }
-        Section::WriteMark => {
-            let mark = bytes.try_into().map_err(|_| corrupt(format!("{} bytes, not 8", bytes.len())))?;
-            Ok(RecordValue::WriteMark(i64::from_be_bytes(mark)))
+        Section::WriteMark | Section::Drained => {
+            let value = bytes.try_into().map_err(|_| corrupt(format!("{} bytes, not 8", bytes.len())))?;
+            let value = i64::from_be_bytes(value);
+            Ok(match at.section {
+                Section::WriteMark => RecordValue::WriteMark(value),
+                _ => RecordValue::Drained { task_id: value },
+            })
         }
     }
 }
@@ -131,6 +136,7 @@ pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
         owner: meta.owner.clone(),
         region: meta.region.clone(),
         moved_from: meta.moved_from.clone(),
+        drained: meta.drained,
         subqueues: Priority::all()
             .zip(&meta.subqueues)
             .map(|(priority, s)| pb::StoredSubqueue {
@@ -189,6 +195,7 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
         owner: row.owner,
         region: row.region,
         moved_from: row.moved_from,
+        drained: row.drained,
         subqueues,
         delayed_through,
         dead_letters_through,
@@ -207,6 +214,7 @@ mod tests {
             range_id: 7,
             region: "b".into(),
             moved_from: "a".into(),
+            drained: true,
             delayed_through: (1_700_000_000_000, 42),
             dead_letters_through: (1_700_000_000_001, 43),
             ..Default::default()
@@ -291,6 +299,7 @@ mod tests {
             (".{0,40}", any::<i64>())
                 .prop_map(|(dedup_id, task_id)| (Section::Dedup, RecordValue::Dedup { dedup_id, task_id })),
             any::<i64>().prop_map(|mark| (Section::WriteMark, RecordValue::WriteMark(mark))),
+            any::<i64>().prop_map(|task_id| (Section::Drained, RecordValue::Drained { task_id })),
         ]
     }
 

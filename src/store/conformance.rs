@@ -71,6 +71,7 @@ macro_rules! store_conformance_suite {
             queues_are_created_once,
             members_heartbeat_and_leave,
             the_cluster_secret_is_the_first_one_written,
+            a_forced_failover_starts_the_next_generation_once,
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
             record_reads_stay_inside_their_range,
@@ -364,6 +365,30 @@ pub async fn queues_are_created_once(store: &dyn Store) {
     assert_eq!(store.list_queues().await.unwrap().len(), 2);
 }
 
+/// A forced failover moves the home and starts the next generation once;
+/// one from a generation the queue has left writes nothing; a graceful move
+/// keeps the generation.
+pub async fn a_forced_failover_starts_the_next_generation_once(store: &dyn Store) {
+    let name = validate::queue_name("queue", "forced").unwrap();
+    store.create_queue(&name, QueueConfig::new(3, "a")).await.unwrap();
+    let forced = store.force_queue_home(&name, 0, "b").await.unwrap().expect("the queue exists");
+    let next = QueueConfig { generation: 1, previous_home: "a".into(), ..QueueConfig::new(3, "b") };
+    assert_eq!(forced, next);
+    assert_eq!(store.queue(&name).await.unwrap(), Some(next.clone()));
+    assert_eq!(store.list_queues().await.unwrap(), vec![(name.clone(), next.clone())]);
+    assert_eq!(next.partition_numbers(), 65536..65539, "a generation's partitions are its own");
+    assert_eq!(next.previous_of(65538), Some(2));
+    let stale = store.force_queue_home(&name, 0, "c").await.unwrap();
+    assert_eq!(stale, Some(next.clone()), "a forced failover from a generation left behind changes nothing");
+    let moved = store.set_queue_home(&name, "b", "c").await.unwrap();
+    assert_eq!(moved, Some(QueueConfig { home: "c".into(), ..next }), "a graceful move keeps the generation");
+    let recreated = store.create_queue(&name, QueueConfig::new(9, "z")).await.unwrap();
+    assert_eq!(recreated.generation, 1, "creating it again returns the stored generation");
+    let never = validate::queue_name("queue", "never-forced").unwrap();
+    assert_eq!(store.force_queue_home(&never, 0, "b").await.unwrap(), None);
+    assert_eq!(store.queue(&never).await.unwrap(), None, "a forced failover creates nothing");
+}
+
 /// A heartbeat replaces the node's record; `members` lists the latest of each;
 /// `leave` removes one.
 pub async fn members_heartbeat_and_leave(store: &dyn Store) {
@@ -408,6 +433,9 @@ fn record(section: Section, key: (i64, i64), label: &str) -> Record {
         }
         Section::Dedup => RecordValue::Dedup { dedup_id: label.to_owned(), task_id: key.1 },
         Section::WriteMark => RecordValue::WriteMark(label.parse().expect("a write mark's label is a number")),
+        Section::Drained => {
+            RecordValue::Drained { task_id: label.parse().expect("a drained mark's label is a number") }
+        }
     };
     Record { at: RecordKey { section, key }, value }
 }
@@ -418,7 +446,7 @@ fn label(value: RecordValue) -> String {
         RecordValue::Task(record) => record.message,
         RecordValue::FinishedLease { .. } => String::new(),
         RecordValue::Dedup { dedup_id, .. } => dedup_id,
-        RecordValue::WriteMark(mark) => mark.to_string(),
+        RecordValue::WriteMark(mark) | RecordValue::Drained { task_id: mark } => mark.to_string(),
     }
 }
 
@@ -546,6 +574,7 @@ pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
         record(Section::DeadLetters, (7, 9), "failed"),
         record(Section::Dedup, (3, 1), "dedup id"),
         record(Section::WriteMark, (0, 0), "-42"),
+        record(Section::Drained, (7, 0), "65537"),
     ];
     let write = PartitionWrite { tasks: vec![written.clone()], put: records.clone(), ..PartitionWrite::default() };
     store.write(&p, range, &write).await.unwrap();

@@ -20,6 +20,7 @@
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
 //! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
 //! | [`Store::queue`] | one queue's config, `None` if it was never created | retry |
+//! | [`Store::force_queue_home`] | compare (read) then write of the queue's generation: not linearizable | retry |
 //! | [`Store::list_queues`] | every queue, in no particular order | retry |
 //! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
 //! | [`Store::cluster_secret`] | create-if-absent: the first value written is every caller's, on every node | retry |
@@ -98,6 +99,10 @@ pub struct PartitionMeta {
     /// Every dead letter at or below this key was put back or removed:
     /// reads of dead letters start above it, past their deleted rows.
     pub dead_letters_through: (i64, i64),
+    /// Set on a partition of an earlier generation (see
+    /// [`Store::force_queue_home`]) once every task it held was added again
+    /// to the next generation: nothing reads it any more.
+    pub drained: bool,
 }
 
 impl PartitionMeta {
@@ -213,13 +218,55 @@ pub struct QueueConfig {
     /// The region whose nodes own its partitions (empty: the nodes that name
     /// no region, as in a deployment of one region).
     pub home: String,
+    /// How many forced failovers the queue had: each starts a generation of
+    /// new partitions, which share no row with the earlier ones (see
+    /// [`Store::force_queue_home`]).
+    pub generation: u32,
+    /// The home of the previous generation (empty in the first).
+    pub previous_home: String,
 }
 
+/// Partition numbers of generation `g` are `g * GENERATION_STRIDE + index`
+/// for the indexes `0..partitions`: no two generations share a partition.
+pub const GENERATION_STRIDE: u32 = 1 << 16;
+
+/// The last generation a queue can reach: its partition numbers still fit
+/// a signed 32-bit column.
+pub const MAX_GENERATION: u32 = (i32::MAX as u32) / GENERATION_STRIDE - 1;
+
+const _: () = assert!(crate::model::validate::MAX_PARTITIONS <= GENERATION_STRIDE);
+
 impl QueueConfig {
-    /// A queue of `partitions` partitions homed in `home`.
+    /// A queue of `partitions` partitions homed in `home`, of the first generation.
     pub fn new(partitions: u32, home: &str) -> QueueConfig {
-        QueueConfig { partitions, home: home.to_owned() }
+        QueueConfig { partitions, home: home.to_owned(), generation: 0, previous_home: String::new() }
     }
+
+    /// The number of the partition at `index` (`0..partitions`) in the current generation.
+    pub fn partition_number(&self, index: u32) -> u32 {
+        numbered(self.generation, index)
+    }
+
+    /// The numbers of the current generation's partitions, by index.
+    pub fn partition_numbers(&self) -> std::ops::Range<u32> {
+        numbered(self.generation, 0)..numbered(self.generation, self.partitions)
+    }
+
+    /// The number of the partition of the previous generation at the same
+    /// index as partition `number`; `None` in the first generation.
+    pub fn previous_of(&self, number: u32) -> Option<u32> {
+        let previous = self.generation.checked_sub(1)?;
+        Some(numbered(previous, partition_index(number)))
+    }
+}
+
+fn numbered(generation: u32, index: u32) -> u32 {
+    generation * GENERATION_STRIDE + index
+}
+
+/// The index (`0..partitions`) of partition `number` in its generation.
+pub fn partition_index(number: u32) -> u32 {
+    number % GENERATION_STRIDE
 }
 
 /// A node of the cluster as the store records it.
@@ -384,6 +431,24 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// write at `SERIAL`: it needs a majority of all the replicas of the
     /// keyspace, across regions.
     async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>>;
+
+    /// Forced failover, for a home region that is lost: moves the queue's
+    /// home to `home` (the home it leaves becomes its `previous_home`) and
+    /// starts generation `generation + 1`, if the queue
+    /// is in `generation`; its config as stored after (another generation
+    /// than `generation + 1`: nothing written, someone else forced it), `None`
+    /// (nothing written) if it was never created; `Invalid` past
+    /// [`MAX_GENERATION`]. The new generation's partitions share no row with
+    /// the old ones. Needs no majority across regions: on Cassandra a read
+    /// and a plain write at the configured (local) level, not linearizable
+    /// with [`Store::set_queue_home`] or another forced failover (the later
+    /// write wins).
+    async fn force_queue_home(
+        &self,
+        queue: &QueueName,
+        generation: u32,
+        home: &str,
+    ) -> StoreResult<Option<QueueConfig>>;
 
     /// Every queue and its config.
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>>;

@@ -30,6 +30,10 @@ pub enum Section {
     /// that write landed: other records can repeat an earlier write's bytes
     /// (a finish sent again).
     WriteMark,
+    /// In a partition of a later generation: the tasks of the previous
+    /// generation's partition it added again, keyed `(task id there, 0)`
+    /// (see `crate::matcher::drain`).
+    Drained,
 }
 
 impl Section {
@@ -42,6 +46,7 @@ impl Section {
             Section::Dedup => 9,
             Section::Parked => 10,
             Section::WriteMark => 11,
+            Section::Drained => 12,
         }
     }
 }
@@ -70,7 +75,8 @@ pub struct Record {
 /// [`RecordValue::Task`] or a [`RecordValue::FinishedLease`]; of
 /// [`Section::Delayed`], [`Section::DeadLetters`] and [`Section::Parked`],
 /// a [`RecordValue::Task`]; of [`Section::Dedup`], a [`RecordValue::Dedup`];
-/// of [`Section::WriteMark`], a [`RecordValue::WriteMark`].
+/// of [`Section::WriteMark`], a [`RecordValue::WriteMark`]; of
+/// [`Section::Drained`], a [`RecordValue::Drained`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum RecordValue {
     /// A task with a time: a running lease, a delayed task, a dead letter or
@@ -92,6 +98,11 @@ pub enum RecordValue {
     },
     /// A value no earlier write wrote (an id of the writer's block).
     WriteMark(i64),
+    /// A task of the previous generation added again: the id it has now.
+    Drained {
+        /// The id of the task added in its place.
+        task_id: i64,
+    },
 }
 
 impl RecordValue {
@@ -117,6 +128,7 @@ impl RecordValue {
             RecordValue::FinishedLease { .. } => "a finished lease",
             RecordValue::Dedup { .. } => "a dedup record",
             RecordValue::WriteMark(_) => "a write mark",
+            RecordValue::Drained { .. } => "a drained mark",
         };
         StoreError::Corrupt(format!("{kind} read where {what} belongs"))
     }
@@ -127,7 +139,7 @@ impl RecordValue {
             RecordValue::Task(record) => stored_task_bytes(&record.task) + record.message.len() + RECORD_FIELDS_BYTES,
             RecordValue::FinishedLease { .. } => RECORD_FIELDS_BYTES,
             RecordValue::Dedup { dedup_id, .. } => dedup_id.len() + 16,
-            RecordValue::WriteMark(_) => 8,
+            RecordValue::WriteMark(_) | RecordValue::Drained { .. } => 8,
         }
     }
 }

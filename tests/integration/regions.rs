@@ -262,7 +262,7 @@ async fn homed_queue_scenario() {
     // A backlog in dc1, then a graceful move to dc2: every task is there.
     let backlog = add(&mut to_a1, 1000, 60).await;
     let moved = to_a1
-        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc2".into() })
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc2".into(), force: false })
         .await
         .expect("MoveQueue")
         .into_inner();
@@ -288,7 +288,7 @@ async fn homed_queue_scenario() {
 
     // A home where no node runs is refused, naming the live regions.
     let refused = to_a1
-        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc3".into() })
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc3".into(), force: false })
         .await
         .expect_err("no node in dc3");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
@@ -299,5 +299,116 @@ async fn homed_queue_scenario() {
     for node in [a1, a2] {
         node.terminate();
     }
+    session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();
+}
+
+/// Forced failover under manual failover: the home's only node dies, its
+/// queue is forced to the other region, which serves a new generation at
+/// once with every task it had replicated (leased ones delivered again);
+/// when the old home's node returns it hands the old generation over, the
+/// last pass finds nothing more, and the old partitions are closed.
+#[test]
+fn a_forced_failover_serves_at_once_and_closes_the_old_generation_when_its_region_returns() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(forced_failover_scenario());
+}
+
+/// MoveQueue with force through `client` until the node sees no live node
+/// in the old home (FAILED_PRECONDITION until then, at most 30 s).
+async fn force_to(client: &mut Client, home: &str) -> pb::MoveQueueResponse {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: home.into(), force: true };
+        match client.move_queue(request).await {
+            Ok(moved) => return moved.into_inner(),
+            Err(status) if status.code() == tonic::Code::FailedPrecondition && Instant::now() < deadline => {
+                assert!(status.message().contains("has a live node"), "{status:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("MoveQueue --force: {status:?}"),
+        }
+    }
+}
+
+async fn forced_failover_scenario() {
+    let contact = cluster_contact_point();
+    let (session, keyspace, store) = two_region_keyspace().await;
+    let a1 = ServerProcess::start_on(&store, &env("dc1"));
+    let b1 = ServerProcess::start_on(&store, &env("dc2"));
+    let mut to_a1 = a1.client().await;
+    create_homed(&mut to_a1, "dc2").await;
+    until_owned_by(&mut to_a1, &[&b1], "homed in dc2").await;
+    let backlog = add(&mut to_a1, 0, 60).await;
+    // Ten of them leased in dc2 and never completed.
+    let lease = pb::PollTasksRequest {
+        queue: QUEUE.into(),
+        worker_id: "dies-with-dc2".into(),
+        max_wait: wait(Duration::from_secs(1)),
+        max_tasks: 10,
+    };
+    let leased = to_a1.poll_tasks(lease).await.expect("PollTasks").into_inner().tasks.len();
+    assert!(leased > 0, "nothing was leased");
+
+    // While the home lives, force is refused: a graceful move loses nothing.
+    let refused = to_a1
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc1".into(), force: true })
+        .await
+        .expect_err("force while dc2 is live");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+
+    // dc2's only node dies; the queue is forced to dc1 and served at once.
+    b1.kill();
+    let moved = force_to(&mut to_a1, "dc1").await;
+    assert_eq!((moved.home.as_str(), moved.generation), ("dc1", 1));
+    until_owned_by(&mut to_a1, &[&a1], "forced to dc1").await;
+    let more = add(&mut to_a1, 100, 20).await;
+    let mut all = backlog.clone();
+    all.extend(more);
+    let seen = drain(&mut to_a1, all.len()).await;
+    each_once(&all, &seen);
+
+    // The old generation is not closed while its region is gone.
+    let dc1 = CassandraConfig { local_datacenter: "dc1".into(), ..CassandraConfig::default() };
+    let cassandra = CassandraStore::connect(&contact, &keyspace, &dc1).await.expect("connect in dc1");
+    let queue = validate::queue_name("queue", QUEUE).unwrap();
+    let old = |partition| PartitionId { queue: queue.clone(), partition };
+    for partition in 0..PARTITIONS {
+        let meta = cassandra.load_partition(&old(partition)).await.unwrap().expect("the old partition");
+        assert_eq!((meta.region.as_str(), meta.drained), ("dc2", false), "old partition {partition}");
+    }
+    let again = to_a1
+        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc2".into(), force: false })
+        .await
+        .expect_err("a move before the old generation is drained");
+    assert!(again.message().contains("not drained"), "{again:?}");
+
+    // dc2 returns: it hands the old generation over, dc1 closes it.
+    let b2 = ServerProcess::start_on(&store, &env("dc2"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for partition in 0..PARTITIONS {
+        loop {
+            let meta = cassandra.load_partition(&old(partition)).await.unwrap().expect("the old partition");
+            if meta.drained {
+                assert_eq!(meta.region, "dc1", "old partition {partition} was closed in dc1");
+                break;
+            }
+            assert!(Instant::now() < deadline, "old partition {partition} not drained: {meta:?}\n{}", a1.log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Nothing of the old generation comes a second time.
+    let late = pb::PollTasksRequest {
+        queue: QUEUE.into(),
+        worker_id: "late".into(),
+        max_wait: wait(Duration::from_secs(3)),
+        max_tasks: 50,
+    };
+    let late = to_a1.poll_tasks(late).await.expect("PollTasks").into_inner().tasks;
+    assert!(late.is_empty(), "delivered again after the last pass: {late:?}");
+    let a1_log = a1.terminate();
+    assert!(a1_log.contains("last pass over the previous generation"), "{a1_log}");
+    let b2_log = b2.terminate();
+    assert!(b2_log.contains("handed a partition of the previous generation over"), "{b2_log}");
     session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();
 }

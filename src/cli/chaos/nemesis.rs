@@ -323,7 +323,7 @@ impl Nemesis {
         let asked = Instant::now();
         let deadline = asked + Duration::from_secs(15);
         let moved = loop {
-            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone() };
+            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: false };
             match self.admin.move_queue(request).await {
                 Ok(response) if response.home == to => break true,
                 Ok(response) => {
@@ -490,7 +490,8 @@ async fn partition_owner(admin: &mut Client, partition: u32) -> Option<String> {
     for _ in 0..3 {
         let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 0 };
         if let Some(described) = admin.describe(request).await {
-            return described.partitions.get(partition as usize).map(|p| p.owner.clone());
+            let index = fairway::store::partition_index(partition) as usize;
+            return described.partitions.get(index).map(|p| p.owner.clone());
         }
     }
     None

@@ -69,7 +69,8 @@ impl QueueMatcher {
     /// The partition a task must go to: the one of its dedup id, if it has one.
     pub fn partition_for(&self, spec: &TaskSpec) -> Option<u32> {
         let dedup_id = spec.dedup_id.as_deref()?;
-        Some((bucket_of(dedup_id) as u64 % u64::from(self.partition_count())) as u32)
+        let config = self.config();
+        Some(config.partition_number((bucket_of(dedup_id) as u64 % u64::from(config.partitions)) as u32))
     }
 
     fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {

@@ -36,7 +36,7 @@ impl QueueMatcher {
         let size = |d: &RecordTask| d.task.payload.len() + d.message.len();
         let share = (max_bytes / self.partition_count() as usize).max(1);
         let mut dead = Vec::new();
-        for partition in 0..self.partition_count() {
+        for partition in self.config().partition_numbers() {
             let id = PartitionId { queue: self.name.clone(), partition };
             let meta = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
             let mut after = meta.map_or((0, 0), |m| m.dead_letters_through);

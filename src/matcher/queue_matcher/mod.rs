@@ -4,11 +4,13 @@
 //! and dead letters (`leases`), polls and dispatch (`polls`), reports (`stats`).
 
 mod adds;
+mod generations;
 mod leases;
 mod ownership;
 mod polls;
 mod stats;
 
+pub(super) use generations::hand_over_previous;
 pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 
 use self::polls::Waiter;
@@ -157,6 +159,8 @@ pub struct QueueMatcher {
     /// store may still say this node owns: while it lives, their rightful
     /// node waits for it to hand them over.
     abandoned: Mutex<BTreeSet<u32>>,
+    /// The drains of the previous generation into the partitions held here.
+    drains: Arc<generations::Drains>,
     /// From AddTask to delivery (see [`QueueMatcher::stats`]).
     dispatch_latency: LatencyHistogram,
 }
@@ -202,6 +206,7 @@ impl QueueMatcher {
                 retired: Mutex::new(TaskCounts::default()),
                 takeovers: AtomicU64::new(0),
                 abandoned: Mutex::new(BTreeSet::new()),
+                drains: Arc::default(),
                 dispatch_latency,
             }
         })
@@ -222,14 +227,23 @@ impl QueueMatcher {
         self.config.read().unwrap_or_else(|p| p.into_inner()).partitions
     }
 
-    /// Records that the queue's home is now `home` (read from the store):
-    /// the next ownership pass hands its partitions over to that region.
-    pub fn set_home(&self, home: &str) {
+    /// Records the queue's config as read from the store, if it is not
+    /// older than the one known (a read at a lagging replica can return an
+    /// earlier generation): the next ownership pass hands its partitions
+    /// over to a new home, and those of an earlier generation to the next.
+    pub fn update_config(&self, stored: &QueueConfig) {
         let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
-        if config.home != home {
-            tracing::info!(queue = %self.name, from = %config.home, to = home, "the queue's home moved");
-            config.home = home.to_owned();
+        if stored.generation < config.generation || *stored == *config {
+            return;
         }
+        tracing::info!(
+            queue = %self.name,
+            from = %config.home,
+            to = %stored.home,
+            generation = stored.generation,
+            "the queue's home moved"
+        );
+        *config = stored.clone();
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {

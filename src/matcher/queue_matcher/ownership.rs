@@ -92,6 +92,7 @@ impl QueueMatcher {
     /// declared dead, and others may own them now.
     pub async fn abandon_all(&self) {
         let _one_at_a_time = self.ownership.lock().await;
+        self.stop_drains();
         for (partition, counted) in self.remove_partitions(|_| true) {
             tracing::warn!(partition = %partition.id(), "abandoning");
             partition.abandon().await;
@@ -168,6 +169,7 @@ impl QueueMatcher {
     pub async fn close(&self) {
         self.stop_polls();
         let _one_at_a_time = self.ownership.lock().await;
+        self.stop_drains();
         // All at once: each may retry its last metadata write for a while.
         let partitions = self.remove_partitions(|_| true);
         let home = self.config().home;

@@ -99,7 +99,7 @@ impl QueueMatcher {
         let mut held: HashMap<u32, PartitionReport> =
             self.describe(top_keys).into_iter().map(|report| (report.partition, report)).collect();
         let mut views = Vec::with_capacity(self.partition_count() as usize);
-        for partition in 0..self.partition_count() {
+        for partition in self.config().partition_numbers() {
             views.push(match held.remove(&partition) {
                 Some(report) => PartitionView::Held(report),
                 None => {

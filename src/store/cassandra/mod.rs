@@ -45,8 +45,8 @@ use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
-    Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
+    MAX_GENERATION, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef,
+    SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -457,9 +457,17 @@ fn secret(stored: &[u8]) -> StoreResult<[u8; SECRET_BYTES]> {
     stored.try_into().map_err(|_| StoreError::Corrupt(format!("a cluster secret of {} bytes", stored.len())))
 }
 
+/// A queue's row: partitions, home, generation, previous home.
+type QueueRow = (Option<i32>, Option<String>, Option<i32>, Option<String>);
+
 /// A queue's config from its row.
-fn stored_queue(partitions: Option<i32>, home: Option<String>) -> QueueConfig {
-    QueueConfig { partitions: partitions.unwrap_or(1).max(1) as u32, home: home.unwrap_or_default() }
+fn stored_queue((partitions, home, generation, previous_home): QueueRow) -> QueueConfig {
+    QueueConfig {
+        partitions: partitions.unwrap_or(1).max(1) as u32,
+        home: home.unwrap_or_default(),
+        generation: generation.unwrap_or(0).max(0) as u32,
+        previous_home: previous_home.unwrap_or_default(),
+    }
 }
 
 /// Reads and compare-and-sets in one `take_ownership`, at most.
@@ -798,8 +806,10 @@ impl Store for CassandraStore {
             None => Ok(config),
             Some(found) => match column(&found, "partitions").and_then(CqlValue::as_int) {
                 Some(partitions) => {
-                    let home = column(&found, "home").and_then(CqlValue::as_text).cloned().unwrap_or_default();
-                    Ok(QueueConfig { partitions: partitions as u32, home })
+                    let home = column(&found, "home").and_then(CqlValue::as_text).cloned();
+                    let generation = column(&found, "generation").and_then(CqlValue::as_int);
+                    let previous = column(&found, "previous_home").and_then(CqlValue::as_text).cloned();
+                    Ok(stored_queue((Some(partitions), home, generation, previous)))
                 }
                 None => Err(StoreError::Corrupt(format!("queue {queue} has no partition count"))),
             },
@@ -810,9 +820,8 @@ impl Store for CassandraStore {
         let result =
             self.session.execute_unpaged(&self.statements.queue, (queue.as_str(),)).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let row =
-            rows.maybe_first_row::<(Option<i32>, Option<String>)>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(row.map(|(partitions, home)| stored_queue(partitions, home)))
+        let row = rows.maybe_first_row::<QueueRow>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(row.map(stored_queue))
     }
 
     async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
@@ -833,17 +842,37 @@ impl Store for CassandraStore {
         }))
     }
 
+    async fn force_queue_home(
+        &self,
+        queue: &QueueName,
+        generation: u32,
+        home: &str,
+    ) -> StoreResult<Option<QueueConfig>> {
+        let Some(config) = self.queue(queue).await? else { return Ok(None) };
+        if config.generation != generation {
+            return Ok(Some(config));
+        }
+        if generation >= MAX_GENERATION {
+            return Err(StoreError::Invalid(format!("queue {queue} had {MAX_GENERATION} forced failovers, the most")));
+        }
+        let next = generation + 1;
+        let stored = |home: &str| (!home.is_empty()).then(|| home.to_owned());
+        let values = (stored(home), next as i32, stored(&config.home), queue.as_str());
+        self.session.execute_unpaged(&self.statements.force_home, values).await.map_err(write_error)?;
+        Ok(Some(QueueConfig { home: home.to_owned(), generation: next, previous_home: config.home.clone(), ..config }))
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         use futures::TryStreamExt;
         let pager = self.session.execute_iter(self.statements.list_queues.clone(), ()).await.map_err(read_error)?;
         let mut rows = pager
-            .rows_stream::<(String, Option<i32>, Option<String>)>()
+            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>)>()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut queues = Vec::new();
-        while let Some((name, partitions, home)) = rows.try_next().await.map_err(read_error)? {
+        while let Some((name, partitions, home, generation, previous)) = rows.try_next().await.map_err(read_error)? {
             let name = validate::queue_name("queue", &name)
                 .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-            queues.push((name, stored_queue(partitions, home)));
+            queues.push((name, stored_queue((partitions, home, generation, previous))));
         }
         Ok(queues)
     }

@@ -29,6 +29,8 @@ pub(super) struct Statements {
     /// `SET home = ? … IF partitions > 0 AND home = ?` (a queue that exists,
     /// and a null home for none), at `SERIAL` whatever the configured level.
     pub set_home: PreparedStatement,
+    /// `SET home = ?, generation = ?, previous_home = ?`, unconditional: a forced failover.
+    pub force_home: PreparedStatement,
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
     pub heartbeat: PreparedStatement,
@@ -154,8 +156,19 @@ impl Statements {
                 set_home.set_serial_consistency(Some(SerialConsistency::Serial));
                 set_home
             },
-            queue: prepare(format!("SELECT partitions, home FROM {keyspace}.queues WHERE queue = ?")).await?,
-            list_queues: prepare(format!("SELECT queue, partitions, home FROM {keyspace}.queues")).await?,
+            // Written without Paxos, in one region: the other may be lost.
+            force_home: prepare(format!(
+                "UPDATE {keyspace}.queues SET home = ?, generation = ?, previous_home = ? WHERE queue = ?"
+            ))
+            .await?,
+            queue: prepare(format!(
+                "SELECT partitions, home, generation, previous_home FROM {keyspace}.queues WHERE queue = ?"
+            ))
+            .await?,
+            list_queues: prepare(format!(
+                "SELECT queue, partitions, home, generation, previous_home FROM {keyspace}.queues"
+            ))
+            .await?,
             heartbeat: {
                 let mut heartbeat = prepare(format!(
                     "INSERT INTO {keyspace}.members (cluster, node, region, started_ms, heartbeat_ms) \

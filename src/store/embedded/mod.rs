@@ -15,8 +15,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef, SECRET_BYTES, Section,
-    Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
+    MAX_GENERATION, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef,
+    SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -34,6 +34,8 @@ const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members
 const MEMBER_REGIONS: TableDefinition<&str, &str> = TableDefinition::new("member_regions");
 /// The home of each queue that has one.
 const QUEUE_HOMES: TableDefinition<&str, &str> = TableDefinition::new("queue_homes");
+/// The generation and previous home of each queue that had a forced failover.
+const QUEUE_GENERATIONS: TableDefinition<&str, (u32, &str)> = TableDefinition::new("queue_generations");
 /// The cluster's secret, under the key `""`.
 const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("cluster_secret");
 
@@ -122,6 +124,7 @@ impl EmbeddedStore {
         txn.open_table(SECRETS).map_err(|e| io(e.to_string()))?;
         txn.open_table(MEMBER_REGIONS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_HOMES).map_err(|e| io(e.to_string()))?;
+        txn.open_table(QUEUE_GENERATIONS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
@@ -177,6 +180,38 @@ impl EmbeddedStore {
         .await
     }
 
+    /// Applies `change` to the stored config of `queue` in one transaction:
+    /// the config it returns is stored, `None` stores nothing. The config as
+    /// stored after, `None` if the queue was never created.
+    async fn change_queue(
+        &self,
+        queue: QueueName,
+        change: impl FnOnce(QueueConfig) -> Option<QueueConfig> + Send + 'static,
+    ) -> StoreResult<Option<QueueConfig>> {
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let partitions = {
+                let queues = txn.open_table(QUEUES).map_err(unavailable)?;
+                let stored = queues.get(queue.as_str()).map_err(unavailable)?;
+                stored.map(|row| row.value())
+            };
+            let Some(partitions) = partitions else { return Ok(None) };
+            let changed = {
+                let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+                let mut generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
+                let current = config_of(&homes, &generations, &queue, partitions)?;
+                let Some(changed) = change(current.clone()) else { return Ok(Some(current)) };
+                put_home(&mut homes, &queue, &changed.home)?;
+                let generation = (changed.generation, changed.previous_home.as_str());
+                generations.insert(queue.as_str(), generation).map_err(unavailable)?;
+                changed
+            };
+            txn.commit().map_err(uncertain)?;
+            Ok(Some(changed))
+        })
+        .await
+    }
+
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Database) -> StoreResult<T> + Send + 'static,
@@ -211,6 +246,30 @@ fn stored_range_id(
 /// The home of `queue` (empty if it has none).
 fn home_of(homes: &impl ReadableTable<&'static str, &'static str>, queue: &QueueName) -> StoreResult<String> {
     Ok(homes.get(queue.as_str()).map_err(unavailable)?.map(|home| home.value().to_owned()).unwrap_or_default())
+}
+
+/// The config of `queue`, which has `partitions`, from its other tables.
+fn config_of(
+    homes: &impl ReadableTable<&'static str, &'static str>,
+    generations: &impl ReadableTable<&'static str, (u32, &'static str)>,
+    queue: &QueueName,
+    partitions: u32,
+) -> StoreResult<QueueConfig> {
+    let (generation, previous_home) = match generations.get(queue.as_str()).map_err(unavailable)? {
+        Some(stored) => (stored.value().0, stored.value().1.to_owned()),
+        None => (0, String::new()),
+    };
+    Ok(QueueConfig { partitions, home: home_of(homes, queue)?, generation, previous_home })
+}
+
+/// Stores `home` as the home of `queue` (none, when empty).
+fn put_home(homes: &mut redb::Table<&'static str, &'static str>, queue: &QueueName, home: &str) -> StoreResult<()> {
+    if home.is_empty() {
+        homes.remove(queue.as_str()).map_err(unavailable)?;
+    } else {
+        homes.insert(queue.as_str(), home).map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 fn check_range(current: Option<&PartitionMeta>, range_id: i64) -> StoreResult<()> {
@@ -409,15 +468,14 @@ impl Store for EmbeddedStore {
             let stored = {
                 let mut table = txn.open_table(QUEUES).map_err(unavailable)?;
                 let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+                let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
                 let existing = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
                 match existing {
-                    Some(partitions) => QueueConfig { partitions, home: home_of(&homes, &queue)? },
+                    Some(partitions) => config_of(&homes, &generations, &queue, partitions)?,
                     None => {
                         table.insert(queue.as_str(), config.partitions).map_err(unavailable)?;
-                        if !config.home.is_empty() {
-                            homes.insert(queue.as_str(), config.home.as_str()).map_err(unavailable)?;
-                        }
-                        config
+                        put_home(&mut homes, &queue, &config.home)?;
+                        QueueConfig { generation: 0, previous_home: String::new(), ..config }
                     }
                 }
             };
@@ -435,35 +493,34 @@ impl Store for EmbeddedStore {
             let partitions = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
             let Some(partitions) = partitions else { return Ok(None) };
             let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
-            Ok(Some(QueueConfig { partitions, home: home_of(&homes, &queue)? }))
+            let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
+            Ok(Some(config_of(&homes, &generations, &queue, partitions)?))
         })
         .await
     }
 
     async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
         let (queue, expected, home) = (queue.clone(), expected.to_owned(), home.to_owned());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(unavailable)?;
-            let partitions = {
-                let queues = txn.open_table(QUEUES).map_err(unavailable)?;
-                let stored = queues.get(queue.as_str()).map_err(unavailable)?;
-                stored.map(|row| row.value())
-            };
-            let Some(partitions) = partitions else { return Ok(None) };
-            {
-                let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
-                let current = home_of(&homes, &queue)?;
-                if current != expected {
-                    return Ok(Some(QueueConfig { partitions, home: current }));
-                }
-                if home.is_empty() {
-                    homes.remove(queue.as_str()).map_err(unavailable)?;
-                } else {
-                    homes.insert(queue.as_str(), home.as_str()).map_err(unavailable)?;
-                }
-            }
-            txn.commit().map_err(uncertain)?;
-            Ok(Some(QueueConfig { partitions, home }))
+        self.change_queue(queue, move |current| (current.home == expected).then(|| QueueConfig { home, ..current }))
+            .await
+    }
+
+    async fn force_queue_home(
+        &self,
+        queue: &QueueName,
+        generation: u32,
+        home: &str,
+    ) -> StoreResult<Option<QueueConfig>> {
+        if generation >= MAX_GENERATION {
+            return Err(StoreError::Invalid(format!("queue {queue} had {MAX_GENERATION} forced failovers, the most")));
+        }
+        let (queue, home) = (queue.clone(), home.to_owned());
+        self.change_queue(queue, move |mut current| {
+            (current.generation == generation).then(|| QueueConfig {
+                previous_home: std::mem::replace(&mut current.home, home),
+                generation: generation + 1,
+                ..current
+            })
         })
         .await
     }
@@ -473,13 +530,14 @@ impl Store for EmbeddedStore {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(QUEUES).map_err(unavailable)?;
             let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
+            let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
             let mut queues = Vec::new();
             for row in table.iter().map_err(unavailable)? {
                 let (name, partitions) = row.map_err(unavailable)?;
                 let name = validate::queue_name("queue", name.value())
                     .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-                let home = home_of(&homes, &name)?;
-                queues.push((name, QueueConfig { partitions: partitions.value(), home }));
+                let config = config_of(&homes, &generations, &name, partitions.value())?;
+                queues.push((name, config));
             }
             Ok(queues)
         })

@@ -565,7 +565,7 @@ async fn until_each_owner_holds(cluster: &Cluster) -> Vec<String> {
     let mut live = cluster.addresses();
     live.sort();
     let assigned: Vec<String> =
-        fairway::cluster::assignment::owners(&queue, PARTITIONS, &live).into_iter().flatten().collect();
+        fairway::cluster::assignment::owners(&queue, 0..PARTITIONS, &live).into_iter().flatten().collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     loop {

@@ -166,6 +166,15 @@ impl Store for FaultyStore {
         self.inner.queue(queue).await
     }
 
+    async fn force_queue_home(
+        &self,
+        queue: &QueueName,
+        generation: u32,
+        home: &str,
+    ) -> StoreResult<Option<QueueConfig>> {
+        self.inner.force_queue_home(queue, generation, home).await
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         if self.listing_fails.load(Ordering::Acquire) {
             return Err(unavailable("list_queues"));

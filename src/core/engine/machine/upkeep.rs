@@ -70,6 +70,8 @@ impl PartitionEngine {
             }),
             delayed_through: self.delayed.floor(),
             dead_letters_through: self.dead_letters_through,
+            // Set only by the drain of the next generation, which fenced this owner first.
+            drained: false,
         }
     }
 

@@ -1,0 +1,305 @@
+//! After a forced failover (see [`Store::force_queue_home`]): the tasks of
+//! the previous generation's partitions are added again to the current one.
+//!
+//! Invariants:
+//! - A task of a previous partition is added to the current partition of
+//!   its index unless that partition holds a mark saying it was; the mark is
+//!   written after the add, so a crash between gives a duplicate, never a loss.
+//! - A previous partition is marked `drained` only after a last pass over
+//!   it read whole once its own region handed it over to the current home
+//!   (its owners there fenced first, through that region's Paxos) and this
+//!   node took it (which reads it at `EACH_QUORUM`): nothing of the old
+//!   region lands in it after that pass.
+//! - Until then each pass reads what the current home's replicas have of it,
+//!   so tasks that reached the new home before the loss are served at once.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::QueueMatcher;
+use crate::clock::SharedClock;
+use crate::model::{PartitionId, Priority, QueueName, StoredTask, TaskSpec};
+use crate::partition::{Partition, PartitionState};
+use crate::store::{
+    MAX_BUCKETS_PER_READ, PartitionMeta, QueueConfig, Record, RecordKey, RecordRange, RecordValue, Section, Store,
+    StoreError,
+};
+
+/// How often a partition whose previous one is not drained yet reads it again.
+const DRAIN_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Tasks read, marks checked and tasks added at a time.
+const PAGE: usize = MAX_BUCKETS_PER_READ;
+
+/// Where the drain of each held partition of a later generation stands.
+#[derive(Debug, Default)]
+pub(super) struct Drains {
+    by_partition: Mutex<BTreeMap<u32, DrainState>>,
+}
+
+#[derive(Debug)]
+enum DrainState {
+    Running(JoinHandle<()>),
+    Done,
+}
+
+impl Drains {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, DrainState>> {
+        self.by_partition.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl QueueMatcher {
+    /// Starts draining the previous generation into each partition held
+    /// here that has one and is not drained (or draining) yet.
+    pub fn start_drains(&self) {
+        let config = self.config();
+        let mut drains = self.drains.lock();
+        drains.retain(|_, state| !matches!(state, DrainState::Running(task) if task.is_finished()));
+        for partition in self.partitions() {
+            let number = partition.id().partition;
+            let Some(previous) = config.previous_of(number) else { continue };
+            if partition.state() != PartitionState::Active || drains.contains_key(&number) {
+                continue;
+            }
+            let previous = PartitionId { queue: self.name.clone(), partition: previous };
+            let drain = Drain {
+                store: self.store.clone(),
+                clock: self.clock.clone(),
+                node: self.settings.node.clone(),
+                region: self.settings.fence_region.clone(),
+                previous,
+                into: partition,
+            };
+            let done = self.drains.clone();
+            let task = tokio::spawn(async move {
+                if drain.run().await {
+                    done.lock().insert(number, DrainState::Done);
+                }
+            });
+            drains.insert(number, DrainState::Running(task));
+        }
+    }
+
+    /// Stops the drains (the partitions they fill are going away).
+    pub(super) fn stop_drains(&self) {
+        for (_, state) in std::mem::take(&mut *self.drains.lock()) {
+            if let DrainState::Running(task) = state {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// One partition's drain of the partition of its index in the previous generation.
+struct Drain {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    node: String,
+    region: String,
+    previous: PartitionId,
+    into: Arc<Partition>,
+}
+
+impl Drain {
+    /// Passes until the previous partition is drained (true) or this one is
+    /// no longer held (false).
+    async fn run(&self) -> bool {
+        loop {
+            if self.into.state() != PartitionState::Active {
+                return false;
+            }
+            match self.step().await {
+                Ok(true) => {
+                    tracing::info!(partition = %self.into.id(), previous = %self.previous, "the previous generation is drained");
+                    return true;
+                }
+                Ok(false) => {}
+                Err(error) => tracing::warn!(partition = %self.into.id(), %error, "draining the previous generation"),
+            }
+            tokio::time::sleep(DRAIN_INTERVAL).await;
+        }
+    }
+
+    /// One pass; whether the previous partition is drained for good.
+    async fn step(&self) -> Result<bool, StoreError> {
+        let Some(meta) = self.store.load_partition(&self.previous).await? else {
+            // Not here yet: written in the old region only, or never. Its
+            // region creates it when it hands it over.
+            return Ok(false);
+        };
+        if meta.drained {
+            self.forget_marks().await?;
+            return Ok(true);
+        }
+        if meta.region != self.region {
+            let added = self.pass(&meta).await?;
+            if added > 0 {
+                tracing::info!(partition = %self.into.id(), previous = %self.previous, added, "added tasks of the previous generation");
+            }
+            return Ok(false);
+        }
+        // Handed over by its region: take it (reading it whole at
+        // EACH_QUORUM, fencing any owner there), pass a last time, close it.
+        let taken = self.store.take_ownership(&self.previous, meta.range_id, &self.node, &self.region).await?;
+        let added = self.pass(&taken).await?;
+        tracing::info!(partition = %self.into.id(), previous = %self.previous, added, "last pass over the previous generation");
+        let closed = PartitionMeta { owner: String::new(), drained: true, ..taken };
+        self.store.update_metadata(&self.previous, &closed).await?;
+        self.forget_marks().await?;
+        Ok(true)
+    }
+
+    /// Adds again every task of the previous partition, as `meta` describes
+    /// it, that has no mark here; the number added.
+    async fn pass(&self, meta: &PartitionMeta) -> Result<usize, StoreError> {
+        let mut added = 0;
+        for priority in Priority::all() {
+            let subqueue = &meta.subqueues[priority.index()];
+            let dispatched: HashSet<_> = subqueue.dispatched_above_ack.iter().copied().collect();
+            let mut after = subqueue.ack_level;
+            loop {
+                let page = self.store.read(&self.previous, priority, after, PAGE).await?;
+                let Some(last) = page.last() else { break };
+                after = last.level;
+                let full = page.len() == PAGE;
+                let ready = page.into_iter().filter(|t| !dispatched.contains(&t.level)).map(|t| (t, 0));
+                added += self.add_unmarked(ready.collect()).await?;
+                if !full {
+                    break;
+                }
+            }
+            for parked in &subqueue.parked {
+                let range = RecordRange::bucket(Section::Parked, parked.slot, parked.floor);
+                added += self.add_records(range).await?;
+            }
+        }
+        // Running leases (delivered again), and delayed tasks not yet ready.
+        added += self.add_records(RecordRange::all(Section::Leases)).await?;
+        added += self.add_records(RecordRange::above(Section::Delayed, meta.delayed_through)).await?;
+        Ok(added)
+    }
+
+    /// Adds again the tasks of the records of `range` that have no mark here.
+    async fn add_records(&self, mut range: RecordRange) -> Result<usize, StoreError> {
+        let mut added = 0;
+        loop {
+            let page = self.store.read_records(&self.previous, range, PAGE).await?;
+            let Some(last) = page.last() else { return Ok(added) };
+            range.after = last.at.key;
+            let full = page.len() == PAGE;
+            let tasks = page
+                .into_iter()
+                .filter_map(|record| match record.value {
+                    RecordValue::Task(task) if record.at.section == Section::Delayed => {
+                        Some((task.task, task.at_unix_ms))
+                    }
+                    RecordValue::Task(task) => Some((task.task, 0)),
+                    _ => None,
+                })
+                .collect();
+            added += self.add_unmarked(tasks).await?;
+            if !full {
+                return Ok(added);
+            }
+        }
+    }
+
+    /// Adds the tasks (each with the time it becomes ready, 0: now) that
+    /// have no mark here, then marks them; the number added.
+    async fn add_unmarked(&self, tasks: Vec<(StoredTask, i64)>) -> Result<usize, StoreError> {
+        if tasks.is_empty() {
+            return Ok(0);
+        }
+        let into = self.into.id();
+        let ids: Vec<i64> = tasks.iter().map(|(t, _)| t.task_id).collect();
+        let marked: HashSet<i64> =
+            self.store.read_buckets(into, Section::Drained, &ids, 1).await?.iter().map(|r| r.at.key.0).collect();
+        let now = self.clock.now_ms();
+        let mut seen = HashSet::new();
+        let (ids, specs): (Vec<i64>, Vec<TaskSpec>) = tasks
+            .into_iter()
+            .filter(|(task, _)| !marked.contains(&task.task_id) && seen.insert(task.task_id))
+            .map(|(task, ready_at)| (task.task_id, spec_of(task, (ready_at - now).max(0))))
+            .unzip();
+        if specs.is_empty() {
+            return Ok(0);
+        }
+        let added = self.into.append(specs).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let marks = ids
+            .iter()
+            .zip(&added)
+            .map(|(id, added)| Record {
+                at: RecordKey { section: Section::Drained, key: (*id, 0) },
+                value: RecordValue::Drained { task_id: added.task_id() },
+            })
+            .collect();
+        self.into.put_records(marks).await?;
+        Ok(ids.len())
+    }
+
+    /// The marks are read only while the previous partition is not drained.
+    async fn forget_marks(&self) -> Result<(), StoreError> {
+        self.store.delete_records_through(self.into.id(), Section::Drained, (i64::MAX, i64::MAX)).await
+    }
+}
+
+/// The task `task` added again, ready in `delay_ms`.
+fn spec_of(task: StoredTask, delay_ms: i64) -> TaskSpec {
+    TaskSpec {
+        fairness_key: task.fairness_key,
+        fairness_weight: task.fairness_weight,
+        priority: task.priority,
+        payload: task.payload,
+        dedup_id: task.dedup_id,
+        delay: Duration::from_millis(delay_ms as u64),
+    }
+}
+
+/// For a node of a region other than the queue's home, after a forced
+/// failover: hands each partition of the previous generation that names
+/// this region, and that no live node of it holds (`held`: those this node
+/// holds, which its ownership pass hands over), over to the home,
+/// through this region's Paxos (taking it first, which fences any owner
+/// here that wakes with a write in hand). In the previous home, a partition
+/// never created is created to be handed over. Whether none is left to hand
+/// over.
+pub(in crate::matcher) async fn hand_over_previous(
+    store: &dyn Store,
+    queue: &QueueName,
+    config: &QueueConfig,
+    node: &str,
+    region: &str,
+    live: &[String],
+    held: &[u32],
+) -> Result<bool, StoreError> {
+    let Some(first) = config.previous_of(config.partition_number(0)) else { return Ok(true) };
+    let mut settled = true;
+    for number in first..first + config.partitions {
+        let id = PartitionId { queue: queue.clone(), partition: number };
+        let meta = store.load_partition(&id).await?;
+        let expected = match &meta {
+            Some(meta) if meta.drained || meta.region != region => continue,
+            Some(meta)
+                if (meta.owner == node && held.contains(&number))
+                    || (meta.owner != node && live.iter().any(|n| *n == meta.owner)) =>
+            {
+                // Its owner hands it over once it reads the new generation.
+                settled = false;
+                continue;
+            }
+            Some(meta) => meta.range_id,
+            // Never created in its home (whose quorum this read meets): one
+            // with no rows, made to be handed over so that the drain ends.
+            None if config.previous_home == region => 0,
+            None => continue,
+        };
+        let taken = store.take_ownership(&id, expected, node, region).await?;
+        store.update_metadata(&id, &taken.handed_over(&config.home)).await?;
+        tracing::info!(partition = %id, to_region = %config.home, "handed a partition of the previous generation over");
+    }
+    Ok(settled)
+}
