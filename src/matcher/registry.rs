@@ -566,4 +566,32 @@ mod tests {
         assert_eq!(queues.move_home(&name, "c").await.unwrap(), QueueConfig::new(2, "c"));
         queues.close().await;
     }
+
+    /// A forced failover is refused while the home has a live node; once
+    /// forced, no move of either kind starts until the old generation is
+    /// drained.
+    #[tokio::test]
+    async fn a_forced_failover_needs_a_dead_home_and_the_previous_one_drained() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let queues = Queues::new(store.clone(), Arc::new(SystemClock), Settings::default());
+        let name = validate::queue_name("queue", "forced").unwrap();
+        store.create_queue(&name, QueueConfig::new(2, "a")).await.unwrap();
+        let refused = queues.force_home(&name, "b", &["a".into(), "b".into()]).await.unwrap_err();
+        assert!(matches!(&refused, MatchError::MoveInProgress { detail, .. } if detail.contains("live node")));
+        let forced = queues.force_home(&name, "b", &["b".into()]).await.unwrap();
+        assert_eq!((forced.home.as_str(), forced.generation, forced.previous_home.as_str()), ("b", 1, "a"));
+        for refused in [queues.force_home(&name, "c", &["c".into()]).await, queues.move_home(&name, "c").await] {
+            let refused = refused.unwrap_err();
+            assert!(matches!(&refused, MatchError::MoveInProgress { detail, .. } if detail.contains("not drained")));
+        }
+        for partition in 0..2 {
+            let id = PartitionId { queue: name.clone(), partition };
+            let taken = store.take_ownership(&id, 0, "b-node", "b").await.unwrap();
+            let drained = crate::store::PartitionMeta { drained: true, ..taken };
+            store.update_metadata(&id, &drained).await.unwrap();
+        }
+        assert_eq!(queues.move_home(&name, "c").await.unwrap().home, "c");
+        queues.close().await;
+    }
 }
