@@ -69,6 +69,10 @@ pub(super) struct WindowReport {
     /// partition with an acknowledged task waiting) overlapping this window,
     /// its partition, and when it began and ended.
     pub longest_gap: Option<Gap>,
+    /// For a lost region: the tasks acknowledged before it was lost and
+    /// first delivered only after it came back (the recovery point of a
+    /// forced failover: not replicated when the region died).
+    pub delivered_after_heal: Option<usize>,
 }
 
 /// A stretch during which a partition dispatched nothing while an
@@ -143,6 +147,26 @@ pub(super) fn dispatch_gaps(history: &[Entry]) -> Vec<Gap> {
     gaps.into_iter().collect()
 }
 
+/// For each task acknowledged: when its first acknowledged add ended, and
+/// when its first delivery ended, if it was delivered.
+fn task_lives(history: &[Entry]) -> Vec<(u64, Option<u64>)> {
+    let mut tasks: BTreeMap<&str, (Option<u64>, Option<u64>)> = BTreeMap::new();
+    for entry in history.iter().filter(|e| e.outcome == Outcome::Ok) {
+        match &entry.op {
+            Op::Add { value, .. } => {
+                let acked = &mut tasks.entry(value).or_default().0;
+                *acked = Some(acked.map_or(entry.end_ms, |at| at.min(entry.end_ms)));
+            }
+            Op::Deliver { value, .. } => {
+                let first = &mut tasks.entry(value).or_default().1;
+                *first = Some(first.map_or(entry.end_ms, |at| at.min(entry.end_ms)));
+            }
+            _ => {}
+        }
+    }
+    tasks.into_values().filter_map(|(acked, first)| Some((acked?, first))).collect()
+}
+
 /// Each window of `windows` (in order) as the history shows it.
 pub(super) fn windows(history: &[Entry], windows: &[FaultWindow]) -> Vec<WindowReport> {
     let history_end = history.iter().map(|e| e.end_ms).max().unwrap_or(0);
@@ -156,6 +180,7 @@ pub(super) fn windows(history: &[Entry], windows: &[FaultWindow]) -> Vec<WindowR
         .collect();
     deliveries.sort_unstable();
     let gaps = dispatch_gaps(history);
+    let lives = task_lives(history);
     windows
         .iter()
         .enumerate()
@@ -182,6 +207,10 @@ pub(super) fn windows(history: &[Entry], windows: &[FaultWindow]) -> Vec<WindowR
                 every_partition_ms,
                 first_after_heal_ms: window.healed_ms.and_then(after),
                 longest_gap,
+                delivered_after_heal: (window.kind == WindowKind::Kill).then(|| {
+                    let healed = window.healed_ms.unwrap_or(u64::MAX);
+                    lives.iter().filter(|(acked, first)| *acked < start && first.is_some_and(|d| d > healed)).count()
+                }),
             }
         })
         .collect()
@@ -259,6 +288,16 @@ pub(super) fn table(
             report.first_after_heal_ms.map_or("–".to_owned(), seconds),
             gap,
         ));
+    }
+    for (n, (fault, report)) in faults.iter().zip(&reports).enumerate() {
+        if let Some(late) = report.delivered_after_heal {
+            out.push_str(&format!(
+                "\nFault {}: {late} task(s) acknowledged before {} were first delivered only after it came back \
+                 (the recovery point: acknowledged there, not yet replicated).\n",
+                n + 1,
+                fault.label.split(" (").next().unwrap_or(&fault.label)
+            ));
+        }
     }
     if let Some(worst) = reports.iter().filter_map(|r| r.longest_gap).max_by_key(Gap::length) {
         out.push_str(&format!(

@@ -68,6 +68,14 @@ pub(super) enum Scenario {
     /// the nodes started again) or cut off (`regions.sh cut a`, then
     /// `heal a`), at random. The others take its partitions over.
     RegionAuto,
+    /// Region bed, regions a and b, as `region-cut`. Every 10-14 s, the
+    /// queue's home region is lost (its Fairway nodes `kill -9`, its
+    /// Cassandra node `regions.sh kill`) and the queue forced to the other
+    /// region (`MoveQueue` with `force`, sent until the node there counts the
+    /// home's nodes dead); 20-25 s later the lost region is revived and its
+    /// nodes started again, and it hands the old generation over. The next
+    /// fault loses the new home (a→b→a…), once the old generation is drained.
+    RegionFailover,
 }
 
 impl Scenario {
@@ -100,7 +108,7 @@ impl Scenario {
     /// The regions and nodes of a scenario on the region bed.
     pub(super) fn layout(self) -> Option<Layout> {
         match self {
-            Scenario::RegionCut | Scenario::RegionMove => Some(TWO_REGIONS),
+            Scenario::RegionCut | Scenario::RegionMove | Scenario::RegionFailover => Some(TWO_REGIONS),
             Scenario::RegionAuto => Some(THREE_REGIONS),
             _ => None,
         }
@@ -281,6 +289,7 @@ impl Nemesis {
             Scenario::RegionCut => self.region_cut().await?,
             Scenario::RegionMove => self.region_move().await?,
             Scenario::RegionAuto => self.region_auto().await?,
+            Scenario::RegionFailover => self.region_failover().await?,
         }
         Ok(())
     }
@@ -413,6 +422,77 @@ impl Nemesis {
             self.regions().bed.heal("a").await?;
             self.say("healed region a".into());
         }
+        let healed = self.recorder.now_ms();
+        self.window().healed_ms = Some(healed);
+        self.traffic.set_fault(false);
+        Ok(())
+    }
+
+    /// The home region lost, the queue forced to the other one, the lost
+    /// region revived 20-25 s later; the run watches the other region's
+    /// nodes own every partition.
+    async fn region_failover(&mut self) -> anyhow::Result<()> {
+        let quiet = Duration::from_millis(self.rng.random_range(10_000..=14_000));
+        self.wait(quiet).await;
+        if Instant::now() >= self.end {
+            return Ok(());
+        }
+        let outage = Duration::from_millis(self.rng.random_range(20_000..=25_000));
+        let from = self.regions().home.clone();
+        let layout = self.regions().layout;
+        let to = layout.regions.iter().find(|r| **r != from).copied().expect("two regions").to_owned();
+        let victims: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].region() == Some(&from)).collect();
+        self.traffic.set_fault(true);
+        for &i in &victims {
+            self.nodes[i].kill();
+        }
+        self.regions().bed.kill(&from).await?;
+        let names: Vec<&str> = victims.iter().map(|&i| self.nodes[i].addr.as_str()).collect();
+        let label = format!(
+            "region {from} lost for {:.1} s (kill -9 of its Fairway nodes {} and its Cassandra node), forced to {to}",
+            outage.as_secs_f64(),
+            names.join(", ")
+        );
+        self.open_window(WindowKind::Kill, label, true);
+        let until = Instant::now() + outage;
+        // Refused while the node asked still counts the home's nodes live,
+        // or while the previous forced failover is not drained.
+        let mut client = Client::new(self.nodes_of(&to), 0, self.traffic.clone());
+        let forced = loop {
+            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: true };
+            match client.move_queue(request).await {
+                Ok(moved) => break Some(moved),
+                Err(status) if Instant::now() < until => {
+                    tracing::debug!(?status, "MoveQueue with force: retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(status) => {
+                    self.say(format!("MoveQueue with force to {to} refused: {:?} {}", status.code(), status.message()));
+                    break None;
+                }
+            }
+        };
+        if let Some(moved) = forced {
+            let at = self.recorder.now_ms().saturating_sub(self.window().start_ms);
+            self.say(format!("forced to {to} (generation {}), {at} ms after region {from} died", moved.generation));
+            self.regions().home = to.clone();
+            let targets = self.nodes_of(&to);
+            let taken = self.watch_owners(&targets, &targets, until).await;
+            self.window().taken_over_ms = taken;
+            match taken {
+                Some(at) => {
+                    let took = at.saturating_sub(self.window().start_ms);
+                    self.say(format!("every partition owned in {to}, {took} ms after region {from} died"));
+                }
+                None => self.say(format!("not every partition was owned in {to} while region {from} was down")),
+            }
+        }
+        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+        self.regions().bed.revive(&from).await?;
+        for &i in &victims {
+            self.nodes[i].restart()?;
+        }
+        self.say(format!("region {from} is back: its Cassandra node revived, its Fairway nodes restarted"));
         let healed = self.recorder.now_ms();
         self.window().healed_ms = Some(healed);
         self.traffic.set_fault(false);

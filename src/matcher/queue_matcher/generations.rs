@@ -177,7 +177,7 @@ impl Drain {
                 added += self.add_records(range).await?;
             }
         }
-        // Running leases (delivered again), and delayed tasks not yet ready.
+        // Running leases (delivered again when they run out), and delayed tasks not yet ready.
         added += self.add_records(RecordRange::all(Section::Leases)).await?;
         added += self.add_records(RecordRange::above(Section::Delayed, meta.delayed_through)).await?;
         Ok(added)
@@ -194,10 +194,11 @@ impl Drain {
             let tasks = page
                 .into_iter()
                 .filter_map(|record| match record.value {
-                    RecordValue::Task(task) if record.at.section == Section::Delayed => {
-                        Some((task.task, task.at_unix_ms))
-                    }
-                    RecordValue::Task(task) => Some((task.task, 0)),
+                    // Parked: ready now. Delayed: when it was to be ready.
+                    // Leased: once the lease runs out, as the lease's own
+                    // expiry would have made it (a worker may still hold it).
+                    RecordValue::Task(task) if record.at.section == Section::Parked => Some((task.task, 0)),
+                    RecordValue::Task(task) => Some((task.task, task.at_unix_ms)),
                     _ => None,
                 })
                 .collect();

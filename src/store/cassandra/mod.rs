@@ -287,6 +287,30 @@ fn partition_number(partition: &PartitionId) -> i32 {
 }
 
 impl CassandraStore {
+    /// Every queue, read with `statement`.
+    async fn list_queues_with(&self, statement: &PreparedStatement) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
+        use futures::TryStreamExt;
+        let pager = self.session.execute_iter(statement.clone(), ()).await.map_err(read_error)?;
+        let mut rows = pager
+            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>)>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut queues = Vec::new();
+        while let Some((name, partitions, home, generation, previous)) = rows.try_next().await.map_err(read_error)? {
+            let name = validate::queue_name("queue", &name)
+                .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
+            queues.push((name, stored_queue((partitions, home, generation, previous))));
+        }
+        Ok(queues)
+    }
+
+    /// One queue's config, read with `statement`.
+    async fn queue_with(&self, statement: &PreparedStatement, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
+        let result = self.session.execute_unpaged(statement, (queue.as_str(),)).await.map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let row = rows.maybe_first_row::<QueueRow>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(row.map(stored_queue))
+    }
+
     /// Connects to `contact_point` and prepares the statements on `keyspace`,
     /// which must exist (see [`apply_schema`]). Fails at once if Cassandra
     /// cannot be reached; callers retry (see `server::open_store`).
@@ -817,11 +841,13 @@ impl Store for CassandraStore {
     }
 
     async fn queue(&self, queue: &QueueName) -> StoreResult<Option<QueueConfig>> {
-        let result =
-            self.session.execute_unpaged(&self.statements.queue, (queue.as_str(),)).await.map_err(read_error)?;
-        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let row = rows.maybe_first_row::<QueueRow>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(row.map(stored_queue))
+        if let Some((everywhere, _)) = &self.statements.queue_everywhere {
+            match self.queue_with(everywhere, queue).await {
+                Ok(config) => return Ok(config),
+                Err(error) => tracing::debug!(%error, "reading a queue in every region; reading it in this one"),
+            }
+        }
+        self.queue_with(&self.statements.queue, queue).await
     }
 
     async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
@@ -863,18 +889,13 @@ impl Store for CassandraStore {
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
-        use futures::TryStreamExt;
-        let pager = self.session.execute_iter(self.statements.list_queues.clone(), ()).await.map_err(read_error)?;
-        let mut rows = pager
-            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>)>()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut queues = Vec::new();
-        while let Some((name, partitions, home, generation, previous)) = rows.try_next().await.map_err(read_error)? {
-            let name = validate::queue_name("queue", &name)
-                .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-            queues.push((name, stored_queue((partitions, home, generation, previous))));
+        if let Some((_, everywhere)) = &self.statements.queue_everywhere {
+            match self.list_queues_with(everywhere).await {
+                Ok(queues) => return Ok(queues),
+                Err(error) => tracing::debug!(%error, "listing the queues in every region; listing them in this one"),
+            }
         }
-        Ok(queues)
+        self.list_queues_with(&self.statements.list_queues).await
     }
 
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {

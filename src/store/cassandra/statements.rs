@@ -33,6 +33,11 @@ pub(super) struct Statements {
     pub force_home: PreparedStatement,
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
+    /// `queue` and `list_queues` at `QUORUM` (a majority of every region's
+    /// replicas), when the configured level is a region's own: tried first,
+    /// so that a node of a region that returns reads a forced failover made
+    /// while it was gone before it serves anything.
+    pub queue_everywhere: Option<(PreparedStatement, PreparedStatement)>,
     pub heartbeat: PreparedStatement,
     pub members: PreparedStatement,
     pub leave: PreparedStatement,
@@ -87,6 +92,20 @@ impl Statements {
         let mut catch_up = prepare(format!("SELECT * FROM {keyspace}.tasks WHERE queue = ? AND partition = ?")).await?;
         catch_up.set_consistency(Consistency::EachQuorum);
         catch_up.set_page_size(config.read_page_size);
+        let queue = prepare(format!(
+            "SELECT partitions, home, generation, previous_home FROM {keyspace}.queues WHERE queue = ?"
+        ))
+        .await?;
+        let list_queues =
+            prepare(format!("SELECT queue, partitions, home, generation, previous_home FROM {keyspace}.queues"))
+                .await?;
+        let local = matches!(config.consistency().map_err(ConnectError::Config)?, Consistency::LocalQuorum);
+        let queue_everywhere = local.then(|| {
+            let (mut one, mut all) = (queue.clone(), list_queues.clone());
+            one.set_consistency(Consistency::Quorum);
+            all.set_consistency(Consistency::Quorum);
+            (one, all)
+        });
         let mut read_tasks = prepare(format!(
             "SELECT pass, id, task FROM {keyspace}.tasks WHERE queue = ? AND partition = ? \
              AND (kind, pass, id) > (?, ?, ?) AND (kind, pass, id) <= (?, ?, ?) LIMIT ?"
@@ -161,14 +180,9 @@ impl Statements {
                 "UPDATE {keyspace}.queues SET home = ?, generation = ?, previous_home = ? WHERE queue = ?"
             ))
             .await?,
-            queue: prepare(format!(
-                "SELECT partitions, home, generation, previous_home FROM {keyspace}.queues WHERE queue = ?"
-            ))
-            .await?,
-            list_queues: prepare(format!(
-                "SELECT queue, partitions, home, generation, previous_home FROM {keyspace}.queues"
-            ))
-            .await?,
+            queue,
+            list_queues,
+            queue_everywhere,
             heartbeat: {
                 let mut heartbeat = prepare(format!(
                     "INSERT INTO {keyspace}.members (cluster, node, region, started_ms, heartbeat_ms) \
