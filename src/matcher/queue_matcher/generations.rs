@@ -286,7 +286,7 @@ pub(in crate::matcher) async fn hand_over_previous(
             Some(meta) if meta.drained || meta.region != region => continue,
             Some(meta)
                 if (meta.owner == node && held.contains(&number))
-                    || (meta.owner != node && live.iter().any(|n| *n == meta.owner)) =>
+                    || (meta.owner != node && live.contains(&meta.owner)) =>
             {
                 // Its owner hands it over once it reads the new generation.
                 settled = false;

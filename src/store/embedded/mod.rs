@@ -501,7 +501,7 @@ impl Store for EmbeddedStore {
 
     async fn set_queue_home(&self, queue: &QueueName, expected: &str, home: &str) -> StoreResult<Option<QueueConfig>> {
         let (queue, expected, home) = (queue.clone(), expected.to_owned(), home.to_owned());
-        self.change_queue(queue, move |current| (current.home == expected).then(|| QueueConfig { home, ..current }))
+        self.change_queue(queue, move |current| (current.home == expected).then_some(QueueConfig { home, ..current }))
             .await
     }
 
