@@ -179,7 +179,16 @@ impl Router {
     fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
         let view = self.queues.view();
         let config = matcher.config();
-        match view.owners(matcher.name(), &config).into_iter().nth(partition as usize).flatten() {
+        let numbers = config.partition_numbers();
+        if !numbers.contains(&partition) {
+            return Err(Status::failed_precondition(format!(
+                "partition {}/{partition} is not of the queue's current generation (a forced failover replaced \
+                 it); its tasks are delivered again from the current one",
+                matcher.name()
+            )));
+        }
+        let index = (partition - numbers.start) as usize;
+        match view.owners(matcher.name(), &config).into_iter().nth(index).flatten() {
             Some(owner) if owner != view.node() => Ok(owner),
             Some(_) => Err(Status::unavailable(format!(
                 "partition {}/{partition} is changing owner; nothing was written, retry",

@@ -334,7 +334,10 @@ async fn force_to(client: &mut Client, home: &str) -> pb::MoveQueueResponse {
 async fn forced_failover_scenario() {
     let contact = cluster_contact_point();
     let (session, keyspace, store) = two_region_keyspace().await;
+    // Two nodes in dc1: tasks and completions of the new generation are
+    // forwarded between them (their lease tokens name its partitions).
     let a1 = ServerProcess::start_on(&store, &env("dc1"));
+    let a2 = ServerProcess::start_on(&store, &env("dc1"));
     let b1 = ServerProcess::start_on(&store, &env("dc2"));
     let mut to_a1 = a1.client().await;
     create_homed(&mut to_a1, "dc2").await;
@@ -361,7 +364,9 @@ async fn forced_failover_scenario() {
     b1.kill();
     let moved = force_to(&mut to_a1, "dc1").await;
     assert_eq!((moved.home.as_str(), moved.generation), ("dc1", 1));
-    until_owned_by(&mut to_a1, &[&a1], "forced to dc1").await;
+    until_owned_by(&mut to_a1, &[&a1, &a2], "forced to dc1").await;
+    let owners = owners(&mut to_a1).await;
+    assert!(owners.contains(&a2.addr.to_string()), "a2 owns no partition: {owners:?}");
     let more = add(&mut to_a1, 100, 20).await;
     let mut all = backlog.clone();
     all.extend(more);
@@ -388,7 +393,12 @@ async fn forced_failover_scenario() {
                 assert_eq!(meta.region, "dc1", "old partition {partition} was closed in dc1");
                 break;
             }
-            assert!(Instant::now() < deadline, "old partition {partition} not drained: {meta:?}\n{}", a1.log());
+            assert!(
+                Instant::now() < deadline,
+                "old partition {partition} not drained: {meta:?}\n{}\n{}",
+                a1.log(),
+                a2.log()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -401,8 +411,8 @@ async fn forced_failover_scenario() {
     };
     let late = to_a1.poll_tasks(late).await.expect("PollTasks").into_inner().tasks;
     assert!(late.is_empty(), "delivered again after the last pass: {late:?}");
-    let a1_log = a1.terminate();
-    assert!(a1_log.contains("last pass over the previous generation"), "{a1_log}");
+    let drained_logs = format!("{}{}", a1.terminate(), a2.terminate());
+    assert!(drained_logs.contains("last pass over the previous generation"), "{drained_logs}");
     let b2_log = b2.terminate();
     assert!(b2_log.contains("handed a partition of the previous generation over"), "{b2_log}");
     session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.ok();

@@ -147,6 +147,43 @@ pub(super) fn dispatch_gaps(history: &[Entry]) -> Vec<Gap> {
     gaps.into_iter().collect()
 }
 
+/// What the nodes' logs (`node*.log` in `dir`) say the last passes of
+/// forced failovers added: each old partition closed, and the tasks its last
+/// pass found unmarked (acknowledged in the lost region and not replicated
+/// before it died: the recovery point). In the order the logs have them.
+pub(super) fn last_passes(dir: &std::path::Path) -> std::io::Result<Vec<(String, u64)>> {
+    let mut passes = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !(name.starts_with("node") && name.ends_with(".log")) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path)?.lines().filter(|l| l.contains("last pass over the previous")) {
+            let field = |name: &str| {
+                line.split_whitespace().find_map(|word| word.strip_prefix(name)).unwrap_or_default().to_owned()
+            };
+            passes.push((field("previous="), field("added=").parse().unwrap_or(0)));
+        }
+    }
+    passes.sort();
+    Ok(passes)
+}
+
+/// The lines of the report that state the recovery point from `passes`
+/// (see [`last_passes`]).
+pub(super) fn recovery_point(passes: &[(String, u64)]) -> String {
+    let added: u64 = passes.iter().map(|(_, added)| added).sum();
+    let each: Vec<String> = passes.iter().map(|(partition, added)| format!("{partition}: {added}")).collect();
+    format!(
+        "\n## Recovery point\n\nTasks the last passes added (acknowledged in a lost region and not replicated to \
+         the new home before it died; delivered late, once it returned): {added}, over {} old partition(s) closed \
+         ({}).\n",
+        passes.len(),
+        if each.is_empty() { "none closed".to_owned() } else { each.join(", ") }
+    )
+}
+
 /// For each task acknowledged: when its first acknowledged add ended, and
 /// when its first delivery ended, if it was delivered.
 fn task_lives(history: &[Entry]) -> Vec<(u64, Option<u64>)> {
@@ -293,7 +330,7 @@ pub(super) fn table(
         if let Some(late) = report.delivered_after_heal {
             out.push_str(&format!(
                 "\nFault {}: {late} task(s) acknowledged before {} were first delivered only after it came back \
-                 (the recovery point: acknowledged there, not yet replicated).\n",
+                 (tasks not replicated when it died, and tasks still waiting in the backlog).\n",
                 n + 1,
                 fault.label.split(" (").next().unwrap_or(&fault.label)
             ));
@@ -369,6 +406,22 @@ mod tests {
     fn deliver(value: &str, at: u64, partition: u32) -> Entry {
         let op = Op::Deliver { value: value.into(), key: "k".into(), partition, attempt: 1, lease_token: value.into() };
         entry(at, at + 1, Outcome::Ok, op)
+    }
+
+    #[test]
+    fn the_recovery_point_is_what_the_last_passes_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |previous: &str, added: u32| {
+            format!(
+                "2026-11-26T08:06:53Z  INFO generations: last pass over the previous generation partition=chaos/131073 previous={previous} added={added}\n"
+            )
+        };
+        std::fs::write(dir.path().join("node0-a.log"), line("chaos/1", 3) + "other line added=9\n").unwrap();
+        std::fs::write(dir.path().join("node1-b.log"), line("chaos/0", 0)).unwrap();
+        std::fs::write(dir.path().join("stderr.txt"), line("chaos/2", 5)).unwrap();
+        let passes = last_passes(dir.path()).unwrap();
+        assert_eq!(passes, vec![("chaos/0".to_owned(), 0), ("chaos/1".to_owned(), 3)]);
+        assert!(recovery_point(&passes).contains(": 3, over 2 old partition(s) closed"), "{}", recovery_point(&passes));
     }
 
     #[test]

@@ -319,6 +319,10 @@ async fn run_scenario(args: &RunArgs) -> anyhow::Result<(Report, Option<RegionOu
     if let Some(regions) = &regions {
         written.push_str(&regions.table);
     }
+    if scenario == Scenario::RegionFailover {
+        let passes = analysis::last_passes(&args.out).context("read the nodes' logs")?;
+        written.push_str(&analysis::recovery_point(&passes));
+    }
     std::fs::write(args.out.join("report.md"), written).context("write the report")?;
     eprintln!("history: {} ({} operations)", history_path.display(), entries.len());
     Ok((report, regions))

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::QueueMatcher;
 use crate::clock::SharedClock;
-use crate::model::{PartitionId, Priority, QueueName, StoredTask, TaskSpec};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, TaskSpec};
 use crate::partition::{Partition, PartitionState};
 use crate::store::{
     MAX_BUCKETS_PER_READ, PartitionMeta, QueueConfig, Record, RecordKey, RecordRange, RecordValue, Section, Store,
@@ -156,17 +156,21 @@ impl Drain {
     /// Adds again every task of the previous partition, as `meta` describes
     /// it, that has no mark here; the number added.
     async fn pass(&self, meta: &PartitionMeta) -> Result<usize, StoreError> {
-        let mut added = 0;
+        let (mut added, leased) = self.add_leased().await?;
         for priority in Priority::all() {
             let subqueue = &meta.subqueues[priority.index()];
-            let dispatched: HashSet<_> = subqueue.dispatched_above_ack.iter().copied().collect();
+            // Dispatched (the ack levels in the metadata can be seconds
+            // behind): above the ack level, or with a lease record.
+            let dispatched = |level: &FairLevel| {
+                subqueue.dispatched_above_ack.contains(level) || leased.contains(&(priority, *level))
+            };
             let mut after = subqueue.ack_level;
             loop {
                 let page = self.store.read(&self.previous, priority, after, PAGE).await?;
                 let Some(last) = page.last() else { break };
                 after = last.level;
                 let full = page.len() == PAGE;
-                let ready = page.into_iter().filter(|t| !dispatched.contains(&t.level)).map(|t| (t, 0));
+                let ready = page.into_iter().filter(|t| !dispatched(&t.level)).map(|t| (t, 0));
                 added += self.add_unmarked(ready.collect()).await?;
                 if !full {
                     break;
@@ -177,10 +181,41 @@ impl Drain {
                 added += self.add_records(range).await?;
             }
         }
-        // Running leases (delivered again when they run out), and delayed tasks not yet ready.
-        added += self.add_records(RecordRange::all(Section::Leases)).await?;
         added += self.add_records(RecordRange::above(Section::Delayed, meta.delayed_through)).await?;
         Ok(added)
+    }
+
+    /// Adds again the tasks of running leases, each ready when its lease runs
+    /// out (as the lease's own expiry would have made it: a worker may still
+    /// hold it); the number added, and the levels every lease record
+    /// (running or finished) names: tasks dispatched, which a pass does not
+    /// add from their rows.
+    async fn add_leased(&self) -> Result<(usize, HashSet<(Priority, FairLevel)>), StoreError> {
+        let (mut added, mut leased) = (0, HashSet::new());
+        let mut range = RecordRange::all(Section::Leases);
+        loop {
+            let page = self.store.read_records(&self.previous, range, PAGE).await?;
+            let Some(last) = page.last() else { return Ok((added, leased)) };
+            range.after = last.at.key;
+            let full = page.len() == PAGE;
+            let mut running = Vec::new();
+            for record in page {
+                match record.value {
+                    RecordValue::Task(lease) => {
+                        leased.insert((lease.task.priority, lease.task.level));
+                        running.push((lease.task, lease.at_unix_ms));
+                    }
+                    RecordValue::FinishedLease { priority, level } => {
+                        leased.insert((priority, level));
+                    }
+                    _ => {}
+                }
+            }
+            added += self.add_unmarked(running).await?;
+            if !full {
+                return Ok((added, leased));
+            }
+        }
     }
 
     /// Adds again the tasks of the records of `range` that have no mark here.
@@ -195,8 +230,6 @@ impl Drain {
                 .into_iter()
                 .filter_map(|record| match record.value {
                     // Parked: ready now. Delayed: when it was to be ready.
-                    // Leased: once the lease runs out, as the lease's own
-                    // expiry would have made it (a worker may still hold it).
                     RecordValue::Task(task) if record.at.section == Section::Parked => Some((task.task, 0)),
                     RecordValue::Task(task) => Some((task.task, task.at_unix_ms)),
                     _ => None,
