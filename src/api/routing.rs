@@ -23,6 +23,7 @@ use crate::partition::Redriven;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
 use crate::security::{Caller, ClusterKeys, NODE_PROOF};
+use crate::store::QueueConfig;
 
 /// Where a request came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,12 +195,7 @@ impl Router {
                 "partition {}/{partition} is changing owner; nothing was written, retry",
                 matcher.name()
             ))),
-            None => Err(Status::unavailable(format!(
-                "queue {} is homed in region {:?}, where no node is live; nothing was written \
-                 (docs/operations.md, \"Regions\")",
-                matcher.name(),
-                config.home
-            ))),
+            None => Err(no_live_home(matcher.name(), &config)),
         }
     }
 
@@ -231,6 +227,14 @@ impl Router {
         for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
             if let Some(task) = self.forward_poll(owner, queue, Duration::ZERO, worker_id).await? {
                 return Ok(Some(task));
+            }
+        }
+        if matcher.held().is_empty() && others.is_empty() {
+            // Nobody may own its partitions now: say so rather than park
+            // the poll where no task can come.
+            let config = matcher.config();
+            if self.queues.view().owners(matcher.name(), &config).iter().all(Option::is_none) {
+                return Err(no_live_home(matcher.name(), &config));
             }
         }
         if !matcher.held().is_empty() || others.is_empty() {
@@ -381,4 +385,14 @@ fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
         dedup_id: spec.dedup_id.unwrap_or_default(),
         delay: (!spec.delay.is_zero()).then(|| prost_types::Duration::try_from(spec.delay).unwrap_or_default()),
     }
+}
+
+/// UNAVAILABLE for a queue none of whose partitions may be owned now: its
+/// home region has no live node.
+fn no_live_home(queue: &QueueName, config: &QueueConfig) -> Status {
+    Status::unavailable(format!(
+        "queue {queue} is homed in region {:?}, where no node is live; nothing was written or taken \
+         (docs/operations.md, \"Regions\")",
+        config.home
+    ))
 }

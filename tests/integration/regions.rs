@@ -360,8 +360,26 @@ async fn forced_failover_scenario() {
         .expect_err("force while dc2 is live");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
 
-    // dc2's only node dies; the queue is forced to dc1 and served at once.
+    // dc2's only node dies: once dc1 counts it dead, a poll there says the
+    // queue's home has no live node (rather than wait for nothing).
     b1.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let request = pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: "regions".into(),
+            max_wait: wait(Duration::from_millis(200)),
+        };
+        // Until dc1 counts b1 dead, polls are forwarded to it and fail otherwise.
+        match to_a1.poll_task(request).await {
+            Err(status) if status.message().contains("where no node is live") => {
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                break;
+            }
+            other => assert!(Instant::now() < deadline, "a poll with the home dead: {other:?}"),
+        }
+    }
+    // The queue is forced to dc1 and served at once.
     let moved = force_to(&mut to_a1, "dc1").await;
     assert_eq!((moved.home.as_str(), moved.generation), ("dc1", 1));
     until_owned_by(&mut to_a1, &[&a1, &a2], "forced to dc1").await;
