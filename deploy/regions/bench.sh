@@ -6,6 +6,7 @@
 # inside a region's namespace against a Fairway node of its choice.
 #
 #   deploy/regions/bench.sh [--out DIR] [--rounds N] [--runs N] [--tasks N] [--rate R] [--pollers N]
+#                           [--no-warm-up] [--global]
 #
 #   --out DIR      where everything goes (default bench-results/regions-DATE): per round and setup,
 #                  each client's report.json/report.md/plots and each node's log; summary.md, the table
@@ -15,6 +16,13 @@
 #   --rate R       adds per second (default 200)
 #   --pollers N    pollers waiting (default 128: through a node that forwards, a poller is away some
 #                  three round trips after each task, rate x 0.12 s of them at 40 ms)
+#   --no-warm-up   measure from the first run; by default each measurement is preceded by one run
+#                  of the same shape whose figures are discarded (in DIR/.../warm-up): the first
+#                  seconds after a setup starts (new keyspace, nodes and connections warming up on
+#                  a small machine) are not what a queue costs
+#   --global       each round also measures the hot path with automatic failover's levels (QUORUM,
+#                  SERIAL: every write and fence needs a majority of both regions' replicas):
+#                  setup "global fence", nodes in a and b, a client in a
 #
 # Each round, on fresh keyspaces:
 #   one region   keyspace {'class': 'NetworkTopologyStrategy', 'a': 1}; one node in a
@@ -54,10 +62,12 @@ runs=3
 tasks=2000
 rate=200
 pollers=128
+warm_up=yes
+global=no
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # A whole number of at least 1, for flag $1.
 count() {
@@ -74,6 +84,8 @@ while [ "$#" -gt 0 ]; do
       ;;
     --rounds) rounds="$(count --rounds "${2:-}")"; shift 2 ;;
     --runs) runs="$(count --runs "${2:-}")"; shift 2 ;;
+    --no-warm-up) warm_up=no; shift ;;
+    --global) global=yes; shift ;;
     --tasks) tasks="$(count --tasks "${2:-}")"; shift 2 ;;
     --pollers) pollers="$(count --pollers "${2:-}")"; shift 2 ;;
     --rate)
@@ -147,15 +159,20 @@ trap 'exit 143' TERM
 # region's Cassandra node; its log goes to DIR/node-REGION.log. Returns once
 # it listens.
 start_node() {
-  local region="$1" index="$2" keyspace="$3" dir="$4" address log pid waited=0
+  local region="$1" index="$2" keyspace="$3" dir="$4" fence="${5:-local}" address log pid waited=0
+  local consistency=LOCAL_QUORUM serial=LOCAL_SERIAL failover=manual
+  if [ "$fence" = global ]; then
+    consistency=QUORUM serial=SERIAL failover=automatic
+  fi
   address="10.210.$index.2:7070"
   log="$dir/node-$region.log"
   # `regions.sh exec` execs `ip netns exec`, which execs the node: $! is the node's pid.
   FAIRWAY_LOG=warn NO_COLOR=1 \
     FAIRWAY_MATCHER__SYNC_MATCH=true \
     FAIRWAY_CLUSTER__REGION="$region" \
-    FAIRWAY_CASSANDRA__CONSISTENCY=LOCAL_QUORUM \
-    FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY=LOCAL_SERIAL \
+    FAIRWAY_CLUSTER__FAILOVER="$failover" \
+    FAIRWAY_CASSANDRA__CONSISTENCY="$consistency" \
+    FAIRWAY_CASSANDRA__SERIAL_CONSISTENCY="$serial" \
     FAIRWAY_SECURITY__ALLOW_INSECURE=true \
     bash "$regions" exec "$region" "$bin" serve --listen "$address" \
     --store "cassandra://10.210.$index.1:9042/$keyspace" > "$log" 2>&1 < /dev/null &
@@ -188,6 +205,11 @@ measure() {
   local round="$1" setup="$2" client="$3" server="$4" queue="$5" dir="$6"
   say "round $round, $setup: client in region $client through $server (queue $queue), $runs run(s)"
   mkdir -p "$dir"
+  if [ "$warm_up" = yes ]; then
+    bash "$regions" exec "$client" "$bin" bench latency --server "$server" --queue "$queue" --create-home a \
+      --runs 1 --tasks "$tasks" --rate "$rate" --pollers "$pollers" --out "$dir/warm-up" \
+      > "$dir/warm-up.out" 2> "$dir/warm-up.err" || die "the warm-up of round $round, $setup, client $client failed: $dir/warm-up.err"
+  fi
   bash "$regions" exec "$client" "$bin" bench latency --server "$server" --queue "$queue" --create-home a \
     --runs "$runs" --tasks "$tasks" --rate "$rate" --pollers "$pollers" --out "$dir" \
     > "$dir/bench.out" 2> "$dir/bench.err" || {
@@ -221,6 +243,17 @@ for round in $(seq 1 "$rounds"); do
   measure "$round" "two regions" a 10.210.1.2:7070 "latency_two_$round" "$dir/client-a"
   measure "$round" "two regions" b 10.210.2.2:7070 "latency_two_$round" "$dir/client-b"
   stop_nodes
+
+  if [ "$global" = yes ]; then
+    dir="$out/round$round/global-fence"
+    mkdir -p "$dir"
+    keyspace="fwbench_global_$suffix"
+    schema "$keyspace" "{'class': 'NetworkTopologyStrategy', 'a': 1, 'b': 1}"
+    start_node a 1 "$keyspace" "$dir" global
+    start_node b 2 "$keyspace" "$dir" global
+    measure "$round" "global fence" a 10.210.1.2:7070 "latency_global_$round" "$dir/client-a"
+    stop_nodes
+  fi
 done
 
 # The table, from the reports' medians.

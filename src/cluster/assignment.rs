@@ -60,13 +60,23 @@ pub fn live_nodes(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec<S
 
 /// The live nodes that may own the partitions of a queue homed in `home`:
 /// those of `home`; under [`Failover::Automatic`], every live node when
-/// `home` has none.
-pub fn eligible(live: &[LiveNode], home: &str, failover: Failover) -> Vec<String> {
-    let at_home: Vec<String> = live.iter().filter(|n| n.region == home).map(|n| n.name.clone()).collect();
-    if at_home.is_empty() && failover == Failover::Automatic {
-        return live.iter().map(|n| n.name.clone()).collect();
+/// `home` has none. Under automatic failover the nodes in `settling` (back
+/// after they were counted dead, for less than `cluster.failback_after`)
+/// own nothing while a steady node is live: the others keep what they took
+/// until the returning nodes' links have held for a while (a region whose
+/// heartbeats land again can still fail its first fences for seconds).
+pub fn eligible(live: &[LiveNode], home: &str, failover: Failover, settling: &[String]) -> Vec<String> {
+    let names = |nodes: Vec<&LiveNode>| nodes.into_iter().map(|n| n.name.clone()).collect::<Vec<String>>();
+    if failover == Failover::Manual {
+        return names(live.iter().filter(|n| n.region == home).collect());
     }
-    at_home
+    let mut steady: Vec<&LiveNode> = live.iter().filter(|n| !settling.contains(&n.name)).collect();
+    if steady.is_empty() {
+        // Every live node is settling: none is steadier than another.
+        steady = live.iter().collect();
+    }
+    let at_home: Vec<&LiveNode> = steady.iter().copied().filter(|n| n.region == home).collect();
+    names(if at_home.is_empty() { steady } else { at_home })
 }
 
 /// The owner of each partition `numbers` of `queue`, by index from
@@ -166,17 +176,29 @@ mod tests {
     fn a_queue_is_owned_in_its_home_region_only() {
         let live = in_regions(&[("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")]);
         for failover in [Failover::Manual, Failover::Automatic] {
-            assert_eq!(eligible(&live, "a", failover), nodes(&["a1", "a2"]));
-            assert_eq!(eligible(&live, "b", failover), nodes(&["b1"]));
+            assert_eq!(eligible(&live, "a", failover, &[]), nodes(&["a1", "a2"]));
+            assert_eq!(eligible(&live, "b", failover, &[]), nodes(&["b1"]));
         }
-        let chosen = owners(&queue(), 0..64, &eligible(&live, "a", Failover::Manual));
+        let chosen = owners(&queue(), 0..64, &eligible(&live, "a", Failover::Manual, &[]));
         assert!(chosen.iter().all(|o| matches!(o.as_deref(), Some("a1" | "a2"))), "{chosen:?}");
         // Nobody at home: manual leaves the queue unowned, automatic gives it to the others.
-        assert!(eligible(&live, "d", Failover::Manual).is_empty());
-        assert_eq!(eligible(&live, "d", Failover::Automatic), nodes(&["a1", "a2", "b1", "c1"]));
+        assert!(eligible(&live, "d", Failover::Manual, &[]).is_empty());
+        assert_eq!(eligible(&live, "d", Failover::Automatic, &[]), nodes(&["a1", "a2", "b1", "c1"]));
         // No region named: the nodes that name none.
-        assert!(eligible(&live, "", Failover::Manual).is_empty());
-        assert_eq!(eligible(&in_regions(&[("x", ""), ("y", "")]), "", Failover::Manual), nodes(&["x", "y"]));
+        assert!(eligible(&live, "", Failover::Manual, &[]).is_empty());
+        assert_eq!(eligible(&in_regions(&[("x", ""), ("y", "")]), "", Failover::Manual, &[]), nodes(&["x", "y"]));
+    }
+
+    #[test]
+    fn under_automatic_failover_a_returning_home_node_owns_nothing_until_it_has_settled() {
+        let live = in_regions(&[("a1", "a"), ("b1", "b"), ("c1", "c")]);
+        let back = nodes(&["a1"]);
+        assert_eq!(eligible(&live, "a", Failover::Automatic, &back), nodes(&["b1", "c1"]), "b and c keep it");
+        assert_eq!(eligible(&live, "a", Failover::Automatic, &[]), nodes(&["a1"]), "settled: home again");
+        assert_eq!(eligible(&live, "a", Failover::Manual, &back), nodes(&["a1"]), "manual: nobody else may");
+        let home_and_back = in_regions(&[("a1", "a"), ("a2", "a"), ("b1", "b")]);
+        assert_eq!(eligible(&home_and_back, "a", Failover::Automatic, &back), nodes(&["a2"]), "a steady home node");
+        assert_eq!(eligible(&live, "a", Failover::Automatic, &nodes(&["a1", "b1", "c1"])), nodes(&["a1"]));
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl Membership {
         })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
-        self.view.set_live_nodes(live_members(&members, now, timeout));
+        self.view.set_live_nodes(live_members(&members, now, timeout), now);
         let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
         self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
         let lapsed = previous.is_some_and(|previous| started - previous >= timeout);

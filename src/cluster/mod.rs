@@ -17,8 +17,9 @@ pub mod assignment;
 mod membership;
 mod peers;
 
-use std::sync::RwLock;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,12 @@ pub struct ClusterConfig {
     /// How often a node takes and hands over partitions to match the live set.
     #[serde(with = "crate::config::duration_serde")]
     pub rebalance_interval: Duration,
+    /// Under automatic failover, how long a node that came back (counted
+    /// dead, then live again) waits before it takes partitions from the
+    /// nodes that took them meanwhile: its links can still fail its first
+    /// fences for seconds after its heartbeats land again. 0: at once.
+    #[serde(with = "crate::config::duration_serde")]
+    pub failback_after: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -71,6 +78,7 @@ impl Default for ClusterConfig {
             heartbeat_interval: Duration::from_secs(1),
             member_timeout: Duration::from_secs(6),
             rebalance_interval: Duration::from_secs(1),
+            failback_after: Duration::from_secs(15),
         }
     }
 }
@@ -125,7 +133,26 @@ pub struct ClusterView {
     live: RwLock<Vec<LiveNode>>,
     /// A node whose heartbeat is older than this is dead.
     member_timeout_ms: i64,
+    /// `cluster.failback_after`, in ms.
+    failback_after_ms: i64,
+    returns: Mutex<Returns>,
 }
+
+/// The nodes that came back, as successive live sets show them.
+#[derive(Debug, Default)]
+struct Returns {
+    /// Nodes seen live and then not (at most [`MAX_REMEMBERED_DEAD`]).
+    dead: BTreeSet<String>,
+    /// Nodes back from the dead, until when they settle (ms since the epoch).
+    settling_until: BTreeMap<String, UnixMillis>,
+    /// When the live set was last replaced.
+    refreshed_at: UnixMillis,
+}
+
+/// The most dead nodes a view remembers (a cluster's nodes come and go,
+/// under new addresses too); past it the oldest names are forgotten, and
+/// such a node, if it comes back, counts as new (settled at once).
+const MAX_REMEMBERED_DEAD: usize = 1024;
 
 impl ClusterView {
     /// The one node of an unshared store.
@@ -137,6 +164,8 @@ impl ClusterView {
             failover: Failover::Manual,
             shared: false,
             member_timeout_ms: 0,
+            failback_after_ms: 0,
+            returns: Mutex::default(),
         }
     }
 
@@ -150,10 +179,13 @@ impl ClusterView {
         }
     }
 
-    /// This view for a node of `region`, whose queues fail over as `failover` says.
-    pub fn in_region(mut self, region: &str, failover: Failover) -> ClusterView {
+    /// This view for a node of `region`, whose queues fail over as `failover`
+    /// says; under automatic failover a node that comes back owns nothing
+    /// for `failback_after` while others are live.
+    pub fn in_region(mut self, region: &str, failover: Failover, failback_after: Duration) -> ClusterView {
         self.me.region = region.to_owned();
         self.failover = failover;
+        self.failback_after_ms = crate::clock::millis(failback_after);
         *self.live.get_mut().unwrap_or_else(|p| p.into_inner()) = vec![self.me.clone()];
         self
     }
@@ -204,12 +236,13 @@ impl ClusterView {
     /// Replaces the live set with nodes that name no region (ignored on an
     /// unshared store).
     pub fn set_live(&self, live: Vec<String>) {
-        self.set_live_nodes(live.into_iter().map(|name| LiveNode { name, region: String::new() }).collect());
+        self.set_live_nodes(live.into_iter().map(|name| LiveNode { name, region: String::new() }).collect(), 0);
     }
 
-    /// Replaces the live set (ignored on an unshared store); this node is
-    /// always in it.
-    pub fn set_live_nodes(&self, mut live: Vec<LiveNode>) {
+    /// Replaces the live set as read at `now` (ignored on an unshared
+    /// store); this node is always in it. A node in it that was counted
+    /// dead before is settling until `failback_after` from `now`.
+    pub fn set_live_nodes(&self, mut live: Vec<LiveNode>, now: UnixMillis) {
         if !self.shared {
             return;
         }
@@ -217,7 +250,33 @@ impl ClusterView {
             live.push(self.me.clone());
             live.sort();
         }
-        *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        let mut current = self.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut returns = self.returns.lock().unwrap_or_else(|p| p.into_inner());
+        for gone in current.iter().filter(|old| !live.iter().any(|n| n.name == old.name)) {
+            if returns.dead.len() >= MAX_REMEMBERED_DEAD {
+                returns.dead.pop_first();
+            }
+            returns.dead.insert(gone.name.clone());
+        }
+        for node in &live {
+            if returns.dead.remove(&node.name) {
+                returns.settling_until.insert(node.name.clone(), now + self.failback_after_ms);
+            }
+        }
+        returns.settling_until.retain(|_, until| *until > now);
+        returns.refreshed_at = now;
+        *current = live;
+    }
+
+    /// The live nodes that came back less than `failback_after` ago.
+    fn settling(&self) -> Vec<String> {
+        let returns = self.returns.lock().unwrap_or_else(|p| p.into_inner());
+        returns
+            .settling_until
+            .iter()
+            .filter(|(_, until)| **until > returns.refreshed_at)
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// The rightful owner of each partition of a queue of `config` (`None`
@@ -227,7 +286,7 @@ impl ClusterView {
         if !self.shared {
             return vec![Some(self.me.name.clone()); config.partitions as usize];
         }
-        let eligible = assignment::eligible(&self.read_live(), &config.home, self.failover);
+        let eligible = assignment::eligible(&self.read_live(), &config.home, self.failover, &self.settling());
         assignment::owners(queue, config.partition_numbers(), &eligible)
     }
 }
@@ -259,5 +318,49 @@ impl DispatchGate {
     /// gate is open until.
     pub fn is_open(&self, now: UnixMillis) -> bool {
         now < self.open_until.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::validate;
+
+    fn node(name: &str, region: &str) -> LiveNode {
+        LiveNode { name: name.into(), region: region.into() }
+    }
+
+    /// Under automatic failover, a home node that was counted dead and came
+    /// back owns nothing until `failback_after` has passed; one never counted
+    /// dead owns its share at once.
+    #[test]
+    fn a_home_node_back_from_the_dead_settles_before_it_owns_again() {
+        let view = ClusterView::shared("b1".into(), Duration::from_secs(6)).in_region(
+            "b",
+            Failover::Automatic,
+            Duration::from_secs(15),
+        );
+        let queue = validate::queue_name("queue", "q").unwrap();
+        let config = QueueConfig::new(4, "a");
+        let owners = |view: &ClusterView| view.owners(&queue, &config).into_iter().flatten().collect::<Vec<_>>();
+        view.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 1_000);
+        assert!(owners(&view).iter().all(|o| o == "a1"), "a node first seen is home at once");
+        view.set_live_nodes(vec![node("b1", "b")], 2_000);
+        assert!(owners(&view).iter().all(|o| o == "b1"), "a1 dead: b1 takes over");
+        view.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 3_000);
+        assert!(owners(&view).iter().all(|o| o == "b1"), "a1 back: settling, b1 keeps it");
+        view.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 17_999);
+        assert!(owners(&view).iter().all(|o| o == "b1"), "still settling at 14.999 s");
+        view.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 18_000);
+        assert!(owners(&view).iter().all(|o| o == "a1"), "settled after 15 s: home again");
+        let manual = ClusterView::shared("b1".into(), Duration::from_secs(6)).in_region(
+            "b",
+            Failover::Manual,
+            Duration::from_secs(15),
+        );
+        manual.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 1_000);
+        manual.set_live_nodes(vec![node("b1", "b")], 2_000);
+        manual.set_live_nodes(vec![node("a1", "a"), node("b1", "b")], 3_000);
+        assert!(owners(&manual).iter().all(|o| o == "a1"), "manual: the home owns it as soon as it is back");
     }
 }

@@ -351,17 +351,22 @@ impl Node {
         let mut tasks = JoinSet::new();
         let loops = CancellationToken::new();
         if !store.is_shared() {
-            let view = Arc::new(ClusterView::single(settings.node.clone()).in_region(&config.region, config.failover));
+            let view = Arc::new(ClusterView::single(settings.node.clone()).in_region(
+                &config.region,
+                config.failover,
+                config.failback_after,
+            ));
             let gate = Arc::new(DispatchGate::always_open());
             let queues = Arc::new(Queues::in_cluster(store.clone(), clock, settings, view, gate));
             tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             return Node { queues, membership: None, loops, tasks };
         }
-        let view = Arc::new(
-            ClusterView::shared(settings.node.clone(), config.member_timeout)
-                .in_region(&config.region, config.failover),
-        );
+        let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout).in_region(
+            &config.region,
+            config.failover,
+            config.failback_after,
+        ));
         let gate = Arc::new(DispatchGate::closed());
         let membership =
             Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));
