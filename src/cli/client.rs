@@ -291,6 +291,17 @@ fn homed(home: &str) -> String {
     if home.is_empty() { String::new() } else { format!(", homed in region {home}") }
 }
 
+/// Which generation a partition number belongs to, for partitions past the
+/// first generation (a forced failover numbers them anew).
+fn generation_of(partition: u32) -> String {
+    let generation = partition / fairway::store::GENERATION_STRIDE;
+    if generation == 0 {
+        String::new()
+    } else {
+        format!(" [generation {generation}, index {}]", fairway::store::partition_index(partition))
+    }
+}
+
 pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let (server, queue, top) = match command {
         QueueCommand::Create { server, queue, partitions, home } => {
@@ -362,8 +373,14 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     println!("queue {}{}: {} waiting poller(s)", response.queue, homed(&response.home), response.waiting_pollers);
     for p in response.partitions {
         println!(
-            "partition {} ({}, owner {}), range id {}: {} leased, {} delayed",
-            p.partition, p.state, p.owner, p.range_id, p.leased, p.delayed
+            "partition {}{} ({}, owner {}), range id {}: {} leased, {} delayed",
+            p.partition,
+            generation_of(p.partition),
+            p.state,
+            p.owner,
+            p.range_id,
+            p.leased,
+            p.delayed
         );
         println!(
             "  since taken: {} added, {} dispatched, {} completed, {} failed, {} expired",
@@ -401,4 +418,17 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::generation_of;
+    use fairway::store::GENERATION_STRIDE;
+
+    #[test]
+    fn describe_names_the_generation_of_renumbered_partitions() {
+        assert_eq!(generation_of(3), "", "the first generation keeps its plain numbers");
+        assert_eq!(generation_of(GENERATION_STRIDE + 1), " [generation 1, index 1]");
+        assert_eq!(generation_of(2 * GENERATION_STRIDE), " [generation 2, index 0]");
+    }
 }
