@@ -5,12 +5,18 @@
 # a waiting poller), p50 and p99, by `fairway bench latency --server`, run
 # inside a region's namespace against a Fairway node of its choice.
 #
-#   deploy/regions/bench.sh [--out DIR] [--rounds N] [--runs N] [--tasks N] [--rate R] [--pollers N]
-#                           [--no-warm-up] [--global]
+#   deploy/regions/bench.sh [--out DIR] [--rounds N] [--warm-up-rounds N] [--runs N] [--tasks N]
+#                           [--rate R] [--pollers N] [--no-warm-up] [--global]
 #
 #   --out DIR      where everything goes (default bench-results/regions-DATE): per round and setup,
 #                  each client's report.json/report.md/plots and each node's log; summary.md, the table
 #   --rounds N     baseline and two-region setups alternate N times (default 2), so that noise shows
+#   --warm-up-rounds N
+#                  rounds run first, whole, and left out of the verdict (default 2; 0 for none): the
+#                  bed's Cassandra nodes start cold at every `up`, and on a small machine their JIT
+#                  compilation runs for minutes of load (one region's p50 falls from some 10 ms in
+#                  the first round to 2.5 in the third); region b's node, idle under the baseline,
+#                  compiles during the first two-region rounds, beside the node measured
 #   --runs N       runs per measurement (default 3); the reports give each figure's median
 #   --tasks N      tasks per run (default 2000)
 #   --rate R       adds per second (default 200)
@@ -58,6 +64,7 @@ bin="$root/target/release/fairway"
 
 out="bench-results/regions-$(date +%Y%m%d-%H%M%S)"
 rounds=2
+warm_up_rounds=2
 runs=3
 tasks=2000
 rate=200
@@ -67,7 +74,7 @@ global=no
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^# Each round/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 # A whole number of at least 1, for flag $1.
 count() {
@@ -84,6 +91,11 @@ while [ "$#" -gt 0 ]; do
       ;;
     --rounds) rounds="$(count --rounds "${2:-}")"; shift 2 ;;
     --runs) runs="$(count --runs "${2:-}")"; shift 2 ;;
+    --warm-up-rounds)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--warm-up-rounds takes a whole number, not ${2:-nothing}"
+      warm_up_rounds="$2"
+      shift 2
+      ;;
     --no-warm-up) warm_up=no; shift ;;
     --global) global=yes; shift ;;
     --tasks) tasks="$(count --tasks "${2:-}")"; shift 2 ;;
@@ -223,7 +235,12 @@ say "bringing the bed up: regions a and b (one-way delay $one_way ms)"
 bed_built=yes
 bash "$regions" up a b >&2
 
-for round in $(seq 1 "$rounds"); do
+# Warm-up rounds are named w1, w2, …: the table lists them apart, the verdict leaves them out.
+round_names=()
+for i in $(seq 1 "$warm_up_rounds"); do round_names+=("w$i"); done
+for i in $(seq 1 "$rounds"); do round_names+=("$i"); done
+
+for round in "${round_names[@]}"; do
   suffix="$(date +%s)_$round"
 
   dir="$out/round$round/one-region"
@@ -258,10 +275,10 @@ done
 
 # The table, from the reports' medians.
 verdict=0
-python3 - "$manifest" "$out/summary.md" "$one_way" "$tasks" "$rate" "$pollers" "$runs" <<'PY' || verdict=$?
+python3 - "$manifest" "$out/summary.md" "$one_way" "$tasks" "$rate" "$pollers" "$runs" "${REGIONS_CPUS:-}" <<'PY' || verdict=$?
 import csv, json, sys
 
-manifest, summary, one_way, tasks, rate, pollers, runs = sys.argv[1:8]
+manifest, summary, one_way, tasks, rate, pollers, runs, cpus = sys.argv[1:9]
 rtt = 2 * float(one_way)
 rows = list(csv.DictReader(open(manifest), delimiter="\t"))
 
@@ -285,7 +302,10 @@ baselines = {row["round"]: row for row in rows if row["setup"] == "one region"}
 
 lines = [
     f"Regions on the bed: {rtt:g} ms round trip between regions; {tasks} tasks at {rate}/s, "
-    f"{pollers} pollers, medians of {runs} run(s) per row; ratios to the same round's baseline (one region).",
+    f"{pollers} pollers, medians of {runs} run(s) per row; ratios to the same round's baseline (one region). "
+    "Rounds w1, w2, … warm the bed up and count in no verdict. "
+    + (f"Regions a and b pinned to CPUs {cpus.split()[0]} and {cpus.split()[1]} (REGIONS_CPUS)." if cpus
+       else "Regions share every CPU."),
     "",
     "| round | setup | client region | server | add p50 (ms) | add p99 (ms) | sync-match p50 (ms) "
     "| sync-match p99 (ms) | sync matched | ratio add p99 | ratio sync-match p99 | added p50 add / sync-match (ms) |",
@@ -300,7 +320,8 @@ for row in rows:
         ratio_add = f"{row['add99'] / base['add99']:.2f}x"
         ratio_sync = f"{row['sync99'] / base['sync99']:.2f}x"
         added = f"{row['add50'] - base['add50']:+.1f} / {row['sync50'] - base['sync50']:+.1f}"
-        if row["setup"] == "two regions" and row["client"] == "a" and row["sync99"] > 1.5 * base["sync99"]:
+        warm_up = row["round"].startswith("w")
+        if not warm_up and row["setup"] == "two regions" and row["client"] == "a" and row["sync99"] > 1.5 * base["sync99"]:
             failed.append(f"round {row['round']}: client a's sync-match p99 is {ratio_sync} of the baseline's")
     lines.append(
         f"| {row['round']} | {row['setup']} | {row['client']} | {row['server']} | {row['add50']:.2f} "

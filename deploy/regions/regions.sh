@@ -46,6 +46,13 @@
 #            6% of a core for 140 MB/s of bulk TCP).
 #   auto     (default) netem if the kernel has it, else nfqueue.
 #
+# CPUs: REGIONS_CPUS at `up` (e.g. "0 1": one taskset CPU list per region, in
+# the order `up` names them; default none) pins each region's Cassandra JVM
+# (every thread), its netdelay.py and whatever `exec R` runs to the region's
+# CPUs, as if each region had a machine of its own: on a small machine a
+# second region's Cassandra replica otherwise takes CPU from the first's
+# requests. `revive` pins the revived node again.
+#
 # Cassandra (deploy/cassandra/cassandra.sh with CASSANDRA_DEV_ADDRESSES,
 # CASSANDRA_DEV_DCS and CASSANDRA_DEV_NETNS; heap $CASSANDRA_DEV_HEAP, default
 # 768m): node i at 10.210.i.1 in datacenter R (rack1), home .deploy/regions/
@@ -100,6 +107,38 @@ index_of() {
 cassandra_address() { echo "10.210.$1.1"; }
 one_way_ms() { cat "$state/latency" 2>/dev/null || echo "${REGIONS_ONE_WAY_MS:-20}"; }
 delay_mode() { cat "$state/delay-mode" 2>/dev/null || echo none; }
+# Region $1's CPU list (REGIONS_CPUS at `up`), or nothing when it is not pinned.
+cpus_of() {
+  local words i
+  read -r -a words < "$state/cpus" 2>/dev/null || return 0
+  i="$(index_of "$1")"
+  echo "${words[$((i - 1))]:-}"
+}
+# REGIONS_CPUS, checked at `up` for $1 regions: one taskset CPU list per region, each CPU one
+# this machine has.
+check_cpus() {
+  local words list cpu
+  [ -n "${REGIONS_CPUS:-}" ] || return 0
+  command -v taskset >/dev/null || die "REGIONS_CPUS needs taskset (util-linux)"
+  read -r -a words <<< "$REGIONS_CPUS"
+  [ "${#words[@]}" = "$1" ] ||
+    die "REGIONS_CPUS names ${#words[@]} CPU list(s) for $1 region(s): one per region, e.g. REGIONS_CPUS=\"0 1\""
+  for list in "${words[@]}"; do
+    [[ "$list" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
+      die "REGIONS_CPUS: $list is not a CPU list (e.g. 0, 0-1, 0,2)"
+    for cpu in $(tr ',-' '  ' <<< "$list"); do
+      [ "$cpu" -lt "$(nproc --all)" ] || die "REGIONS_CPUS: CPU $cpu is beyond this machine's $(nproc --all)"
+    done
+  done
+}
+# Pins every thread of region $1's Cassandra JVM (node $2) to the region's CPUs.
+pin_cassandra() {
+  local cpus pid
+  cpus="$(cpus_of "$1")"
+  [ -n "$cpus" ] || return 0
+  pid="$(cassandra pid "$2")" || die "no pid for the Cassandra node of region $1"
+  taskset -a -p -c "$cpus" "$pid" >/dev/null || die "could not pin the Cassandra node of region $1 to CPUs $cpus"
+}
 
 need_root() { [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tc, iptables)"; }
 
@@ -166,12 +205,14 @@ delayer_pid() {
 }
 
 start_delayer() {
-  local r="$1" ns log pid waited=0
+  local r="$1" ns log pid waited=0 cpus pin=()
   ns="$(ns_of "$r")"
   log="$state/netdelay-$r.log"
+  cpus="$(cpus_of "$r")"
+  [ -z "$cpus" ] || pin=(taskset -c "$cpus")
   if ! delayer_pid "$r" >/dev/null; then
     # High priority: its clock is every packet's.
-    ip netns exec "$ns" setsid nice -n -10 python3 "$here/netdelay.py" "$queue" "$state/latency" \
+    ip netns exec "$ns" "${pin[@]}" setsid nice -n -10 python3 "$here/netdelay.py" "$queue" "$state/latency" \
       > "$log" 2>&1 < /dev/null &
     pid=$!
     echo "$pid" > "$(delayer_pidfile "$r")"
@@ -345,6 +386,8 @@ up() {
     echo "${REGIONS_ONE_WAY_MS:-20}" > "$state/latency"
     # First, so that `down` can undo whatever follows.
     echo "${names[*]}" > "$state/regions"
+    check_cpus "$count"
+    echo "${REGIONS_CPUS:-}" > "$state/cpus"
   fi
   [[ "$(one_way_ms)" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "REGIONS_ONE_WAY_MS must be a number of milliseconds, not $(one_way_ms)"
   command -v tc >/dev/null || die "tc (iproute2) is needed"
@@ -365,6 +408,11 @@ up() {
   done
   CASSANDRA_DEV_ADDRESSES="${addresses[*]}" CASSANDRA_DEV_DCS="${dcs[*]}" CASSANDRA_DEV_NETNS="${namespaces[*]}" \
     cassandra start "$count"
+  i=0
+  for r in "${names[@]}"; do
+    i=$((i + 1))
+    pin_cassandra "$r" "$i"
+  done
   wait_gossip "$count"
   summary
 }
@@ -413,7 +461,7 @@ down() {
     ip link del "$bridge"
   fi
   bridge_netfilter_restore
-  rm -f "$state/regions" "$state/latency" "$state/delay-mode"
+  rm -f "$state/regions" "$state/latency" "$state/delay-mode" "$state/cpus"
   say "down"
 }
 
@@ -497,10 +545,11 @@ revive() {
   i="$(index_of "${1:-}")"
   need_region "$1"
   cassandra restart-node "$i"
+  pin_cassandra "$1" "$i"
 }
 
 status() {
-  local r i=0 ns cut delay node
+  local r i=0 ns cut delay node cpus
   if [ ! -f "$state/regions" ]; then
     echo "down"
     if link_exists "$bridge"; then
@@ -533,7 +582,8 @@ status() {
     else
       node="DOWN"
     fi
-    echo "  $r: $ns 10.210.$i.1-4, $cut, one-way delay ${delay:-none}, Cassandra $(cassandra_address "$i") (datacenter $r) $node"
+    cpus="$(cpus_of "$r")"
+    echo "  $r: $ns 10.210.$i.1-4, $cut, one-way delay ${delay:-none}, CPUs ${cpus:-all}, Cassandra $(cassandra_address "$i") (datacenter $r) $node"
   done
 }
 
@@ -553,8 +603,12 @@ case "$command" in
   exec)
     need_region "${1:-}"
     ns="$(ns_of "$1")"
+    [ "$#" -gt 1 ] || die "exec takes a region and a command"
+    cpus="$(cpus_of "$1")"
     shift
-    [ "$#" -gt 0 ] || die "exec takes a region and a command"
+    if [ -n "$cpus" ]; then
+      exec ip netns exec "$ns" taskset -c "$cpus" "$@"
+    fi
     exec ip netns exec "$ns" "$@"
     ;;
   status) status ;;
