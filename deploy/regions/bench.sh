@@ -6,7 +6,7 @@
 # inside a region's namespace against a Fairway node of its choice.
 #
 #   deploy/regions/bench.sh [--out DIR] [--rounds N] [--warm-up-rounds N] [--runs N] [--tasks N]
-#                           [--rate R] [--pollers N] [--no-warm-up] [--global]
+#                           [--rate R] [--pollers N] [--no-warm-up] [--global] [--shared-cpus]
 #
 #   --out DIR      where everything goes (default bench-results/regions-DATE): per round and setup,
 #                  each client's report.json/report.md/plots and each node's log; summary.md, the table
@@ -26,6 +26,12 @@
 #                  of the same shape whose figures are discarded (in DIR/.../warm-up): the first
 #                  seconds after a setup starts (new keyspace, nodes and connections warming up on
 #                  a small machine) are not what a queue costs
+#   --shared-cpus  let both regions run on every CPU. By default region a gets the first half of
+#                  the CPUs and region b the rest, with the delayers (REGIONS_CPUS and
+#                  REGIONS_DELAYER_CPUS of regions.sh, which you may also set yourself), as if
+#                  each region had a machine of its own: shared, region b's Cassandra replica
+#                  (which applies every write of the home region) and the delayer's per-packet
+#                  work take CPU from the requests measured in region a
 #   --global       each round also measures the hot path with automatic failover's levels (QUORUM,
 #                  SERIAL: every write and fence needs a majority of both regions' replicas):
 #                  setup "global fence", nodes in a and b, a client in a
@@ -71,6 +77,7 @@ rate=200
 pollers=128
 warm_up=yes
 global=no
+shared_cpus=no
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -98,6 +105,7 @@ while [ "$#" -gt 0 ]; do
       ;;
     --no-warm-up) warm_up=no; shift ;;
     --global) global=yes; shift ;;
+    --shared-cpus) shared_cpus=yes; shift ;;
     --tasks) tasks="$(count --tasks "${2:-}")"; shift 2 ;;
     --pollers) pollers="$(count --pollers "${2:-}")"; shift 2 ;;
     --rate)
@@ -121,6 +129,15 @@ command -v python3 >/dev/null || die "python3 is needed (the bed's too)"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 one_way="${REGIONS_ONE_WAY_MS:-20}"
+if [ "$shared_cpus" = no ] && [ -z "${REGIONS_CPUS:-}" ]; then
+  cpus="$(nproc --all)"
+  [ "$cpus" -ge 2 ] || die "one CPU: regions cannot have CPUs of their own here; pass --shared-cpus"
+  half=$((cpus / 2))
+  first="0"; [ "$half" = 1 ] || first="0-$((half - 1))"
+  second="$half"; [ $((cpus - half)) = 1 ] || second="$half-$((cpus - 1))"
+  export REGIONS_CPUS="$first $second"
+  export REGIONS_DELAYER_CPUS="${REGIONS_DELAYER_CPUS:-$second}"
+fi
 
 # Nodes running: "pid name" lines, and whether this script built the bed.
 nodes=()
@@ -275,10 +292,10 @@ done
 
 # The table, from the reports' medians.
 verdict=0
-python3 - "$manifest" "$out/summary.md" "$one_way" "$tasks" "$rate" "$pollers" "$runs" "${REGIONS_CPUS:-}" <<'PY' || verdict=$?
+python3 - "$manifest" "$out/summary.md" "$one_way" "$tasks" "$rate" "$pollers" "$runs" "${REGIONS_CPUS:-}" "${REGIONS_DELAYER_CPUS:-}" <<'PY' || verdict=$?
 import csv, json, sys
 
-manifest, summary, one_way, tasks, rate, pollers, runs, cpus = sys.argv[1:9]
+manifest, summary, one_way, tasks, rate, pollers, runs, cpus, delayer_cpus = sys.argv[1:10]
 rtt = 2 * float(one_way)
 rows = list(csv.DictReader(open(manifest), delimiter="\t"))
 
@@ -304,8 +321,9 @@ lines = [
     f"Regions on the bed: {rtt:g} ms round trip between regions; {tasks} tasks at {rate}/s, "
     f"{pollers} pollers, medians of {runs} run(s) per row; ratios to the same round's baseline (one region). "
     "Rounds w1, w2, … warm the bed up and count in no verdict. "
-    + (f"Regions a and b pinned to CPUs {cpus.split()[0]} and {cpus.split()[1]} (REGIONS_CPUS)." if cpus
-       else "Regions share every CPU."),
+    + (f"Regions a and b pinned to CPUs {cpus.split()[0]} and {cpus.split()[1]} (REGIONS_CPUS)" if cpus
+       else "Regions share every CPU")
+    + (f", the delayers to {delayer_cpus} (REGIONS_DELAYER_CPUS)." if delayer_cpus else "."),
     "",
     "| round | setup | client region | server | add p50 (ms) | add p99 (ms) | sync-match p50 (ms) "
     "| sync-match p99 (ms) | sync matched | ratio add p99 | ratio sync-match p99 | added p50 add / sync-match (ms) |",

@@ -51,7 +51,10 @@
 # (every thread), its netdelay.py and whatever `exec R` runs to the region's
 # CPUs, as if each region had a machine of its own: on a small machine a
 # second region's Cassandra replica otherwise takes CPU from the first's
-# requests. `revive` pins the revived node again.
+# requests. `revive` pins the revived node again. REGIONS_DELAYER_CPUS (a CPU
+# list) puts every region's netdelay.py there instead: the delay is the
+# network's work, not the region's (netdelay.py handles each packet that
+# enters the region in Python, on the CPU of whoever it is pinned to).
 #
 # Cassandra (deploy/cassandra/cassandra.sh with CASSANDRA_DEV_ADDRESSES,
 # CASSANDRA_DEV_DCS and CASSANDRA_DEV_NETNS; heap $CASSANDRA_DEV_HEAP, default
@@ -118,16 +121,16 @@ cpus_of() {
 # this machine has.
 check_cpus() {
   local words list cpu
-  [ -n "${REGIONS_CPUS:-}" ] || return 0
-  command -v taskset >/dev/null || die "REGIONS_CPUS needs taskset (util-linux)"
-  read -r -a words <<< "$REGIONS_CPUS"
-  [ "${#words[@]}" = "$1" ] ||
+  [ -n "${REGIONS_CPUS:-}${REGIONS_DELAYER_CPUS:-}" ] || return 0
+  command -v taskset >/dev/null || die "REGIONS_CPUS and REGIONS_DELAYER_CPUS need taskset (util-linux)"
+  read -r -a words <<< "${REGIONS_CPUS:-}"
+  [ "${#words[@]}" = 0 ] || [ "${#words[@]}" = "$1" ] ||
     die "REGIONS_CPUS names ${#words[@]} CPU list(s) for $1 region(s): one per region, e.g. REGIONS_CPUS=\"0 1\""
-  for list in "${words[@]}"; do
+  for list in "${words[@]}" ${REGIONS_DELAYER_CPUS:+"$REGIONS_DELAYER_CPUS"}; do
     [[ "$list" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
-      die "REGIONS_CPUS: $list is not a CPU list (e.g. 0, 0-1, 0,2)"
+      die "REGIONS_CPUS, REGIONS_DELAYER_CPUS: $list is not a CPU list (e.g. 0, 0-1, 0,2)"
     for cpu in $(tr ',-' '  ' <<< "$list"); do
-      [ "$cpu" -lt "$(nproc --all)" ] || die "REGIONS_CPUS: CPU $cpu is beyond this machine's $(nproc --all)"
+      [ "$cpu" -lt "$(nproc --all)" ] || die "REGIONS_CPUS, REGIONS_DELAYER_CPUS: CPU $cpu is beyond this machine's $(nproc --all)"
     done
   done
 }
@@ -208,7 +211,8 @@ start_delayer() {
   local r="$1" ns log pid waited=0 cpus pin=()
   ns="$(ns_of "$r")"
   log="$state/netdelay-$r.log"
-  cpus="$(cpus_of "$r")"
+  cpus="$(cat "$state/delayer-cpus" 2>/dev/null || true)"
+  [ -n "$cpus" ] || cpus="$(cpus_of "$r")"
   [ -z "$cpus" ] || pin=(taskset -c "$cpus")
   if ! delayer_pid "$r" >/dev/null; then
     # High priority: its clock is every packet's.
@@ -388,6 +392,7 @@ up() {
     echo "${names[*]}" > "$state/regions"
     check_cpus "$count"
     echo "${REGIONS_CPUS:-}" > "$state/cpus"
+    echo "${REGIONS_DELAYER_CPUS:-}" > "$state/delayer-cpus"
   fi
   [[ "$(one_way_ms)" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "REGIONS_ONE_WAY_MS must be a number of milliseconds, not $(one_way_ms)"
   command -v tc >/dev/null || die "tc (iproute2) is needed"
@@ -461,7 +466,7 @@ down() {
     ip link del "$bridge"
   fi
   bridge_netfilter_restore
-  rm -f "$state/regions" "$state/latency" "$state/delay-mode" "$state/cpus"
+  rm -f "$state/regions" "$state/latency" "$state/delay-mode" "$state/cpus" "$state/delayer-cpus"
   say "down"
 }
 
