@@ -370,6 +370,7 @@ up() {
     case "$seen" in *" $r "*) die "region $r is named twice" ;; esac
     seen="$seen$r "
   done
+  check_cpus "$count"
   if [ -f "$state/regions" ]; then
     [ "$(regions)" = "${names[*]}" ] || die "the bed has regions $(regions): run down first"
     if all_up; then
@@ -390,7 +391,6 @@ up() {
     echo "${REGIONS_ONE_WAY_MS:-20}" > "$state/latency"
     # First, so that `down` can undo whatever follows.
     echo "${names[*]}" > "$state/regions"
-    check_cpus "$count"
     echo "${REGIONS_CPUS:-}" > "$state/cpus"
     echo "${REGIONS_DELAYER_CPUS:-}" > "$state/delayer-cpus"
   fi
