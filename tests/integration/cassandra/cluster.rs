@@ -404,12 +404,16 @@ async fn a_paused_owner_is_fenced_and_rejoins() {
     })
     .await;
     let during = load.acknowledged();
-    load.until("200 more tasks are acknowledged", |s| s.acknowledged.len() >= during + 200).await;
+    load.until("200 more tasks are acknowledged while a node is paused", |s| s.acknowledged.len() >= during + 200)
+        .await;
     paused.signal("CONT");
     until_owners(&cluster.nodes, "the paused node gets partitions back", |owners| owners.contains(&paused_name)).await;
     load.set_targets(cluster.nodes.iter().map(|n| n.addr).collect());
     let after = load.acknowledged();
-    load.until("200 more tasks are acknowledged", |s| s.acknowledged.len() >= after + 200).await;
+    load.until("200 more tasks are acknowledged after the paused node resumed", |s| {
+        s.acknowledged.len() >= after + 200
+    })
+    .await;
     let seen = load.finish().await;
     let duplicates = check_nothing_lost(&seen);
     let log = cluster.nodes[2].log();
