@@ -225,10 +225,13 @@ impl Matching for MatchingService {
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
                 Ok(Response::new(pb::CompleteTaskResponse {}))
             }
-            Target::There { mut client, owner } => client
-                .complete_task(self.router.forwarded(request, None))
+            Target::There(owner) => self
+                .router
+                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                    peer.complete_task(request).await
+                })
                 .await
-                .map_err(|error| status::from_forwarded(error, &owner)),
+                .map(Response::new),
         }
     }
 
@@ -256,10 +259,13 @@ impl Matching for MatchingService {
                     Finished::Buried | Finished::Completed => pb::FailTaskResponse::default(),
                 }))
             }
-            Target::There { mut client, owner } => client
-                .fail_task(self.router.forwarded(request, None))
+            Target::There(owner) => self
+                .router
+                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                    peer.fail_task(request).await
+                })
                 .await
-                .map_err(|error| status::from_forwarded(error, &owner)),
+                .map(Response::new),
         }
     }
 
@@ -277,10 +283,13 @@ impl Matching for MatchingService {
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
                 Ok(Response::new(pb::HeartbeatTaskResponse { lease_deadline: Some(convert::timestamp(deadline)) }))
             }
-            Target::There { mut client, owner } => client
-                .heartbeat_task(self.router.forwarded(request, None))
+            Target::There(owner) => self
+                .router
+                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                    peer.heartbeat_task(request).await
+                })
                 .await
-                .map_err(|error| status::from_forwarded(error, &owner)),
+                .map(Response::new),
         }
     }
 

@@ -116,9 +116,23 @@ impl Router {
         Router { queues, peers, turn: AtomicUsize::new(0), keys }
     }
 
-    /// `message` as a request this node forwards (never forwarded again),
-    /// for `partition` or for the receiver's partitions, with its proof.
-    pub(super) fn forwarded<T>(&self, message: T, partition: Option<u32>) -> Request<T> {
+    /// Sends `message` to `owner` as a request this node forwards (never
+    /// forwarded again), for `partition` or for the receiver's partitions,
+    /// with its proof, through `call`; waits for the answer at most `wait`
+    /// plus `cluster.forward_timeout`, and tells the owner that deadline so
+    /// that it gives up too. A paused or cut-off owner costs the caller
+    /// that wait, never a hang.
+    pub(super) async fn forward<M, R, Answer>(
+        &self,
+        owner: &str,
+        message: M,
+        partition: Option<u32>,
+        wait: Duration,
+        call: impl FnOnce(MatchingClient<Channel>, Request<M>) -> Answer,
+    ) -> Result<R, Status>
+    where
+        Answer: Future<Output = Result<tonic::Response<R>, Status>>,
+    {
         let mut request = Request::new(message);
         let subject = partition.map(|p| p.to_string()).unwrap_or_default();
         let metadata = request.metadata_mut();
@@ -127,7 +141,15 @@ impl Router {
             None => metadata.insert(FORWARDED, "1".parse().expect("ascii")),
         };
         metadata.insert(NODE_PROOF, self.keys.node_proof(&subject).parse().expect("hex"));
-        request
+        let deadline = self.peers.deadline(wait);
+        request.set_timeout(deadline);
+        match tokio::time::timeout(deadline, call(self.peers.client(owner)?, request)).await {
+            Ok(Ok(answer)) => Ok(answer.into_inner()),
+            // The deadline the request carries, run out on either side.
+            Ok(Err(error)) if error.code() == tonic::Code::Cancelled => Err(status::no_answer(owner, deadline)),
+            Ok(Err(error)) => Err(status::from_forwarded(error, owner)),
+            Err(_) => Err(status::no_answer(owner, deadline)),
+        }
     }
 
     /// The lease token `text`, if this cluster signed it; its queue is
@@ -171,9 +193,10 @@ impl Router {
         });
         let owner = self.remote_owner(&matcher, partition)?;
         let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
-        let forwarded = self.forwarded(message, Some(partition));
-        let added = self.peers.client(&owner)?.add_task(forwarded).await;
-        Ok(added.map_err(|error| status::from_forwarded(error, &owner))?.into_inner())
+        self.forward(&owner, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
+            peer.add_task(request).await
+        })
+        .await
     }
 
     /// The owner of `partition` when it is another node.
@@ -308,12 +331,19 @@ impl Router {
             worker_id: worker_id.to_owned(),
             max_wait: Some(prost_types::Duration::try_from(wait).unwrap_or_default()),
         };
-        let request = self.forwarded(message, None);
-        match self.peers.client(owner)?.poll_task(request).await.map_err(|error| status::from_forwarded(error, owner)) {
-            Ok(response) => Ok(response.into_inner().task),
+        let answer =
+            self.forward(owner, message, None, wait, |mut peer, request| async move { peer.poll_task(request).await });
+        match answer.await {
+            Ok(response) => Ok(response.task),
             // A peer that cannot be reached has no task for us now.
             Err(error) if error.code() == tonic::Code::Unavailable => {
                 tracing::debug!(%owner, %error, "peer unavailable for a poll");
+                Ok(None)
+            }
+            // Nor has one that does not answer in time; a task it leased to
+            // this poll meanwhile comes back when its lease runs out.
+            Err(error) if error.metadata().get(status::MAYBE_APPLIED).is_some() => {
+                tracing::warn!(%owner, %error, "peer gave no answer to a poll");
                 Ok(None)
             }
             Err(error) => Err(error),
@@ -328,8 +358,7 @@ impl Router {
         if origin != Origin::Client || matcher.holds(token.partition) {
             return Ok(Target::Here(matcher));
         }
-        let owner = self.remote_owner(&matcher, token.partition)?;
-        Ok(Target::There { client: self.peers.client(&owner)?, owner })
+        Ok(Target::There(self.remote_owner(&matcher, token.partition)?))
     }
 
     /// Puts up to `limit` dead letters of each partition back in the queue
@@ -355,9 +384,10 @@ impl Router {
             } else {
                 let owner = self.remote_owner(&matcher, partition)?;
                 let message = pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 };
-                let forwarded = self.forwarded(message, Some(partition));
-                let redriven = self.peers.client(&owner)?.redrive_dead_letters(forwarded).await;
-                redriven.map_err(|error| status::from_forwarded(error, &owner))?.into_inner()
+                self.forward(&owner, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
+                    peer.redrive_dead_letters(request).await
+                })
+                .await?
             };
             total.redriven += done.redriven;
             total.duplicates += done.duplicates;
@@ -369,11 +399,8 @@ impl Router {
 /// Where a lease request is served.
 pub enum Target {
     Here(Arc<QueueMatcher>),
-    /// The partition's owner, `owner`, through `client`.
-    There {
-        client: MatchingClient<Channel>,
-        owner: String,
-    },
+    /// The partition's owner, another node, by its address.
+    There(String),
 }
 
 fn to_pb(spec: TaskSpec) -> pb::TaskSpec {

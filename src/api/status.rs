@@ -7,6 +7,7 @@
 //! | outcome unknown (e.g. write timeout) | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
 //! | forwarded to the owner, whom this node could not reach | `UNAVAILABLE` | no: safe to retry |
 //! | forwarded to the owner, cut off after the request left | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
+//! | forwarded to the owner, no answer within `cluster.forward_timeout` | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
 //! | store refused a write this server made (too large, bad value): not the caller's fault | `INTERNAL` | no |
 //! | corrupt stored data | `DATA_LOSS` | no |
 //! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
@@ -18,6 +19,8 @@
 //! | a poll past `matcher.max_parked_polls` or `limits.max_polls_per_connection` | `RESOURCE_EXHAUSTED` | no |
 //! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
 //! | the caller lacks the permission, or adds under another tenant's fairness key | `PERMISSION_DENIED` | no |
+
+use std::time::Duration;
 
 use tonic::{Code, Status};
 
@@ -113,10 +116,23 @@ pub fn from_forwarded(status: Status, owner: &str) -> Status {
     if not_sent {
         return Status::unavailable(format!("could not reach {owner}, the owner: nothing was written, retry"));
     }
-    let mut maybe = Status::new(
-        Code::Unknown,
-        format!("the request to {owner}, the owner, failed after it was sent: it may have been applied ({status})"),
-    );
+    may_have_applied(format!("the request to {owner}, the owner, failed after it was sent ({status})"))
+}
+
+/// A request forwarded to `owner` that got no answer within `deadline`
+/// (`cluster.forward_timeout` beyond its wait): the owner may be paused or
+/// cut off, and may yet apply it.
+pub fn no_answer(owner: &str, deadline: Duration) -> Status {
+    may_have_applied(format!(
+        "the request to {owner}, the owner, got no answer within {deadline:?} (cluster.forward_timeout beyond the \
+         request's wait)"
+    ))
+}
+
+/// `UNKNOWN`, with [`MAYBE_APPLIED`], for a forwarded request whose fate
+/// `what` tells.
+fn may_have_applied(what: String) -> Status {
+    let mut maybe = Status::new(Code::Unknown, format!("{what}: it may have been applied"));
     maybe.metadata_mut().insert(MAYBE_APPLIED, "true".parse().expect("ascii"));
     maybe
 }

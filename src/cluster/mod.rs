@@ -32,6 +32,9 @@ use crate::clock::UnixMillis;
 use crate::model::{QueueName, ValidationError, validate};
 use crate::store::QueueConfig;
 
+/// The longest `cluster.forward_timeout`.
+const MAX_FORWARD_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Section `[cluster]` of the config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -66,6 +69,14 @@ pub struct ClusterConfig {
     /// fences for seconds after its heartbeats land again. 0: at once.
     #[serde(with = "crate::config::duration_serde")]
     pub failback_after: Duration,
+    /// How long a node waits for another node's answer to a request it
+    /// forwarded there (beyond a poll's own wait) before it gives up: a
+    /// paused or cut-off owner costs a client this, not a hang. An add or a
+    /// completion given up on may have been applied. Longer than
+    /// `cassandra.request_timeout` by default, so that the owner's own
+    /// store error reaches the client first.
+    #[serde(with = "crate::config::duration_serde")]
+    pub forward_timeout: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -79,6 +90,7 @@ impl Default for ClusterConfig {
             member_timeout: Duration::from_secs(6),
             rebalance_interval: Duration::from_secs(1),
             failback_after: Duration::from_secs(15),
+            forward_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -93,6 +105,12 @@ impl ClusterConfig {
             if d.is_zero() {
                 return Err(ValidationError::new(key, "must be longer than 0s"));
             }
+        }
+        if self.forward_timeout.is_zero() || self.forward_timeout > MAX_FORWARD_TIMEOUT {
+            return Err(ValidationError::new(
+                "cluster.forward_timeout",
+                format!("is {:?}; it must be in (0s, {MAX_FORWARD_TIMEOUT:?}]", self.forward_timeout),
+            ));
         }
         if self.member_timeout < self.heartbeat_interval * 3 {
             return Err(ValidationError::new(

@@ -15,17 +15,36 @@ pub const FORWARDED: &str = "fairway-forwarded";
 
 /// Clients of the other nodes, connected lazily and kept; over TLS when the
 /// nodes serve TLS.
-#[derive(Debug, Default)]
+///
+/// Invariant: no call to another node waits without end. A forwarded
+/// request is given up after [`Peers::deadline`], and a connection whose
+/// peer stops answering HTTP/2 pings is closed, so that a paused or cut-off
+/// node costs its callers a bounded wait.
+#[derive(Debug)]
 pub struct Peers {
     clients: Mutex<HashMap<String, MatchingClient<Channel>>>,
     tls: Option<ClientTlsConfig>,
+    /// `cluster.forward_timeout`.
+    timeout: Duration,
+}
+
+impl Default for Peers {
+    fn default() -> Self {
+        Peers::new(None, super::ClusterConfig::default().forward_timeout)
+    }
 }
 
 impl Peers {
     /// Clients that call the other nodes over TLS with `tls`, or in plain
-    /// text.
-    pub fn new(tls: Option<ClientTlsConfig>) -> Peers {
-        Peers { clients: Mutex::default(), tls }
+    /// text, and give up on a request `timeout` after the wait it asks for.
+    pub fn new(tls: Option<ClientTlsConfig>, timeout: Duration) -> Peers {
+        Peers { clients: Mutex::default(), tls, timeout }
+    }
+
+    /// How long to wait for the answer to a request forwarded with `wait`
+    /// (a poll's wait; zero for every other request).
+    pub fn deadline(&self, wait: Duration) -> Duration {
+        wait.saturating_add(self.timeout)
     }
 
     /// A client of the node at `address`.
@@ -39,6 +58,9 @@ impl Peers {
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| bad_address(&e))?
             .connect_timeout(Duration::from_secs(2))
+            .http2_keep_alive_interval(self.timeout)
+            .keep_alive_timeout(self.timeout)
+            .keep_alive_while_idle(true)
             .tcp_nodelay(true);
         if let Some(tls) = &self.tls {
             endpoint = endpoint.tls_config(tls.clone()).map_err(|e| bad_address(&e))?;

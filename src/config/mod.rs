@@ -501,6 +501,11 @@ mod tests {
         assert_eq!(err.key, "tasks.max_attempts");
         let err = Config::load(None, env(&[("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "1s")]), &[]).unwrap_err();
         assert_eq!(err.key, "cluster.member_timeout");
+        for bad in ["0s", "301s"] {
+            let err = Config::load(None, env(&[("FAIRWAY_CLUSTER__FORWARD_TIMEOUT", bad)]), &[]).unwrap_err();
+            assert_eq!(err.key, "cluster.forward_timeout");
+            assert!(err.message.contains("(0s, 300s]"), "{err}");
+        }
         let err = Config::load(None, env(&[("FAIRWAY_MATCHER__PARTITIONS_PER_QUEUE", "257")]), &[]).unwrap_err();
         assert_eq!(
             (err.key.as_str(), err.message.as_str()),

@@ -160,7 +160,7 @@ pub async fn serve(
     let tls = config.security.tls_files().map(ServerTls::load).transpose()?.map(Arc::new);
     let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
     let gate = Gate::new(authenticator.clone(), keys.clone(), clock.clone());
-    let peers = Peers::new(peer_tls(&config.security)?);
+    let peers = Peers::new(peer_tls(&config.security)?, config.cluster.forward_timeout);
     let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));

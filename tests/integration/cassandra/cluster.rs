@@ -28,7 +28,13 @@ const CLUSTER_ENV: &[(&str, &str)] = &[
     ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
     ("FAIRWAY_TASKS__LEASE_TIMEOUT", "3s"),
     ("FAIRWAY_TASKS__BACKOFF_INITIAL", "100ms"),
+    ("FAIRWAY_CLUSTER__FORWARD_TIMEOUT", "2s"),
 ];
+
+/// Every call of the test's clients gives up after this, as a real client's
+/// deadline does: a call to a paused node must not hold a producer or a
+/// worker until the node resumes.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
 
 async fn client(addr: SocketAddr) -> Client {
     MatchingClient::connect(format!("http://{addr}")).await.expect("connect")
@@ -79,8 +85,13 @@ struct Cluster {
 
 impl Cluster {
     async fn start(keyspace: Keyspace, size: usize) -> Cluster {
+        Cluster::start_with(keyspace, size, CLUSTER_ENV).await
+    }
+
+    /// [`Cluster::start`] with settings `env` instead of [`CLUSTER_ENV`].
+    async fn start_with(keyspace: Keyspace, size: usize, env: &[(&str, &str)]) -> Cluster {
         let nodes: Vec<ServerProcess> =
-            (0..size).map(|_| ServerProcess::start_on(&keyspace.store_url(), CLUSTER_ENV)).collect();
+            (0..size).map(|_| ServerProcess::start_on(&keyspace.store_url(), env)).collect();
         let mut first = client(nodes[0].addr).await;
         first
             .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: PARTITIONS, home: String::new() })
@@ -251,7 +262,9 @@ impl Clients {
         if let Some(client) = self.0.get(&target) {
             return Some(client.clone());
         }
-        let client = MatchingClient::connect(format!("http://{target}")).await.ok()?;
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{target}")).ok()?;
+        let channel = endpoint.connect_timeout(CLIENT_DEADLINE).timeout(CLIENT_DEADLINE).connect().await.ok()?;
+        let client = MatchingClient::new(channel);
         self.0.insert(target, client.clone());
         Some(client)
     }
@@ -426,6 +439,55 @@ async fn a_paused_owner_is_fenced_and_rejoins() {
         seen.acknowledged.len(),
         seen.errors
     );
+    let Cluster { keyspace, nodes } = cluster;
+    for node in nodes {
+        node.terminate();
+    }
+    keyspace.drop_keyspace().await;
+}
+
+/// A request forwarded to an owner that does not answer (paused, and not
+/// yet counted dead) is given up after `cluster.forward_timeout`: the
+/// completion of one of its leases is reported as maybe applied, and polls
+/// go on without its partitions, rather than wait for it to resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_forwarded_to_an_owner_that_does_not_answer_is_given_up() {
+    let mut env: Vec<(&str, &str)> = CLUSTER_ENV.to_vec();
+    env.push(("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "600s"));
+    let cluster = Cluster::start_with(Keyspace::create().await, 2, &env).await;
+    let owners = until_each_owner_holds(&cluster).await;
+    let (asked, paused) = (&cluster.nodes[0], &cluster.nodes[1]);
+    let mut at_paused = paused.client().await;
+    at_paused
+        .add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("k", 0.0, 0, b"held")) })
+        .await
+        .expect("add at the node to pause");
+    let task = crate::support::poll(&mut at_paused, QUEUE, Duration::from_secs(10)).await.expect("the task");
+    assert_eq!(owners.get(task.partition as usize), Some(&paused.addr.to_string()), "{owners:?}");
+
+    paused.signal("STOP");
+    let mut at_asked = asked.client().await;
+    let hang_guard = Duration::from_secs(60);
+    let completion = pb::CompleteTaskRequest { lease_token: task.lease_token.clone(), result: vec![] };
+    let given_up = tokio::time::timeout(hang_guard, at_asked.complete_task(completion))
+        .await
+        .expect("a completion forwarded to a paused owner was never given up")
+        .expect_err("a paused owner cannot complete a task");
+    assert_eq!(given_up.code(), tonic::Code::Unknown, "{given_up:?}");
+    assert!(given_up.message().contains("got no answer within"), "{given_up:?}");
+    assert_eq!(given_up.metadata().get("fairway-maybe-applied").map(|v| v.to_str().unwrap()), Some("true"));
+    for _ in 0..2 {
+        let request =
+            pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "w".into(), max_wait: wait(Duration::ZERO) };
+        let polled = tokio::time::timeout(hang_guard, at_asked.poll_task(request))
+            .await
+            .expect("a poll whose probe went to a paused owner was never given up")
+            .expect("a poll goes on without the paused owner's partitions");
+        assert!(polled.into_inner().task.is_none(), "nothing was added at the node asked");
+    }
+    assert!(asked.log().contains("peer gave no answer to a poll"), "{}", asked.log());
+
+    paused.signal("CONT");
     let Cluster { keyspace, nodes } = cluster;
     for node in nodes {
         node.terminate();
