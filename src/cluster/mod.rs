@@ -283,6 +283,13 @@ impl ClusterView {
         }
         returns.settling_until.retain(|_, until| *until > now);
         returns.refreshed_at = now;
+        let names = |nodes: &[LiveNode]| nodes.iter().map(|n| n.name.clone()).collect::<BTreeSet<_>>();
+        let (before, after) = (names(&current), names(&live));
+        if before != after {
+            let joined: Vec<&String> = after.difference(&before).collect();
+            let left: Vec<&String> = before.difference(&after).collect();
+            tracing::info!(?joined, ?left, live = ?after, "live nodes changed");
+        }
         *current = live;
     }
 

@@ -457,6 +457,9 @@ async fn a_request_forwarded_to_an_owner_that_does_not_answer_is_given_up() {
     let cluster = Cluster::start_with(Keyspace::create().await, 2, &env).await;
     let owners = until_each_owner_holds(&cluster).await;
     let (asked, paused) = (&cluster.nodes[0], &cluster.nodes[1]);
+    // The partitions may settle before the first node has read the second's
+    // heartbeat: until then it counts itself the owner of everything.
+    until_logged(asked, &format!("live nodes changed joined=[\"{}\"]", paused.addr)).await;
     let mut at_paused = paused.client().await;
     at_paused
         .add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("k", 0.0, 0, b"held")) })
@@ -473,7 +476,7 @@ async fn a_request_forwarded_to_an_owner_that_does_not_answer_is_given_up() {
         .await
         .expect("a completion forwarded to a paused owner was never given up")
         .expect_err("a paused owner cannot complete a task");
-    assert_eq!(given_up.code(), tonic::Code::Unknown, "{given_up:?}");
+    assert_eq!(given_up.code(), tonic::Code::Unknown, "{given_up:?}\n--- asked\n{}", asked.log());
     assert!(given_up.message().contains("got no answer within"), "{given_up:?}");
     assert_eq!(given_up.metadata().get("fairway-maybe-applied").map(|v| v.to_str().unwrap()), Some("true"));
     for _ in 0..2 {
@@ -621,6 +624,17 @@ async fn polls_at_one_node_serve_the_backlog_of_every_node_in_turn() {
         node.terminate();
     }
     keyspace.drop_keyspace().await;
+}
+
+/// Waits (re-reading every 100 ms, at most two minutes) until `node` has
+/// logged `text`.
+async fn until_logged(node: &ServerProcess, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    while !node.log().contains(text) {
+        assert!(Instant::now() < deadline, "{} did not log {text:?} in two minutes:\n{}", node.addr, node.log());
+        ticks.tick().await;
+    }
 }
 
 /// Waits (at most two minutes) until every partition is active at the
