@@ -12,6 +12,7 @@ mod store_url;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,9 @@ use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
 use crate::visits::SchedulerConfig;
+
+/// The longest `shutdown_grace`.
+const MAX_SHUTDOWN_GRACE: Duration = Duration::from_secs(600);
 
 /// Sections renamed, old name first: a file, variable or flag may still use
 /// the old name (not both names at once).
@@ -60,6 +64,12 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `embedded:DIR` or `cassandra://HOST:PORT/KEYSPACE`.
     pub store: String,
+    /// At shutdown, how long requests in flight may take to finish before
+    /// their connections are closed and the node goes on to hand its
+    /// partitions over (a client that never finishes a request must not
+    /// hold a shutdown). At most 10 min.
+    #[serde(with = "duration_serde")]
+    pub shutdown_grace: Duration,
     /// Bounds on outside input (section `[limits]`).
     pub limits: Limits,
     /// How each partition's engine buffers, persists and collects (section
@@ -102,6 +112,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             store: "embedded:./fairway-data".to_owned(),
+            shutdown_grace: Duration::from_secs(10),
             limits: Limits::default(),
             engine: EngineConfig::default(),
             writer: WriterConfig::default(),
@@ -192,6 +203,12 @@ impl Config {
     /// Checks every rule that a value's type does not already enforce.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store_url()?;
+        if self.shutdown_grace > MAX_SHUTDOWN_GRACE {
+            return Err(ConfigError::new(
+                "shutdown_grace",
+                format!("is {:?}; it must be at most {MAX_SHUTDOWN_GRACE:?}", self.shutdown_grace),
+            ));
+        }
         self.limits.validate()?;
         self.engine.validate()?;
         self.writer.validate()?;
@@ -501,6 +518,8 @@ mod tests {
         assert_eq!(err.key, "tasks.max_attempts");
         let err = Config::load(None, env(&[("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "1s")]), &[]).unwrap_err();
         assert_eq!(err.key, "cluster.member_timeout");
+        let err = Config::load(None, env(&[("FAIRWAY_SHUTDOWN_GRACE", "11m")]), &[]).unwrap_err();
+        assert_eq!((err.key.as_str(), err.message.as_str()), ("shutdown_grace", "is 660s; it must be at most 600s"));
         for bad in ["0s", "301s"] {
             let err = Config::load(None, env(&[("FAIRWAY_CLUSTER__FORWARD_TIMEOUT", bad)]), &[]).unwrap_err();
             assert_eq!(err.key, "cluster.forward_timeout");

@@ -2,7 +2,8 @@
 //! off (a small response must not wait for the client's delayed
 //! acknowledgement), and, with TLS on, handshaken apart from the accept loop:
 //! at most [`MAX_HANDSHAKES`] at once, each within [`HANDSHAKE_TIMEOUT`], so
-//! that a client that connects and sends nothing holds up no one.
+//! that a client that connects and sends nothing holds up no one. Every
+//! connection is closed when the server says so, whatever its client does.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::transport::server::Connected;
 
 use crate::security::ServerTls;
@@ -28,13 +30,36 @@ pub const MAX_HANDSHAKES: usize = 256;
 /// The longest a TLS handshake may take before its connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One served connection.
+/// One served connection, closed (its reads and writes fail) once the
+/// server's `closing` token is cancelled.
 #[derive(Debug)]
-pub enum Conn {
+pub struct Conn {
+    stream: Stream,
+    closing: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+#[derive(Debug)]
+enum Stream {
     /// Plain TCP.
     Plain(TcpStream),
     /// TLS over TCP, handshake done.
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    fn new(stream: Stream, closing: &CancellationToken) -> Conn {
+        Conn { stream, closing: Box::pin(closing.clone().cancelled_owned()) }
+    }
+
+    /// An error once the server closes its connections (and a wake-up then,
+    /// for a read or write waiting on the client).
+    fn closed(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        self.closing
+            .as_mut()
+            .poll(cx)
+            .is_ready()
+            .then(|| io::Error::new(io::ErrorKind::ConnectionAborted, "the server closed the connection at shutdown"))
+    }
 }
 
 /// What a handler can learn of its request's connection (a request
@@ -51,9 +76,9 @@ impl Connected for Conn {
     type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> ConnInfo {
-        match self {
-            Conn::Plain(tcp) => ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: None },
-            Conn::Tls(tls) => {
+        match &self.stream {
+            Stream::Plain(tcp) => ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: None },
+            Stream::Tls(tls) => {
                 let (tcp, session) = tls.get_ref();
                 let certificates = session
                     .peer_certificates()
@@ -66,32 +91,44 @@ impl Connected for Conn {
 
 impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
-            Conn::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        let conn = self.get_mut();
+        if let Some(closed) = conn.closed(cx) {
+            return Poll::Ready(Err(closed));
+        }
+        match &mut conn.stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
 impl AsyncWrite for Conn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
-            Conn::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+        let conn = self.get_mut();
+        if let Some(closed) = conn.closed(cx) {
+            return Poll::Ready(Err(closed));
+        }
+        match &mut conn.stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
-            Conn::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+        let conn = self.get_mut();
+        if let Some(closed) = conn.closed(cx) {
+            return Poll::Ready(Err(closed));
+        }
+        match &mut conn.stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
-            Conn::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        match &mut self.get_mut().stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
     }
 
@@ -100,32 +137,42 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
-            Conn::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
+        let conn = self.get_mut();
+        if let Some(closed) = conn.closed(cx) {
+            return Poll::Ready(Err(closed));
+        }
+        match &mut conn.stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Conn::Plain(tcp) => tcp.is_write_vectored(),
-            Conn::Tls(tls) => tls.is_write_vectored(),
+        match &self.stream {
+            Stream::Plain(tcp) => tcp.is_write_vectored(),
+            Stream::Tls(tls) => tls.is_write_vectored(),
         }
     }
 }
 
-/// The connections of `listener`, over TLS when `tls` is given. Ends when
-/// the server stops reading it.
+/// The connections of `listener`, over TLS when `tls` is given, each closed
+/// when `closing` is cancelled. Ends when the server stops reading it.
 pub fn incoming(
     listener: TcpListener,
     tls: Option<Arc<ServerTls>>,
+    closing: CancellationToken,
 ) -> impl tokio_stream::Stream<Item = io::Result<Conn>> + Send + 'static {
     let (sender, receiver) = mpsc::channel(MAX_HANDSHAKES);
-    tokio::spawn(accept_loop(listener, tls, sender));
+    tokio::spawn(accept_loop(listener, tls, closing, sender));
     ReceiverStream::new(receiver)
 }
 
-async fn accept_loop(listener: TcpListener, tls: Option<Arc<ServerTls>>, sender: mpsc::Sender<io::Result<Conn>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
+    closing: CancellationToken,
+    sender: mpsc::Sender<io::Result<Conn>>,
+) {
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
         let accepted = tokio::select! {
@@ -140,19 +187,19 @@ async fn accept_loop(listener: TcpListener, tls: Option<Arc<ServerTls>>, sender:
             }
         };
         let Some(tls) = &tls else {
-            if sender.send(Ok(Conn::Plain(tcp))).await.is_err() {
+            if sender.send(Ok(Conn::new(Stream::Plain(tcp), &closing))).await.is_err() {
                 return;
             }
             continue;
         };
         let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
-        let (acceptor, sender) = (tls.acceptor(), sender.clone());
+        let (acceptor, sender, closing) = (tls.acceptor(), sender.clone(), closing.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let remote = tcp.peer_addr().ok();
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => {
-                    let _ = sender.send(Ok(Conn::Tls(Box::new(stream)))).await;
+                    let _ = sender.send(Ok(Conn::new(Stream::Tls(Box::new(stream)), &closing))).await;
                 }
                 Ok(Err(error)) => tracing::debug!(?remote, %error, "TLS handshake failed"),
                 Err(_) => tracing::debug!(?remote, "TLS handshake timed out"),

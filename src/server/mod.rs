@@ -2,7 +2,8 @@
 //! taking it apart again in a fixed order.
 //!
 //! Shutdown order: (1) stop accepting connections and answer every parked
-//! poll with an empty response; (2) let in-flight requests finish; (2b) stop
+//! poll with an empty response; (2) let in-flight requests finish, for at
+//! most `shutdown_grace`, then close the connections left; (2b) stop
 //! the scheduling rounds (a round in progress ends first); (3) stop taking
 //! partitions; (4) for every partition, finish its queued writes and
 //! write its ack levels with no owner (a hand-over); (5) leave the cluster,
@@ -202,13 +203,18 @@ pub async fn serve(
     }
 
     let stop_queues = queues.clone();
-    let stopping = async move {
-        shutdown.await;
-        tracing::info!("shutting down: answering parked polls");
-        health_reporter.set_not_serving::<MatchingServer<MatchingService>>().await;
-        stop_queues.stop_polls();
+    let (draining, closing) = (CancellationToken::new(), CancellationToken::new());
+    let stopping = {
+        let draining = draining.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: answering parked polls");
+            health_reporter.set_not_serving::<MatchingServer<MatchingService>>().await;
+            stop_queues.stop_polls();
+            draining.cancel();
+        }
     };
-    let served = tonic::transport::Server::builder()
+    let serving = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .trace_fn(request_span)
@@ -216,8 +222,17 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(matching)
         .add_service(scheduling)
-        .serve_with_incoming_shutdown(incoming(listener, tls.clone()), stopping)
-        .await;
+        .serve_with_incoming_shutdown(incoming(listener, tls.clone(), closing.clone()), stopping);
+    tokio::pin!(serving);
+    let grace = config.shutdown_grace;
+    let served = tokio::select! {
+        served = &mut serving => served,
+        () = async { draining.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(?grace, "shutting down: requests still open after shutdown_grace; closing their connections");
+            closing.cancel();
+            serving.await
+        }
+    };
     stop_reloads.cancel();
     stop_rounds.cancel();
     if let Some(rounds) = rounds {

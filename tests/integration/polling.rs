@@ -170,3 +170,29 @@ async fn backlogged_partitions_are_served_in_turn_whatever_their_passes() {
     assert!(served[0] >= 8 && served[1] >= 8, "20 dispatches went {served:?} to partitions 0 and 1");
     queues.close().await;
 }
+
+/// A client that opens a request and never sends the rest of it (or stops
+/// reading) holds no shutdown: after `shutdown_grace` the server closes what
+/// is left and goes on to hand its partitions over.
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_client_that_never_finishes_its_request() {
+    let config = Config { shutdown_grace: Duration::from_secs(1), ..Config::default() };
+    let server = TestServer::start_with(config).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut client, mut connection) = h2::client::handshake(tcp).await.unwrap();
+    let mut ping = connection.ping_pong().expect("a ping handle");
+    tokio::spawn(connection);
+    let request = hyper::Request::post(format!("http://{}/fairway.v1.Matching/AddTask", server.addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, _body_never_sent) = client.send_request(request, false).unwrap();
+    // Frames arrive in order: once the ping is answered, the server has the request's headers.
+    ping.ping(h2::Ping::opaque()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), server.stop())
+        .await
+        .expect("the shutdown waited for a client that never finished its request");
+    let closed = tokio::time::timeout(Duration::from_secs(60), response).await.expect("the connection is left open");
+    assert!(closed.is_err(), "the request was answered, not cut off: {closed:?}");
+}
