@@ -51,16 +51,36 @@ impl Conn {
         Conn { stream, closing: Box::pin(closing.clone().cancelled_owned()) }
     }
 
-    /// An error once the server closes its connections (and a wake-up then,
-    /// for a read or write waiting on the client).
-    fn closed(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        self.closing
-            .as_mut()
-            .poll(cx)
-            .is_ready()
-            .then(|| io::Error::new(io::ErrorKind::ConnectionAborted, "the server closed the connection at shutdown"))
+    /// `op` (a read or a write) on the stream; when it would wait, an error
+    /// instead once the server closed its connections, and a wake-up when
+    /// it does. The closing is looked at only then, off the path of a
+    /// read or write that goes through at once.
+    fn poll_io<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(Pin<&mut dyn Io>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match op(self.stream(), cx) {
+            Poll::Pending if self.closing.as_mut().poll(cx).is_ready() => {
+                let closed = "the server closed the connection at shutdown";
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, closed)))
+            }
+            polled => polled,
+        }
+    }
+
+    fn stream(&mut self) -> Pin<&mut dyn Io> {
+        match &mut self.stream {
+            Stream::Plain(tcp) => Pin::new(tcp),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()),
+        }
     }
 }
+
+/// What a connection's stream is.
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// What a handler can learn of its request's connection (a request
 /// extension).
@@ -91,45 +111,21 @@ impl Connected for Conn {
 
 impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let conn = self.get_mut();
-        if let Some(closed) = conn.closed(cx) {
-            return Poll::Ready(Err(closed));
-        }
-        match &mut conn.stream {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
-        }
+        self.get_mut().poll_io(cx, |io, cx| io.poll_read(cx, buf))
     }
 }
 
 impl AsyncWrite for Conn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let conn = self.get_mut();
-        if let Some(closed) = conn.closed(cx) {
-            return Poll::Ready(Err(closed));
-        }
-        match &mut conn.stream {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
-        }
+        self.get_mut().poll_io(cx, |io, cx| io.poll_write(cx, buf))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let conn = self.get_mut();
-        if let Some(closed) = conn.closed(cx) {
-            return Poll::Ready(Err(closed));
-        }
-        match &mut conn.stream {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
-        }
+        self.get_mut().poll_io(cx, |io, cx| io.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().stream {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
-        }
+        self.get_mut().stream().poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -137,14 +133,7 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let conn = self.get_mut();
-        if let Some(closed) = conn.closed(cx) {
-            return Poll::Ready(Err(closed));
-        }
-        match &mut conn.stream {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
-        }
+        self.get_mut().poll_io(cx, |io, cx| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
