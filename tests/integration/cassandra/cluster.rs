@@ -455,11 +455,11 @@ async fn a_request_forwarded_to_an_owner_that_does_not_answer_is_given_up() {
     let mut env: Vec<(&str, &str)> = CLUSTER_ENV.to_vec();
     env.push(("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "600s"));
     let cluster = Cluster::start_with(Keyspace::create().await, 2, &env).await;
-    let owners = until_each_owner_holds(&cluster).await;
     let (asked, paused) = (&cluster.nodes[0], &cluster.nodes[1]);
-    // The partitions may settle before the first node has read the second's
-    // heartbeat: until then it counts itself the owner of everything.
+    // The partitions may look settled before the first node has read the
+    // second's heartbeat: until then it counts itself the owner of everything.
     until_logged(asked, &format!("live nodes changed joined=[\"{}\"]", paused.addr)).await;
+    let owners = until_each_owner_holds(&cluster).await;
     let mut at_paused = paused.client().await;
     at_paused
         .add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("k", 0.0, 0, b"held")) })
