@@ -5,8 +5,9 @@
 //! `fairway::audit`), allowed or not.
 //!
 //! Invariant: a request reaches a handler only with a [`Caller`] in its
-//! extensions; routing metadata is honoured only with a node's proof; a
-//! handler acts only after [`authorize`] said yes.
+//! extensions; routing metadata is honoured only with a node's fresh proof
+//! for that RPC, and only on the RPCs nodes forward; a handler acts only
+//! after [`authorize`] said yes.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -17,8 +18,12 @@ use tonic::{Request, Status};
 
 use super::status;
 use crate::clock::SharedClock;
+use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION};
-use crate::security::{Authenticator, Caller, ClusterKeys, NODE_PROOF, Permission};
+use crate::model::TaskSpec;
+use crate::security::{
+    Authenticator, Caller, ClusterKeys, Grant, NODE_PROOF, NODE_PROOF_VALIDITY_SECS, NodeCall, Permission,
+};
 use crate::server::incoming::ConnInfo;
 
 /// Every RPC of `fairway.v1.Matching` and `fairway.v1.Scheduler`.
@@ -68,6 +73,44 @@ impl Rpc {
         Rpc::RunRound,
     ];
 
+    /// The RPC's name, as its proto spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rpc::AddTask => "AddTask",
+            Rpc::AddTasks => "AddTasks",
+            Rpc::PollTask => "PollTask",
+            Rpc::PollTasks => "PollTasks",
+            Rpc::CompleteTask => "CompleteTask",
+            Rpc::FailTask => "FailTask",
+            Rpc::HeartbeatTask => "HeartbeatTask",
+            Rpc::ListDeadLetters => "ListDeadLetters",
+            Rpc::RedriveDeadLetters => "RedriveDeadLetters",
+            Rpc::DescribeQueue => "DescribeQueue",
+            Rpc::CreateQueue => "CreateQueue",
+            Rpc::MoveQueue => "MoveQueue",
+            Rpc::RecordOrigins => "RecordOrigins",
+            Rpc::FinishListing => "FinishListing",
+            Rpc::RequestVisit => "RequestVisit",
+            Rpc::GetVisitStats => "GetVisitStats",
+            Rpc::GetListerMetrics => "GetListerMetrics",
+            Rpc::RunRound => "RunRound",
+        }
+    }
+
+    /// Whether a node forwards this RPC to the owner of a partition: the
+    /// only RPCs a node's proof lets in.
+    pub fn forwarded_between_nodes(self) -> bool {
+        matches!(
+            self,
+            Rpc::AddTask
+                | Rpc::PollTask
+                | Rpc::CompleteTask
+                | Rpc::FailTask
+                | Rpc::HeartbeatTask
+                | Rpc::RedriveDeadLetters
+        )
+    }
+
     /// What the RPC needs on the resource it names (a queue: the queue of
     /// the request or of its lease token, `visits.<type>` for visits;
     /// `lister:<name>` for a lister's records and counts).
@@ -107,8 +150,8 @@ impl Gate {
     }
 
     fn caller(&self, metadata: &MetadataMap, connection: Option<&ConnInfo>) -> Result<Caller, Status> {
-        if let Some(partition) = self.node(metadata)? {
-            return Ok(Caller::Node(partition));
+        if let Some(call) = self.node(metadata)? {
+            return Ok(Caller::Node(call));
         }
         let Some(authenticator) = &self.authenticator else { return Ok(Caller::Anyone) };
         let bearer =
@@ -124,29 +167,34 @@ impl Gate {
         Ok(Caller::Principal(principal))
     }
 
-    /// `Some` for a request a node forwarded (with the partition it names,
-    /// if any); routing metadata without a valid proof is refused
-    /// (`PERMISSION_DENIED`), so that a client cannot skip the dedup check of
-    /// a partition, or the recording of a visit, by naming a partition.
-    fn node(&self, metadata: &MetadataMap) -> Result<Option<Option<u32>>, Status> {
+    /// `Some` for a request a node forwarded (with the RPC its proof is for
+    /// and the partition it names, if any); routing metadata without a valid,
+    /// fresh proof is refused (`PERMISSION_DENIED`), so that a client cannot
+    /// skip the dedup check of a partition, or the recording of a visit, by
+    /// naming a partition. Proofs are dated by the wall clock of both nodes.
+    fn node(&self, metadata: &MetadataMap) -> Result<Option<NodeCall>, Status> {
         let partition = metadata.get(FORWARDED_PARTITION);
         if partition.is_none() && !metadata.contains_key(FORWARDED) {
             return Ok(None);
         }
         let subject = partition.map_or(Some(""), |p| p.to_str().ok()).unwrap_or("?");
         let proof = metadata.get(NODE_PROOF).and_then(|p| p.to_str().ok()).unwrap_or("");
-        if !self.keys.node_proof_matches(subject, proof) {
+        let now_secs = SystemClock.now_ms().div_euclid(1000);
+        let Some(rpc) = self.keys.node_proof_rpc(subject, proof, now_secs) else {
             return Err(Status::permission_denied(format!(
-                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF}"
+                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF} \
+                 (a node's proof is good for its RPC and partition, {NODE_PROOF_VALIDITY_SECS} s either side of the \
+                 second it was made: keep the nodes' clocks in step)"
             )));
-        }
-        match partition {
-            None => Ok(Some(None)),
-            Some(_) => subject
-                .parse()
-                .map(|p| Some(Some(p)))
-                .map_err(|_| Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))),
-        }
+        };
+        let partition =
+            match partition {
+                None => None,
+                Some(_) => Some(subject.parse().map_err(|_| {
+                    Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))
+                })?),
+            };
+        Ok(Some(NodeCall { rpc: rpc.to_owned(), partition }))
     }
 }
 
@@ -175,8 +223,43 @@ pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
 /// task's `fairness_key`): `PERMISSION_DENIED` naming what is missing, if
 /// not. Admin RPCs are logged, allowed or not.
 pub fn authorize(caller: &Caller, rpc: Rpc, resource: &str, fairness_key: Option<&str>) -> Result<(), Status> {
+    authorize_bound(caller, rpc, resource, fairness_key).map(drop)
+}
+
+/// [`authorize`] for an add of `spec` to `queue`: when only a tenant-bound
+/// grant allows it, the task must keep to that grant's bounds
+/// (`PERMISSION_DENIED` naming the field and the bound), and the grant is
+/// returned, for the dedup id to be scoped to it.
+pub fn authorize_add<'c>(
+    caller: &'c Caller,
+    rpc: Rpc,
+    queue: &str,
+    spec: &TaskSpec,
+) -> Result<Option<&'c Grant>, Status> {
+    let grant = authorize_bound(caller, rpc, queue, Some(&spec.fairness_key))?;
+    if let Some(grant) = grant {
+        grant.check_bounds(spec).map_err(|bound| Status::permission_denied(format!("{:?}: {bound}", caller.name())))?;
+    }
+    Ok(grant)
+}
+
+fn authorize_bound<'c>(
+    caller: &'c Caller,
+    rpc: Rpc,
+    resource: &str,
+    fairness_key: Option<&str>,
+) -> Result<Option<&'c Grant>, Status> {
+    if let Caller::Node(call) = caller
+        && (call.rpc != rpc.name() || !rpc.forwarded_between_nodes())
+    {
+        return Err(Status::permission_denied(format!(
+            "a node's proof for {} does not let in {}: nodes forward only adds, polls, lease calls and redrives",
+            call.rpc,
+            rpc.name()
+        )));
+    }
     let permission = rpc.permission();
-    let decision = caller.may(permission, resource, fairness_key);
+    let decision = caller.binding_grant(permission, resource, fairness_key);
     if permission == Permission::Admin {
         tracing::info!(
             target: "fairway::audit",
@@ -205,16 +288,35 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_metadata_needs_a_node_proof() {
+    fn forwarded_metadata_needs_a_fresh_node_proof_for_its_rpc() {
         let keys = ClusterKeys::random();
         let gate = Gate::new(None, keys.clone(), Arc::new(crate::clock::SystemClock));
+        let now = SystemClock.now_ms() / 1000;
         let mut metadata = MetadataMap::new();
         assert!(matches!(gate.caller(&metadata, None), Ok(Caller::Anyone)));
         metadata.insert(FORWARDED_PARTITION, "3".parse().unwrap());
         assert_eq!(gate.caller(&metadata, None).unwrap_err().code(), tonic::Code::PermissionDenied);
-        metadata.insert(NODE_PROOF, keys.node_proof("4").parse().unwrap());
+        metadata.insert(NODE_PROOF, keys.node_proof("AddTask", "4", now).parse().unwrap());
         assert_eq!(gate.caller(&metadata, None).unwrap_err().code(), tonic::Code::PermissionDenied, "another subject");
-        metadata.insert(NODE_PROOF, keys.node_proof("3").parse().unwrap());
-        assert!(matches!(gate.caller(&metadata, None), Ok(Caller::Node(Some(3)))));
+        let stale = keys.node_proof("AddTask", "3", now - NODE_PROOF_VALIDITY_SECS - 5);
+        metadata.insert(NODE_PROOF, stale.parse().unwrap());
+        assert_eq!(gate.caller(&metadata, None).unwrap_err().code(), tonic::Code::PermissionDenied, "stale");
+        metadata.insert(NODE_PROOF, keys.node_proof("AddTask", "3", now).parse().unwrap());
+        let caller = gate.caller(&metadata, None).unwrap();
+        let Caller::Node(call) = &caller else { panic!("{caller:?}") };
+        assert_eq!((call.rpc.as_str(), call.partition), ("AddTask", Some(3)));
+        assert!(authorize(&caller, Rpc::AddTask, "q", Some("k")).is_ok());
+        assert_eq!(authorize(&caller, Rpc::PollTask, "q", None).unwrap_err().code(), tonic::Code::PermissionDenied);
+    }
+
+    #[test]
+    fn a_node_proof_never_lets_in_what_nodes_do_not_forward() {
+        for rpc in Rpc::ALL {
+            let caller = Caller::Node(NodeCall { rpc: rpc.name().into(), partition: None });
+            assert_eq!(authorize(&caller, rpc, "q", None).is_ok(), rpc.forwarded_between_nodes(), "{rpc:?}");
+        }
+        for rpc in [Rpc::CreateQueue, Rpc::MoveQueue, Rpc::RunRound, Rpc::RecordOrigins, Rpc::DescribeQueue] {
+            assert!(!rpc.forwarded_between_nodes(), "{rpc:?}");
+        }
     }
 }

@@ -99,7 +99,16 @@ mod tests {
             polls.take(connection_of(&on(b)), &Caller::Anyone).unwrap().is_some(),
             "another connection has its own"
         );
-        assert!(polls.take(connection_of(&on(a)), &Caller::Node(None)).unwrap().is_none(), "a node's are not counted");
+        assert!(
+            polls
+                .take(
+                    connection_of(&on(a)),
+                    &Caller::Node(crate::security::NodeCall { rpc: "PollTask".into(), partition: None })
+                )
+                .unwrap()
+                .is_none(),
+            "a node's are not counted"
+        );
         drop(first);
         let third = polls.take(connection_of(&on(a)), &Caller::Anyone).unwrap();
         drop((second, third));

@@ -131,7 +131,12 @@ fn authenticator(dir: &std::path::Path, key: &str) -> Authenticator {
             api_key_sha256: vec![api_key_hash(key)],
             tls_common_name: None,
             jwt_subject: Some("s".into()),
-            grants: vec![Grant { role: Role::Admin, queues: vec!["*".into()], fairness_prefix: None }],
+            grants: vec![Grant {
+                role: Role::Admin,
+                queues: vec!["*".into()],
+                fairness_prefix: None,
+                highest_priority: None,
+            }],
         }],
         jwt_jwks: jwks.display().to_string(),
         jwt_issuer: "i".into(),

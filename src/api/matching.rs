@@ -4,33 +4,33 @@ use std::time::Duration;
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 
-use super::access::{Rpc, authorize, caller};
+use super::access::{Rpc, authorize, authorize_add, caller};
 use super::connection_polls::{ConnectionPolls, connection_of};
 use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
 use crate::cluster::Peers;
 use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{PartitionView, Queues};
-use crate::model::{Limits, QueueName, ValidationError, validate};
+use crate::model::{Limits, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
-use crate::security::ClusterKeys;
+use crate::security::{Caller, ClusterKeys};
 
 /// The longest worker id, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;
 /// The most keys DescribeQueue lists per priority level.
 const MAX_TOP_KEYS: u32 = 100;
 
-/// Sees each completion a client sends (not the copies forwarded between
-/// nodes) before the task is completed; an error refuses the completion,
-/// and nothing is completed. The visit scheduler records there the outcome
-/// a `visits.*` task carries.
+/// Sees each completion at the node that holds its lease, after the lease
+/// was found held by the completing token and before the task is completed;
+/// an error refuses the completion, and nothing is completed. The visit
+/// scheduler records there the outcome a `visits.*` task carries.
 #[tonic::async_trait]
 pub trait CompletionHook: Send + Sync + std::fmt::Debug {
-    /// Sees the completion of a task of `queue` whose worker's result is
-    /// `result`; an error goes back to the client, and the task is not
-    /// completed.
-    async fn completing(&self, queue: &QueueName, result: &[u8]) -> Result<(), Status>;
+    /// Sees the completion of a task of `queue` whose dedup id is `dedup_id`
+    /// and whose worker's result is `result`; an error goes back to the
+    /// client, and the task is not completed.
+    async fn completing(&self, queue: &QueueName, dedup_id: Option<&str>, result: &[u8]) -> Result<(), Status>;
 }
 
 /// `fairway.v1.Matching` on this node, routing to the others as needed.
@@ -67,7 +67,8 @@ impl MatchingService {
         MatchingService { router: Arc::new(Router::new(queues, keys, peers)), limits, polls, on_completion: None }
     }
 
-    /// Shows each client's completion to `hook` before the task is completed.
+    /// Shows each completion of a lease this node holds to `hook` before the
+    /// task is completed.
     pub fn with_completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
         self.on_completion = Some(hook);
         self
@@ -133,6 +134,19 @@ fn item_error(status: Status) -> pb::AddTaskResult {
     }
 }
 
+/// `spec` as `caller` may add it to `queue` by `rpc`: refused unless
+/// allowed, its dedup id scoped to the tenant when a tenant-bound grant
+/// allows it.
+fn admit_add(caller: &Caller, rpc: Rpc, queue: &QueueName, mut spec: TaskSpec) -> Result<TaskSpec, Status> {
+    if let Some(grant) = authorize_add(caller, rpc, queue.as_str(), &spec)? {
+        let field = if rpc == Rpc::AddTasks { "tasks[]" } else { "task" };
+        grant
+            .scope_dedup_id(&mut spec)
+            .map_err(|e| status::invalid(ValidationError::new(format!("{field}.dedup_id"), e)))?;
+    }
+    Ok(spec)
+}
+
 #[tonic::async_trait]
 impl Matching for MatchingService {
     async fn add_task(&self, request: Request<pb::AddTaskRequest>) -> Result<Response<pb::AddTaskResponse>, Status> {
@@ -140,7 +154,7 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
-        authorize(&caller, Rpc::AddTask, queue.as_str(), Some(&spec.fairness_key))?;
+        let spec = admit_add(&caller, Rpc::AddTask, &queue, spec)?;
         let origin = Origin::of(&caller);
         Ok(Response::new(self.router.add(&queue, spec, origin).await?))
     }
@@ -158,13 +172,11 @@ impl Matching for MatchingService {
             .map(|(i, spec)| convert::task_spec(&format!("tasks[{i}]"), Some(spec), &self.limits))
             .collect();
         let results = join_all(specs.into_iter().map(|spec| async {
-            let spec = match spec {
-                Ok(spec) => spec,
-                Err(invalid) => return item_error(status::invalid(invalid)),
-            };
-            if let Err(denied) = authorize(&caller, Rpc::AddTasks, queue.as_str(), Some(&spec.fairness_key)) {
-                return item_error(denied);
-            }
+            let spec =
+                match spec.map_err(status::invalid).and_then(|spec| admit_add(&caller, Rpc::AddTasks, &queue, spec)) {
+                    Ok(spec) => spec,
+                    Err(refused) => return item_error(refused),
+                };
             match self.router.add(&queue, spec, Origin::Client).await {
                 Ok(added) => pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added)) },
                 Err(error) => item_error(error),
@@ -214,20 +226,23 @@ impl Matching for MatchingService {
         authorize(&caller, Rpc::CompleteTask, token.queue.as_str(), None)?;
         let origin = Origin::of(&caller);
         validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
-        // Recorded before the completion, so that a completion never loses
-        // its outcome; a completion retried records it again, which changes
-        // nothing (an outcome no newer than the last one is ignored).
-        if let (Some(hook), Origin::Client) = (&self.on_completion, origin) {
-            hook.completing(&token.queue, &request.result).await?;
-        }
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
+                // Seen once the lease is known to be this token's, and before
+                // the completion, so that a completion never loses its outcome
+                // and a stale token records nothing; a completion retried
+                // records it again, which changes nothing (an outcome no newer
+                // than the last one is ignored).
+                if let Some(hook) = &self.on_completion {
+                    let dedup_id = matcher.leased_dedup_id(&token).map_err(status::from_match)?;
+                    hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
+                }
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
                 Ok(Response::new(pb::CompleteTaskResponse {}))
             }
             Target::There(owner) => self
                 .router
-                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                .forward(&owner, Rpc::CompleteTask, request, None, Duration::ZERO, |mut peer, request| async move {
                     peer.complete_task(request).await
                 })
                 .await
@@ -261,7 +276,7 @@ impl Matching for MatchingService {
             }
             Target::There(owner) => self
                 .router
-                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                .forward(&owner, Rpc::FailTask, request, None, Duration::ZERO, |mut peer, request| async move {
                     peer.fail_task(request).await
                 })
                 .await
@@ -285,7 +300,7 @@ impl Matching for MatchingService {
             }
             Target::There(owner) => self
                 .router
-                .forward(&owner, request, None, Duration::ZERO, |mut peer, request| async move {
+                .forward(&owner, Rpc::HeartbeatTask, request, None, Duration::ZERO, |mut peer, request| async move {
                     peer.heartbeat_task(request).await
                 })
                 .await

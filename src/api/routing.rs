@@ -14,7 +14,9 @@ use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
+use super::access::Rpc;
 use super::{convert, status};
+use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
 use crate::matcher::{LeaseToken, QueueMatcher, Queues};
 use crate::model::ValidationError;
@@ -40,7 +42,7 @@ impl Origin {
     /// passed [`super::access::Gate`] with their proof.
     pub fn of(caller: &Caller) -> Origin {
         match caller {
-            Caller::Node(partition) => Origin::Forwarded(*partition),
+            Caller::Node(call) => Origin::Forwarded(call.partition),
             Caller::Anyone | Caller::Principal(_) => Origin::Client,
         }
     }
@@ -125,6 +127,7 @@ impl Router {
     pub(super) async fn forward<M, R, Answer>(
         &self,
         owner: &str,
+        rpc: Rpc,
         message: M,
         partition: Option<u32>,
         wait: Duration,
@@ -140,7 +143,8 @@ impl Router {
             Some(_) => metadata.insert(FORWARDED_PARTITION, subject.parse().expect("digits")),
             None => metadata.insert(FORWARDED, "1".parse().expect("ascii")),
         };
-        metadata.insert(NODE_PROOF, self.keys.node_proof(&subject).parse().expect("hex"));
+        let now_secs = SystemClock.now_ms().div_euclid(1000);
+        metadata.insert(NODE_PROOF, self.keys.node_proof(rpc.name(), &subject, now_secs).parse().expect("ascii"));
         let deadline = self.peers.deadline(wait);
         request.set_timeout(deadline);
         match tokio::time::timeout(deadline, call(self.peers.client(owner)?, request)).await {
@@ -193,7 +197,7 @@ impl Router {
         });
         let owner = self.remote_owner(&matcher, partition)?;
         let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
-        self.forward(&owner, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
+        self.forward(&owner, Rpc::AddTask, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
             peer.add_task(request).await
         })
         .await
@@ -331,8 +335,9 @@ impl Router {
             worker_id: worker_id.to_owned(),
             max_wait: Some(prost_types::Duration::try_from(wait).unwrap_or_default()),
         };
-        let answer =
-            self.forward(owner, message, None, wait, |mut peer, request| async move { peer.poll_task(request).await });
+        let answer = self.forward(owner, Rpc::PollTask, message, None, wait, |mut peer, request| async move {
+            peer.poll_task(request).await
+        });
         match answer.await {
             Ok(response) => Ok(response.task),
             // A peer that cannot be reached has no task for us now.
@@ -384,9 +389,14 @@ impl Router {
             } else {
                 let owner = self.remote_owner(&matcher, partition)?;
                 let message = pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 };
-                self.forward(&owner, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
-                    peer.redrive_dead_letters(request).await
-                })
+                self.forward(
+                    &owner,
+                    Rpc::RedriveDeadLetters,
+                    message,
+                    Some(partition),
+                    Duration::ZERO,
+                    |mut peer, request| async move { peer.redrive_dead_letters(request).await },
+                )
                 .await?
             };
             total.redriven += done.redriven;

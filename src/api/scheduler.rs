@@ -9,15 +9,16 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::RoutedVisits;
-use super::access::{Rpc, authorize, caller, lister_resource};
+use super::access::{Rpc, authorize, authorize_add, caller, lister_resource};
 use super::matching::CompletionHook;
 use super::routing::Origin;
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::visits::{VisitResult, VisitStatus};
+use crate::core::visits::{ListedOrigin, VisitResult, VisitStatus};
 use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
+use crate::visits::queue::{is_visit_of, requested_dedup_id};
 use crate::visits::{
     ListedReport, Scheduler, SchedulerConfig, SchedulerError, Visit, origin_url, queue_name, visit_type_of,
 };
@@ -27,8 +28,7 @@ pub use crate::visits::origin_url::MAX_URL_BYTES;
 pub const MAX_LISTER_BYTES: usize = 256;
 /// The longest extra loader arguments, in bytes.
 pub const MAX_LOADER_ARGUMENTS_BYTES: usize = 64 * 1024;
-/// The lister of origins first seen through "save code now".
-pub const SAVE_CODE_NOW_LISTER: &str = "save-code-now";
+pub use crate::visits::queue::SAVE_CODE_NOW_LISTER;
 
 fn invalid(field: &str, message: impl Into<String>) -> Status {
     status::invalid(ValidationError::new(field, message))
@@ -112,8 +112,10 @@ pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, VisitRes
             return Err(invalid("result.status", "must be EVENTFUL, UNEVENTFUL, FAILED or NOT_FOUND"));
         }
     };
+    // A visit cannot have happened later than now: a date ahead would make
+    // every true outcome after it look older, and be ignored.
     let visit_date = match &outcome.visit_date {
-        Some(at) => unix_ms("result.visit_date", at)?,
+        Some(at) => unix_ms("result.visit_date", at)?.min(now),
         None => now,
     };
     let snapshot = (!outcome.snapshot.is_empty()).then_some(outcome.snapshot);
@@ -132,13 +134,28 @@ pub struct VisitOutcomes {
 
 #[tonic::async_trait]
 impl CompletionHook for VisitOutcomes {
-    /// Records the outcome in `result` if `queue` is a `visits.*` queue.
-    async fn completing(&self, queue: &QueueName, result: &[u8]) -> Result<(), Status> {
+    /// Records the outcome in `result` if `queue` is a `visits.*` queue and
+    /// the task is the visit of the origin the outcome names (its dedup id
+    /// is that origin's). A task added by hand, with no dedup id, records
+    /// nothing; one that is another origin's visit is refused.
+    async fn completing(&self, queue: &QueueName, dedup_id: Option<&str>, result: &[u8]) -> Result<(), Status> {
         let Some(visit_type) = visit_type_of(queue.as_str()) else {
             return Ok(());
         };
         let now = self.clock.now_ms();
         let (url, outcome) = visit_outcome(result, now)?;
+        let Some(dedup_id) = dedup_id else {
+            tracing::debug!(%url, visit_type, "outcome of a task that is no scheduled visit: not recorded");
+            return Ok(());
+        };
+        if !is_visit_of(dedup_id, visit_type, &url) {
+            return Err(invalid(
+                "result.origin_url",
+                format!(
+                    "names {url:?}, but this task is the visit {dedup_id:?}; report the outcome of the task's own origin"
+                ),
+            ));
+        }
         let recorded =
             self.scheduler.record_outcome(visit_type, &url, &outcome, now).await.map_err(status::from_store)?;
         if !recorded {
@@ -211,33 +228,41 @@ impl scheduler_server::Scheduler for SchedulerService {
         visit_type("visit_type", &request.visit_type)?;
         authorize(&caller, Rpc::RequestVisit, &queue_name(&request.visit_type), None)?;
         let now = self.clock.now_ms();
-        let state = match self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)? {
-            Some(state) => state,
-            None => {
-                let report = ListedReport {
-                    url: request.url.clone(),
-                    visit_type: request.visit_type.clone(),
-                    last_update: None,
-                    is_fork: false,
-                    extra_loader_arguments: String::new(),
-                };
-                self.scheduler
-                    .record_origins(SAVE_CODE_NOW_LISTER, &[report], now)
-                    .await
-                    .map_err(status::from_store)?;
-                self.scheduler
-                    .origin(&request.visit_type, &request.url)
-                    .await
-                    .map_err(status::from_store)?
-                    .ok_or_else(|| Status::unavailable("the origin just recorded cannot be read yet; retry"))?
-            }
+        let known = self.scheduler.origin(&request.visit_type, &request.url).await.map_err(status::from_store)?;
+        // An origin first seen here is recorded as "save code now" listed it,
+        // once the request is known to be allowed.
+        let origin = match &known {
+            Some(state) => state.origin.clone(),
+            None => ListedOrigin {
+                url: request.url.clone(),
+                visit_type: request.visit_type.clone(),
+                lister: SAVE_CODE_NOW_LISTER.into(),
+                last_update: None,
+                first_seen: now,
+                last_seen: now,
+                is_fork: false,
+                extra_loader_arguments: String::new(),
+            },
         };
         let config = self.scheduler.config();
-        let visit = Visit::of(&state.origin, config.fairness_key, config.save_code_now_priority);
+        let visit = Visit::of(&origin, config.fairness_key, config.save_code_now_priority);
         let priority = Priority::new(visit.priority).unwrap_or(Priority::HIGHEST);
         let mut spec = TaskSpec::new(visit.fairness_key, priority, visit.payload);
-        let one_shot = format!("{SAVE_CODE_NOW_LISTER} {}", request.visit_type);
-        spec.dedup_id = Some(crate::visits::queue::dedup_id(&one_shot, &request.url));
+        spec.dedup_id = Some(requested_dedup_id(&request.visit_type, &request.url));
+        // The visit's key and priority are the scheduler's: a tenant-bound
+        // producer may ask only for a visit under its own prefix, at a
+        // priority its grant allows. One visit per origin, whoever asks.
+        authorize_add(&caller, Rpc::RequestVisit, &queue_name(&request.visit_type), &spec)?;
+        if known.is_none() {
+            let report = ListedReport {
+                url: request.url.clone(),
+                visit_type: request.visit_type.clone(),
+                last_update: None,
+                is_fork: false,
+                extra_loader_arguments: String::new(),
+            };
+            self.scheduler.record_origins(SAVE_CODE_NOW_LISTER, &[report], now).await.map_err(status::from_store)?;
+        }
         let queue = self.visits.queue(&request.visit_type).await.map_err(status::from_match)?;
         let added = self.visits.router.add(&queue, spec, Origin::Client).await?;
         Ok(Response::new(pb::RequestVisitResponse { task_id: added.task_id, duplicate: added.duplicate }))

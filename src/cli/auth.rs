@@ -32,6 +32,10 @@ pub(super) struct CreateArgs {
     /// With role producer: the prefix the fairness keys of its adds must have.
     #[arg(long, requires = "role")]
     fairness_prefix: Option<String>,
+    /// With --fairness-prefix: the highest priority (1 highest to 5) its adds
+    /// may carry (3, the default priority, unless given).
+    #[arg(long, requires = "fairness_prefix")]
+    highest_priority: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -59,6 +63,7 @@ pub(super) fn run(command: AuthCommand) -> anyhow::Result<()> {
         role: role.into(),
         queues: if args.queues.is_empty() { vec!["*".to_owned()] } else { args.queues.clone() },
         fairness_prefix: args.fairness_prefix.clone(),
+        highest_priority: args.highest_priority,
     });
     if let Some(grant) = &grant {
         grant.validate("the grant").map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -75,11 +80,13 @@ pub(super) fn run(command: AuthCommand) -> anyhow::Result<()> {
         Some(grant) => {
             let queues: Vec<String> = grant.queues.iter().map(|q| toml_string(q)).collect();
             let prefix = grant.fairness_prefix.as_deref().map(|p| format!(", fairness_prefix = {}", toml_string(p)));
+            let highest = grant.highest_priority.map(|h| format!(", highest_priority = {h}"));
             let role = format!("{:?}", grant.role).to_lowercase();
             println!(
-                "grants = [{{ role = \"{role}\", queues = [{}]{} }}]",
+                "grants = [{{ role = \"{role}\", queues = [{}]{}{} }}]",
                 queues.join(", "),
-                prefix.unwrap_or_default()
+                prefix.unwrap_or_default(),
+                highest.unwrap_or_default()
             );
         }
         None => println!("grants = []  # e.g. {{ role = \"worker\", queues = [\"jobs.*\"] }}"),

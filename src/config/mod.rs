@@ -307,6 +307,14 @@ impl Config {
                 crate::visits::QUEUE_PREFIX.to_owned(),
                 TaskPolicy { key_concurrency: self.scheduler.key_concurrency, ..self.tasks.clone() },
             )],
+            tenant_grants: self
+                .security
+                .principals
+                .iter()
+                .flat_map(|p| &p.grants)
+                .filter(|g| g.fairness_prefix.is_some())
+                .cloned()
+                .collect(),
             dispatch_latency_otlp: None,
         }
     }

@@ -12,6 +12,7 @@ use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::model::PartitionId;
 use crate::model::QueueName;
 use crate::partition::WriterConfig;
+use crate::security::{Grant, tenant_prefixes};
 use crate::store::{QueueConfig, Store, StoreError};
 
 /// What every queue of a node is opened with.
@@ -42,6 +43,9 @@ pub struct Settings {
     /// character (say, the visit scheduler's `visits.`), ahead of `tasks`;
     /// the first prefix that matches wins.
     pub prefixed: Vec<(String, TaskPolicy)>,
+    /// The tenant-bound grants (`fairness_prefix`) of the principals: on the
+    /// queues they cover, each prefix's keys share one fair share.
+    pub tenant_grants: Vec<Grant>,
     /// Where dispatch latencies also go when metrics are pushed over OTLP.
     pub dispatch_latency_otlp: Option<opentelemetry::metrics::Histogram<f64>>,
 }
@@ -49,7 +53,8 @@ pub struct Settings {
 impl Settings {
     /// The engine config of `queue`'s partitions: the node's, with the
     /// queue's task policy (its own section, else the default of its
-    /// prefix, else `[tasks]`).
+    /// prefix, else `[tasks]`), and the prefixes of the tenants granted adds
+    /// to it among its fairness groups.
     pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
         let name = queue.as_str();
         let by_prefix = self
@@ -58,7 +63,11 @@ impl Settings {
             .find(|(prefix, _)| name.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.is_empty()))
             .map(|(_, policy)| policy);
         let tasks = self.queues.get(name).or(by_prefix).unwrap_or(&self.tasks).clone();
-        EngineConfig { tasks, ..self.engine.clone() }
+        let mut engine = EngineConfig { tasks, ..self.engine.clone() };
+        engine.weights.groups.extend(tenant_prefixes(&self.tenant_grants, name));
+        engine.weights.groups.sort();
+        engine.weights.groups.dedup();
+        engine
     }
 }
 

@@ -178,6 +178,15 @@ impl Partition {
         }
     }
 
+    /// The dedup id of the task a held lease is on (an error when the lease
+    /// is not held).
+    pub fn leased_dedup_id(&self, lease_id: i64, attempt: u32) -> Result<Option<String>, FinishError> {
+        match self.with_engine(|e| e.leased_dedup_id(lease_id, attempt)) {
+            Some(result) => Ok(result?),
+            None => Err(FinishError::Partition(self.shared.lost())),
+        }
+    }
+
     /// The task this partition would hand out next, if it may hand out any.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         self.with_engine(|e| e.peek(now)).flatten()

@@ -151,7 +151,12 @@ mod tests {
             api_key_sha256: key.map(api_key_hash).into_iter().collect(),
             tls_common_name: common_name.map(str::to_owned),
             jwt_subject: None,
-            grants: vec![Grant { role: Role::Reader, queues: vec!["*".into()], fairness_prefix: None }],
+            grants: vec![Grant {
+                role: Role::Reader,
+                queues: vec!["*".into()],
+                fairness_prefix: None,
+                highest_priority: None,
+            }],
         }
     }
 

@@ -13,11 +13,11 @@ mod jwt;
 mod keys;
 mod tls;
 
-pub use access::{Caller, Denied, Grant, Permission, Principal, Role};
+pub use access::{Caller, Denied, Grant, NodeCall, Permission, Principal, Role, tenant_prefixes};
 pub use authn::{API_KEY_PREFIX, AuthError, Authenticator, api_key_hash, new_api_key};
 pub use bearer::{AuthChannel, BearerToken};
 pub use config::{PrincipalConfig, SecurityConfig};
 pub use jwt::{JwtError, JwtVerifier};
-pub use keys::{ClusterKeys, NODE_PROOF};
+pub use keys::{ClusterKeys, NODE_PROOF, NODE_PROOF_VALIDITY_SECS};
 pub(crate) use tls::{KeyedFile, client_config};
 pub use tls::{ServerTls, TlsError, TlsFiles};

@@ -77,6 +77,21 @@ pub fn dedup_id(visit_type: &str, url: &str) -> String {
     format!("{} #{hash:016x}{again:016x}", prefix(&id, MAX_DEDUP_ID_BYTES - 40))
 }
 
+/// The lister of origins first seen through "save code now".
+pub const SAVE_CODE_NOW_LISTER: &str = "save-code-now";
+
+/// The dedup id of a "save code now" visit: one such visit queued per
+/// origin and visit type, beside the scheduled one.
+pub fn requested_dedup_id(visit_type: &str, url: &str) -> String {
+    dedup_id(&format!("{SAVE_CODE_NOW_LISTER} {visit_type}"), url)
+}
+
+/// Whether a task of dedup id `task_dedup_id` is a visit (scheduled or
+/// requested) of the origin `url` of `visit_type`.
+pub fn is_visit_of(task_dedup_id: &str, visit_type: &str, url: &str) -> bool {
+    task_dedup_id == dedup_id(visit_type, url) || task_dedup_id == requested_dedup_id(visit_type, url)
+}
+
 /// The longest prefix of `text` of at most `max` bytes, on a character boundary.
 fn prefix(text: &str, max: usize) -> &str {
     let mut end = text.len().min(max);

@@ -1,6 +1,7 @@
 //! Authentication and authorization over real gRPC with TLS on: every RPC of
 //! both services refused without credentials; each role allowed exactly its
-//! permission; a tenant-bound producer held to its fairness keys; API keys,
+//! permission; a tenant-bound producer held to its fairness keys, its share,
+//! its highest priority and its own dedup ids; API keys,
 //! client certificates and JWTs mapped to their principals; a server beyond
 //! loopback refusing to run open; `fairway auth key create` and `--token`.
 
@@ -34,6 +35,7 @@ fn grant(role: Role, fairness_prefix: Option<&str>) -> Grant {
         role,
         queues: vec!["jobs.*".into(), "visits.*".into(), "lister:*".into()],
         fairness_prefix: fairness_prefix.map(str::to_owned),
+        highest_priority: None,
     }
 }
 
@@ -213,12 +215,12 @@ async fn a_tenant_bound_producer_adds_under_its_own_keys_only() {
         .unwrap();
     let mut tenant = clients(&server, client_tls(&ca, None), Some(&acme)).await;
 
-    let add = |key: &str| pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 1.0, 3, b"x")) };
+    let add = |key: &str| pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 0.0, 3, b"x")) };
     tenant.matching.add_task(add("acme/repo")).await.expect("its own key");
     let denied = tenant.matching.add_task(add("globex/repo")).await.unwrap_err();
     assert_eq!(denied.code(), Code::PermissionDenied);
     assert!(denied.message().contains("acme/") && denied.message().contains("globex/repo"), "{}", denied.message());
-    let batch = vec![spec("acme/one", 1.0, 3, b"x"), spec("globex/two", 1.0, 3, b"x"), spec("", 1.0, 3, b"x")];
+    let batch = vec![spec("acme/one", 0.0, 3, b"x"), spec("globex/two", 0.0, 3, b"x"), spec("", 0.0, 3, b"x")];
     let results = tenant.matching.add_tasks(pb::AddTasksRequest { queue: QUEUE.into(), tasks: batch }).await.unwrap();
     let codes: Vec<Option<i32>> = results
         .into_inner()
@@ -241,6 +243,74 @@ async fn a_tenant_bound_producer_adds_under_its_own_keys_only() {
     let mut keys: Vec<String> = polled.await.unwrap().into_inner().tasks.into_iter().map(|t| t.fairness_key).collect();
     keys.sort();
     assert_eq!(keys, vec!["acme/one", "acme/repo"], "only the tenant's own keys hold tasks");
+    server.stop().await;
+}
+
+/// Two tenants bound to prefixes `a/` and `b/` share a queue: whatever
+/// tenant `a` tries (a higher priority, a weight of its own, many keys), the
+/// first 200 tasks dispatched of 200 each are half `b`'s; their dedup ids
+/// are their own.
+#[tokio::test]
+async fn tenants_keep_their_share_whatever_they_try() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (a_key, b_key, admin_key) = (new_api_key(), new_api_key(), new_api_key());
+    let principals = vec![
+        keyed("tenant-a", &a_key, vec![grant(Role::Producer, Some("a/"))]),
+        keyed("tenant-b", &b_key, vec![grant(Role::Producer, Some("b/"))]),
+        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+    ];
+    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+    let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() };
+    admin.matching.create_queue(create).await.unwrap();
+    let mut a = clients(&server, client_tls(&ca, None), Some(&a_key)).await;
+    let mut b = clients(&server, client_tls(&ca, None), Some(&b_key)).await;
+    let add = |task: pb::TaskSpec| pb::AddTaskRequest { queue: QUEUE.into(), task: Some(task) };
+
+    // Tricks past the grant are refused, naming the field and the bound.
+    let refused = a.matching.add_task(add(spec("a/1", 0.0, 1, b"a"))).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    assert!(refused.message().contains("task.priority 1 is above the highest this grant allows, 3"), "{refused:?}");
+    let refused = a.matching.add_task(add(spec("a/1", 1000.0, 3, b"a"))).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    assert!(refused.message().contains("task.fairness_weight"), "{refused:?}");
+
+    // Many keys buy no more than one: the tenant's keys share its share.
+    let tasks = 200;
+    let batch = |tenant: &str, key: &dyn Fn(usize) -> String| pb::AddTasksRequest {
+        queue: QUEUE.into(),
+        tasks: (0..tasks).map(|i| spec(&key(i), 0.0, 3, tenant.as_bytes())).collect(),
+    };
+    let b_batch = batch("b", &|_| "b/1".to_owned());
+    let a_batch = batch("a", &|i| format!("a/{i}"));
+    for (client, request) in [(&mut b, b_batch), (&mut a, a_batch)] {
+        let results = client.matching.add_tasks(request).await.unwrap().into_inner().results;
+        assert!(results.iter().all(|r| matches!(r.outcome, Some(pb::add_task_result::Outcome::Added(_)))));
+    }
+    let mut b_first = 0;
+    let mut taken = 0;
+    while taken < tasks {
+        let request = pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "w".into(),
+            max_wait: wait(Duration::from_secs(5)),
+            max_tasks: (tasks - taken).min(32) as u32,
+        };
+        let polled = admin.matching.poll_tasks(request).await.unwrap().into_inner().tasks;
+        assert!(!polled.is_empty(), "the backlog ran dry after {taken}");
+        taken += polled.len();
+        b_first += polled.iter().filter(|t| t.payload == b"b").count();
+    }
+    assert!((98..=102).contains(&b_first), "b got {b_first} of the first {tasks}, a the rest");
+
+    // One tenant's dedup id is not the other's.
+    let with_dedup = |key: &str| pb::TaskSpec { dedup_id: "invoice-42".into(), ..spec(key, 0.0, 3, b"d") };
+    let first = a.matching.add_task(add(with_dedup("a/1"))).await.unwrap().into_inner();
+    let second = b.matching.add_task(add(with_dedup("b/1"))).await.unwrap().into_inner();
+    assert!(!second.duplicate && second.task_id != first.task_id, "{first:?} {second:?}");
+    let again = b.matching.add_task(add(with_dedup("b/1"))).await.unwrap().into_inner();
+    assert!(again.duplicate && again.task_id == second.task_id, "b's own dedup id still holds: {again:?}");
     server.stop().await;
 }
 

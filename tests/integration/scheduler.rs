@@ -265,3 +265,69 @@ async fn a_visit_completion_must_carry_its_outcome_and_other_queues_take_any_res
     client.complete_task(complete(&job.lease_token, b"\xff any bytes".to_vec())).await.expect("any result");
     server.stop().await;
 }
+
+/// A visit outcome comes only from the worker that holds the task's lease,
+/// about the task's own origin, dated no later than now: a stale token, or a
+/// live one naming another origin, cannot change another origin's record.
+#[tokio::test]
+async fn only_the_lease_holder_reports_and_only_for_its_own_origin() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let mut scheduler = SchedulerClient::new(server.channel());
+    let wait = Duration::from_secs(5);
+    let (first, second) = ("https://x.example/first", "https://x.example/second");
+    for url in [first, second] {
+        let request = pb::RequestVisitRequest { url: url.into(), visit_type: "git".into() };
+        scheduler.request_visit(request).await.expect("request a visit");
+    }
+    let url_of = |task: &pb::Task| -> String {
+        let payload: serde_json::Value = serde_json::from_slice(&task.payload).expect("a JSON payload");
+        payload["url"].as_str().expect("a url").to_owned()
+    };
+    let outcome = |url: &str, status: pb::VisitStatus, visit_date_ms: Option<i64>| {
+        pb::VisitOutcome {
+            origin_url: url.into(),
+            status: status.into(),
+            visit_date: visit_date_ms.map(fairway_timestamp),
+            snapshot: if status == pb::VisitStatus::Eventful { vec![1] } else { Vec::new() },
+        }
+        .encode_to_vec()
+    };
+    let complete =
+        |lease_token: &str, result: Vec<u8>| pb::CompleteTaskRequest { lease_token: lease_token.into(), result };
+    let year_2990_ms = 32_135_184_000_000;
+
+    let done = poll(&mut client, "visits.git", wait).await.expect("a visit");
+    let (done_url, victim) = (url_of(&done), if url_of(&done) == first { second } else { first });
+    client
+        .complete_task(complete(&done.lease_token, outcome(&done_url, pb::VisitStatus::Uneventful, None)))
+        .await
+        .expect("the honest completion");
+    // The token is stale now: its reports about another origin are refused
+    // and recorded nowhere, however often they come.
+    for _ in 0..3 {
+        let stale = complete(&done.lease_token, outcome(victim, pb::VisitStatus::NotFound, Some(year_2990_ms)));
+        let refused = client.complete_task(stale).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    }
+    let untouched = stats(&mut scheduler, victim).await;
+    assert_eq!((untouched.last_visit, untouched.last_visit_status.as_str()), (None, ""), "{untouched:?}");
+    assert!(untouched.enabled);
+
+    // The victim's own worker cannot report about another origin either.
+    let task = poll(&mut client, "visits.git", wait).await.expect("the other visit");
+    assert_eq!(url_of(&task), victim);
+    let elsewhere = complete(&task.lease_token, outcome(&done_url, pb::VisitStatus::NotFound, None));
+    let refused = client.complete_task(elsewhere).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(refused.message().starts_with("result.origin_url"), "{}", refused.message());
+    // Its own outcome is recorded, dated no later than now.
+    let before_ms = fairway::clock::SystemClock.now_ms();
+    let own = complete(&task.lease_token, outcome(victim, pb::VisitStatus::Eventful, Some(year_2990_ms)));
+    client.complete_task(own).await.expect("the victim's own completion");
+    let recorded = stats(&mut scheduler, victim).await;
+    assert_eq!(recorded.last_visit_status, "successful");
+    let last_visit = ms(recorded.last_visit).expect("a visit date");
+    assert!(last_visit >= before_ms && last_visit <= fairway::clock::SystemClock.now_ms(), "{last_visit}");
+    server.stop().await;
+}

@@ -119,6 +119,13 @@ impl EngineConfig {
             validate::check_weight(&format!("engine.weights.keys.{key:?}"), *weight)?;
             validate::fairness_key(&format!("engine.weights.keys.{key:?}"), key)?;
         }
+        for (i, group) in self.weights.groups.iter().enumerate() {
+            let field = format!("engine.weights.groups[{i}]");
+            if group.is_empty() {
+                return Err(ValidationError::new(field, "is empty; it would put every key in one share"));
+            }
+            validate::fairness_key(&field, group)?;
+        }
         Ok(())
     }
 }

@@ -21,6 +21,12 @@ impl QueueMatcher {
         Ok(self.held_partition(token.partition)?.heartbeat(token.lease_id, token.attempt)?)
     }
 
+    /// The dedup id of the task the lease of `token` is on, while the lease
+    /// is held.
+    pub fn leased_dedup_id(&self, token: &LeaseToken) -> Result<Option<String>, MatchError> {
+        Ok(self.held_partition(token.partition)?.leased_dedup_id(token.lease_id, token.attempt)?)
+    }
+
     /// Puts up to `limit` dead letters of `partition` back in the queue.
     pub async fn redrive(&self, partition: u32, limit: usize) -> Result<Redriven, MatchError> {
         Ok(self.held_partition(partition)?.redrive(limit).await?)

@@ -100,6 +100,25 @@ pub enum OpenError {
     },
 }
 
+/// Creates `dir` (and its missing parents) readable by this user only, and
+/// `file` in it likewise, or narrows an existing `file` to this user: the
+/// file holds the cluster's secret, from which lease tokens and node proofs
+/// are made.
+fn owner_only(dir: &Path, file: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    let opened = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(file);
+    let metadata = opened.and_then(|f| f.metadata()).map_err(|e| format!("cannot open {}: {e}", file.display()))?;
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+            format!("{} is readable by others (mode {mode:o}) and cannot be narrowed: {e}", file.display())
+        })?;
+        tracing::warn!(file = %file.display(), "the data file was readable by others (mode {mode:o}); it is now 600");
+    }
+    Ok(())
+}
+
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`, with the default settings.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
@@ -109,8 +128,8 @@ impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open_with(dir: &Path, config: &EmbeddedConfig) -> Result<Self, OpenError> {
         let io = |message: String| OpenError::Io { dir: dir.to_owned(), message };
-        std::fs::create_dir_all(dir).map_err(|e| io(format!("cannot create it: {e}")))?;
         let path = dir.join(DATA_FILE);
+        owner_only(dir, &path).map_err(io)?;
         let db =
             Database::builder().set_cache_size(config.cache_mib * 1024 * 1024).create(&path).map_err(|e| match e {
                 redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { dir: dir.to_owned() },
@@ -618,5 +637,30 @@ impl Store for EmbeddedStore {
             Ok(secret)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_data_directory_and_file_are_the_owners_alone() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path().join("fresh/data");
+        let store = EmbeddedStore::open(&dir).expect("open");
+        let file = dir.join(DATA_FILE);
+        assert_eq!((mode(&dir), mode(&file)), (0o700, 0o600));
+        drop(store);
+        // A file left readable by others (an older version, a copy) is narrowed.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        drop(EmbeddedStore::open(&dir).expect("open again"));
+        assert_eq!(mode(&file), 0o600);
     }
 }

@@ -19,6 +19,12 @@ impl PartitionEngine {
         self.leases.check(lease_id, attempt).ok().map(|lease| lease.deadline)
     }
 
+    /// The dedup id of the task the lease of `lease_id` at `attempt` holds,
+    /// if the lease is held.
+    pub fn leased_dedup_id(&self, lease_id: i64, attempt: u32) -> Result<Option<String>, LeaseError> {
+        Ok(self.leases.check(lease_id, attempt)?.task.dedup_id.clone())
+    }
+
     /// A lease was written but its worker had gone: it goes back to the queue.
     pub fn lease_undelivered(&mut self, lease_id: i64, now: UnixMillis) {
         self.leases.undelivered(lease_id, now);

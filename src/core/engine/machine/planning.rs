@@ -382,15 +382,16 @@ impl PartitionEngine {
         task
     }
 
-    /// The pass of a new task of `key` in subqueue `index`. With FIFO
+    /// The pass of a new task of `key` in subqueue `index`, from the counter
+    /// of the share it counts against (its own, or its group's). With FIFO
     /// ordering every task counts against one shared key of weight 1, so
     /// passes follow the order of arrival.
     fn next_pass(&mut self, index: usize, key: &str, weight_hint: Option<f64>) -> i64 {
         let subqueue = &mut self.subqueues[index];
         match self.config.tasks.ordering {
             DispatchOrder::Fair => {
-                let weight = self.config.weights.resolve(key, weight_hint);
-                subqueue.counters.next_pass(key, subqueue.ack.pass, stride(weight))
+                let (share, weight) = self.config.weights.share(key, weight_hint);
+                subqueue.counters.next_pass(share, subqueue.ack.pass, stride(weight))
             }
             DispatchOrder::Fifo => subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0)),
         }
