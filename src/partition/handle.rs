@@ -79,6 +79,8 @@ impl Partition {
             on_ready,
             state: AtomicU8::new(PartitionState::Active as u8),
             config,
+            hand_over_to: Mutex::new(None),
+            handed_over: std::sync::atomic::AtomicBool::new(false),
         });
         let (writes, commands) = mpsc::channel(4096);
         let stop = CancellationToken::new();
@@ -270,19 +272,23 @@ impl Partition {
     }
 
     /// Stops in order and hands the partition over to a node of `to_region`:
-    /// no new writes; queued writes are finished; the ack levels are written
-    /// a last time with no owner (and `to_region` as the partition's region,
-    /// if it is another), so that the next owner may take it at once; reader
-    /// and keeper stop.
-    pub async fn release(&self, to_region: &str) {
+    /// no new writes; queued writes are finished, still naming this node;
+    /// then, last, the ack levels are written with no owner (and `to_region`
+    /// as the partition's region, if it is another), so that the next owner
+    /// may take it at once; reader and keeper stop. Returns whether it was
+    /// handed over (or found taken): false when that last write could not be
+    /// made, and the store may still name this node its owner.
+    pub async fn release(&self, to_region: &str) -> bool {
         if self.shared.state() == PartitionState::Lost {
             // Fenced, or dropped after a write of unknown outcome: nothing
             // of what it holds may be written.
-            return self.abandon().await;
+            self.abandon().await;
+            return false;
         }
-        self.shared.engine().hand_over(to_region);
+        *self.shared.hand_over_to.lock().unwrap_or_else(|p| p.into_inner()) = Some(to_region.to_owned());
         self.shared.set_state(PartitionState::Closed);
         self.stop_tasks().await;
+        self.shared.handed_over.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Stops without writing anything more: for when this node may have been

@@ -104,6 +104,12 @@ pub(super) struct Shared {
     pub on_ready: ReadyHook,
     pub state: AtomicU8,
     pub config: WriterConfig,
+    /// The region a release hands the partition over to: the writer names it
+    /// in the metadata only in its last write, after every queued one.
+    pub hand_over_to: Mutex<Option<String>>,
+    /// Set once the last metadata write of a stopping partition landed (or
+    /// the partition was found taken): nothing is left to hand over.
+    pub handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

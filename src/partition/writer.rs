@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -62,7 +63,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut commands: mpsc::Receiver<WriteC
         }
     }
     shared.drop_deliveries();
-    write_final_metadata(&shared).await;
+    // Only now, after every queued write, does the metadata name no owner:
+    // a next owner that sees it takes a partition this node writes no more.
+    if let Some(region) = shared.hand_over_to.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        shared.engine().hand_over(&region);
+    }
+    if write_final_metadata(&shared).await {
+        shared.handed_over.store(true, Ordering::Release);
+    }
 }
 
 /// How long a stopping partition keeps trying its last metadata write.
@@ -73,27 +81,72 @@ const FINAL_METADATA_PATIENCE: Duration = Duration::from_secs(30);
 /// Until it lands the rightful node waits for this one, which still looks
 /// alive, so it is tried again with backoff until it lands, the partition is
 /// fenced (someone took it: nothing to hand over), or
-/// [`FINAL_METADATA_PATIENCE`] runs out.
-async fn write_final_metadata(shared: &Shared) {
+/// [`FINAL_METADATA_PATIENCE`] runs out. A write of unknown outcome is never
+/// simply written again: it may have landed and the partition been taken
+/// since (in another region's Paxos, which a retry here would not see), so
+/// it is settled first with a fence of this node's own (which completes any
+/// proposal in flight): refused, the partition was handed over or taken;
+/// granted, the write did not land, and it is made again under the new
+/// range id. Returns whether nothing is left to hand over.
+async fn write_final_metadata(shared: &Shared) -> bool {
     let deadline = tokio::time::Instant::now() + FINAL_METADATA_PATIENCE;
     let mut backoff = Duration::from_millis(50);
+    let mut settle_first = false;
     loop {
-        let meta = shared.engine().metadata();
-        let error = match shared.store.update_metadata(&shared.id, &meta).await {
-            Ok(()) => return shared.engine().metadata_persisted(&meta, shared.clock.now_ms()),
-            Err(StoreError::Fenced { current_range_id }) => {
-                tracing::info!(partition = %shared.id, current_range_id, "already taken over: nothing to hand over");
-                return;
+        let attempt = if settle_first { settle_final(shared).await } else { write_final(shared).await };
+        let error = match attempt {
+            Ok(Some(done)) => return done,
+            Ok(None) => {
+                settle_first = false;
+                continue;
             }
             Err(error) => error,
         };
+        settle_first = matches!(error, StoreError::Uncertain(_)) || settle_first;
         if tokio::time::Instant::now() + backoff > deadline {
-            tracing::error!(partition = %shared.id, %error, "gave up the last metadata write; the next owner waits for this node's heartbeat to stop");
-            return;
+            tracing::error!(partition = %shared.id, %error, "gave up the last metadata write; this node hands it over later, or the next owner takes it once this node's heartbeat stops");
+            return false;
         }
         tracing::warn!(partition = %shared.id, %error, "the last metadata write failed; trying again");
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// One try of the last metadata write: `Some(true)` when it landed or the
+/// partition was taken.
+async fn write_final(shared: &Shared) -> Result<Option<bool>, StoreError> {
+    let meta = shared.engine().metadata();
+    match shared.store.update_metadata(&shared.id, &meta).await {
+        Ok(()) => {
+            shared.engine().metadata_persisted(&meta, shared.clock.now_ms());
+            Ok(Some(true))
+        }
+        Err(StoreError::Fenced { current_range_id }) => {
+            tracing::info!(partition = %shared.id, current_range_id, "already taken over: nothing to hand over");
+            Ok(Some(true))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Settles a last metadata write of unknown outcome with a fence: `Some(true)`
+/// when the fence is refused (the write landed, or another node took the
+/// partition), `None` when granted (the write did not land: write it again).
+async fn settle_final(shared: &Shared) -> Result<Option<bool>, StoreError> {
+    let range_id = shared.engine().range_id();
+    let region = shared.region.clone();
+    match shared.store.take_ownership(&shared.id, range_id, &shared.node, &region).await {
+        Ok(meta) => {
+            tracing::info!(partition = %shared.id, range_id = meta.range_id, "the last metadata write had not landed; writing it again");
+            shared.engine().renew_range(meta.range_id);
+            Ok(None)
+        }
+        Err(StoreError::Fenced { .. } | StoreError::HomedElsewhere { .. }) => {
+            tracing::info!(partition = %shared.id, "the last metadata write had landed, or the partition was taken");
+            Ok(Some(true))
+        }
+        Err(error) => Err(error),
     }
 }
 

@@ -72,6 +72,7 @@ macro_rules! store_conformance_suite {
             members_heartbeat_and_leave,
             the_cluster_secret_is_the_first_one_written,
             a_forced_failover_starts_the_next_generation_once,
+            of_racing_forced_failovers_one_wins,
             records_are_written_with_tasks_in_one_conditional_write,
             record_sections_are_ordered_separate_and_range_deleted,
             record_reads_stay_inside_their_range,
@@ -387,6 +388,22 @@ pub async fn a_forced_failover_starts_the_next_generation_once(store: &dyn Store
     let never = validate::queue_name("queue", "never-forced").unwrap();
     assert_eq!(store.force_queue_home(&never, 0, "b").await.unwrap(), None);
     assert_eq!(store.queue(&never).await.unwrap(), None, "a forced failover creates nothing");
+}
+
+/// Forced failovers racing from the same generation to different homes: one
+/// is written, and every caller is told the home that won.
+pub async fn of_racing_forced_failovers_one_wins(store: &dyn Store) {
+    let name = validate::queue_name("queue", "forced-race").unwrap();
+    store.create_queue(&name, QueueConfig::new(2, "a")).await.unwrap();
+    let homes: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    let answers = futures::future::join_all(homes.iter().map(|home| store.force_queue_home(&name, 0, home))).await;
+    let answers: Vec<QueueConfig> = answers.into_iter().map(|a| a.unwrap().expect("the queue exists")).collect();
+    let stored = store.queue(&name).await.unwrap().expect("the queue");
+    assert_eq!(stored.generation, 1, "{stored:?}");
+    let winners: Vec<&String> =
+        homes.iter().zip(&answers).filter(|(home, a)| a.home == **home).map(|(h, _)| h).collect();
+    assert_eq!(winners, vec![&stored.home], "one home won, and only its caller was told it did: {answers:?}");
+    assert!(answers.iter().all(|a| a.generation == 1 && a.home == stored.home), "{answers:?}");
 }
 
 /// A heartbeat replaces the node's record; `members` lists the latest of each;

@@ -439,10 +439,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// than `generation + 1`: nothing written, someone else forced it), `None`
     /// (nothing written) if it was never created; `Invalid` past
     /// [`MAX_GENERATION`]. The new generation's partitions share no row with
-    /// the old ones. Needs no majority across regions: on Cassandra a read
-    /// and a plain write at the configured (local) level, not linearizable
-    /// with [`Store::set_queue_home`] or another forced failover (the later
-    /// write wins).
+    /// the old ones. A compare-and-set on the generation (and the home read):
+    /// of forced failovers racing from one generation, at most one is
+    /// written, and each caller gets the config as stored. On Cassandra at
+    /// `SERIAL` (a majority of every region's replicas: with three regions,
+    /// one lost) and, when that cannot be had, at `LOCAL_SERIAL` in the
+    /// calling region (two regions, one lost); two regions that cannot reach
+    /// each other and both fall back can then both force.
     async fn force_queue_home(
         &self,
         queue: &QueueName,

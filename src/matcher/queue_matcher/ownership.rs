@@ -77,12 +77,17 @@ impl QueueMatcher {
     /// Hands `partition` over to a node of the queue's home region:
     /// finishes its writes and writes its ack levels with no owner (and that
     /// region, if it is another), so that the next owner takes it at once.
+    /// One whose last write could not be made is counted abandoned, so that
+    /// [`Self::hand_over_abandoned`] tries again: the rightful node, which
+    /// sees this live node still named, would wait for it for ever.
     pub async fn release(&self, partition: u32) {
         let _one_at_a_time = self.ownership.lock().await;
         let home = self.config().home;
         for (partition, counted) in self.remove_partitions(|p| p.id().partition == partition) {
             tracing::info!(partition = %partition.id(), to_region = %home, "handing over");
-            partition.release(&home).await;
+            if !partition.release(&home).await {
+                self.abandoned().insert(partition.id().partition);
+            }
             self.retire(&partition, counted);
         }
         self.dispatch_waiting();

@@ -883,9 +883,29 @@ impl Store for CassandraStore {
         }
         let next = generation + 1;
         let stored = |home: &str| (!home.is_empty()).then(|| home.to_owned());
-        let values = (stored(home), next as i32, stored(&config.home), queue.as_str());
-        self.session.execute_unpaged(&self.statements.force_home, values).await.map_err(write_error)?;
-        Ok(Some(QueueConfig { home: home.to_owned(), generation: next, previous_home: config.home.clone(), ..config }))
+        // Generation 0 and no home are stored as null: the condition compares with null.
+        let expected = ((generation > 0).then_some(generation as i32), stored(&config.home));
+        let values = (stored(home), next as i32, stored(&config.home), queue.as_str(), expected.0, expected.1);
+        let (everywhere, here) = &self.statements.force_home;
+        // A compare-and-set on the generation, so that of two forced
+        // failovers from the same generation one wins. At SERIAL when a
+        // majority of every region's replicas answers (with three regions,
+        // one lost); else in this region's Paxos (two regions, one lost:
+        // none other is left to race with).
+        let result = match self.session.execute_unpaged(everywhere, &values).await.map_err(write_error) {
+            Err(StoreError::Unavailable(why)) => {
+                tracing::warn!(%queue, home, %why, "a forced failover cannot reach SERIAL; deciding it at LOCAL_SERIAL");
+                self.session.execute_unpaged(here, &values).await.map_err(write_error)?
+            }
+            other => other?,
+        };
+        match conditional(result)? {
+            None => {
+                Ok(Some(QueueConfig { home: home.to_owned(), generation: next, previous_home: config.home, ..config }))
+            }
+            // Another change came first: what is stored now.
+            Some(_) => self.queue(queue).await,
+        }
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {

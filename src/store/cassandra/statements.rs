@@ -29,8 +29,11 @@ pub(super) struct Statements {
     /// `SET home = ? … IF partitions > 0 AND home = ?` (a queue that exists,
     /// and a null home for none), at `SERIAL` whatever the configured level.
     pub set_home: PreparedStatement,
-    /// `SET home = ?, generation = ?, previous_home = ?`, unconditional: a forced failover.
-    pub force_home: PreparedStatement,
+    /// `SET home = ?, generation = ?, previous_home = ? … IF generation = ?
+    /// AND home = ?` (null for generation 0 and for no home): a forced
+    /// failover, at `SERIAL` (a majority of every region's replicas), and the
+    /// same at `LOCAL_SERIAL`, for when `SERIAL` cannot be had.
+    pub force_home: (PreparedStatement, PreparedStatement),
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
     /// `queue` and `list_queues` at `QUORUM` (a majority of every region's
@@ -175,11 +178,17 @@ impl Statements {
                 set_home.set_serial_consistency(Some(SerialConsistency::Serial));
                 set_home
             },
-            // Written without Paxos, in one region: the other may be lost.
-            force_home: prepare(format!(
-                "UPDATE {keyspace}.queues SET home = ?, generation = ?, previous_home = ? WHERE queue = ?"
-            ))
-            .await?,
+            force_home: {
+                let mut everywhere = prepare(format!(
+                    "UPDATE {keyspace}.queues SET home = ?, generation = ?, previous_home = ? WHERE queue = ? \
+                     IF generation = ? AND home = ?"
+                ))
+                .await?;
+                let mut here = everywhere.clone();
+                everywhere.set_serial_consistency(Some(SerialConsistency::Serial));
+                here.set_serial_consistency(Some(SerialConsistency::LocalSerial));
+                (everywhere, here)
+            },
             queue,
             list_queues,
             queue_everywhere,

@@ -31,6 +31,13 @@ pub(super) struct FaultyStore {
     /// gets through (as Cassandra completes an accepted Paxos proposal at
     /// the next round).
     pub late_writes: AtomicU32,
+    /// The next this many `update_metadata` calls land, then time out
+    /// (outcome unknown to the caller).
+    pub metadata_landing_timeouts: AtomicU32,
+    /// Every write, metadata write and fence that reached the store, in
+    /// order: the operation and the owner its metadata names ("-" for a
+    /// write without metadata).
+    pub log: Mutex<Vec<(&'static str, String)>>,
     held: Mutex<Vec<(PartitionId, i64, PartitionWrite)>>,
 }
 
@@ -44,8 +51,14 @@ impl FaultyStore {
             metadata_failures: AtomicU32::new(0),
             fence_failures: AtomicU32::new(0),
             late_writes: AtomicU32::new(0),
+            metadata_landing_timeouts: AtomicU32::new(0),
+            log: Mutex::new(Vec::new()),
             held: Mutex::new(Vec::new()),
         }
+    }
+
+    fn record(&self, operation: &'static str, owner: Option<&str>) {
+        self.log.lock().unwrap().push((operation, owner.unwrap_or("-").to_owned()));
     }
 
     /// Lands the writes held back on `partition`, in order.
@@ -88,6 +101,7 @@ impl Store for FaultyStore {
             return Err(unavailable("take_ownership"));
         }
         self.land_held(partition).await;
+        self.record("take_ownership", Some(owner));
         self.inner.take_ownership(partition, expected, owner, region).await
     }
 
@@ -97,6 +111,7 @@ impl Store for FaultyStore {
             return Err(StoreError::Uncertain("write: injected timeout; it lands later".into()));
         }
         self.land_held(partition).await;
+        self.record("write", write.metadata.as_ref().map(|m| m.owner.as_str()));
         self.inner.write(partition, range_id, write).await
     }
 
@@ -151,7 +166,12 @@ impl Store for FaultyStore {
             return Err(unavailable("update_metadata"));
         }
         self.land_held(partition).await;
-        self.inner.update_metadata(partition, metadata).await
+        self.record("update_metadata", Some(&metadata.owner));
+        let written = self.inner.update_metadata(partition, metadata).await;
+        if written.is_ok() && take_fault(&self.metadata_landing_timeouts) {
+            return Err(StoreError::Uncertain("update_metadata: injected timeout after it landed".into()));
+        }
+        written
     }
 
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {

@@ -5,7 +5,10 @@
 //! partition dropped at a heartbeat lapse is handed over by its last owner
 //! once another node is its rightful owner, and taken back by its rightful
 //! owner whether or not the queues can be listed; a heartbeat held up by
-//! the store gives up in time for the next one.
+//! the store gives up in time for the next one; a hand-over names no owner
+//! before its last write, settles a last write of unknown outcome with a
+//! fence instead of writing it again, and, when its last write cannot be
+//! made at all, is made again at a later rebalance.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -112,6 +115,115 @@ async fn a_hand_over_whose_last_write_fails_is_tried_again() {
     let partition = PartitionId { queue: name.clone(), partition: 0 };
     let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
     assert_eq!(stored.owner, "", "the last write, tried again, left the partition free for {peer}");
+    old.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+/// A node that writes metadata with every write that may carry it.
+fn eager_node(store: Arc<dyn Store>, name: &str) -> Queues {
+    let mut settings = Settings { node: name.into(), ..Settings::default() };
+    settings.engine.piggyback_interval = Duration::ZERO;
+    let view = Arc::new(ClusterView::shared(name.into(), MEMBER_TIMEOUT));
+    Queues::in_cluster(store, Arc::new(SystemClock), settings, view, Arc::new(DispatchGate::always_open()))
+}
+
+/// The log of `faulty` from its first entry naming no owner on.
+fn from_the_hand_over(faulty: &FaultyStore) -> Vec<(&'static str, String)> {
+    let log = faulty.log.lock().unwrap();
+    let first = log.iter().position(|(_, owner)| owner.is_empty()).expect("a write named no owner");
+    log[first..].to_vec()
+}
+
+/// Writes queued when a hand-over starts still name the old owner: the one
+/// naming none, which lets the next owner take the partition at once, is
+/// the very last (a queued write naming none would let it take a partition
+/// this node still writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_names_no_owner_before_its_last_write() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = queue("handed-over-last");
+    let old = eager_node(faulty.clone(), "127.0.0.1:2");
+    let matcher = old.create(&name, 1, None).await.expect("open the queue");
+    for i in 0..64 {
+        matcher.add(TaskSpec::new(format!("k{i}"), Priority::DEFAULT, vec![1]), None).await.expect("an add");
+    }
+    let taken = matcher.take_ready(64).await;
+    assert_eq!(taken.len(), 64);
+
+    // Completions queue up while the partition is handed over.
+    let finishing: Vec<_> = taken
+        .into_iter()
+        .map(|task| {
+            let matcher = matcher.clone();
+            tokio::spawn(async move { matcher.finish(&task.token, Outcome::Complete).await })
+        })
+        .collect();
+    let peer = rightful_peer(&name, "127.0.0.1:2");
+    old.view().set_live(vec![peer, "127.0.0.1:2".into()]);
+    old.rebalance().await.expect("a rebalance");
+    let finished = futures::future::join_all(finishing).await.into_iter().filter(|f| matches!(f, Ok(Ok(_)))).count();
+    assert!(!matcher.holds(0), "handed over");
+    let after = from_the_hand_over(&faulty);
+    assert_eq!(
+        after,
+        vec![("update_metadata", String::new())],
+        "{finished} completions landed; the log from the first write naming no owner: {after:?}"
+    );
+    old.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+/// A last write that landed but whose answer was lost is not written again
+/// as it was (in another region's Paxos, the partition may have been taken
+/// since): a fence of the old owner's own settles it first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_write_of_unknown_outcome_is_settled_by_a_fence() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = queue("handed-over-unknown");
+    let old = node(faulty.clone(), "127.0.0.1:2");
+    let matcher = old.create(&name, 1, None).await.expect("open the queue");
+    let peer = rightful_peer(&name, "127.0.0.1:2");
+    old.view().set_live(vec![peer, "127.0.0.1:2".into()]);
+    faulty.metadata_landing_timeouts.store(1, Ordering::Release);
+    old.rebalance().await.expect("a rebalance");
+    assert!(!matcher.holds(0), "handed over");
+    let after = from_the_hand_over(&faulty);
+    assert_eq!(after.get(1).map(|(op, _)| *op), Some("take_ownership"), "the next step is a fence: {after:?}");
+    let partition = PartitionId { queue: name.clone(), partition: 0 };
+    let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
+    assert_eq!(stored.owner, "", "free for the next owner");
+    old.close().await;
+    keyspace.drop_keyspace().await;
+}
+
+/// A hand-over whose last write fails for longer than the writer waits
+/// leaves the store naming this live node; the node tries again at its next
+/// rebalances, until the partition is free for its rightful node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_given_up_is_made_at_a_later_rebalance() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = queue("handed-over-later");
+    let old = node(faulty.clone(), "127.0.0.1:2");
+    let matcher = old.create(&name, 1, None).await.expect("open the queue");
+    let peer = rightful_peer(&name, "127.0.0.1:2");
+    old.view().set_live(vec![peer.clone(), "127.0.0.1:2".into()]);
+    faulty.metadata_failures.store(u32::MAX, Ordering::Release);
+    old.rebalance().await.expect("a rebalance");
+    assert!(!matcher.holds(0), "let go");
+    let partition = PartitionId { queue: name.clone(), partition: 0 };
+    let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
+    assert_eq!(stored.owner, "127.0.0.1:2", "the last write never landed");
+
+    faulty.metadata_failures.store(0, Ordering::Release);
+    old.rebalance().await.expect("a rebalance");
+    let stored = cassandra.load_partition(&partition).await.unwrap().expect("stored");
+    assert_eq!(stored.owner, "", "handed over at the next rebalance, free for {peer}");
     old.close().await;
     keyspace.drop_keyspace().await;
 }
