@@ -31,6 +31,9 @@ pub(super) struct FaultyStore {
     /// gets through (as Cassandra completes an accepted Paxos proposal at
     /// the next round).
     pub late_writes: AtomicU32,
+    /// Every write waits this many ms before it goes to the store (a slow
+    /// link), so that others queue behind it.
+    pub write_delay_ms: AtomicU32,
     /// The next this many `update_metadata` calls land, then time out
     /// (outcome unknown to the caller).
     pub metadata_landing_timeouts: AtomicU32,
@@ -51,6 +54,7 @@ impl FaultyStore {
             metadata_failures: AtomicU32::new(0),
             fence_failures: AtomicU32::new(0),
             late_writes: AtomicU32::new(0),
+            write_delay_ms: AtomicU32::new(0),
             metadata_landing_timeouts: AtomicU32::new(0),
             log: Mutex::new(Vec::new()),
             held: Mutex::new(Vec::new()),
@@ -109,6 +113,10 @@ impl Store for FaultyStore {
         if take_fault(&self.late_writes) {
             self.held.lock().unwrap().push((partition.clone(), range_id, write.clone()));
             return Err(StoreError::Uncertain("write: injected timeout; it lands later".into()));
+        }
+        let delay = self.write_delay_ms.load(Ordering::Acquire);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay.into())).await;
         }
         self.land_held(partition).await;
         self.record("write", write.metadata.as_ref().map(|m| m.owner.as_str()));

@@ -119,10 +119,12 @@ async fn a_hand_over_whose_last_write_fails_is_tried_again() {
     keyspace.drop_keyspace().await;
 }
 
-/// A node that writes metadata with every write that may carry it.
+/// A node that writes one command at a time, with metadata in every write
+/// that may carry it.
 fn eager_node(store: Arc<dyn Store>, name: &str) -> Queues {
     let mut settings = Settings { node: name.into(), ..Settings::default() };
     settings.engine.piggyback_interval = Duration::ZERO;
+    settings.writer.max_batch_tasks = 1;
     let view = Arc::new(ClusterView::shared(name.into(), MEMBER_TIMEOUT));
     Queues::in_cluster(store, Arc::new(SystemClock), settings, view, Arc::new(DispatchGate::always_open()))
 }
@@ -149,21 +151,24 @@ async fn a_hand_over_names_no_owner_before_its_last_write() {
     for i in 0..64 {
         matcher.add(TaskSpec::new(format!("k{i}"), Priority::DEFAULT, vec![1]), None).await.expect("an add");
     }
-    let taken = matcher.take_ready(64).await;
-    assert_eq!(taken.len(), 64);
-
-    // Completions queue up while the partition is handed over.
-    let finishing: Vec<_> = taken
-        .into_iter()
-        .map(|task| {
+    // Dispatches (each moves the ack level, which the next write carries)
+    // and completions queue up behind a slow link while the partition is
+    // handed over.
+    faulty.write_delay_ms.store(20, Ordering::Release);
+    let finishing: Vec<_> = (0..64)
+        .map(|_| {
             let matcher = matcher.clone();
-            tokio::spawn(async move { matcher.finish(&task.token, Outcome::Complete).await })
+            tokio::spawn(async move {
+                let task = matcher.try_take().await.ok_or("nothing to take")?;
+                matcher.finish(&task.token, Outcome::Complete).await.map_err(|_| "not finished")
+            })
         })
         .collect();
     let peer = rightful_peer(&name, "127.0.0.1:2");
     old.view().set_live(vec![peer, "127.0.0.1:2".into()]);
     old.rebalance().await.expect("a rebalance");
     let finished = futures::future::join_all(finishing).await.into_iter().filter(|f| matches!(f, Ok(Ok(_)))).count();
+    faulty.write_delay_ms.store(0, Ordering::Release);
     assert!(!matcher.holds(0), "handed over");
     let after = from_the_hand_over(&faulty);
     assert_eq!(
