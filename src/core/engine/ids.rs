@@ -33,6 +33,15 @@ impl IdBlock {
 }
 
 #[cfg(test)]
+impl IdBlock {
+    /// Uses every id of the block but the last `left` (for tests of a block
+    /// that runs out).
+    pub fn use_all_but(&mut self, left: i64) {
+        self.next = self.next.max(self.end - left + 1);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -43,6 +52,8 @@ mod tests {
         assert_eq!(first.take(), Some(1));
         assert_eq!(second.take(), Some(ID_BLOCK_SIZE + 1));
         assert_eq!(first.remaining(), ID_BLOCK_SIZE - 1);
+        first.use_all_but(3);
+        assert_eq!(first.remaining(), 3);
     }
 
     #[test]

@@ -38,7 +38,8 @@ fn lease_done(seq: i64, task: &StoredTask) -> Record {
     Record { at: lease_key(seq), value: RecordValue::FinishedLease { priority: task.priority, level: task.level } }
 }
 
-/// The most expired leases and due delayed tasks one write handles.
+/// The most of each kind of due work one write handles: expired leases,
+/// due delayed tasks, held leases written again, tasks parked.
 pub const MAX_MAINTENANCE_PER_WRITE: usize = 256;
 
 /// The failure message of a lease that ran out.
@@ -186,6 +187,12 @@ impl PartitionEngine {
     /// The settings the engine runs with.
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// Uses every id of the block but the last `left`.
+    #[cfg(test)]
+    pub fn use_ids_but(&mut self, left: i64) {
+        self.ids.use_all_but(left);
     }
 
     /// After a `take_ownership` that renewed the range id (and so the id block).

@@ -14,6 +14,14 @@ use crate::core::fairness::stride;
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
 use crate::store::{PartitionWrite, Record, RecordKey, RecordTask, RecordValue, Section};
 
+/// The most ids what is due takes in one write: a promotion takes one (its
+/// new level), a held lease written again one (its seq), a parking up to
+/// three (a finished lease over a task whose lease may have landed, the
+/// parked record, a slot for a key entering the directory), each at most
+/// [`MAX_MAINTENANCE_PER_WRITE`] times; and a write without a task row its
+/// write mark.
+const MAX_DUE_IDS: usize = MAX_MAINTENANCE_PER_WRITE * (1 + 1 + 3) + 1;
+
 impl PartitionEngine {
     /// Plans a write of new tasks alone (see [`Self::plan`]).
     pub fn prepare_append(&mut self, specs: &[TaskSpec], now: UnixMillis) -> Result<AppendPlan, IdsExhausted> {
@@ -35,12 +43,9 @@ impl PartitionEngine {
         now: UnixMillis,
         unit: &mut dyn FnMut() -> f64,
     ) -> Result<AppendPlan, IdsExhausted> {
-        let ids_needed = 2 * input.specs.len()
-            + input.redrive.len()
-            + self.unwritten_leases.len()
-            + 3 * MAX_MAINTENANCE_PER_WRITE
-            + 1;
-        if self.ids.remaining() < ids_needed as i64 {
+        let ids_needed = self.ids_needed(&input);
+        let ids_before = self.ids.remaining();
+        if ids_before < ids_needed {
             return Err(IdsExhausted { range_id: self.range_id });
         }
         let mut plan = AppendPlan {
@@ -196,7 +201,17 @@ impl PartitionEngine {
             let at = RecordKey { section: Section::WriteMark, key: (0, 0) };
             plan.write.put.push(Record { at, value: RecordValue::WriteMark(mark) });
         }
+        debug_assert!(ids_before - self.ids.remaining() <= ids_needed, "a plan took more ids than it counted");
         Ok(plan)
+    }
+
+    /// The most ids a plan of `input` takes: one per new task, and one more
+    /// for the lease of one handed straight to a worker; one per dead
+    /// letter put back; one per lease record waiting to be written; and
+    /// [`MAX_DUE_IDS`] for what is due.
+    fn ids_needed(&self, input: &PlanInput<'_>) -> i64 {
+        let commands = input.specs.len() + input.direct.len() + input.redrive.len();
+        (commands + self.unwritten_leases.len() + MAX_DUE_IDS) as i64
     }
 
     /// The bytes the commands of `input` add to a write, at most.
