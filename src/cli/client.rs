@@ -410,9 +410,9 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 println!("    {:<32} {:>8} {:>14}", format!("{:?}", k.fairness_key), k.buffered, k.pass_ahead);
             }
         }
-        for s in p.subqueues.iter().filter(|s| s.parked_keys > 0) {
+        for s in p.subqueues.iter().filter(|s| s.parked_keys > 0 || s.parked_tasks > 0) {
             println!(
-                "  priority {}: {} keys held at their limits are parked, {} of their tasks wait in records",
+                "  priority {}: {} keys held at their limits are parked, {} held tasks wait in records",
                 s.priority, s.parked_keys, s.parked_tasks
             );
         }

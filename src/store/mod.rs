@@ -62,7 +62,9 @@ pub struct SubqueueMeta {
 }
 
 /// A parked key: its tasks wait in the records `(slot, seq)` of the parked
-/// section; those at or below `floor` were handed out.
+/// section; those at or below `floor` were handed out. A negative slot is
+/// the shared slot of its priority level, for the held keys past the
+/// directory (`crate::core::engine::parked`); its `fairness_key` is empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ParkedKeyMeta {
     /// The key held at its limits.

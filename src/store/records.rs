@@ -22,7 +22,7 @@ pub enum Section {
     /// Dedup ids of pending or running tasks, keyed `(hash of the id, slot)`.
     Dedup,
     /// Waiting tasks of keys held at their limits, keyed `(slot of the key,
-    /// sequence)`; see `crate::core::engine::parked`.
+    /// or shared slot of the level, sequence)`; see `crate::core::engine::parked`.
     Parked,
     /// One record, key `(0, 0)`, that every write without a task row
     /// overwrites with a value of its own (an id of the owner's block), so

@@ -36,8 +36,11 @@ pub struct EngineConfig {
     /// ack level back is parked: its waiting tasks move to records of their
     /// own, and the ack level moves on (docs/fairness.md §5c).
     pub park_after: usize,
-    /// The most keys parked at once in a partition (each is a few dozen
-    /// bytes of its metadata). Past it, a held key holds the ack level back.
+    /// The most keys parked in slots of their own at once in a partition
+    /// (each is a few dozen bytes of its metadata). Past it, held keys'
+    /// tasks are parked in one slot per priority level, handed out in the
+    /// order they were parked. 0 parks nothing: a held key then holds the
+    /// ack level back.
     pub max_parked_keys: usize,
     /// How much per-key state each subqueue keeps (section `[engine.counters]`).
     pub counters: CounterConfig,

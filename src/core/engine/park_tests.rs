@@ -1,9 +1,10 @@
-//! A key held at its concurrency limit for as long as it takes other keys
-//! to be dispatched 20,000 times: its waiting tasks are parked, so the ack
-//! level moves on, and the dispatched marks, the metadata and the lease
-//! records stay bounded; when the key may start again, its tasks come back
-//! one at a time, in their order. Without parking (`max_parked_keys = 0`),
-//! the same run grows the marks with every dispatch.
+//! Keys held at their concurrency limit for as long as it takes other keys
+//! to be dispatched 20,000 times: their waiting tasks are parked, so the
+//! ack level moves on, and the dispatched marks, the metadata and the lease
+//! records stay bounded, with more held keys than the directory holds as
+//! well; when a key may start again, its tasks come back one at a time, in
+//! their order, and none is lost or started twice. Without parking
+//! (`max_parked_keys = 0`), the same run grows the marks with every dispatch.
 
 use std::time::Duration;
 
@@ -103,15 +104,17 @@ fn task(key: &str, n: usize) -> TaskSpec {
     TaskSpec::new(key, Priority::DEFAULT, format!("{key} {n}").into_bytes())
 }
 
-/// Runs 20,000 dispatches of 100 other keys beside a key held at its limit
-/// by its first task, which has 50 more waiting; returns the run and the
-/// most dispatched marks above the ack level seen.
-fn held_key_beside(max_parked_keys: usize) -> (Run, StoredTask, u64) {
+/// Runs 20,000 dispatches of 100 other keys beside `held` keys, each held
+/// at its limit by its first task, with `waiting` more tasks behind it;
+/// returns the run, the held tasks and the most dispatched marks above the
+/// ack level seen.
+fn held_keys_beside(max_parked_keys: usize, held: usize, waiting: usize) -> (Run, Vec<StoredTask>, u64) {
     let mut run = Run::new(max_parked_keys);
-    let slow: Vec<TaskSpec> = (0..51).map(|n| task("slow", n)).collect();
+    let slow: Vec<TaskSpec> =
+        (0..held).flat_map(|k| (0..=waiting).map(move |n| task(&format!("slow{k}"), n))).collect();
     run.write(&slow, &[]);
-    let held = run.dispatch();
-    assert_eq!(held.len(), 1, "one task of the key starts, the others wait for it");
+    let started = run.dispatch();
+    assert_eq!(started.len(), held, "one task of each held key starts, the others wait for it");
     let mut most_marks = 0;
     for round in 0..200 {
         let others: Vec<TaskSpec> = (0..100).map(|k| task(&format!("k{k}"), round)).collect();
@@ -124,12 +127,12 @@ fn held_key_beside(max_parked_keys: usize) -> (Run, StoredTask, u64) {
         let marks = run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
         most_marks = most_marks.max(marks);
     }
-    (run, held.into_iter().next().unwrap(), most_marks)
+    (run, started, most_marks)
 }
 
 #[test]
 fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
-    let (mut run, held, most_marks) = held_key_beside(1000);
+    let (mut run, held, most_marks) = held_keys_beside(1000, 1, 50);
     let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
     assert!(
         most_marks <= (PARK_AFTER + 200) as u64,
@@ -144,7 +147,7 @@ fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
     assert!(leases <= 1024 + 1000 + 100, "{leases} lease records kept after 20,000 dispatches");
 
     // The held task completes: the key's tasks come back one at a time, in order.
-    run.complete(std::slice::from_ref(&held));
+    run.complete(&held);
     let mut order = Vec::new();
     for _ in 0..50 {
         let started = run.dispatch();
@@ -152,7 +155,7 @@ fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
         order.push(String::from_utf8(started[0].payload.clone()).unwrap());
         run.complete(&started);
     }
-    let expected: Vec<String> = (1..51).map(|n| format!("slow {n}")).collect();
+    let expected: Vec<String> = (1..51).map(|n| format!("slow0 {n}")).collect();
     assert_eq!(order, expected, "the key's tasks in the order they were added");
     let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
     assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (0, 0), "the key left the directory");
@@ -162,6 +165,45 @@ fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
 
 #[test]
 fn without_parking_the_marks_above_the_ack_level_grow_with_every_dispatch() {
-    let (_, _, most_marks) = held_key_beside(0);
+    let (_, _, most_marks) = held_keys_beside(0, 1, 50);
     assert!(most_marks >= 19_000, "{most_marks} marks: the held key's next task holds the ack level back");
+}
+
+/// Twelve keys held beside a directory of eight: the four past it are
+/// parked in their level's shared slot, and the bounds hold as for one key.
+#[test]
+fn more_held_keys_than_the_directory_holds_do_not_hold_the_ack_level_back() {
+    const DIRECTORY: usize = 8;
+    let held_keys = DIRECTORY + 4;
+    let (mut run, held, most_marks) = held_keys_beside(DIRECTORY, held_keys, 1);
+    assert!(
+        most_marks <= (PARK_AFTER + 200) as u64,
+        "{most_marks} tasks dispatched above the ack level at most, over park_after {PARK_AFTER} plus a round"
+    );
+    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    assert_eq!(subqueue.parked_keys, DIRECTORY as u64, "the directory is full");
+    assert_eq!(subqueue.parked_tasks, held_keys as u64, "every held key's waiting task is parked");
+    let slots = run.engine.metadata().subqueues[Priority::DEFAULT.index()].parked.len();
+    assert_eq!(slots, DIRECTORY + 1, "the metadata names the directory's keys and the level's shared slot");
+    let meta = run.engine.metadata().stored_bytes();
+    assert!(meta < 16 * 1024, "the metadata is {meta} bytes after 20,000 dispatches");
+    let leases = run.lease_records();
+    assert!(leases <= 1024 + 1000 + 100, "{leases} lease records kept after 20,000 dispatches");
+
+    // The held tasks complete: every waiting task starts, once.
+    run.complete(&held);
+    let mut started = Vec::new();
+    for _ in 0..held_keys {
+        let tasks = run.dispatch();
+        started.extend(tasks.iter().map(|task| String::from_utf8(task.payload.clone()).unwrap()));
+        run.complete(&tasks);
+    }
+    started.sort();
+    let mut expected: Vec<String> = (0..held_keys).map(|k| format!("slow{k} 1")).collect();
+    expected.sort();
+    assert_eq!(started, expected, "each waiting task started once");
+    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (0, 0), "nothing is parked any more");
+    let parked = run.store.records.keys().filter(|at| at.section == Section::Parked).count();
+    assert_eq!(parked, 0, "every parked record was deleted when its task started");
 }

@@ -36,9 +36,10 @@ pub struct SubqueueSnapshot {
     /// The keys with the most ready tasks in the buffer, most first (at most as
     /// many as asked for).
     pub top_keys: Vec<KeyBacklog>,
-    /// Keys held at their limits whose waiting tasks are parked...
+    /// Keys held at their limits parked in slots of their own...
     pub parked_keys: u64,
-    /// ...and those tasks (a lower bound after a takeover, until read).
+    /// ...and the tasks parked, the shared slot's included (a lower bound
+    /// after a takeover, until read).
     pub parked_tasks: u64,
 }
 

@@ -50,18 +50,23 @@ impl PartitionEngine {
     }
 
     /// Ready tasks to park now, lowest first per level: every ready task of
-    /// a parked key, and, once `park_after` tasks are dispatched above the
-    /// ack level, the one that holds it back if its key is at its limits
-    /// (while the directory has room). At most [`MAX_MAINTENANCE_PER_WRITE`].
+    /// a key in the directory, and, once `park_after` tasks are dispatched
+    /// above the ack level, the one that holds it back if its key is at its
+    /// limits. Such a key enters the directory while it has room; past
+    /// that, the task goes to its level's shared slot (see
+    /// [`ParkedKeys::park`](crate::core::engine::parked::ParkedKeys::park)).
+    /// None with `max_parked_keys = 0`, but for keys already in the
+    /// directory. At most [`MAX_MAINTENANCE_PER_WRITE`].
     pub(super) fn to_park(&self, now: UnixMillis) -> Vec<(Priority, FairLevel)> {
         if !self.keys_limited() {
             return Vec::new();
         }
+        let max_keys = self.config.max_parked_keys;
         let mut levels = Vec::new();
         let mut entering: Vec<(Priority, String)> = Vec::new();
         for subqueue in &self.subqueues {
             let priority = subqueue.priority;
-            let pinned = subqueue.dispatched_above_ack() >= self.config.park_after;
+            let pinned = max_keys > 0 && subqueue.dispatched_above_ack() >= self.config.park_after;
             if !pinned && self.parked.is_empty() {
                 continue;
             }
@@ -71,14 +76,11 @@ impl PartitionEngine {
                 if self.parked.is_parked(priority, key) || entering.iter().any(|(p, k)| *p == priority && k == key) {
                     return true;
                 }
-                let enters = pinned
-                    && holds_ack
-                    && !self.key_allowed(key, now)
-                    && self.parked.len() + entering.len() < self.config.max_parked_keys;
-                if enters {
+                let held = pinned && holds_ack && !self.key_allowed(key, now);
+                if held && self.parked.len() + entering.len() < max_keys {
                     entering.push((priority, key.to_owned()));
                 }
-                enters
+                held
             });
             levels.extend(found.into_iter().map(|level| (priority, level)));
         }
