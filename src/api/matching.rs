@@ -59,6 +59,32 @@ impl MatchingService {
         )))
     }
 
+    /// `MoveQueue` with `abandon_previous`: the previous generation declared
+    /// lost, the home unchanged.
+    async fn abandon_previous(
+        &self,
+        queue: &QueueName,
+        request: &pb::MoveQueueRequest,
+    ) -> Result<pb::MoveQueueResponse, Status> {
+        let current = self.queues().get(queue).await.map_err(status::from_match)?.config();
+        if request.force || !(request.home.is_empty() || request.home == current.home) {
+            return Err(status::invalid(ValidationError::new(
+                "abandon_previous",
+                format!("keeps the home ({:?}): send it with no home and no force", current.home),
+            )));
+        }
+        let live = self.queues().view().live_regions();
+        let abandoned = self.queues().abandon_previous(queue, &live).await.map_err(status::from_match)?;
+        tracing::warn!(target: "fairway::audit", %queue, previous_home = %current.previous_home, abandoned, "declared the previous generation lost");
+        Ok(pb::MoveQueueResponse {
+            queue: queue.to_string(),
+            home: current.home,
+            partitions: current.partitions,
+            generation: current.generation,
+            abandoned_partitions: abandoned,
+        })
+    }
+
     /// The service over this node's `queues`, checking requests against
     /// `limits` and lease tokens and forwarded requests with `keys`, calling
     /// other nodes through `peers`, with no completion hook.
@@ -361,6 +387,9 @@ impl Matching for MatchingService {
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
         authorize(&caller, Rpc::MoveQueue, queue.as_str(), None)?;
+        if request.abandon_previous {
+            return self.abandon_previous(&queue, &request).await.map(Response::new);
+        }
         let home = self.live_region("home", &request.home)?;
         let moved = if request.force {
             let live = self.queues().view().live_regions();
@@ -375,6 +404,7 @@ impl Matching for MatchingService {
             home: moved.home,
             partitions: moved.partitions,
             generation: moved.generation,
+            abandoned_partitions: 0,
         }))
     }
 

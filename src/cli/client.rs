@@ -154,15 +154,22 @@ pub(super) enum QueueCommand {
         #[arg(long)]
         queue: String,
         /// The new home region; a node of it must be live.
-        #[arg(long)]
+        #[arg(long, required_unless_present = "abandon_previous", default_value = "")]
         home: String,
         /// Forced failover, when the home region is lost (no live node):
         /// the new home serves a new generation at once and adds the old
         /// one's tasks as they become readable there; tasks acknowledged
         /// in the old home and not yet replicated come back when it returns
         /// (docs/operations.md, "Forced failover").
-        #[arg(long)]
+        #[arg(long, conflicts_with = "abandon_previous")]
         force: bool,
+        /// After a forced failover whose old home will not return: declare
+        /// its generation lost, so that its partitions are closed after a
+        /// last pass over what this home has of them (what the old home
+        /// acknowledged and never replicated here is lost), and the queue
+        /// can be moved again.
+        #[arg(long)]
+        abandon_previous: bool,
     },
     /// Tasks that failed their last attempt, oldest first; `--redrive`
     /// puts them back in the queue as first attempts.
@@ -314,14 +321,21 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             println!("queue {queue}: {} partition(s){}", response.partitions, homed(&response.home));
             return Ok(());
         }
-        QueueCommand::Move { server, queue, home, force } => {
+        QueueCommand::Move { server, queue, home, force, abandon_previous } => {
             let mut client = connect(&server).await?;
             let response = client
-                .move_queue(pb::MoveQueueRequest { queue: queue.clone(), home, force })
+                .move_queue(pb::MoveQueueRequest { queue: queue.clone(), home, force, abandon_previous })
                 .await
                 .map_err(status)?
                 .into_inner();
-            if force {
+            if abandon_previous {
+                println!(
+                    "queue {queue}: {} partition(s) of generation {} declared lost; the drains close them within a \
+                     minute, after a last pass",
+                    response.abandoned_partitions,
+                    response.generation.saturating_sub(1)
+                );
+            } else if force {
                 println!(
                     "queue {queue}: home is now region {} (generation {}); it serves at once and adds the old home's \
                      tasks as they become readable there",

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::queue_matcher::hand_over_previous;
+use super::queue_matcher::{abandon_previous, hand_over_previous};
 use super::{MatchError, MatcherConfig, QueueMatcher, QueueStats};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterView, DispatchGate};
@@ -263,6 +263,30 @@ impl Queues {
         Ok(config)
     }
 
+    /// Declares the previous generation of the queue lost, for an old home
+    /// that will not return (see [`abandon_previous`]): the number of its
+    /// partitions declared lost, after which a later move is possible once
+    /// the current partitions' drains close them. `MoveInProgress` (nothing
+    /// written) when the queue had no forced failover, or while the old home
+    /// has a live node (it hands the generation over itself, losing nothing).
+    pub async fn abandon_previous(&self, name: &QueueName, live_regions: &[String]) -> Result<u32, MatchError> {
+        let store_error = |e: StoreError| MatchError::Partition(e.into());
+        let in_progress = |detail: String| MatchError::MoveInProgress { queue: name.to_string(), detail };
+        let current = self.store.queue(name).await.map_err(store_error)?;
+        let current = current.ok_or_else(|| MatchError::UnknownQueue(name.to_string()))?;
+        if current.generation == 0 {
+            return Err(in_progress("it had no forced failover: there is no previous generation".into()));
+        }
+        if live_regions.contains(&current.previous_home) {
+            return Err(in_progress(format!(
+                "its previous home, region {:?}, has a live node: it hands its partitions over itself (nothing is lost)",
+                current.previous_home
+            )));
+        }
+        let (node, region) = (self.view.node(), self.settings.fence_region.as_str());
+        abandon_previous(self.store.as_ref(), name, &current, node, region).await.map_err(store_error)
+    }
+
     /// `MoveInProgress` unless every partition of the generation before
     /// `current` (if any) is drained: their drain needs the home to stay.
     async fn check_previous_drained(&self, name: &QueueName, current: &QueueConfig) -> Result<(), MatchError> {
@@ -274,7 +298,8 @@ impl Queues {
                 return Err(MatchError::MoveInProgress {
                     queue: name.to_string(),
                     detail: format!(
-                        "partition {partition} of the previous forced failover is not drained: region {:?} must return first",
+                        "partition {partition} of the previous forced failover is not drained: region {:?} must return \
+                         first, or be declared lost (MoveQueue with abandon_previous)",
                         current.previous_home
                     ),
                 });

@@ -114,9 +114,10 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             .create_queue(pb::CreateQueueRequest { queue: "jobs.created".into(), partitions: 1, home: String::new() })
             .await
             .map(drop),
-        Rpc::MoveQueue => {
-            m.move_queue(pb::MoveQueueRequest { queue, home: String::new(), force: false }).await.map(drop)
-        }
+        Rpc::MoveQueue => m
+            .move_queue(pb::MoveQueueRequest { queue, home: String::new(), force: false, abandon_previous: false })
+            .await
+            .map(drop),
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)

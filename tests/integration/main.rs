@@ -7,6 +7,7 @@ mod chaos;
 mod conformance_embedded;
 mod connections;
 mod durability;
+mod failover;
 mod forwarding;
 mod grpc_fairness;
 mod keeper;

@@ -276,7 +276,12 @@ async fn homed_queue_scenario() {
     // A backlog in dc1, then a graceful move to dc2: every task is there.
     let backlog = add(&mut to_a1, 1000, 60).await;
     let moved = to_a1
-        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc2".into(), force: false })
+        .move_queue(pb::MoveQueueRequest {
+            queue: QUEUE.into(),
+            home: "dc2".into(),
+            force: false,
+            abandon_previous: false,
+        })
         .await
         .expect("MoveQueue")
         .into_inner();
@@ -302,7 +307,12 @@ async fn homed_queue_scenario() {
 
     // A home where no node runs is refused, naming the live regions.
     let refused = to_a1
-        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc3".into(), force: false })
+        .move_queue(pb::MoveQueueRequest {
+            queue: QUEUE.into(),
+            home: "dc3".into(),
+            force: false,
+            abandon_previous: false,
+        })
         .await
         .expect_err("no node in dc3");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
@@ -333,7 +343,8 @@ fn a_forced_failover_serves_at_once_and_closes_the_old_generation_when_its_regio
 async fn force_to(client: &mut Client, home: &str) -> pb::MoveQueueResponse {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: home.into(), force: true };
+        let request =
+            pb::MoveQueueRequest { queue: QUEUE.into(), home: home.into(), force: true, abandon_previous: false };
         match client.move_queue(request).await {
             Ok(moved) => return moved.into_inner(),
             Err(status) if status.code() == tonic::Code::FailedPrecondition && Instant::now() < deadline => {
@@ -369,7 +380,12 @@ async fn forced_failover_scenario() {
 
     // While the home lives, force is refused: a graceful move loses nothing.
     let refused = to_a1
-        .move_queue(pb::MoveQueueRequest { queue: QUEUE.into(), home: "dc1".into(), force: true })
+        .move_queue(pb::MoveQueueRequest {
+            queue: QUEUE.into(),
+            home: "dc1".into(),
+            force: true,
+            abandon_previous: false,
+        })
         .await
         .expect_err("force while dc2 is live");
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");

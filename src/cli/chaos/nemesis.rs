@@ -332,7 +332,8 @@ impl Nemesis {
         let asked = Instant::now();
         let deadline = asked + Duration::from_secs(15);
         let moved = loop {
-            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: false };
+            let request =
+                pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: false, abandon_previous: false };
             match self.admin.move_queue(request).await {
                 Ok(response) if response.home == to => break true,
                 Ok(response) => {
@@ -459,7 +460,8 @@ impl Nemesis {
         // or while the previous forced failover is not drained.
         let mut client = Client::new(self.nodes_of(&to), 0, self.traffic.clone());
         let forced = loop {
-            let request = pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: true };
+            let request =
+                pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: true, abandon_previous: false };
             match client.move_queue(request).await {
                 Ok(moved) => break Some(moved),
                 Err(status) if Instant::now() < until => {

@@ -11,7 +11,14 @@
 //!   node took it (which reads it at `EACH_QUORUM`): nothing of the old
 //!   region lands in it after that pass.
 //! - Until then each pass reads what the current home's replicas have of it,
-//!   so tasks that reached the new home before the loss are served at once.
+//!   so tasks that reached the new home before the loss are served at once;
+//!   a pass that finds nothing new waits twice as long before the next, up
+//!   to [`MAX_DRAIN_INTERVAL`], so that an old home away for long costs
+//!   one read of its backlog a minute, not one every two seconds.
+//! - An operator may declare the previous generation lost
+//!   ([`abandon_previous`]): its partitions are then written as handed over
+//!   on the old region's behalf, without its replicas, and closed after a
+//!   last pass, as if it had returned.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -28,8 +35,12 @@ use crate::store::{
     StoreError,
 };
 
-/// How often a partition whose previous one is not drained yet reads it again.
+/// How soon a partition whose previous one is not drained yet reads it
+/// again, after a pass that added tasks.
 const DRAIN_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The longest wait between two passes that add nothing.
+pub(super) const MAX_DRAIN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Tasks read, marks checked and tasks added at a time.
 const PAGE: usize = MAX_BUCKETS_PER_READ;
@@ -94,6 +105,14 @@ impl QueueMatcher {
     }
 }
 
+/// What one pass of a drain did.
+enum Step {
+    /// The previous partition is drained for good.
+    Drained,
+    /// It is not yet; this many of its tasks were added.
+    Added(usize),
+}
+
 /// One partition's drain of the partition of its index in the previous generation.
 struct Drain {
     store: Arc<dyn Store>,
@@ -108,39 +127,59 @@ impl Drain {
     /// Passes until the previous partition is drained (true) or this one is
     /// no longer held (false).
     async fn run(&self) -> bool {
+        let mut wait = DRAIN_INTERVAL;
         loop {
             if self.into.state() != PartitionState::Active {
                 return false;
             }
             match self.step().await {
-                Ok(true) => {
+                Ok(Step::Drained) => {
                     tracing::info!(partition = %self.into.id(), previous = %self.previous, "the previous generation is drained");
                     return true;
                 }
-                Ok(false) => {}
+                Ok(Step::Added(0)) => wait = (wait * 2).min(MAX_DRAIN_INTERVAL),
+                Ok(Step::Added(_)) => wait = DRAIN_INTERVAL,
                 Err(error) => tracing::warn!(partition = %self.into.id(), %error, "draining the previous generation"),
             }
-            tokio::time::sleep(DRAIN_INTERVAL).await;
+            self.wait_for_hand_over(wait).await;
         }
     }
 
-    /// One pass; whether the previous partition is drained for good.
-    async fn step(&self) -> Result<bool, StoreError> {
+    /// Waits `wait`, or less once the previous partition is handed over to
+    /// this region (checked every [`DRAIN_INTERVAL`] with one metadata read):
+    /// its last pass then comes at once.
+    async fn wait_for_hand_over(&self, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::time::sleep_until(until.min(tokio::time::Instant::now() + DRAIN_INTERVAL)).await;
+            if tokio::time::Instant::now() >= until {
+                return;
+            }
+            match self.store.load_partition(&self.previous).await {
+                Ok(Some(meta)) if meta.drained || meta.region == self.region => return,
+                _ => {}
+            }
+        }
+    }
+
+    /// One pass: whether the previous partition is drained for good, or how
+    /// many of its tasks were added.
+    async fn step(&self) -> Result<Step, StoreError> {
         let Some(meta) = self.store.load_partition(&self.previous).await? else {
             // Not here yet: written in the old region only, or never. Its
             // region creates it when it hands it over.
-            return Ok(false);
+            return Ok(Step::Added(0));
         };
         if meta.drained {
             self.forget_marks().await?;
-            return Ok(true);
+            return Ok(Step::Drained);
         }
         if meta.region != self.region {
             let added = self.pass(&meta).await?;
             if added > 0 {
                 tracing::info!(partition = %self.into.id(), previous = %self.previous, added, "added tasks of the previous generation");
             }
-            return Ok(false);
+            return Ok(Step::Added(added));
         }
         // Handed over by its region: take it (reading it whole at
         // EACH_QUORUM, fencing any owner there), pass a last time, close it.
@@ -150,7 +189,7 @@ impl Drain {
         let closed = PartitionMeta { owner: String::new(), drained: true, ..taken };
         self.store.update_metadata(&self.previous, &closed).await?;
         self.forget_marks().await?;
-        Ok(true)
+        Ok(Step::Drained)
     }
 
     /// Adds again every task of the previous partition, as `meta` describes
@@ -336,4 +375,45 @@ pub(in crate::matcher) async fn hand_over_previous(
         tracing::info!(partition = %id, to_region = %config.home, "handed a partition of the previous generation over");
     }
     Ok(settled)
+}
+
+/// Declares the previous generation of `queue` (in `config`) lost, for an
+/// old home that will not return: writes each of its partitions not yet
+/// drained as handed over to `config.home` on the old region's behalf (no
+/// owner; conditional on the range id the current home's replicas have, in
+/// this region's Paxos), without the catch-up from the old region a real
+/// hand-over asks for, so that the current generation's drains take it,
+/// pass over it a last time and close it. What the old home acknowledged and
+/// never replicated here is lost. A partition the old home never created
+/// here is created empty, handed over likewise. The number of partitions
+/// declared lost.
+pub(in crate::matcher) async fn abandon_previous(
+    store: &dyn Store,
+    queue: &QueueName,
+    config: &QueueConfig,
+    node: &str,
+    region: &str,
+) -> Result<u32, StoreError> {
+    let Some(first) = config.previous_of(config.partition_number(0)) else { return Ok(0) };
+    let mut abandoned = 0;
+    for number in first..first + config.partitions {
+        let id = PartitionId { queue: queue.clone(), partition: number };
+        let lost = |meta: PartitionMeta| PartitionMeta {
+            owner: String::new(),
+            region: config.home.clone(),
+            moved_from: String::new(),
+            ..meta
+        };
+        match store.load_partition(&id).await? {
+            Some(meta) if meta.drained => continue,
+            Some(meta) => store.update_metadata(&id, &lost(meta)).await?,
+            None => {
+                let taken = store.take_ownership(&id, 0, node, region).await?;
+                store.update_metadata(&id, &lost(taken)).await?;
+            }
+        }
+        tracing::warn!(partition = %id, old_home = %config.previous_home, "declared lost: what its old home acknowledged and never replicated here is gone");
+        abandoned += 1;
+    }
+    Ok(abandoned)
 }

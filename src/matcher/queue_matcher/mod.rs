@@ -10,7 +10,7 @@ mod ownership;
 mod polls;
 mod stats;
 
-pub(super) use generations::hand_over_previous;
+pub(super) use generations::{abandon_previous, hand_over_previous};
 pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 
 use self::polls::Waiter;
