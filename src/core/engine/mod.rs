@@ -55,6 +55,8 @@ pub use subqueue::KeyBacklog;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
+mod dead_letter_tests;
+#[cfg(test)]
 mod lease_tests;
 #[cfg(test)]
 mod model_store;

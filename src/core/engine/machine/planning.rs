@@ -323,7 +323,10 @@ impl PartitionEngine {
             AfterFailure::Bury => {
                 self.free_dedup(plan, &task);
                 plan.write.put.push(Record {
-                    at: RecordKey { section: Section::DeadLetters, key: self.dead_letter_key(now, id) },
+                    at: RecordKey {
+                        section: Section::DeadLetters,
+                        key: self.dead_letter_key(plan.dead_letters_floor, now, id),
+                    },
                     value: RecordValue::Task(RecordTask { task, at_unix_ms: now, message: message.to_owned() }),
                 });
                 Finished::Buried
@@ -332,9 +335,12 @@ impl PartitionEngine {
     }
 
     /// The key of a new dead letter: failed at `now`, or just above the
-    /// floor if a clock behind an earlier owner's would put it below.
-    fn dead_letter_key(&self, now: UnixMillis, id: i64) -> (i64, i64) {
-        let floor = self.dead_letters_through;
+    /// floor (the one stored, or the one the same write raises, `raised`,
+    /// by putting dead letters back) if a clock behind an earlier owner's,
+    /// or a letter put back with a higher id in the same millisecond, would
+    /// put it below: below the floor it would never be listed nor put back.
+    fn dead_letter_key(&self, raised: Option<(i64, i64)>, now: UnixMillis, id: i64) -> (i64, i64) {
+        let floor = raised.map_or(self.dead_letters_through, |r| r.max(self.dead_letters_through));
         if (now, id) > floor { (now, id) } else { (floor.0 + 1, id) }
     }
 
