@@ -81,7 +81,7 @@ mod tests {
 
     fn on(connection: SocketAddr) -> Request<()> {
         let mut request = Request::new(());
-        request.extensions_mut().insert(ConnInfo { remote: Some(connection), client_certificates: None });
+        request.extensions_mut().insert(ConnInfo { remote: Some(connection), ..ConnInfo::default() });
         request
     }
 

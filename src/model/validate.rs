@@ -14,6 +14,8 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 pub const MAX_FAIRNESS_KEY_BYTES: usize = 256;
 /// The most partitions a queue may have.
 pub const MAX_PARTITIONS: u32 = 256;
+/// The largest `limits.max_connections`.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
 /// The smallest and largest fairness weights.
 pub const MIN_WEIGHT: f64 = 0.001;
 /// The largest fairness weight.
@@ -52,6 +54,28 @@ pub struct Limits {
     /// refused (`RESOURCE_EXHAUSTED`). A connection carries at most 1024
     /// requests at once in any case (HTTP/2 streams).
     pub max_polls_per_connection: usize,
+    /// The most client connections open at once, TLS handshakes in
+    /// progress included; a connection past it is closed as soon as it is
+    /// accepted.
+    pub max_connections: usize,
+    /// The most connections open at once from one client IP address (a NAT
+    /// or a proxy in front of many clients counts as one); a connection past
+    /// it is closed as soon as it is accepted. At most `max_connections`.
+    pub max_connections_per_address: usize,
+    /// A connection with no request in progress for this long is closed
+    /// (a client connects again when it next calls). A parked poll is a
+    /// request in progress.
+    #[serde(with = "crate::config::duration_serde")]
+    pub connection_idle_timeout: Duration,
+    /// The server pings (HTTP/2 PING) a connection it has heard nothing on
+    /// for this long…
+    #[serde(with = "crate::config::duration_serde")]
+    pub keepalive_interval: Duration,
+    /// …and closes it when the ping is not answered within this long: a
+    /// client that vanished (its host gone, a network cut) holds no
+    /// connection, nor the requests on it, for long.
+    #[serde(with = "crate::config::duration_serde")]
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -65,6 +89,11 @@ impl Default for Limits {
             max_delay: Duration::from_secs(30 * 24 * 3600),
             max_request_bytes: 16 * 1024 * 1024,
             max_polls_per_connection: 512,
+            max_connections: 10_000,
+            max_connections_per_address: 1_000,
+            connection_idle_timeout: Duration::from_secs(600),
+            keepalive_interval: Duration::from_secs(60),
+            keepalive_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -102,6 +131,34 @@ impl Limits {
         }
         if !(1..=1024).contains(&self.max_polls_per_connection) {
             return Err(ValidationError::new("limits.max_polls_per_connection", "must be 1 to 1024"));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(ValidationError::new(
+                "limits.max_connections",
+                format!("is {}; it must be 1 to {MAX_CONNECTIONS}", self.max_connections),
+            ));
+        }
+        if !(1..=self.max_connections).contains(&self.max_connections_per_address) {
+            return Err(ValidationError::new(
+                "limits.max_connections_per_address",
+                format!(
+                    "is {}; it must be 1 to limits.max_connections ({})",
+                    self.max_connections_per_address, self.max_connections
+                ),
+            ));
+        }
+        for (key, value, (shortest, longest)) in [
+            ("limits.connection_idle_timeout", self.connection_idle_timeout, (1, 24 * 3600)),
+            ("limits.keepalive_interval", self.keepalive_interval, (1, 3600)),
+            ("limits.keepalive_timeout", self.keepalive_timeout, (1, 600)),
+        ] {
+            let (shortest, longest) = (Duration::from_secs(shortest), Duration::from_secs(longest));
+            if !(shortest..=longest).contains(&value) {
+                return Err(ValidationError::new(
+                    key,
+                    format!("is {value:?}; it must be in [{shortest:?}, {longest:?}]"),
+                ));
+            }
         }
         Ok(())
     }
@@ -308,6 +365,51 @@ mod tests {
         for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0009, 1000.5] {
             assert!(fairness_weight("w", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn connection_limits_are_bounded_and_name_their_key() {
+        assert_eq!(Limits::default().validate(), Ok(()));
+        let refused = |limits: Limits, key: &str, says: &str| {
+            let err = limits.validate().unwrap_err();
+            assert_eq!(err.field, key, "{err}");
+            assert!(err.message.contains(says), "{err}");
+        };
+        refused(Limits { max_connections: 0, ..Limits::default() }, "limits.max_connections", "1 to 1000000");
+        refused(Limits { max_connections: 1_000_001, ..Limits::default() }, "limits.max_connections", "1 to 1000000");
+        refused(
+            Limits { max_connections: 100, max_connections_per_address: 101, ..Limits::default() },
+            "limits.max_connections_per_address",
+            "is 101; it must be 1 to limits.max_connections (100)",
+        );
+        refused(
+            Limits { max_connections_per_address: 0, ..Limits::default() },
+            "limits.max_connections_per_address",
+            "1 to limits.max_connections",
+        );
+        let d = Duration::from_secs;
+        for (limits, key) in [
+            (Limits { connection_idle_timeout: d(0), ..Limits::default() }, "limits.connection_idle_timeout"),
+            (Limits { connection_idle_timeout: d(86_401), ..Limits::default() }, "limits.connection_idle_timeout"),
+            (
+                Limits { keepalive_interval: Duration::from_millis(999), ..Limits::default() },
+                "limits.keepalive_interval",
+            ),
+            (Limits { keepalive_interval: d(3601), ..Limits::default() }, "limits.keepalive_interval"),
+            (Limits { keepalive_timeout: d(0), ..Limits::default() }, "limits.keepalive_timeout"),
+            (Limits { keepalive_timeout: d(601), ..Limits::default() }, "limits.keepalive_timeout"),
+        ] {
+            refused(limits, key, "it must be in [1s, ");
+        }
+        let smallest = Limits {
+            max_connections: 1,
+            max_connections_per_address: 1,
+            connection_idle_timeout: d(1),
+            keepalive_interval: d(1),
+            keepalive_timeout: d(1),
+            ..Limits::default()
+        };
+        assert_eq!(smallest.validate(), Ok(()));
     }
 
     #[test]

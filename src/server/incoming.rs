@@ -1,41 +1,63 @@
 //! The connections the gRPC server serves: accepted with Nagle's algorithm
 //! off (a small response must not wait for the client's delayed
-//! acknowledgement), and, with TLS on, handshaken apart from the accept loop:
-//! at most [`MAX_HANDSHAKES`] at once, each within [`HANDSHAKE_TIMEOUT`], so
-//! that a client that connects and sends nothing holds up no one. Every
-//! connection is closed when the server says so, whatever its client does.
+//! acknowledgement), each counted against `limits.max_connections` and
+//! `limits.max_connections_per_address` from its accept to its close (one
+//! past either is closed as soon as it is accepted), and, with TLS on,
+//! handshaken apart from the accept loop, each within [`HANDSHAKE_TIMEOUT`].
+//!
+//! Invariants: the accept loop never waits on a client, so that clients that
+//! connect and send nothing hold up no one but themselves; the counts are
+//! those of the connections open (each connection holds its place from its
+//! accept to its close); a connection with no request in progress for
+//! `limits.connection_idle_timeout` is closed; and every connection is
+//! closed when the server says so, whatever its client does.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use http_body_util::BodyExt;
 use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tonic::codegen::{Body, Bytes, Service, http};
 use tonic::transport::server::Connected;
 
+use crate::model::Limits;
 use crate::security::ServerTls;
-
-/// TLS handshakes in progress at once, at most; further connections wait to
-/// be handshaken.
-pub const MAX_HANDSHAKES: usize = 256;
 
 /// The longest a TLS handshake may take before its connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections ready to be served that the server has not taken yet, at
+/// most.
+const READY_CONNECTIONS: usize = 256;
+
+/// How often, at most, refused connections are logged (with their count).
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
 /// One served connection, closed (its reads and writes fail) once the
-/// server's `closing` token is cancelled.
+/// server's `closing` token is cancelled, or once it has had no request in
+/// progress for its idle timeout.
 #[derive(Debug)]
 pub struct Conn {
     stream: Stream,
     closing: Pin<Box<WaitForCancellationFutureOwned>>,
+    requests: Arc<Requests>,
+    idle_timeout: Duration,
+    /// When to look again at whether the connection is idle.
+    idle_check: Pin<Box<Sleep>>,
+    _admitted: Admitted,
 }
 
 #[derive(Debug)]
@@ -47,26 +69,55 @@ enum Stream {
 }
 
 impl Conn {
-    fn new(stream: Stream, closing: &CancellationToken) -> Conn {
-        Conn { stream, closing: Box::pin(closing.clone().cancelled_owned()) }
+    fn new(stream: Stream, admitted: Admitted, settings: &Settings) -> Conn {
+        let idle_timeout = settings.idle_timeout;
+        Conn {
+            stream,
+            closing: Box::pin(settings.closing.clone().cancelled_owned()),
+            requests: Arc::new(Requests::new()),
+            idle_timeout,
+            idle_check: Box::pin(tokio::time::sleep(idle_timeout)),
+            _admitted: admitted,
+        }
     }
 
     /// `op` (a read or a write) on the stream; when it would wait, an error
-    /// instead once the server closed its connections, and a wake-up when
-    /// it does. The closing is looked at only then, off the path of a
-    /// read or write that goes through at once.
+    /// instead once the server closes the connection, and a wake-up when it
+    /// does. Whether it does is looked at only then, off the path of a read
+    /// or write that goes through at once.
     fn poll_io<T>(
         &mut self,
         cx: &mut Context<'_>,
         op: impl FnOnce(Pin<&mut dyn Io>, &mut Context<'_>) -> Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
         match op(self.stream(), cx) {
-            Poll::Pending if self.closing.as_mut().poll(cx).is_ready() => {
-                let closed = "the server closed the connection at shutdown";
-                Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, closed)))
-            }
+            Poll::Pending => match self.closed(cx) {
+                Some(why) => Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, why))),
+                None => Poll::Pending,
+            },
             polled => polled,
         }
+    }
+
+    /// Why the server closes this connection now, if it does: it shuts
+    /// down, or the connection has been idle for its timeout. Otherwise,
+    /// arranges a wake-up for when either could be so.
+    fn closed(&mut self, cx: &mut Context<'_>) -> Option<&'static str> {
+        if self.closing.as_mut().poll(cx).is_ready() {
+            return Some("the server closed the connection at shutdown");
+        }
+        while self.idle_check.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            let next_check = match self.requests.idle_since() {
+                Some(since) if now >= since + self.idle_timeout => {
+                    return Some("the server closed the connection: no request for limits.connection_idle_timeout");
+                }
+                Some(since) => since + self.idle_timeout,
+                None => now + self.idle_timeout,
+            };
+            self.idle_check.as_mut().reset(next_check);
+        }
+        None
     }
 
     fn stream(&mut self) -> Pin<&mut dyn Io> {
@@ -84,28 +135,115 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// What a handler can learn of its request's connection (a request
 /// extension).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ConnInfo {
     /// The client's address.
     pub remote: Option<SocketAddr>,
     /// The certificate the client presented (mutual TLS), leaf first.
     pub client_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
+    /// The requests in progress on the connection (see [`CountRequests`]).
+    pub(crate) requests: Option<Arc<Requests>>,
 }
 
 impl Connected for Conn {
     type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> ConnInfo {
+        let requests = Some(self.requests.clone());
         match &self.stream {
-            Stream::Plain(tcp) => ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: None },
+            Stream::Plain(tcp) => ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: None, requests },
             Stream::Tls(tls) => {
                 let (tcp, session) = tls.get_ref();
                 let certificates = session
                     .peer_certificates()
                     .map(|chain| Arc::new(chain.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>()));
-                ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: certificates }
+                ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: certificates, requests }
             }
         }
+    }
+}
+
+/// The requests in progress on one connection, and since when it has had
+/// none.
+#[derive(Debug)]
+pub(crate) struct Requests {
+    /// (requests in progress, when the last one ended or the connection
+    /// was made)
+    state: Mutex<(usize, Instant)>,
+}
+
+/// One request in progress, counted until dropped.
+#[derive(Debug)]
+struct InProgress(Arc<Requests>);
+
+impl Requests {
+    fn new() -> Requests {
+        Requests { state: Mutex::new((0, Instant::now())) }
+    }
+
+    fn begin(self: &Arc<Self>) -> InProgress {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
+        InProgress(self.clone())
+    }
+
+    /// Since when no request has been in progress, if none is.
+    fn idle_since(&self) -> Option<Instant> {
+        let (in_progress, since) = *self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (in_progress == 0).then_some(since)
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        *state = (state.0 - 1, Instant::now());
+    }
+}
+
+/// A service that counts each request on its connection from its start
+/// until its response has been sent (or dropped), so that a connection is
+/// idle only when nothing is in progress on it: a parked poll, a response
+/// still being written, a health `Watch` stream.
+#[derive(Clone, Debug)]
+pub struct CountRequests<S> {
+    inner: S,
+}
+
+impl<S> CountRequests<S> {
+    /// Counts the requests `inner` serves.
+    pub fn new(inner: S) -> CountRequests<S> {
+        CountRequests { inner }
+    }
+}
+
+impl<S, B, R> Service<http::Request<B>> for CountRequests<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    R: Body<Data = Bytes> + Send + 'static,
+    R::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let in_progress = request.extensions().get::<ConnInfo>().and_then(|c| c.requests.as_ref()).map(Requests::begin);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            // The body holds the count until it is sent or dropped.
+            Ok(response.map(|body| {
+                tonic::body::Body::new(body.map_frame(move |frame| {
+                    let _counted = &in_progress;
+                    frame
+                }))
+            }))
+        })
     }
 }
 
@@ -144,55 +282,142 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// The connections of `listener`, over TLS when `tls` is given, each closed
-/// when `closing` is cancelled. Ends when the server stops reading it.
+/// How the connections of a listener are served.
+#[derive(Clone, Debug)]
+struct Settings {
+    tls: Option<Arc<ServerTls>>,
+    idle_timeout: Duration,
+    closing: CancellationToken,
+}
+
+/// The connections of `listener`, over TLS when `tls` is given, within the
+/// connection limits of `limits`, each closed when `closing` is cancelled.
+/// Ends when the server stops reading it.
 pub fn incoming(
     listener: TcpListener,
     tls: Option<Arc<ServerTls>>,
+    limits: &Limits,
     closing: CancellationToken,
 ) -> impl tokio_stream::Stream<Item = io::Result<Conn>> + Send + 'static {
-    let (sender, receiver) = mpsc::channel(MAX_HANDSHAKES);
-    tokio::spawn(accept_loop(listener, tls, closing, sender));
+    let (sender, receiver) = mpsc::channel(READY_CONNECTIONS);
+    let admissions = Arc::new(Admissions::new(limits.max_connections, limits.max_connections_per_address));
+    let settings = Settings { tls, idle_timeout: limits.connection_idle_timeout, closing };
+    tokio::spawn(accept_loop(listener, admissions, settings, sender));
     ReceiverStream::new(receiver)
 }
 
 async fn accept_loop(
     listener: TcpListener,
-    tls: Option<Arc<ServerTls>>,
-    closing: CancellationToken,
+    admissions: Arc<Admissions>,
+    settings: Settings,
     sender: mpsc::Sender<io::Result<Conn>>,
 ) {
-    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = sender.closed() => return,
         };
-        let tcp = match accepted.and_then(|(tcp, _)| tcp.set_nodelay(true).map(|()| tcp)) {
-            Ok(tcp) => tcp,
+        let (tcp, remote) = match accepted.and_then(|(tcp, remote)| tcp.set_nodelay(true).map(|()| (tcp, remote))) {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::debug!(%error, "accepting a connection");
                 continue;
             }
         };
-        let Some(tls) = &tls else {
-            if sender.send(Ok(Conn::new(Stream::Plain(tcp), &closing))).await.is_err() {
+        // Refused: dropped, so closed at once.
+        let Some(admitted) = admissions.admit(remote.ip()) else { continue };
+        let Some(tls) = &settings.tls else {
+            if sender.send(Ok(Conn::new(Stream::Plain(tcp), admitted, &settings))).await.is_err() {
                 return;
             }
             continue;
         };
-        let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
-        let (acceptor, sender, closing) = (tls.acceptor(), sender.clone(), closing.clone());
+        let (acceptor, sender, settings) = (tls.acceptor(), sender.clone(), settings.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            let remote = tcp.peer_addr().ok();
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => {
-                    let _ = sender.send(Ok(Conn::new(Stream::Tls(Box::new(stream)), &closing))).await;
+                    let _ = sender.send(Ok(Conn::new(Stream::Tls(Box::new(stream)), admitted, &settings))).await;
                 }
-                Ok(Err(error)) => tracing::debug!(?remote, %error, "TLS handshake failed"),
-                Err(_) => tracing::debug!(?remote, "TLS handshake timed out"),
+                Ok(Err(error)) => tracing::debug!(%remote, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
         });
+    }
+}
+
+/// The connections open, in total and by client address, within their
+/// limits.
+///
+/// Invariant: the counts are the numbers of live [`Admitted`]; an address
+/// is in the map only while its count is above zero.
+#[derive(Debug)]
+struct Admissions {
+    max_total: usize,
+    max_per_address: usize,
+    open: Mutex<Open>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+    /// Connections refused since the last refusal logged, and when that was.
+    refused: (u64, Option<Instant>),
+}
+
+/// One connection open, counted until dropped.
+#[derive(Debug)]
+struct Admitted {
+    admissions: Arc<Admissions>,
+    address: IpAddr,
+}
+
+impl Admissions {
+    fn new(max_total: usize, max_per_address: usize) -> Admissions {
+        Admissions { max_total, max_per_address, open: Mutex::new(Open::default()) }
+    }
+
+    /// A place for a connection from `address`, or `None` when the
+    /// connections open already reach a limit.
+    fn admit(self: &Arc<Self>, address: IpAddr) -> Option<Admitted> {
+        let address = address.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let of_address = open.by_address.get(&address).copied().unwrap_or(0);
+        let full = if open.total >= self.max_total {
+            Some(("limits.max_connections", self.max_total))
+        } else if of_address >= self.max_per_address {
+            Some(("limits.max_connections_per_address", self.max_per_address))
+        } else {
+            None
+        };
+        if let Some((key, limit)) = full {
+            open.refused.0 += 1;
+            let now = Instant::now();
+            if open.refused.1.is_none_or(|logged| now >= logged + REFUSALS_LOGGED_EVERY) {
+                let refused = std::mem::replace(&mut open.refused, (0, Some(now))).0;
+                tracing::warn!(
+                    %address,
+                    refused_since_last_logged = refused,
+                    "closing a new connection at once: {limit} are open already ({key})"
+                );
+            }
+            return None;
+        }
+        open.total += 1;
+        *open.by_address.entry(address).or_insert(0) += 1;
+        Some(Admitted { admissions: self.clone(), address })
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.admissions.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.total -= 1;
+        if let Some(count) = open.by_address.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.by_address.remove(&self.address);
+            }
+        }
     }
 }

@@ -217,12 +217,15 @@ pub async fn serve(
     let serving = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .http2_keepalive_interval(Some(config.limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(config.limits.keepalive_timeout))
         .trace_fn(request_span)
+        .layer(tower_layer::layer_fn(incoming::CountRequests::new))
         .add_service(health)
         .add_service(reflection)
         .add_service(matching)
         .add_service(scheduling)
-        .serve_with_incoming_shutdown(incoming(listener, tls.clone(), closing.clone()), stopping);
+        .serve_with_incoming_shutdown(incoming(listener, tls.clone(), &config.limits, closing.clone()), stopping);
     tokio::pin!(serving);
     let grace = config.shutdown_grace;
     let served = tokio::select! {
