@@ -178,8 +178,9 @@ impl DemoServer {
             Some(url) => (url.parse().map_err(|e: String| anyhow::anyhow!("--store: {e}"))?, None),
         };
         if let StoreUrl::Cassandra { contact_point, keyspace } = &store_url {
-            let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
-            fairway::store::cassandra::apply_schema(&session, keyspace, &config.cassandra.replication).await?;
+            let cassandra = config.cassandra.in_region(&config.cluster.region);
+            let session = fairway::store::cassandra::connect_session(contact_point, &cassandra).await?;
+            fairway::store::cassandra::apply_schema(&session, keyspace, &cassandra.replication).await?;
         }
         let store = server::open_store(&store_url, config).await?;
         let server = LocalServer::start(config, store, Arc::new(SystemClock)).await?;

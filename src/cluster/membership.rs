@@ -1,9 +1,34 @@
+//! A node's membership of the cluster: its heartbeats, the live set it
+//! reads back, and its name.
+//!
+//! Invariant: a node does not join (write its first heartbeat) while it
+//! sees another process beating under its name: two of one name would each
+//! count the other's partitions as their own.
+
 use std::sync::Arc;
 
 use super::assignment::live_members;
 use super::{ClusterConfig, ClusterView, DispatchGate};
 use crate::clock::{SharedClock, UnixMillis, millis};
 use crate::store::{Member, Store, StoreError};
+
+/// How many heartbeat intervals a joining node watches the heartbeat of a
+/// live member of its name for (a live process beats every interval).
+const NAMESAKE_WATCH_INTERVALS: u32 = 2;
+
+/// Another process is live under this node's name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "another node is live under this node's name {node:?} (it started at {started_unix_ms} Unix ms and its \
+     heartbeat still advances): every node needs a name of its own; set cluster.advertise to the HOST:PORT the \
+     other nodes reach this one at"
+)]
+pub struct NameTaken {
+    /// The name.
+    pub node: String,
+    /// When the other process started, by its clock.
+    pub started_unix_ms: UnixMillis,
+}
 
 /// What a heartbeat found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +78,51 @@ impl Membership {
         &self.view
     }
 
+    /// Before the first heartbeat: refuses to join while another process
+    /// is live under this node's name. A member of this name with another
+    /// start time and a fresh heartbeat is read again for
+    /// `NAMESAKE_WATCH_INTERVALS` heartbeat intervals: if its heartbeat
+    /// advances meanwhile, another process beats under the name (refused);
+    /// if not, it is a previous run of this node that ended without leaving
+    /// (a crash), which the range-id fence makes safe to take over from at
+    /// once. A store that cannot be read is left to the heartbeats.
+    pub async fn check_name(&self) -> Result<(), NameTaken> {
+        let Some(first) = self.namesake().await else { return Ok(()) };
+        for _ in 0..NAMESAKE_WATCH_INTERVALS {
+            tokio::time::sleep(self.config.heartbeat_interval).await;
+            match self.namesake().await {
+                Some(current)
+                    if current.started_unix_ms == first.started_unix_ms
+                        && current.heartbeat_unix_ms > first.heartbeat_unix_ms =>
+                {
+                    return Err(NameTaken { node: current.node, started_unix_ms: current.started_unix_ms });
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The member of this node's name with another start time and a fresh
+    /// heartbeat, if the store has one (and can be read).
+    async fn namesake(&self) -> Option<Member> {
+        let members = match self.store.members().await {
+            Ok(members) => members,
+            Err(error) => {
+                tracing::warn!(%error, "could not check that no other node is live under this node's name");
+                return None;
+            }
+        };
+        let now = self.clock.now_ms();
+        let timeout = millis(self.config.member_timeout);
+        members.into_iter().find(|member| {
+            member.node == self.me.node
+                && member.started_unix_ms != self.me.started_unix_ms
+                && now - member.heartbeat_unix_ms < timeout
+        })
+    }
+
     /// Writes this node's heartbeat and reads the live set. The gate opens
     /// until the heartbeat could go stale in the others' eyes, less a
     /// margin of one heartbeat interval.
@@ -86,5 +156,85 @@ impl Membership {
     pub async fn leave(&self) -> Result<(), StoreError> {
         self.gate.open_until(i64::MIN);
         self.store.leave(&self.me.node).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::clock::{Clock, SystemClock};
+    use crate::store::embedded::EmbeddedStore;
+
+    /// A heartbeat of `node`, started at `started`, written now.
+    async fn beat_once(store: &dyn Store, node: &str, started: UnixMillis) {
+        let heartbeat_unix_ms = SystemClock.now_ms();
+        let member = Member { node: node.into(), region: String::new(), started_unix_ms: started, heartbeat_unix_ms };
+        store.heartbeat(&member).await.expect("a heartbeat");
+    }
+
+    /// Heartbeats of `node`, started at `started`, every `interval` until
+    /// `stop`: another process under that name.
+    async fn beat_as(
+        store: Arc<dyn Store>,
+        node: &str,
+        started: UnixMillis,
+        interval: Duration,
+        stop: CancellationToken,
+    ) {
+        let mut ticks = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => beat_once(store.as_ref(), node, started).await,
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_does_not_join_under_the_name_of_a_live_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let config = ClusterConfig {
+            heartbeat_interval: Duration::from_millis(200),
+            member_timeout: Duration::from_secs(60),
+            ..ClusterConfig::default()
+        };
+        let joining = |node: &str| {
+            let view = Arc::new(ClusterView::shared(node.into(), config.member_timeout));
+            Membership::new(
+                view,
+                Arc::new(DispatchGate::closed()),
+                store.clone(),
+                Arc::new(SystemClock),
+                config.clone(),
+            )
+        };
+        let name = "10.0.0.5:7070";
+        joining(name).check_name().await.expect("no one has the name");
+
+        beat_once(store.as_ref(), name, 1).await;
+        let stop = CancellationToken::new();
+        // It beats more often than the interval: its heartbeat advances
+        // within the watch, however late its task runs.
+        let other = tokio::spawn(beat_as(store.clone(), name, 1, Duration::from_millis(20), stop.clone()));
+        let refused = joining(name).check_name().await.expect_err("another process beats under the name");
+        assert_eq!(refused, NameTaken { node: name.into(), started_unix_ms: 1 });
+        assert!(refused.to_string().contains("set cluster.advertise"), "{refused}");
+        joining("10.0.0.6:7070").check_name().await.expect("another name");
+
+        // The other process stops without leaving, as a crashed run of this
+        // node would: its heartbeat, still fresh, no longer advances.
+        stop.cancel();
+        other.await.unwrap();
+        joining(name).check_name().await.expect("a name whose heartbeat no longer advances");
+
+        let first = joining(name);
+        first.beat().await.unwrap();
+        first.leave().await.unwrap();
+        joining(name).check_name().await.expect("a name whose node left");
     }
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use assignment::{Failover, LiveNode};
-pub use membership::{Heartbeat, Membership};
+pub use membership::{Heartbeat, Membership, NameTaken};
 pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
 
 use crate::clock::UnixMillis;

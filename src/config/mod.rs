@@ -10,7 +10,7 @@ pub mod duration_serde;
 mod store_url;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -244,18 +244,47 @@ impl Config {
         if self.matcher.default_poll_wait > self.limits.max_poll_wait {
             return Err(ConfigError::new("matcher.default_poll_wait", "must not exceed limits.max_poll_wait"));
         }
+        self.validate_node_name()?;
         self.validate_regions()
     }
 
-    /// The levels a multi-region deployment may use. A fence at
-    /// `LOCAL_SERIAL` is one region's Paxos: sound only when every owner of
-    /// a partition is in that region, so it needs a named region, a driver
-    /// kept to its datacenter, and manual failover. Automatic failover
-    /// hands partitions to other regions' nodes on its own, so its fence and
-    /// writes must be global (`SERIAL`, `QUORUM`).
+    /// On a shared store a node's name (`cluster.advertise`, else `listen`)
+    /// is the address the other nodes reach it at, and tells it apart from
+    /// them: an unspecified address (`0.0.0.0`, `[::]`) is neither.
+    fn validate_node_name(&self) -> Result<(), ConfigError> {
+        if !matches!(self.store_url()?, StoreUrl::Cassandra { .. }) {
+            return Ok(());
+        }
+        let (name, is) = match self.cluster.advertise.as_str() {
+            "" => (self.listen.to_string(), "is empty, so this node is named after `listen`,"),
+            advertised => (advertised.to_owned(), "is"),
+        };
+        let host = name.rsplit_once(':').map_or(name.as_str(), |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
+            return Err(ConfigError::new(
+                "cluster.advertise",
+                format!(
+                    "{is} {name}: no node can reach another there, and every node listening on {host} would bear \
+                     the same name (each taking the others' partitions); set cluster.advertise to the HOST:PORT \
+                     the other nodes reach this one at"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The levels a multi-region deployment may use. `LOCAL_QUORUM` needs a
+    /// driver kept to one datacenter (`cassandra.local_datacenter`, or the
+    /// region's). A fence at `LOCAL_SERIAL` is one region's Paxos: sound
+    /// only when every owner of a partition is in that region, so it needs
+    /// a named region, a driver kept to its datacenter, and manual failover.
+    /// Automatic failover hands partitions to other regions' nodes on its
+    /// own, so its fence and writes must be global (`SERIAL`, `QUORUM`).
     fn validate_regions(&self) -> Result<(), ConfigError> {
         use scylla::statement::{Consistency, SerialConsistency};
         let cassandra = self.cassandra.in_region(&self.cluster.region);
+        cassandra.consistency().map_err(|message| ConfigError::new("cassandra.consistency", message))?;
         let serial = cassandra
             .serial_consistency()
             .map_err(|message| ConfigError::new("cassandra.serial_consistency", message))?;
@@ -430,10 +459,48 @@ mod tests {
             assert_eq!(err.key, field, "{err}");
             assert!(err.message.contains("refused"), "{err}");
         }
-        for (key, value) in
-            [("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM"), ("FAIRWAY_CASSANDRA__CONSISTENCY", "ALL")]
-        {
-            Config::load(None, env(&[(key, value)]), &[]).expect("a quorum level is accepted");
+        for level in ["QUORUM", "EACH_QUORUM", "ALL"] {
+            Config::load(None, env(&[("FAIRWAY_CASSANDRA__CONSISTENCY", level)]), &[]).expect("a quorum level");
+        }
+    }
+
+    /// A local level is a quorum of one datacenter only if the driver keeps
+    /// to one: without one named, a read coordinated in another datacenter
+    /// could miss what this one acknowledged.
+    #[test]
+    fn local_quorum_needs_a_local_datacenter() {
+        let local_quorum = ("FAIRWAY_CASSANDRA__CONSISTENCY", "LOCAL_QUORUM");
+        let err = Config::load(None, env(&[local_quorum]), &[]).unwrap_err();
+        assert_eq!(err.key, "cassandra.consistency", "{err}");
+        assert!(err.message.contains("needs cassandra.local_datacenter (or cluster.region)"), "{err}");
+        let named = Config::load(None, env(&[local_quorum, ("FAIRWAY_CASSANDRA__LOCAL_DATACENTER", "dc1")]), &[]);
+        assert_eq!(named.expect("a datacenter named").cassandra.local_datacenter, "dc1");
+        Config::load(None, env(&[local_quorum, ("FAIRWAY_CLUSTER__REGION", "eu-west")]), &[])
+            .expect("the region names the datacenter");
+    }
+
+    /// On a shared store a node's name is the address the others reach it
+    /// at, and tells it apart from them: never 0.0.0.0 or [::].
+    #[test]
+    fn a_node_of_a_shared_store_is_not_named_by_an_unspecified_address() {
+        let cassandra = ("FAIRWAY_STORE", "cassandra://127.0.0.1:9042/fairway");
+        for vars in [
+            vec![cassandra, ("FAIRWAY_LISTEN", "0.0.0.0:7070")],
+            vec![cassandra, ("FAIRWAY_LISTEN", "[::]:7070")],
+            vec![cassandra, ("FAIRWAY_CLUSTER__ADVERTISE", "0.0.0.0:7070")],
+            vec![cassandra, ("FAIRWAY_LISTEN", "0.0.0.0:7070"), ("FAIRWAY_CLUSTER__ADVERTISE", "[::]:7070")],
+        ] {
+            let err = Config::load(None, env(&vars), &[]).unwrap_err();
+            assert_eq!(err.key, "cluster.advertise", "{vars:?}: {err}");
+            assert!(err.message.contains("set cluster.advertise"), "{vars:?}: {err}");
+        }
+        for vars in [
+            vec![cassandra, ("FAIRWAY_LISTEN", "0.0.0.0:7070"), ("FAIRWAY_CLUSTER__ADVERTISE", "10.0.0.5:7070")],
+            vec![cassandra, ("FAIRWAY_LISTEN", "0.0.0.0:7070"), ("FAIRWAY_CLUSTER__ADVERTISE", "fairway-0.nodes:7070")],
+            vec![cassandra, ("FAIRWAY_LISTEN", "10.0.0.5:7070")],
+            vec![("FAIRWAY_LISTEN", "0.0.0.0:7070")],
+        ] {
+            Config::load(None, env(&vars), &[]).unwrap_or_else(|err| panic!("{vars:?}: {err}"));
         }
     }
 
@@ -559,17 +626,17 @@ mod tests {
         assert_eq!(config.engine.weights.keys["acme"], 3.0);
     }
 
-    fn load_text(text: &str) -> Result<Config, ConfigError> {
+    fn load_text(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("fairway.toml");
         std::fs::write(&file, text).unwrap();
-        Config::load(Some(&file), env(&[]), &[])
+        Config::load(Some(&file), env(vars), &[])
     }
 
     /// The config files shipped in deploy/ are valid.
     #[test]
     fn deployment_configs_parse() {
-        let systemd = load_text(include_str!("../../deploy/systemd/fairway.toml")).unwrap();
+        let systemd = load_text(include_str!("../../deploy/systemd/fairway.toml"), &[]).unwrap();
         assert_eq!(systemd.cluster.advertise, "10.0.0.5:7070");
         let manifest = include_str!("../../deploy/k8s/fairway.yaml");
         let start = manifest.find("fairway.toml: |").expect("the config map") + "fairway.toml: |\n".len();
@@ -578,7 +645,10 @@ mod tests {
             .take_while(|line| line.is_empty() || line.starts_with("    "))
             .map(|line| format!("{}\n", line.get(4..).unwrap_or("")))
             .collect();
-        let k8s = load_text(&block).unwrap();
+        // Each pod names itself (the StatefulSet sets the variable from its name).
+        let advertise = ("FAIRWAY_CLUSTER__ADVERTISE", "$(POD_NAME).fairway-nodes:7070");
+        assert!(manifest.contains(&format!("- name: {}\n              value: \"{}\"", advertise.0, advertise.1)));
+        let k8s = load_text(&block, &[(advertise.0, "fairway-0.fairway-nodes:7070")]).unwrap();
         assert_eq!(k8s.matcher.partitions_per_queue, 8);
         assert!(!k8s.scheduler.rounds && !systemd.scheduler.rounds, "rounds run on one node, said apart");
         for shipped in [&k8s, &systemd] {
@@ -612,9 +682,9 @@ mod tests {
         let err = Config::load(None, env(&[]), &[("telemetry.metrics_listen", "9464".into())]).unwrap_err();
         assert_eq!(err.key, "telemetry.metrics_listen");
         assert!(err.to_string().contains("IP:PORT"), "{err}");
-        let err = load_text("[telemetry]\notlp_endpoint = \"grpc://collector:4317\"\n").unwrap_err();
+        let err = load_text("[telemetry]\notlp_endpoint = \"grpc://collector:4317\"\n", &[]).unwrap_err();
         assert_eq!(err.key, "telemetry.otlp_endpoint");
-        let err = load_text("[telemetry]\notlp_export_interval = \"0s\"\n").unwrap_err();
+        let err = load_text("[telemetry]\notlp_export_interval = \"0s\"\n", &[]).unwrap_err();
         assert_eq!(err.key, "telemetry.otlp_export_interval");
         assert!(err.to_string().contains("[1s, 1h]"), "{err}");
     }

@@ -33,7 +33,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::api::{Gate, MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
 use crate::clock::SharedClock;
-use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, Peers};
+use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, NameTaken, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
@@ -79,6 +79,9 @@ pub enum ServeError {
     /// The JWKS file cannot be read.
     #[error(transparent)]
     Jwks(#[from] JwtError),
+    /// Another node is live under this node's name.
+    #[error(transparent)]
+    NameTaken(#[from] NameTaken),
     /// Listening beyond loopback without TLS or without authentication,
     /// and `security.allow_insecure` is not set.
     #[error(
@@ -162,7 +165,7 @@ pub async fn serve(
     let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
     let gate = Gate::new(authenticator.clone(), keys.clone(), clock.clone());
     let peers = Peers::new(peer_tls(&config.security)?, config.cluster.forward_timeout);
-    let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await;
+    let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await?;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
@@ -365,7 +368,14 @@ struct Node {
 }
 
 impl Node {
-    async fn start(store: Arc<dyn Store>, clock: SharedClock, settings: Settings, config: &ClusterConfig) -> Node {
+    /// Starts the node; on a shared store it first joins the cluster, which
+    /// it refuses to do under the name of another live node.
+    async fn start(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        settings: Settings,
+        config: &ClusterConfig,
+    ) -> Result<Node, NameTaken> {
         let mut tasks = JoinSet::new();
         let loops = CancellationToken::new();
         if !store.is_shared() {
@@ -378,7 +388,7 @@ impl Node {
             let queues = Arc::new(Queues::in_cluster(store.clone(), clock, settings, view, gate));
             tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
-            return Node { queues, membership: None, loops, tasks };
+            return Ok(Node { queues, membership: None, loops, tasks });
         }
         let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout).in_region(
             &config.region,
@@ -388,6 +398,7 @@ impl Node {
         let gate = Arc::new(DispatchGate::closed());
         let membership =
             Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));
+        membership.check_name().await?;
         if let Err(error) = membership.beat().await {
             tracing::warn!(%error, "first heartbeat failed; handing out nothing until one succeeds");
         }
@@ -396,7 +407,7 @@ impl Node {
         tasks.spawn(heartbeat_loop(membership.clone(), queues.clone(), config.heartbeat_interval, loops.clone()));
         tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));
         tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
-        Node { queues, membership: Some(membership), loops, tasks }
+        Ok(Node { queues, membership: Some(membership), loops, tasks })
     }
 
     /// Stops taking partitions, hands over every partition it holds, then

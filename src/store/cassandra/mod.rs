@@ -127,12 +127,12 @@ impl Default for CassandraConfig {
 impl CassandraConfig {
     /// Checks section `[cassandra]`; the error names the key.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        self.consistency().map_err(|m| ValidationError::new("cassandra.consistency", m))?;
-        // LOCAL_SERIAL also needs a local datacenter, which `cluster.region`
-        // may give: `config::validate` checks that across the sections.
-        self.in_region("-")
-            .serial_consistency()
-            .map_err(|m| ValidationError::new("cassandra.serial_consistency", m))?;
+        // LOCAL_QUORUM and LOCAL_SERIAL need a local datacenter, which
+        // `cluster.region` may give: `config::validate` checks that across
+        // the sections.
+        let in_some_region = self.in_region("-");
+        in_some_region.consistency().map_err(|m| ValidationError::new("cassandra.consistency", m))?;
+        in_some_region.serial_consistency().map_err(|m| ValidationError::new("cassandra.serial_consistency", m))?;
         if !self.local_datacenter.is_empty() {
             validate::region("cassandra.local_datacenter", &self.local_datacenter)?;
         }
@@ -206,18 +206,29 @@ impl CassandraConfig {
 
     /// The consistency of reads and plain writes. Levels below a quorum are
     /// refused: a read at one of them can miss a task whose write was
-    /// acknowledged, and the reader then moves past it for good.
+    /// acknowledged, and the reader then moves past it for good. So is
+    /// `LOCAL_QUORUM` without a local datacenter: it is a quorum of the
+    /// coordinator's datacenter, and the driver would pick coordinators in
+    /// any.
     pub fn consistency(&self) -> Result<scylla::statement::Consistency, String> {
         use scylla::statement::Consistency::*;
         Ok(match self.consistency.to_ascii_uppercase().as_str() {
             "QUORUM" => Quorum,
             "ALL" => All,
+            "LOCAL_QUORUM" if self.local_datacenter.is_empty() => {
+                return Err("LOCAL_QUORUM needs cassandra.local_datacenter (or cluster.region): it is a quorum of \
+                            the coordinator's datacenter, and with none named the driver picks coordinators in \
+                            any, so once the keyspace has a second datacenter a read there can miss a task whose \
+                            write was acknowledged here, and the reader moves past it, losing it; name the \
+                            datacenter, or use QUORUM"
+                    .into());
+            }
             "LOCAL_QUORUM" => LocalQuorum,
             "EACH_QUORUM" => EachQuorum,
             weak @ ("ONE" | "TWO" | "THREE" | "LOCAL_ONE" | "ANY") => {
                 return Err(format!(
                     "{weak} is refused: a read at {weak} can miss a task whose write was acknowledged, and the \
-                     reader moves past it, losing it; use QUORUM (LOCAL_QUORUM when the keyspace has one datacenter)"
+                     reader moves past it, losing it; use QUORUM (or LOCAL_QUORUM with cassandra.local_datacenter)"
                 ));
             }
             other => return Err(format!("{other:?} is not a consistency level; use QUORUM or LOCAL_QUORUM")),
