@@ -20,6 +20,7 @@ use incoming::incoming;
 pub use local::LocalServer;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,7 +160,7 @@ pub async fn serve(
         None => None,
     };
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
-    check_exposure(&listener, &config.security)?;
+    check_exposure(listener.local_addr()?, metrics.as_ref().map(TcpListener::local_addr).transpose()?, config)?;
     let keys = cluster_keys(store.as_ref()).await?;
     let tls = config.security.tls_files().map(ServerTls::load).transpose()?.map(Arc::new);
     let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
@@ -296,28 +297,49 @@ async fn reload_security_files(
     .await;
 }
 
-/// Refuses to serve beyond loopback without TLS and authentication, unless
-/// `security.allow_insecure` says so (then warns).
-fn check_exposure(listener: &TcpListener, security: &SecurityConfig) -> Result<(), ServeError> {
-    let address = listener.local_addr()?;
+/// Refuses to serve beyond loopback what anyone could use there, unless the
+/// operator says so (then warns): gRPC on `grpc` without TLS and
+/// authentication (`security.allow_insecure`), and `/metrics` on `metrics`,
+/// which has no authentication at all (`telemetry.metrics_allow_insecure`).
+fn check_exposure(grpc: SocketAddr, metrics: Option<SocketAddr>, config: &Config) -> Result<(), ServeError> {
+    let security = &config.security;
     let missing = match (security.tls_files().is_some(), security.authenticates()) {
-        (true, true) => return Ok(()),
-        (false, true) => "TLS",
-        (true, false) => "authentication",
-        (false, false) => "TLS and authentication",
+        (true, true) => None,
+        (false, true) => Some("TLS"),
+        (true, false) => Some("authentication"),
+        (false, false) => Some("TLS and authentication"),
     };
-    if address.ip().is_loopback() {
-        return Ok(());
+    if let Some(missing) = missing
+        && !grpc.ip().is_loopback()
+    {
+        if !security.allow_insecure {
+            return Err(ServeError::Insecure { address: grpc, missing });
+        }
+        tracing::warn!(
+            address = %grpc,
+            "SERVING WITHOUT {} ON A NON-LOOPBACK ADDRESS (security.allow_insecure = true): \
+             anyone who reaches {grpc} can read, add, take and delete tasks",
+            missing.to_uppercase()
+        );
     }
-    if !security.allow_insecure {
-        return Err(ServeError::Insecure { address, missing });
+    if let Some(address) = metrics
+        && !address.ip().is_loopback()
+    {
+        if !config.telemetry.metrics_allow_insecure {
+            let message = format!(
+                "is {address}, beyond loopback, and /metrics has no authentication: anyone who reaches it would \
+                 read every queue's name and counts; listen on loopback (scrape through a proxy that \
+                 authenticates), or set telemetry.metrics_allow_insecure = true to serve it there anyway"
+            );
+            return Err(ConfigError::new("telemetry.metrics_listen", message).into());
+        }
+        tracing::warn!(
+            %address,
+            "SERVING /metrics WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS \
+             (telemetry.metrics_allow_insecure = true): anyone who reaches {address} can read every queue's name \
+             and counts"
+        );
     }
-    tracing::warn!(
-        %address,
-        "SERVING WITHOUT {} ON A NON-LOOPBACK ADDRESS (security.allow_insecure = true): \
-         anyone who reaches {address} can read, add, take and delete tasks",
-        missing.to_uppercase()
-    );
     Ok(())
 }
 
@@ -491,3 +513,38 @@ const _: () = assert!(MAX_CONCURRENT_STREAMS as usize * 256 <= CONNECTION_WINDOW
 /// a valid config allows (`limits.max_poll_response_bytes` is at most
 /// 256 MiB; one task, at most 64 MiB of payload, is always given).
 pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    /// `/metrics` has no authentication: beyond loopback only on the
+    /// operator's word, as gRPC without TLS and authentication.
+    #[test]
+    fn metrics_are_served_beyond_loopback_only_when_the_operator_says_so() {
+        let grpc = address("127.0.0.1:7070");
+        let mut config = Config::default();
+        for loopback in ["127.0.0.1:9464", "[::1]:9464"] {
+            check_exposure(grpc, Some(address(loopback)), &config).expect(loopback);
+        }
+        check_exposure(grpc, None, &config).expect("no metrics served");
+        for beyond in ["0.0.0.0:9464", "10.0.0.5:9464", "[::]:9464"] {
+            let Err(ServeError::Config(refused)) = check_exposure(grpc, Some(address(beyond)), &config) else {
+                panic!("{beyond} was not refused");
+            };
+            assert_eq!(refused.key, "telemetry.metrics_listen", "{refused}");
+            assert!(refused.message.contains("set telemetry.metrics_allow_insecure = true"), "{refused}");
+        }
+        config.telemetry.metrics_allow_insecure = true;
+        check_exposure(grpc, Some(address("0.0.0.0:9464")), &config).expect("the operator said so");
+
+        let refused = check_exposure(address("0.0.0.0:7070"), None, &config);
+        assert!(matches!(refused, Err(ServeError::Insecure { missing: "TLS and authentication", .. })), "{refused:?}");
+        config.security.allow_insecure = true;
+        check_exposure(address("0.0.0.0:7070"), None, &config).expect("the operator said so");
+    }
+}

@@ -33,8 +33,13 @@ use otlp::OtlpMetrics;
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// Where `fairway serve` answers `GET /metrics` (Prometheus text), e.g.
-    /// `127.0.0.1:9464`; empty: nowhere.
+    /// `127.0.0.1:9464`; empty: nowhere. Beyond loopback only with
+    /// `metrics_allow_insecure`.
     pub metrics_listen: String,
+    /// Serve `/metrics`, which has no authentication, on an address beyond
+    /// loopback anyway (with a warning at start): anyone who reaches it
+    /// reads every queue's name and counts.
+    pub metrics_allow_insecure: bool,
     /// An OTLP/gRPC collector, e.g. `http://127.0.0.1:4317`, to push spans
     /// and metrics to; empty: none.
     pub otlp_endpoint: String,
@@ -47,6 +52,7 @@ impl Default for TelemetryConfig {
     fn default() -> Self {
         TelemetryConfig {
             metrics_listen: String::new(),
+            metrics_allow_insecure: false,
             otlp_endpoint: String::new(),
             otlp_export_interval: Duration::from_secs(10),
         }

@@ -424,3 +424,29 @@ async fn metrics_and_request_spans_reach_an_otlp_collector() {
         assert!(spans.contains(&want), "no span {want:?} in {spans:?}");
     }
 }
+
+/// `/metrics` has no authentication: the real binary refuses to serve it
+/// beyond loopback, naming the key, unless the operator says so (then it
+/// warns).
+#[tokio::test]
+async fn metrics_are_served_beyond_loopback_only_on_the_operators_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("embedded:{}", dir.path().join("data").display());
+    let mut command = tokio::process::Command::from(crate::support::fairway_command());
+    command.args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0", "--store", &store]);
+    let refused = command.kill_on_drop(true).output();
+    let refused = tokio::time::timeout(Duration::from_secs(60), refused).await.expect("it stops").expect("it runs");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("telemetry.metrics_listen: is 0.0.0.0:") && stderr.contains("telemetry.metrics_allow_insecure"),
+        "{stderr}"
+    );
+
+    let allowed = crate::support::ServerProcess::start_on(
+        &store,
+        &[("FAIRWAY_TELEMETRY__METRICS_LISTEN", "0.0.0.0:0"), ("FAIRWAY_TELEMETRY__METRICS_ALLOW_INSECURE", "true")],
+    );
+    let log = allowed.terminate();
+    assert!(log.contains("SERVING /metrics WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS"), "{log}");
+}
