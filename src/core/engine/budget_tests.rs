@@ -14,7 +14,8 @@ use crate::store::PartitionMeta;
 const MIB: usize = 1 << 20;
 const BUDGET: usize = 4 * MIB;
 
-fn ready_engine(config: EngineConfig) -> PartitionEngine {
+/// An engine of a new partition that has read its (empty) store.
+pub(super) fn ready_engine(config: EngineConfig) -> PartitionEngine {
     let meta = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
     let mut engine = PartitionEngine::load(&meta, config, 0);
     let (after, limit) = engine.delayed_read().expect("a new owner reads its delayed records");

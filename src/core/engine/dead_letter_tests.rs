@@ -2,21 +2,16 @@
 //! put back, even when a letter is buried in the very write that raises the
 //! floor, in the same millisecond.
 
-use super::{EngineConfig, Finish, Outcome, PartitionEngine, PlanInput, TaskPolicy};
+use super::budget_tests::ready_engine;
+use super::{EngineConfig, Finish, Outcome, PlanInput, TaskPolicy};
 use crate::model::{Priority, TaskSpec};
-use crate::store::{PartitionMeta, RecordKey, RecordValue, Section};
+use crate::store::{RecordKey, RecordValue, Section};
 
 #[test]
 fn a_letter_buried_beside_a_redrive_lands_above_the_raised_floor() {
     let tasks = TaskPolicy { max_attempts: 1, ..TaskPolicy::default() };
     let config = EngineConfig { tasks, ..EngineConfig::default() };
-    let meta = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
-    let mut engine = PartitionEngine::load(&meta, config, 0);
-    let (after, limit) = engine.delayed_read().expect("a new owner reads its delayed records");
-    engine.apply_delayed_read(after, Vec::new(), limit);
-    for request in engine.read_requests(0) {
-        engine.apply_read(request, Vec::new());
-    }
+    let mut engine = ready_engine(config);
     let now = 1_000;
     let spec = TaskSpec::new("k", Priority::DEFAULT, b"x".to_vec());
     let input = PlanInput { specs: std::slice::from_ref(&spec), ..PlanInput::default() };
