@@ -16,6 +16,7 @@ mod load;
 pub(super) mod report;
 mod secure;
 mod server;
+mod tenants;
 mod throughput;
 
 use std::future::Future;
@@ -43,6 +44,10 @@ pub(super) enum BenchCommand {
     /// Weights, Zipf keys over partitions, a noisy neighbour and priorities,
     /// each with fair and with FIFO order.
     Fairness(fairness::FairnessArgs),
+    /// Two producers bound to fairness prefixes, one trying every trick
+    /// (priority, weight, many keys): each one's share of the dispatches,
+    /// beside the same producers unbound.
+    Tenants(tenants::TenantsArgs),
     /// A key held at its concurrency limit beside many dispatches of others:
     /// the marks above the ack level, parked tasks, metadata and memory.
     HeldKey(held::HeldArgs),
@@ -103,6 +108,10 @@ pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Drain(args) => {
             let store = BenchStore::prepare(&args.common).await?;
             (args.common.clone(), vec![drain::run(&args, &store).await?])
+        }
+        BenchCommand::Tenants(args) => {
+            let store = BenchStore::prepare(&args.common).await?;
+            (args.common.clone(), vec![tenants::run(&args, &store).await?])
         }
         BenchCommand::HeldKey(args) => {
             let store = BenchStore::prepare(&args.common).await?;
@@ -200,6 +209,15 @@ impl BenchStore {
         let session = fairway::store::cassandra::connect_session(contact_point, &config.cassandra).await?;
         apply_schema(&session, keyspace, &config.cassandra.replication).await?;
         Ok(BenchStore { cassandra: Some(url.clone()), server_binary, security })
+    }
+
+    /// The same store and binary, the servers serving `security`.
+    fn with_security(&self, security: secure::BenchSecurity) -> BenchStore {
+        BenchStore {
+            cassandra: self.cassandra.clone(),
+            server_binary: self.server_binary.clone(),
+            security: Some(std::sync::Arc::new(security)),
+        }
     }
 
     /// A store URL for one server: the Cassandra keyspace, or a new

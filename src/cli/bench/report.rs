@@ -71,6 +71,9 @@ pub(crate) struct ScenarioReport {
     pub runs: Vec<Vec<Measure>>,
     /// PNG files drawn from the first run.
     pub plots: Vec<PathBuf>,
+    /// What the second column measured, beside Fairway: FIFO ordering, or
+    /// what the scenario says.
+    pub beside: String,
 }
 
 impl ScenarioReport {
@@ -91,7 +94,13 @@ impl ScenarioReport {
                 Measure { fairway: of(&|m| Some(m.fairway)).unwrap_or(0.0), fifo: of(&|m| m.fifo), ..first.clone() }
             })
             .collect();
-        ScenarioReport { scenario: scenario.to_owned(), settings, median, runs, plots }
+        ScenarioReport { scenario: scenario.to_owned(), settings, median, runs, plots, beside: "FIFO".to_owned() }
+    }
+
+    /// Names what the second column measured, when it is not FIFO ordering.
+    pub(crate) fn beside(mut self, what: &str) -> ScenarioReport {
+        self.beside = what.to_owned();
+        self
     }
 
     /// The scenario as markdown: a table of medians with every run's figure.
@@ -99,8 +108,11 @@ impl ScenarioReport {
         let mut out = String::new();
         let runs = self.runs.len();
         let _ = writeln!(out, "### {}\n\n{}\n", self.scenario, self.settings);
-        let _ =
-            writeln!(out, "| measure | Fairway (median of {runs}) | FIFO (median) | runs: Fairway / FIFO | target |");
+        let beside = &self.beside;
+        let _ = writeln!(
+            out,
+            "| measure | Fairway (median of {runs}) | {beside} (median) | runs: Fairway / {beside} | target |"
+        );
         let _ = writeln!(out, "|---|---:|---:|---|---|");
         for (i, m) in self.median.iter().enumerate() {
             let per_run = self

@@ -59,6 +59,13 @@ impl BenchServer {
         }
     }
 
+    /// A client that authenticates with `key` (over TLS: the server must
+    /// serve the run's security).
+    pub(super) async fn client_as(&self, key: &str) -> anyhow::Result<Client> {
+        let security = self.security.as_ref().context("the server serves no TLS: it takes no API keys here")?;
+        Ok(client_on(security.connect_with(&self.addr, key).await?))
+    }
+
     /// The server's resident memory now and at its peak, in bytes (Linux).
     pub(super) fn memory(&self) -> Option<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;

@@ -5,7 +5,8 @@
 //! `fairway chaos run --scenario S --duration D` runs one scenario;
 //! `fairway chaos check HISTORY` checks a history again.
 //!
-//! The region scenarios (`region-cut`, `region-move`, `region-auto`) run on
+//! The region scenarios (`region-cut`, `region-move`, `region-auto`,
+//! `region-failover`) run on
 //! the multi-region test bed of `deploy/regions/regions.sh`: each Fairway
 //! node in its region's network namespace, on its region's Cassandra node;
 //! besides the checker's table they report each fault and the answers each
@@ -59,7 +60,7 @@ pub(super) enum ChaosCommand {
 /// again with one replica per region (NetworkTopologyStrategy).
 #[derive(Args, Debug)]
 #[command(after_help = "Region scenarios: region-cut and region-move need `deploy/regions/regions.sh up a b`, \
-region-auto `up a b c`; the run starts the bed itself when it is down (a minute or more), uses it as it is when \
+region-auto and region-failover `up a b c`; the run starts the bed itself when it is down (a minute or more), uses it as it is when \
 it is up with (at least) those regions, and refuses with a hint (take it down) when it lacks one. It leaves the bed up: \
 `bash deploy/regions/regions.sh down` ends it. Only the keyspace of --store is used there (each node uses its \
 own region's Cassandra node, 10.210.<region>.1:9042); --nodes does not apply (the scenario places 3 or 4 nodes).")]

@@ -14,7 +14,7 @@ use super::analysis::{FaultWindow, WindowKind};
 use super::cassandra::CassandraNodes;
 use super::network::Firewall;
 use super::nodes::{MEMBER_TIMEOUT_MS, Node};
-use super::regions::{Layout, RegionBed, THREE_REGIONS, TWO_REGIONS};
+use super::regions::{Layout, RegionBed, THREE_REGIONS, THREE_REGIONS_MANUAL, TWO_REGIONS};
 use super::workload::{Client, QUEUE, Recorder, Traffic};
 
 /// The faults of a scenario.
@@ -55,10 +55,12 @@ pub(super) enum Scenario {
     /// 10-15 s, then healed. Requests through b's node fail (`UNAVAILABLE`)
     /// while a is cut off: nothing of a's queue may be owned in b.
     RegionCut,
-    /// Region bed, regions a and b, as `region-cut`. Every 18-22 s, the
+    /// Region bed, regions a and b, as `region-cut`. Every 17-23 s, the
     /// queue's home moves to the other region (`MoveQueue`, a graceful
-    /// move: a→b→a…) under load; the run watches every partition reach the
-    /// new home.
+    /// move: a→b→a…) under load, the link between regions slowed 3-8 times
+    /// from 2-4 s before the move until it is over (the old home's writes
+    /// queue behind slow Paxos rounds as it hands over); the run watches
+    /// every partition reach the new home.
     RegionMove,
     /// Region bed, regions a, b and c; automatic failover, `SERIAL` and
     /// `QUORUM`, one replica per region; the queue homed in a; Fairway nodes
@@ -68,13 +70,16 @@ pub(super) enum Scenario {
     /// the nodes started again) or cut off (`regions.sh cut a`, then
     /// `heal a`), at random. The others take its partitions over.
     RegionAuto,
-    /// Region bed, regions a and b, as `region-cut`. Every 10-14 s, the
-    /// queue's home region is lost (its Fairway nodes `kill -9`, its
-    /// Cassandra node `regions.sh kill`) and the queue forced to the other
-    /// region (`MoveQueue` with `force`, sent until the node there counts the
-    /// home's nodes dead); 20-25 s later the lost region is revived and its
+    /// Region bed, regions a, b and c; manual failover, `LOCAL_SERIAL` and
+    /// `LOCAL_QUORUM`, one replica per region; the queue homed in a; Fairway
+    /// nodes 10.210.1.2, 10.210.1.3 (a), 10.210.2.2 (b), 10.210.3.2 (c).
+    /// Every 10-14 s, the queue's home region is lost (its Fairway nodes
+    /// `kill -9`, its Cassandra node `regions.sh kill`) and the queue forced
+    /// to each other region at once (`MoveQueue` with `force` through each
+    /// one's node, sent until one is accepted: racing forced failovers, of
+    /// which one must win); 20-25 s later the lost region is revived and its
     /// nodes started again, and it hands the old generation over. The next
-    /// fault loses the new home (a→b→a…), once the old generation is drained.
+    /// fault loses the new home, once the old generation is drained.
     RegionFailover,
 }
 
@@ -108,7 +113,8 @@ impl Scenario {
     /// The regions and nodes of a scenario on the region bed.
     pub(super) fn layout(self) -> Option<Layout> {
         match self {
-            Scenario::RegionCut | Scenario::RegionMove | Scenario::RegionFailover => Some(TWO_REGIONS),
+            Scenario::RegionCut | Scenario::RegionMove => Some(TWO_REGIONS),
+            Scenario::RegionFailover => Some(THREE_REGIONS_MANUAL),
             Scenario::RegionAuto => Some(THREE_REGIONS),
             _ => None,
         }
@@ -318,9 +324,12 @@ impl Nemesis {
     }
 
     /// The queue's home moved to the other region with `MoveQueue`, then
-    /// watched until every partition is owned there (at most 20 s).
+    /// watched until every partition is owned there (at most 20 s). The
+    /// link between regions is slowed from a few seconds before the move
+    /// until it is over (3 to 8 times its delay), so that the old home's
+    /// writes are queued behind slow Paxos rounds when it hands over.
     async fn region_move(&mut self) -> anyhow::Result<()> {
-        let quiet = Duration::from_millis(self.rng.random_range(18_000..=22_000));
+        let quiet = Duration::from_millis(self.rng.random_range(15_000..=19_000));
         self.wait(quiet).await;
         if Instant::now() >= self.end {
             return Ok(());
@@ -328,6 +337,11 @@ impl Nemesis {
         let from = self.regions().home.clone();
         let layout = self.regions().layout;
         let to = layout.regions.iter().find(|r| **r != from).copied().expect("two regions").to_owned();
+        let base = self.regions().bed.base_latency_ms();
+        let slow = (base * self.rng.random_range(3.0..=8.0)).round();
+        self.regions().bed.raise_latency(slow).await?;
+        self.say(format!("one-way delay between regions raised from {base} to {slow} ms"));
+        tokio::time::sleep(Duration::from_millis(self.rng.random_range(2_000..=4_000))).await;
         self.open_window(WindowKind::Move, format!("MoveQueue home {from} -> {to}"), true);
         let asked = Instant::now();
         let deadline = asked + Duration::from_secs(15);
@@ -364,6 +378,8 @@ impl Nemesis {
             }
             self.window().taken_over_ms = settled;
         }
+        self.regions().bed.restore_latency().await?;
+        self.say(format!("one-way delay between regions back to {base} ms"));
         self.traffic.set_fault(false);
         Ok(())
     }
@@ -441,7 +457,7 @@ impl Nemesis {
         let outage = Duration::from_millis(self.rng.random_range(20_000..=25_000));
         let from = self.regions().home.clone();
         let layout = self.regions().layout;
-        let to = layout.regions.iter().find(|r| **r != from).copied().expect("two regions").to_owned();
+        let candidates: Vec<String> = layout.regions.iter().filter(|r| **r != from).map(|r| (*r).to_owned()).collect();
         let victims: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].region() == Some(&from)).collect();
         self.traffic.set_fault(true);
         for &i in &victims {
@@ -450,33 +466,17 @@ impl Nemesis {
         self.regions().bed.kill(&from).await?;
         let names: Vec<&str> = victims.iter().map(|&i| self.nodes[i].addr.as_str()).collect();
         let label = format!(
-            "region {from} lost for {:.1} s (kill -9 of its Fairway nodes {} and its Cassandra node), forced to {to}",
+            "region {from} lost for {:.1} s (kill -9 of its Fairway nodes {} and its Cassandra node), forced to {} at once",
             outage.as_secs_f64(),
-            names.join(", ")
+            names.join(", "),
+            candidates.join(" and ")
         );
         self.open_window(WindowKind::Kill, label, true);
         let until = Instant::now() + outage;
-        // Refused while the node asked still counts the home's nodes live,
-        // or while the previous forced failover is not drained.
-        let mut client = Client::new(self.nodes_of(&to), 0, self.traffic.clone());
-        let forced = loop {
-            let request =
-                pb::MoveQueueRequest { queue: QUEUE.into(), home: to.clone(), force: true, abandon_previous: false };
-            match client.move_queue(request).await {
-                Ok(moved) => break Some(moved),
-                Err(status) if Instant::now() < until => {
-                    tracing::debug!(?status, "MoveQueue with force: retrying");
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err(status) => {
-                    self.say(format!("MoveQueue with force to {to} refused: {:?} {}", status.code(), status.message()));
-                    break None;
-                }
-            }
-        };
-        if let Some(moved) = forced {
+        let forced = self.race_forced_failovers(&candidates, until).await;
+        if let Some((to, generation)) = forced {
             let at = self.recorder.now_ms().saturating_sub(self.window().start_ms);
-            self.say(format!("forced to {to} (generation {}), {at} ms after region {from} died", moved.generation));
+            self.say(format!("forced to {to} (generation {generation}), {at} ms after region {from} died"));
             self.regions().home = to.clone();
             let targets = self.nodes_of(&to);
             let taken = self.watch_owners(&targets, &targets, until).await;
@@ -499,6 +499,60 @@ impl Nemesis {
         self.window().healed_ms = Some(healed);
         self.traffic.set_fault(false);
         Ok(())
+    }
+
+    /// `MoveQueue` with `force` to each of `regions` at once, each through
+    /// its own region's nodes, every 250 ms until one is accepted or
+    /// `until`: the region that won and its generation. Racing forced
+    /// failovers must have one winner; two accepted is said, and the
+    /// checker's "no two owners" judges what followed.
+    async fn race_forced_failovers(&mut self, regions: &[String], until: Instant) -> Option<(String, u32)> {
+        let mut clients: Vec<(String, Client)> = regions
+            .iter()
+            .map(|region| (region.clone(), Client::new(self.nodes_of(region), 0, self.traffic.clone())))
+            .collect();
+        let mut refusals: Vec<String> = Vec::new();
+        while Instant::now() < until {
+            let attempts = clients.iter_mut().map(|(region, client)| {
+                let request = pb::MoveQueueRequest {
+                    queue: QUEUE.into(),
+                    home: region.clone(),
+                    force: true,
+                    abandon_previous: false,
+                };
+                async move { (region.clone(), client.move_queue(request).await) }
+            });
+            let answers = futures::future::join_all(attempts).await;
+            let won: Vec<(String, u32)> = answers
+                .iter()
+                .filter_map(|(region, answer)| match answer {
+                    Ok(moved) if moved.home == *region => Some((region.clone(), moved.generation)),
+                    _ => None,
+                })
+                .collect();
+            refusals = answers
+                .iter()
+                .filter_map(|(region, answer)| {
+                    answer.as_ref().err().map(|s| format!("{region}: {:?} {}", s.code(), s.message()))
+                })
+                .collect();
+            match won.as_slice() {
+                [] => tokio::time::sleep(Duration::from_millis(250)).await,
+                [one] => {
+                    if !refusals.is_empty() {
+                        self.say(format!("racing forced failovers: {} won; refused: {}", one.0, refusals.join("; ")));
+                    }
+                    return Some(one.clone());
+                }
+                [first, ..] => {
+                    let all: Vec<String> = won.iter().map(|(r, g)| format!("{r} (generation {g})")).collect();
+                    self.say(format!("racing forced failovers: MORE THAN ONE ACCEPTED: {}", all.join(", ")));
+                    return Some(first.clone());
+                }
+            }
+        }
+        self.say(format!("forced failover refused until the region returned: {}", refusals.join("; ")));
+        None
     }
 
     async fn pause_owner(&mut self) -> anyhow::Result<()> {

@@ -2,7 +2,8 @@
 //! namespace per region with its own Cassandra node in a datacenter named
 //! after it, WAN latency between regions), the layout of the Fairway nodes
 //! over the regions, and the bed's faults: a region cut off (`cut`/`heal`)
-//! and a region's Cassandra node lost (`kill`/`revive`).
+//! a region's Cassandra node lost (`kill`/`revive`), and the delay between
+//! regions raised for a while (`latency`).
 //!
 //! Region number `i` (1-based, in the order the bed was made with) has the
 //! addresses `10.210.i.1` (its Cassandra node) and `10.210.i.2`-`.4` (free for
@@ -84,6 +85,17 @@ pub(super) const TWO_REGIONS: Layout = Layout {
     serial_consistency: "LOCAL_SERIAL",
 };
 
+/// Three regions, manual failover, each region fenced by its own Paxos: two
+/// nodes in `a` (the home), one in `b`, one in `c`. Forced failovers race:
+/// each surviving region is asked to take the queue at once.
+pub(super) const THREE_REGIONS_MANUAL: Layout = Layout {
+    regions: &["a", "b", "c"],
+    nodes: &[("a", 2), ("a", 3), ("b", 2), ("c", 2)],
+    failover: "manual",
+    consistency: "LOCAL_QUORUM",
+    serial_consistency: "LOCAL_SERIAL",
+};
+
 /// Three regions, automatic failover, global levels: two nodes in `a` (the
 /// home), one in `b`, one in `c`.
 pub(super) const THREE_REGIONS: Layout = Layout {
@@ -102,6 +114,10 @@ pub(super) struct RegionBed {
     regions: Vec<String>,
     cut: BTreeSet<String>,
     killed: BTreeSet<String>,
+    /// The one-way delay between regions the bed was found with (ms), and
+    /// the one a run set instead, if it did.
+    base_latency_ms: f64,
+    raised_latency_ms: Option<f64>,
 }
 
 impl RegionBed {
@@ -110,7 +126,14 @@ impl RegionBed {
     /// completed if it is up; an error, saying what to do, if it is up with
     /// other regions. Cuts a run may have left are healed.
     pub(super) async fn up(script: PathBuf, needed: &[&str]) -> anyhow::Result<RegionBed> {
-        let mut bed = RegionBed { script, regions: Vec::new(), cut: BTreeSet::new(), killed: BTreeSet::new() };
+        let mut bed = RegionBed {
+            script,
+            regions: Vec::new(),
+            cut: BTreeSet::new(),
+            killed: BTreeSet::new(),
+            base_latency_ms: 0.0,
+            raised_latency_ms: None,
+        };
         let status = bed.script(&["status"]).await?;
         let first = status.lines().next().unwrap_or_default();
         let regions: Vec<String> = match first.strip_prefix("regions: ") {
@@ -140,6 +163,7 @@ impl RegionBed {
         for region in needed {
             bed.script(&["heal", region]).await?;
         }
+        bed.base_latency_ms = one_way_delay_ms(&bed.script(&["status"]).await?)?;
         Ok(bed)
     }
 
@@ -203,8 +227,31 @@ impl RegionBed {
         Ok(())
     }
 
-    /// Heals every cut and revives every Cassandra node killed.
+    /// Sets the one-way delay between regions to `ms` (`regions.sh latency`).
+    pub(super) async fn raise_latency(&mut self, ms: f64) -> anyhow::Result<()> {
+        self.raised_latency_ms = Some(ms);
+        self.script(&["latency", &format!("{ms:.0}")]).await?;
+        Ok(())
+    }
+
+    /// Puts back the delay the bed was found with.
+    pub(super) async fn restore_latency(&mut self) -> anyhow::Result<()> {
+        if self.raised_latency_ms.is_some() {
+            self.script(&["latency", &self.base_latency_ms.to_string()]).await?;
+            self.raised_latency_ms = None;
+        }
+        Ok(())
+    }
+
+    /// The one-way delay between regions the bed was found with (ms).
+    pub(super) fn base_latency_ms(&self) -> f64 {
+        self.base_latency_ms
+    }
+
+    /// Heals every cut, revives every Cassandra node killed and puts back
+    /// the delay between regions.
     pub(super) async fn heal_all(&mut self) -> anyhow::Result<()> {
+        self.restore_latency().await?;
         for region in self.cut.clone() {
             self.heal(&region).await?;
         }
@@ -215,12 +262,26 @@ impl RegionBed {
     }
 }
 
+/// The one-way delay of the first region in `regions.sh status`'s output
+/// (`… one-way delay 20ms (nfqueue …) …` or `… 20ms (netem) …`).
+fn one_way_delay_ms(status: &str) -> anyhow::Result<f64> {
+    let found = status.lines().find_map(|line| {
+        let rest = line.split("one-way delay ").nth(1)?;
+        rest.split("ms").next()?.trim().parse::<f64>().ok()
+    });
+    found.with_context(|| format!("no one-way delay in the bed's status: {status}"))
+}
+
 impl Drop for RegionBed {
     /// A run that ends early leaves no region cut off (a Cassandra node it
     /// killed stays down: `regions.sh revive` or `down`).
     fn drop(&mut self) {
         for region in &self.cut {
             let _ = std::process::Command::new("bash").arg(&self.script).args(["heal", region]).output();
+        }
+        if self.raised_latency_ms.is_some() {
+            let base = self.base_latency_ms.to_string();
+            let _ = std::process::Command::new("bash").arg(&self.script).args(["latency", &base]).output();
         }
         for region in &self.killed {
             eprintln!(
