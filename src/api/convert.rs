@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::core::engine::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::matcher::{DispatchedTask, PartitionReport};
-use crate::model::{FairLevel, Limits, Priority, TaskSpec, ValidationError, validate};
+use crate::model::{FairLevel, Limits, Priority, TaskHistory, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::security::ClusterKeys;
 use crate::store::PartitionMeta;
@@ -20,7 +20,18 @@ pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits
     let dedup_id = validate::dedup_id(&format!("{field}.dedup_id"), spec.dedup_id)?;
     let delay = duration(&format!("{field}.delay"), spec.delay)?;
     let delay = validate::delay(&format!("{field}.delay"), delay, limits)?;
-    Ok(TaskSpec { fairness_key: spec.fairness_key, fairness_weight, priority, payload: spec.payload, dedup_id, delay })
+    // A producer's task is always fresh: the message has no attempt nor
+    // creation time, and only the crate makes any other history.
+    let history = TaskHistory::default();
+    Ok(TaskSpec {
+        fairness_key: spec.fairness_key,
+        fairness_weight,
+        priority,
+        payload: spec.payload,
+        dedup_id,
+        delay,
+        history,
+    })
 }
 
 /// A protobuf duration as a `Duration`; negative or malformed is invalid.

@@ -12,5 +12,5 @@ pub mod validate;
 
 pub use level::FairLevel;
 pub use priority::{PRIORITY_LEVELS, Priority};
-pub use task::{PartitionId, QueueName, StoredTask, TaskSpec};
+pub use task::{PartitionId, QueueName, StoredTask, TaskHistory, TaskSpec};
 pub use validate::{Limits, ValidationError};

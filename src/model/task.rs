@@ -56,6 +56,41 @@ pub struct TaskSpec {
     pub dedup_id: Option<String>,
     /// The task becomes ready this long after it is added.
     pub delay: std::time::Duration,
+    /// What it brings from an earlier life; fresh for every producer's task.
+    pub history: TaskHistory,
+}
+
+/// What a task added again carries of its earlier life: the drain of an old
+/// generation after a forced failover adds each of its tasks again in the
+/// new one, and they must not start over (a task that failed four times
+/// keeps its count against `max_attempts`).
+///
+/// Invariant: only the crate makes a history other than fresh (its fields
+/// are private and [`TaskHistory::carried`] is crate-only), so neither a
+/// gRPC AddTask (whose message has no such field) nor an embedding program
+/// can set a task's attempt count or creation time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskHistory {
+    earlier: Option<Earlier>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Earlier {
+    attempt: u32,
+    created_at_unix_ms: i64,
+}
+
+impl TaskHistory {
+    /// The history of `task`, to add it again as it stands: its next
+    /// delivery is attempt `task.attempt`, created when it was.
+    pub(crate) fn carried(task: &StoredTask) -> Self {
+        TaskHistory { earlier: Some(Earlier { attempt: task.attempt, created_at_unix_ms: task.created_at_unix_ms }) }
+    }
+
+    /// Whether it is a new task's (nothing carried).
+    pub fn is_fresh(&self) -> bool {
+        self.earlier.is_none()
+    }
 }
 
 impl TaskSpec {
@@ -68,11 +103,16 @@ impl TaskSpec {
             payload,
             dedup_id: None,
             delay: std::time::Duration::ZERO,
+            history: TaskHistory::default(),
         }
     }
 
-    /// The task as it is stored, at `level`, first attempt; its id is the level's.
-    pub fn at_level(&self, level: FairLevel, created_at_unix_ms: i64) -> StoredTask {
+    /// The task as it is stored, at `level`; its id is the level's. A fresh
+    /// one is at its first attempt, created `now`; one with a history keeps
+    /// its attempt and creation time.
+    pub fn at_level(&self, level: FairLevel, now: i64) -> StoredTask {
+        let (attempt, created_at_unix_ms) =
+            self.history.earlier.map_or((1, now), |e| (e.attempt, e.created_at_unix_ms));
         StoredTask {
             level,
             task_id: level.id,
@@ -81,7 +121,7 @@ impl TaskSpec {
             fairness_weight: self.fairness_weight,
             payload: self.payload.clone(),
             created_at_unix_ms,
-            attempt: 1,
+            attempt,
             dedup_id: self.dedup_id.clone(),
             dedup_slot: 0,
         }

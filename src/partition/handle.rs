@@ -12,10 +12,11 @@ use super::error::{FinishError, PartitionError};
 use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
-    Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, spec_bytes,
+    Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, bury_bytes,
+    spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionWrite, Record, RecordRange, RecordValue, Section, Store, StoreError};
+use crate::store::{PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, Store, StoreError};
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -127,6 +128,26 @@ impl Partition {
             added.extend(self.command(|reply| WriteCommand::Append { specs: chunk, deliver: None, reply }).await??);
         }
         Ok(added)
+    }
+
+    /// Writes dead letters of another partition (an old generation's, moved
+    /// by the drain after a forced failover) as this partition's, each with
+    /// a new id, in fenced writes like any (within a write's share for
+    /// commands, each all-or-nothing); the ids, in order.
+    pub async fn bury(&self, letters: Vec<RecordTask>) -> Result<Vec<i64>, PartitionError> {
+        let share = self.shared.config.max_write_bytes / 2;
+        let mut ids = Vec::with_capacity(letters.len());
+        let mut letters = letters.into_iter().peekable();
+        while letters.peek().is_some() {
+            let mut bytes = 0;
+            let mut chunk = Vec::new();
+            while let Some(letter) = letters.next_if(|l| chunk.is_empty() || bytes + bury_bytes(l) <= share) {
+                bytes += bury_bytes(&letter);
+                chunk.push(letter);
+            }
+            ids.extend(self.command(|reply| WriteCommand::Bury { letters: chunk, reply }).await??);
+        }
+        Ok(ids)
     }
 
     /// Writes one task as a lease of the poller behind `deliver` (sync

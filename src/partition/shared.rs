@@ -13,7 +13,7 @@ use super::error::{FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{Added, Finish, Finished, PartitionEngine};
 use crate::model::{PartitionId, StoredTask, TaskSpec};
-use crate::store::{Store, StoreError};
+use crate::store::{RecordTask, Store, StoreError};
 
 /// Called after new tasks became ready, so that waiting pollers get them.
 pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
@@ -67,6 +67,11 @@ pub(super) enum WriteCommand {
         limit: usize,
         reply: RedriveReply,
     },
+    /// Dead letters of another partition to write as this one's.
+    Bury {
+        letters: Vec<RecordTask>,
+        reply: BuryReply,
+    },
     SyncMetadata,
 }
 
@@ -80,6 +85,9 @@ impl WriteCommand {
                 let _ = reply.send(Err(FinishError::Partition(error)));
             }
             WriteCommand::Redrive { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            WriteCommand::Bury { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
             WriteCommand::SyncMetadata => {}
@@ -183,6 +191,8 @@ impl Shared {
 pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
 pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
 pub(super) type RedriveReply = oneshot::Sender<Result<Redriven, PartitionError>>;
+/// The ids the dead letters got here, in order.
+pub(super) type BuryReply = oneshot::Sender<Result<Vec<i64>, PartitionError>>;
 
 /// A fenced write means another node owns the partition: stop handing out.
 pub(super) fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {

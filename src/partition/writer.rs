@@ -11,14 +11,16 @@ use tokio::sync::oneshot;
 
 use super::error::{FinishError, PartitionError};
 use super::shared::{
-    AppendReply, Delivery, FinishReply, PartitionState, RedriveReply, Redriven, Shared, WriteCommand, on_write_error,
+    AppendReply, BuryReply, Delivery, FinishReply, PartitionState, RedriveReply, Redriven, Shared, WriteCommand,
+    on_write_error,
 };
 
 use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
-use crate::core::engine::{AppendPlan, Finish, PlanInput, spec_bytes};
+use crate::core::engine::{AppendPlan, Finish, PlanInput, bury_bytes, spec_bytes};
 use crate::model::TaskSpec;
 use crate::store::{
-    MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordValue, Section, StoreError, stored_task_bytes,
+    MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordTask, RecordValue, Section, StoreError,
+    stored_task_bytes,
 };
 
 /// The writer: one conditional write at a time, commands grouped in
@@ -185,6 +187,7 @@ fn size(shared: &Shared, command: &WriteCommand) -> (usize, usize) {
         WriteCommand::Append { specs, .. } => (specs.len(), specs.iter().map(spec_bytes).sum()),
         WriteCommand::Finish { finish, .. } => (2, shared.engine().finish_bytes(finish)),
         WriteCommand::Redrive { .. } => (1, 0),
+        WriteCommand::Bury { letters, .. } => (letters.len(), letters.iter().map(bury_bytes).sum()),
         WriteCommand::SyncMetadata => (0, 0),
     }
 }
@@ -208,6 +211,8 @@ struct Requests {
     finishes: Vec<Finish>,
     finish_replies: Vec<FinishReply>,
     redrive: Option<(usize, RedriveReply)>,
+    bury: Vec<RecordTask>,
+    bury_replies: Vec<(usize, BuryReply)>,
     sync: bool,
 }
 
@@ -236,6 +241,10 @@ impl Requests {
                     }
                     None => requests.redrive = Some((limit, reply)),
                 },
+                WriteCommand::Bury { letters, reply } => {
+                    requests.bury_replies.push((letters.len(), reply));
+                    requests.bury.extend(letters);
+                }
                 WriteCommand::SyncMetadata => requests.sync = true,
             }
         }
@@ -248,6 +257,9 @@ impl Requests {
         }
         for reply in self.finish_replies {
             let _ = reply.send(Err(FinishError::Partition(error.clone())));
+        }
+        for (_, reply) in self.bury_replies {
+            let _ = reply.send(Err(error.clone()));
         }
         if let Some((_, reply)) = self.redrive {
             let _ = reply.send(Err(error));
@@ -403,6 +415,7 @@ async fn write(shared: &Shared, mut requests: Requests) {
             let added = plan.added.clone();
             let finished = plan.finished.clone();
             let redriven = Redriven { redriven: plan.redriven, duplicates: plan.redrive_duplicates };
+            let buried = plan.buried.clone();
             let leases = plan.leases.clone();
             shared.engine().write_succeeded(plan, now);
             let mut added = added.into_iter();
@@ -411,6 +424,10 @@ async fn write(shared: &Shared, mut requests: Requests) {
             }
             for (reply, finished) in requests.finish_replies.into_iter().zip(finished) {
                 let _ = reply.send(finished.map_err(FinishError::Lease));
+            }
+            let mut buried = buried.into_iter();
+            for (count, reply) in requests.bury_replies {
+                let _ = reply.send(Ok(buried.by_ref().take(count).collect()));
             }
             if let Some((_, reply)) = requests.redrive {
                 let _ = reply.send(Ok(redriven));
@@ -466,6 +483,7 @@ async fn settle_uncertain(shared: &Shared, plan: &AppendPlan, error: StoreError)
 fn redrive_room(shared: &Shared, requests: &Requests) -> usize {
     let engine = shared.engine();
     let used: usize = requests.specs.iter().map(spec_bytes).sum::<usize>()
+        + requests.bury.iter().map(bury_bytes).sum::<usize>()
         + requests.finishes.iter().map(|f| engine.finish_bytes(f)).sum::<usize>();
     (shared.config.max_write_bytes / 2).saturating_sub(used)
 }
@@ -483,6 +501,7 @@ async fn plan(
             direct: &requests.direct,
             finishes: &requests.finishes,
             redrive: redrive.clone(),
+            bury: &requests.bury,
             max_bytes: shared.config.max_write_bytes,
         };
         let prepared = shared.engine().plan(input, shared.clock.now_ms(), &mut unit);

@@ -8,6 +8,7 @@ mod conformance_embedded;
 mod connections;
 mod durability;
 mod failover;
+mod failover_history;
 mod forwarding;
 mod grpc_fairness;
 mod keeper;

@@ -49,7 +49,7 @@ pub use outcomes::{Added, Candidate, Finish, Finished, Outcome};
 pub use plan::{AppendPlan, GcRequest, IdsExhausted, PlanInput, ReadRequest};
 pub use policy::{DispatchOrder, TaskPolicy};
 pub use report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
-pub use sizes::spec_bytes;
+pub use sizes::{bury_bytes, spec_bytes};
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::leases::LeaseError;
 use super::outcomes::{Added, Finish, Finished};
 use crate::clock::UnixMillis;
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionWrite, RecordKey, RowRef, Section, StoredRow};
+use crate::store::{PartitionWrite, RecordKey, RecordTask, RowRef, Section, StoredRow};
 
 /// One write, planned: tasks with ids and passes assigned, records to put
 /// and delete. The ack levels of the subqueues it adds to stay pinned until
@@ -29,6 +29,8 @@ pub struct AppendPlan {
     /// ...and removed without being put back: a task with the same dedup id
     /// is pending or running.
     pub redrive_duplicates: usize,
+    /// The ids the dead letters moved in ([`PlanInput::bury`]) got, in order.
+    pub buried: Vec<i64>,
     /// Leases written by this write, to be delivered once it is durable.
     pub leases: Vec<(i64, StoredTask, UnixMillis)>,
     /// Of those, the ones of new tasks handed straight to a worker.
@@ -92,6 +94,11 @@ pub struct PlanInput<'a> {
     pub finishes: &'a [Finish],
     /// Dead letters to put back in the queue, as read from the store.
     pub redrive: Vec<(RecordKey, StoredTask)>,
+    /// Dead letters moved in from elsewhere (an old generation's partition,
+    /// after a forced failover), in order: each is written as a dead letter
+    /// here, with an id of this partition, above the dead-letter floor, its
+    /// failure time, message and task otherwise as they were.
+    pub bury: &'a [RecordTask],
     /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
     /// commands above always go in (their sender keeps them within half of
     /// it); what the engine has due goes in while it fits, and the rest
@@ -101,7 +108,7 @@ pub struct PlanInput<'a> {
 
 impl Default for PlanInput<'_> {
     fn default() -> Self {
-        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), max_bytes: usize::MAX }
+        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), bury: &[], max_bytes: usize::MAX }
     }
 }
 

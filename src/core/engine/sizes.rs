@@ -2,7 +2,7 @@
 //! a write under the store's limit ([`PartitionWrite::bytes`](crate::store::PartitionWrite::bytes)).
 
 use crate::model::{StoredTask, TaskSpec};
-use crate::store::{PartitionMeta, ROW_BYTES, stored_task_bytes};
+use crate::store::{PartitionMeta, ROW_BYTES, RecordTask, stored_task_bytes};
 
 /// The bytes of a record that holds a task (a lease, a delayed task or a
 /// retry, a dead letter), with `message`.
@@ -30,6 +30,12 @@ pub fn spec_bytes(spec: &TaskSpec) -> usize {
 /// dead-letter record holding it (with `message`), and its dedup record's delete.
 pub(super) fn ending_bytes(task: &StoredTask, message: usize) -> usize {
     SMALL_ROW_BYTES + record_bytes(task, message) + SMALL_ROW_BYTES
+}
+
+/// The bytes of writing `letter`, moved in from another partition, as a
+/// dead letter.
+pub fn bury_bytes(letter: &RecordTask) -> usize {
+    record_bytes(&letter.task, letter.message.len())
 }
 
 /// The bytes of putting `task` back in the backlog from a record: its new

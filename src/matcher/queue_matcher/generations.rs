@@ -15,6 +15,18 @@
 //!   a pass that finds nothing new waits twice as long before the next, up
 //!   to [`MAX_DRAIN_INTERVAL`], so that an old home away for long costs
 //!   one read of its backlog a minute, not one every two seconds.
+//! - A task added again keeps its history ([`TaskHistory`]): the attempt
+//!   it is at and when it was first added, so `max_attempts` bounds it
+//!   across failovers. A task leased there comes back at the attempt its
+//!   lease was on: that attempt's outcome is unknown (its worker may still
+//!   finish it, unreported), so it is not counted, as for a lease that was
+//!   never delivered.
+//! - The dead letters of a previous partition (above its floor) are moved
+//!   as its tasks are: written as this partition's dead letters, with new
+//!   ids, by its writer (fenced by its range id like every write), then
+//!   marked. So ListDeadLetters and RedriveDeadLetters, which read the
+//!   current generation, reach them. A cut between the two writes gives
+//!   a dead letter twice, never none.
 //! - An operator may declare the previous generation lost
 //!   ([`abandon_previous`]): its partitions are then written as handed over
 //!   on the old region's behalf, without its replicas, and closed after a
@@ -28,11 +40,11 @@ use tokio::task::JoinHandle;
 
 use super::QueueMatcher;
 use crate::clock::SharedClock;
-use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, TaskSpec};
+use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, TaskHistory, TaskSpec};
 use crate::partition::{Partition, PartitionState};
 use crate::store::{
-    MAX_BUCKETS_PER_READ, PartitionMeta, QueueConfig, Record, RecordKey, RecordRange, RecordValue, Section, Store,
-    StoreError,
+    MAX_BUCKETS_PER_READ, PartitionMeta, QueueConfig, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section,
+    Store, StoreError,
 };
 
 /// How soon a partition whose previous one is not drained yet reads it
@@ -221,7 +233,43 @@ impl Drain {
             }
         }
         added += self.add_records(RecordRange::above(Section::Delayed, meta.delayed_through)).await?;
+        added += self.move_dead_letters(meta.dead_letters_through).await?;
         Ok(added)
+    }
+
+    /// Writes the dead letters of the previous partition above `floor` (the
+    /// ones not put back), that have no mark here, as dead letters of this
+    /// one, then marks them; the number moved. Their task ids mark them as
+    /// a task's do: a task both a dead letter and pending there (a letter
+    /// put back, or a task buried, between two passes) comes over once.
+    async fn move_dead_letters(&self, floor: (i64, i64)) -> Result<usize, StoreError> {
+        let mut moved = 0;
+        let mut range = RecordRange::above(Section::DeadLetters, floor);
+        loop {
+            let page = self.store.read_records(&self.previous, range, PAGE).await?;
+            let Some(last) = page.last() else { return Ok(moved) };
+            range.after = last.at.key;
+            let full = page.len() == PAGE;
+            let letters: Vec<RecordTask> = page
+                .into_iter()
+                .filter_map(|record| match record.value {
+                    RecordValue::Task(letter) => Some(letter),
+                    _ => None,
+                })
+                .collect();
+            let ids: Vec<i64> = letters.iter().map(|l| l.task.task_id).collect();
+            let unmarked = self.unmarked(&ids).await?;
+            let letters: Vec<RecordTask> = letters.into_iter().filter(|l| unmarked.contains(&l.task.task_id)).collect();
+            if !letters.is_empty() {
+                let ids: Vec<i64> = letters.iter().map(|l| l.task.task_id).collect();
+                let buried = self.into.bury(letters).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                self.mark(&ids, &buried).await?;
+                moved += ids.len();
+            }
+            if !full {
+                return Ok(moved);
+            }
+        }
     }
 
     /// Adds again the tasks of running leases, each ready when its lease runs
@@ -287,31 +335,47 @@ impl Drain {
         if tasks.is_empty() {
             return Ok(0);
         }
-        let into = self.into.id();
-        let ids: Vec<i64> = tasks.iter().map(|(t, _)| t.task_id).collect();
-        let marked: HashSet<i64> =
-            self.store.read_buckets(into, Section::Drained, &ids, 1).await?.iter().map(|r| r.at.key.0).collect();
+        let all: Vec<i64> = tasks.iter().map(|(t, _)| t.task_id).collect();
+        let mut unmarked = self.unmarked(&all).await?;
         let now = self.clock.now_ms();
-        let mut seen = HashSet::new();
         let (ids, specs): (Vec<i64>, Vec<TaskSpec>) = tasks
             .into_iter()
-            .filter(|(task, _)| !marked.contains(&task.task_id) && seen.insert(task.task_id))
+            .filter(|(task, _)| unmarked.remove(&task.task_id))
             .map(|(task, ready_at)| (task.task_id, spec_of(task, (ready_at - now).max(0))))
             .unzip();
         if specs.is_empty() {
             return Ok(0);
         }
         let added = self.into.append(specs).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let added: Vec<i64> = added.iter().map(|a| a.task_id()).collect();
+        self.mark(&ids, &added).await?;
+        Ok(ids.len())
+    }
+
+    /// Those of the previous partition's task ids `ids` that have no mark here.
+    async fn unmarked(&self, ids: &[i64]) -> Result<HashSet<i64>, StoreError> {
+        let marked: HashSet<i64> = self
+            .store
+            .read_buckets(self.into.id(), Section::Drained, ids, 1)
+            .await?
+            .iter()
+            .map(|r| r.at.key.0)
+            .collect();
+        Ok(ids.iter().copied().filter(|id| !marked.contains(id)).collect())
+    }
+
+    /// Marks the previous partition's task ids `ids` as added here, with
+    /// the ids they got here (`added`, in the same order).
+    async fn mark(&self, ids: &[i64], added: &[i64]) -> Result<(), StoreError> {
         let marks = ids
             .iter()
-            .zip(&added)
+            .zip(added)
             .map(|(id, added)| Record {
                 at: RecordKey { section: Section::Drained, key: (*id, 0) },
-                value: RecordValue::Drained { task_id: added.task_id() },
+                value: RecordValue::Drained { task_id: *added },
             })
             .collect();
-        self.into.put_records(marks).await?;
-        Ok(ids.len())
+        self.into.put_records(marks).await
     }
 
     /// The marks are read only while the previous partition is not drained.
@@ -320,9 +384,13 @@ impl Drain {
     }
 }
 
-/// The task `task` added again, ready in `delay_ms`.
+/// The task `task` added again, ready in `delay_ms`, with its history: the
+/// attempt it is at and when it was first added. It gets an id of the new
+/// partition (its mark maps the old one to it), its place in the fair order
+/// anew and, if it has a dedup id, holds it there.
 fn spec_of(task: StoredTask, delay_ms: i64) -> TaskSpec {
     TaskSpec {
+        history: TaskHistory::carried(&task),
         fairness_key: task.fairness_key,
         fairness_weight: task.fairness_weight,
         priority: task.priority,

@@ -9,7 +9,9 @@ use crate::core::engine::leases::LeaseError;
 use crate::core::engine::outcomes::{Added, Finish, Finished, Outcome};
 use crate::core::engine::plan::{AppendPlan, IdsExhausted, PlanInput};
 use crate::core::engine::policy::{AfterFailure, DispatchOrder};
-use crate::core::engine::sizes::{SMALL_ROW_BYTES, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes};
+use crate::core::engine::sizes::{
+    SMALL_ROW_BYTES, bury_bytes, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes,
+};
 use crate::core::fairness::stride;
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
 use crate::store::{PartitionWrite, Record, RecordKey, RecordTask, RecordValue, Section};
@@ -55,6 +57,7 @@ impl PartitionEngine {
             finished: Vec::with_capacity(input.finishes.len()),
             redriven: 0,
             redrive_duplicates: 0,
+            buried: Vec::with_capacity(input.bury.len()),
             leases: Vec::new(),
             direct: Vec::new(),
             pinned: [false; PRIORITY_LEVELS],
@@ -121,6 +124,9 @@ impl PartitionEngine {
             let task = self.relevel(&mut plan, fresh);
             plan.write.tasks.push(task);
             plan.redriven += 1;
+        }
+        for letter in input.bury {
+            self.plan_moved_dead_letter(&mut plan, letter, now);
         }
         for finish in input.finishes {
             let finished = self.plan_finish(&mut plan, finish, now, unit);
@@ -207,10 +213,10 @@ impl PartitionEngine {
 
     /// The most ids a plan of `input` takes: one per new task, and one more
     /// for the lease of one handed straight to a worker; one per dead
-    /// letter put back; one per lease record waiting to be written; and
-    /// [`MAX_DUE_IDS`] for what is due.
+    /// letter put back or moved in; one per lease record waiting to be
+    /// written; and [`MAX_DUE_IDS`] for what is due.
     fn ids_needed(&self, input: &PlanInput<'_>) -> i64 {
-        let commands = input.specs.len() + input.direct.len() + input.redrive.len();
+        let commands = input.specs.len() + input.direct.len() + input.redrive.len() + input.bury.len();
         (commands + self.unwritten_leases.len() + MAX_DUE_IDS) as i64
     }
 
@@ -219,7 +225,8 @@ impl PartitionEngine {
         let specs: usize = input.specs.iter().map(spec_bytes).sum();
         let redrive: usize = input.redrive.iter().map(|(_, task)| requeue_bytes(task)).sum();
         let finishes: usize = input.finishes.iter().map(|f| self.finish_bytes(f)).sum();
-        specs + redrive + finishes
+        let bury: usize = input.bury.iter().map(bury_bytes).sum();
+        specs + redrive + finishes + bury
     }
 
     /// The bytes a worker's report on a lease adds to a write, at most (the
@@ -332,6 +339,24 @@ impl PartitionEngine {
                 Finished::Buried
             }
         }
+    }
+
+    /// Writes `letter`, a dead letter of another partition, as one of this
+    /// partition's: a fresh id (its task id and level id, as an added task
+    /// gets), keyed like a new burial at `now`, so above the floor (it is
+    /// listed and put back like any); its task, failure time and message
+    /// as they were.
+    fn plan_moved_dead_letter(&mut self, plan: &mut AppendPlan, letter: &RecordTask, now: UnixMillis) {
+        let id = self.ids.take().expect("checked the block has room");
+        let task = StoredTask { level: FairLevel::new(0, id), task_id: id, dedup_slot: 0, ..letter.task.clone() };
+        plan.write.put.push(Record {
+            at: RecordKey {
+                section: Section::DeadLetters,
+                key: self.dead_letter_key(plan.dead_letters_floor, now, id),
+            },
+            value: RecordValue::Task(RecordTask { task, ..letter.clone() }),
+        });
+        plan.buried.push(id);
     }
 
     /// The key of a new dead letter: failed at `now`, or just above the
