@@ -87,6 +87,11 @@ pub struct CassandraConfig {
     /// be held up in Cassandra, plus clock skew (see `visits/heads.rs`).
     #[serde(with = "crate::config::duration_serde")]
     pub visit_prune_margin: Duration,
+    /// The most bytes of one logged batch of an origin's write, as
+    /// `visits/origin_write.rs` counts them (above Cassandra's count). Keep
+    /// it below the nodes' `batch_size_fail_threshold` (50 KiB by default):
+    /// a larger write goes in steps instead (see that module).
+    pub visit_batch_bytes: usize,
     /// The role to log in as (Cassandra's `PasswordAuthenticator`); empty:
     /// no credentials.
     pub username: String,
@@ -115,6 +120,7 @@ impl Default for CassandraConfig {
             replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
             read_page_size: 256,
             visit_prune_margin: Duration::from_secs(10),
+            visit_batch_bytes: 40 * 1024,
             username: String::new(),
             password_file: String::new(),
             tls_ca: String::new(),
@@ -150,6 +156,12 @@ impl CassandraConfig {
         }
         if self.visit_prune_margin > Duration::from_secs(3600) {
             return Err(ValidationError::new("cassandra.visit_prune_margin", "must be at most 1h"));
+        }
+        if !(1024..=16 * 1024 * 1024).contains(&self.visit_batch_bytes) {
+            return Err(ValidationError::new(
+                "cassandra.visit_batch_bytes",
+                "must be 1024 to 16777216, below the nodes' batch_size_fail_threshold",
+            ));
         }
         if self.username.is_empty() != self.password_file.is_empty() {
             return Err(ValidationError::new(
@@ -279,6 +291,7 @@ pub struct CassandraStore {
     statements: Statements,
     visit_statements: visits::VisitStatements,
     visit_heads: visits::HeadPruner,
+    visit_batch_bytes: usize,
     keyspace: String,
     read_warnings: AtomicU64,
 }
@@ -334,6 +347,7 @@ impl CassandraStore {
             statements,
             visit_statements,
             visit_heads: visits::HeadPruner::new(config.visit_prune_margin),
+            visit_batch_bytes: config.visit_batch_bytes,
             keyspace: keyspace.to_owned(),
             read_warnings: AtomicU64::new(0),
         })

@@ -4,10 +4,13 @@
 //! given an async function that returns a fresh, empty
 //! [`TestStore`](crate::store::conformance::TestStore).
 
-use super::VisitStore;
+use super::{VisitStore, encode_state};
+use crate::api::scheduler::MAX_LOADER_ARGUMENTS_BYTES;
 use crate::core::visits::{
     Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Policy, VisitResult, VisitStats, VisitStatus,
 };
+use crate::model::Limits;
+use crate::visits::origin_url::MAX_URL_BYTES;
 
 /// Expands to one `#[tokio::test]` per conformance test, each with a fresh
 /// store from `$factory`.
@@ -23,6 +26,7 @@ macro_rules! visit_store_conformance_suite {
             listers_gather_visit_types_and_their_last_listing,
             counts_follow_the_writes,
             queue_positions_start_at_zero_and_are_kept,
+            origins_as_large_as_the_limits_allow_are_written_and_moved,
         );
     };
     (@tests $factory:path; $($name:ident),+ $(,)?) => {
@@ -219,4 +223,44 @@ pub async fn queue_positions_start_at_zero_and_are_kept(store: &dyn VisitStore) 
     store.set_queue_position("hg", -1).await.unwrap();
     assert_eq!(store.queue_position("git").await.unwrap(), 5 * DAY_MS);
     assert_eq!(store.queue_position("hg").await.unwrap(), -1);
+}
+
+/// An origin as large as the limits allow (a URL of [`MAX_URL_BYTES`],
+/// loader arguments of [`MAX_LOADER_ARGUMENTS_BYTES`], a last snapshot of the
+/// default `limits.max_payload_bytes`, all bytes 255: the longest JSON) is
+/// written, moved to a wake-up and back into an index, each write whole.
+pub async fn origins_as_large_as_the_limits_allow_are_written_and_moved(store: &dyn VisitStore) {
+    let url = format!("https://forge.example/{}", "u".repeat(MAX_URL_BYTES - "https://forge.example/".len()));
+    let padding = MAX_LOADER_ARGUMENTS_BYTES - r#"{"a":""}"#.len();
+    let arguments = format!(r#"{{"a":"{}"}}"#, "x".repeat(padding));
+    assert_eq!((url.len(), arguments.len()), (MAX_URL_BYTES, MAX_LOADER_ARGUMENTS_BYTES));
+    let listed = ListedOrigin { extra_loader_arguments: arguments, ..origin("git", "l", &url, Some(NOW - DAY_MS)) };
+    let snapshot = vec![255; Limits::default().max_payload_bytes];
+    let stats = VisitStats { last_snapshot: Some(snapshot.clone()), ..VisitStats::default() };
+    let first = record(store, listed, stats).await;
+    assert!(encode_state(&first.state).len() > 4 * snapshot.len(), "the state is at its largest");
+    assert!(!first.index.is_empty());
+    let read = store.read_origins("git", std::slice::from_ref(&url)).await.expect("read");
+    assert_eq!(read, vec![Some(first.state.clone())]);
+
+    let cooldowns = Cooldowns::default();
+    let scheduled = VisitStats { last_scheduled: Some(NOW), ..first.state.stats.clone() };
+    let write = OriginWrite::new(Some(&first.state), first.state.origin.clone(), scheduled, &cooldowns, NOW);
+    store.apply(std::slice::from_ref(&write)).await.expect("apply the scheduling");
+    for policy in Policy::INDEXED {
+        assert!(index(store, "git", policy, "l").await.is_empty(), "{policy:?} no longer holds it");
+    }
+    assert_eq!(store.read_wakes("git", i64::MAX, 10).await.unwrap(), vec![(NOW + 7 * DAY_MS, url.clone())]);
+
+    let mut visited = write.state.stats.clone();
+    let at = NOW + DAY_MS;
+    let outcome =
+        VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![254; snapshot.len()]), visit_date: at };
+    visited.record(&outcome, 0, 0.5);
+    let back = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
+    store.apply(std::slice::from_ref(&back)).await.expect("apply the outcome");
+    assert!(store.read_wakes("git", i64::MAX, 10).await.unwrap().is_empty());
+    assert_eq!(index(store, "git", Policy::OldestScheduledFirst, "l").await, vec![(NOW, url.clone())]);
+    let read = store.read_origins("git", &[url]).await.unwrap();
+    assert_eq!(read, vec![Some(back.state)]);
 }

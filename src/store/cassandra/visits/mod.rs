@@ -1,10 +1,12 @@
 //! The scheduler's tables on Cassandra (`schema.cql`, `visit_*`).
 //!
-//! Each origin write is one logged batch: its state row, the index rows it
-//! deletes and inserts, its wake-up rows. Logged batches across partitions
-//! apply whole eventually, so an index never disagrees with its origin for
-//! long. The counts are counter columns, changed by a separate counter
-//! batch after the logged one (Cassandra does not mix them).
+//! Each origin write is one logged batch (its state row, the index rows it
+//! deletes and inserts, its wake-up rows), or, past
+//! `cassandra.visit_batch_bytes`, the same rows in an order that never
+//! leaves a state without the rows that place it ([`origin_write`]).
+//! Logged batches across partitions apply whole eventually, so an index
+//! never disagrees with its origin for long. The counts are counter
+//! columns, changed by a separate counter batch after the rows.
 //!
 //! Index and wake-up partitions are split into [`SHARDS`] by a hash of the
 //! URL; a read asks each shard for its first `limit` rows and merges them,
@@ -13,13 +15,13 @@
 //! them.
 
 mod heads;
+mod origin_write;
 
 pub(super) use self::heads::HeadPruner;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use scylla::client::session::Session;
-use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{Counter, CqlValue};
 
@@ -30,7 +32,7 @@ use super::statements::prepare;
 use crate::clock::UnixMillis;
 use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::hash::fnv1a;
-use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state};
+use crate::store::visits::{ListerRecord, VisitStore, decode_state};
 use crate::store::{StoreError, StoreResult};
 
 /// Partitions per index and per visit type's wake-ups.
@@ -141,62 +143,6 @@ fn limit_value(limit: usize) -> i32 {
 impl CassandraStore {
     fn visit_statements(&self) -> &VisitStatements {
         &self.visit_statements
-    }
-
-    async fn apply_one(&self, write: &OriginWrite) -> StoreResult<()> {
-        let s = self.visit_statements();
-        let (visit_type, url) = write.key();
-        let text = |v: &str| CqlValue::Text(v.to_owned());
-        let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<Vec<CqlValue>> = Vec::new();
-        let index_row = |e: &IndexEntry| {
-            vec![
-                text(visit_type),
-                text(e.policy.name()),
-                text(&e.lister),
-                CqlValue::Int(shard(&e.url)),
-                CqlValue::BigInt(e.key),
-                text(&e.url),
-            ]
-        };
-        for e in &write.unindex {
-            batch.append_statement(s.delete_index.clone());
-            values.push(index_row(e));
-        }
-        for e in &write.index {
-            batch.append_statement(s.insert_index.clone());
-            values.push(index_row(e));
-        }
-        let wake_row = |at: i64| vec![text(visit_type), CqlValue::Int(shard(url)), CqlValue::BigInt(at), text(url)];
-        if let Some(at) = write.unwake {
-            batch.append_statement(s.delete_wake.clone());
-            values.push(wake_row(at));
-        }
-        if let Some(at) = write.wake {
-            batch.append_statement(s.insert_wake.clone());
-            values.push(wake_row(at));
-        }
-        batch.append_statement(s.write_origin.clone());
-        values.push(vec![text(visit_type), text(url), CqlValue::Blob(encode_state(&write.state))]);
-        self.session().batch(&batch, values).await.map_err(write_error)?;
-        if write.metrics.is_empty() {
-            return Ok(());
-        }
-        let mut counts = Batch::new(BatchType::Counter);
-        let mut values: Vec<Vec<CqlValue>> = Vec::new();
-        for (lister, m) in &write.metrics {
-            counts.append_statement(s.count.clone());
-            values.push(vec![
-                CqlValue::Counter(Counter(m.known)),
-                CqlValue::Counter(Counter(m.enabled)),
-                CqlValue::Counter(Counter(m.never_visited)),
-                CqlValue::Counter(Counter(m.pending_changes)),
-                text(lister),
-                text(visit_type),
-            ]);
-        }
-        self.session().batch(&counts, values).await.map_err(write_error)?;
-        Ok(())
     }
 
     async fn read_origin(&self, visit_type: &str, url: &str) -> StoreResult<Option<OriginState>> {
