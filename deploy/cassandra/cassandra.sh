@@ -11,6 +11,9 @@
 #   deploy/cassandra/cassandra.sh restart-node N    start node N again on its data (after a kill); returns
 #                                                   once it accepts CQL and gossip has it up on the other nodes
 #
+# CASSANDRA_DEV_BATCH_FAIL at `start` sets `batch_size_fail_threshold` (default
+# 1024KiB; Cassandra's own default is 50KiB, which the scheduler's origin writes
+# must stay under with the default `cassandra.visit_batch_bytes`).
 # The commit log is synced before each write is acknowledged (`commitlog_sync:
 # batch`): with the default periodic sync, a killed single node forgets the
 # writes of its last sync period, which the outage test would see as lost tasks.
@@ -186,7 +189,7 @@ cas_contention_timeout: 5000ms
 paxos_variant: v2
 paxos_state_purging: gc_grace
 batch_size_warn_threshold: 64KiB
-batch_size_fail_threshold: 1024KiB
+batch_size_fail_threshold: ${CASSANDRA_DEV_BATCH_FAIL:-1024KiB}
 tombstone_warn_threshold: ${CASSANDRA_DEV_TOMBSTONE_WARN:-1000}
 tombstone_failure_threshold: 100000
 YAML
