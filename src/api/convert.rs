@@ -46,12 +46,13 @@ pub(super) fn duration(field: &str, d: Option<prost_types::Duration>) -> Result<
     Ok(Some(Duration::new(d.seconds as u64, d.nanos as u32)))
 }
 
-/// A dispatched task as its worker gets it, its lease token signed with `keys`.
-pub(super) fn task(dispatched: DispatchedTask, keys: &ClusterKeys) -> pb::Task {
+/// A dispatched task as its worker gets it, its lease token signed with
+/// `keys` as they sign at `now_ms`.
+pub(super) fn task(dispatched: DispatchedTask, keys: &ClusterKeys, now_ms: i64) -> pb::Task {
     let DispatchedTask { partition, task, token, lease_deadline } = dispatched;
     pb::Task {
         task_id: task.task_id,
-        lease_token: token.sign(keys),
+        lease_token: token.sign(keys, now_ms),
         fairness_key: task.fairness_key,
         priority: task.priority.get(),
         payload: task.payload,

@@ -73,7 +73,7 @@ fn decode_every_request(bytes: &[u8], keys: &ClusterKeys) {
     });
     decode_then::<pb::PollTasksRequest>(bytes, |r| checked_wait(r.max_wait, &limits));
     decode_then::<pb::CompleteTaskRequest>(bytes, |r| {
-        let _ = LeaseToken::verify(&r.lease_token, keys).map(|_| panic!("a token made of noise verified"));
+        let _ = LeaseToken::verify(&r.lease_token, keys, 0).map(|_| panic!("a token made of noise verified"));
         let _ = validate::payload("result", r.result.len(), &limits);
         let _ = scheduler::visit_outcome(&r.result, 0);
     });
@@ -83,7 +83,7 @@ fn decode_every_request(bytes: &[u8], keys: &ClusterKeys) {
             let _ = validate::delay("retry_after", delay, &limits);
         }
     });
-    decode_then::<pb::HeartbeatTaskRequest>(bytes, |r| assert!(LeaseToken::verify(&r.lease_token, keys).is_err()));
+    decode_then::<pb::HeartbeatTaskRequest>(bytes, |r| assert!(LeaseToken::verify(&r.lease_token, keys, 0).is_err()));
     decode_then::<pb::CreateQueueRequest>(bytes, |r| {
         let _ = queue(&r.queue);
         if let Ok(partitions) = validate::partitions("partitions", r.partitions) {
@@ -184,13 +184,13 @@ proptest! {
     ) {
         let keys = ClusterKeys::from_secret(&[5; 32]);
         let token = LeaseToken { queue: QueueName::new_unchecked("jobs"), partition, lease_id, attempt };
-        let text = token.sign(&keys);
-        prop_assert_eq!(LeaseToken::verify(&text, &keys), Ok(token));
+        let text = token.sign(&keys, 0);
+        prop_assert_eq!(LeaseToken::verify(&text, &keys, 0), Ok(token));
         let mut edited = text.clone().into_bytes();
         let i = at.index(edited.len());
         edited[i] = other_than(edited[i], byte);
         let edited = String::from_utf8_lossy(&edited).into_owned();
-        prop_assert!(LeaseToken::verify(&edited, &keys).is_err(), "{} verified", edited);
+        prop_assert!(LeaseToken::verify(&edited, &keys, 0).is_err(), "{} verified", edited);
     }
 
     #[test]

@@ -182,7 +182,7 @@ impl Matching for MatchingService {
         let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
         let spec = admit_add(&caller, Rpc::AddTask, &queue, spec)?;
         let origin = Origin::of(&caller);
-        Ok(Response::new(self.router.add(&queue, spec, origin).await?))
+        Ok(Response::new(self.router.add(&queue, spec, origin, caller.principal_name()).await?))
     }
 
     async fn add_tasks(&self, request: Request<pb::AddTasksRequest>) -> Result<Response<pb::AddTasksResponse>, Status> {
@@ -203,7 +203,7 @@ impl Matching for MatchingService {
                     Ok(spec) => spec,
                     Err(refused) => return item_error(refused),
                 };
-            match self.router.add(&queue, spec, Origin::Client).await {
+            match self.router.add(&queue, spec, Origin::Client, caller.principal_name()).await {
                 Ok(added) => pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Added(added)) },
                 Err(error) => item_error(error),
             }

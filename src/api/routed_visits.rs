@@ -58,7 +58,8 @@ impl VisitQueue for RoutedVisits {
                 let priority = Priority::new(visit.priority).unwrap_or(Priority::DEFAULT);
                 let mut spec = TaskSpec::new(visit.fairness_key.clone(), priority, visit.payload.clone());
                 spec.dedup_id = Some(visit.dedup_id.clone());
-                self.router.add(&queue, spec, Origin::Client).await
+                // The scheduler's queue exists: created above, for no principal.
+                self.router.add(&queue, spec, Origin::Client, None).await
             }
         }))
         .await;

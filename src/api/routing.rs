@@ -16,7 +16,7 @@ use tonic::{Request, Status};
 
 use super::access::Rpc;
 use super::{convert, status};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
 use crate::matcher::{LeaseToken, QueueMatcher, Queues};
 use crate::model::ValidationError;
@@ -76,6 +76,7 @@ async fn take_ready_within(
     max: usize,
     room: ResponseRoom,
     keys: &ClusterKeys,
+    clock: &SharedClock,
     tasks: &mut Vec<pb::Task>,
 ) {
     let mut used: usize = tasks.iter().map(response_bytes).sum();
@@ -91,7 +92,7 @@ async fn take_ready_within(
         let taken = matcher.take_ready(want).await;
         let all_there = taken.len() == want;
         for task in taken {
-            let task = convert::task(task, keys);
+            let task = convert::task(task, keys, clock.now_ms());
             debug_assert!(response_bytes(&task) <= room.largest_task, "TASK_OVERHEAD_BYTES is too small");
             used += response_bytes(&task);
             tasks.push(task);
@@ -159,7 +160,7 @@ impl Router {
     /// The lease token `text`, if this cluster signed it; its queue is
     /// recorded in the request's span.
     pub fn lease_token(&self, text: &str) -> Result<LeaseToken, Status> {
-        let token = LeaseToken::verify(text, &self.keys)
+        let token = LeaseToken::verify(text, &self.keys, self.now_ms())
             .map_err(|message| status::invalid(ValidationError::new("lease_token", message)))?;
         tracing::Span::current().record("queue", token.queue.as_str());
         Ok(token)
@@ -169,12 +170,25 @@ impl Router {
         &self.queues
     }
 
+    /// The node's time, which dates lease tokens signed and checked here.
+    fn now_ms(&self) -> i64 {
+        self.queues.clock().now_ms()
+    }
+
     fn next_turn(&self) -> usize {
         self.turn.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub async fn add(&self, queue: &QueueName, spec: TaskSpec, origin: Origin) -> Result<pb::AddTaskResponse, Status> {
-        let matcher = self.queues.get_for_add(queue).await.map_err(status::from_match)?;
+    /// Adds `spec` to `queue`, which the add creates if `matcher.create_on_add`
+    /// allows, recording `creator` (the principal, if one calls) with it.
+    pub async fn add(
+        &self,
+        queue: &QueueName,
+        spec: TaskSpec,
+        origin: Origin,
+        creator: Option<&str>,
+    ) -> Result<pb::AddTaskResponse, Status> {
+        let matcher = self.queues.get_for_add(queue, creator).await.map_err(status::from_match)?;
         // A task with a dedup id must go to its id's partition.
         let required = matcher.partition_for(&spec);
         let local = match (origin, required) {
@@ -236,7 +250,7 @@ impl Router {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         if origin != Origin::Client {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| convert::task(task, &self.keys)));
+            return Ok(task.map(|task| convert::task(task, &self.keys, self.now_ms())));
         }
         // Partitions take turns at being asked first, here or at their owner:
         // were local partitions always first, a node with many workers would
@@ -248,7 +262,7 @@ impl Router {
             return Ok(Some(task));
         }
         if let Some(task) = matcher.try_take().await {
-            return Ok(Some(convert::task(task, &self.keys)));
+            return Ok(Some(convert::task(task, &self.keys, self.now_ms())));
         }
         let others = self.other_owners(&matcher);
         for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
@@ -266,7 +280,7 @@ impl Router {
         }
         if !matcher.held().is_empty() || others.is_empty() {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| convert::task(task, &self.keys)));
+            return Ok(task.map(|task| convert::task(task, &self.keys, self.now_ms())));
         }
         let owner = &others[self.next_turn() % others.len()];
         self.forward_poll(owner, queue, wait, worker_id).await
@@ -286,7 +300,7 @@ impl Router {
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         let mut tasks = Vec::new();
-        take_ready_within(&matcher, max, room, &self.keys, &mut tasks).await;
+        take_ready_within(&matcher, max, room, &self.keys, self.queues.clock(), &mut tasks).await;
         if !tasks.is_empty() {
             return Ok(tasks);
         }
@@ -294,7 +308,7 @@ impl Router {
             return Ok(Vec::new());
         };
         tasks.push(first);
-        take_ready_within(&matcher, max, room, &self.keys, &mut tasks).await;
+        take_ready_within(&matcher, max, room, &self.keys, self.queues.clock(), &mut tasks).await;
         Ok(tasks)
     }
 

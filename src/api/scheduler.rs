@@ -264,7 +264,7 @@ impl scheduler_server::Scheduler for SchedulerService {
             self.scheduler.record_origins(SAVE_CODE_NOW_LISTER, &[report], now).await.map_err(status::from_store)?;
         }
         let queue = self.visits.queue(&request.visit_type).await.map_err(status::from_match)?;
-        let added = self.visits.router.add(&queue, spec, Origin::Client).await?;
+        let added = self.visits.router.add(&queue, spec, Origin::Client, None).await?;
         Ok(Response::new(pb::RequestVisitResponse { task_id: added.task_id, duplicate: added.duplicate }))
     }
 

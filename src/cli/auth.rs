@@ -1,14 +1,51 @@
-//! `fairway auth`: credentials for the server's configuration.
+//! `fairway auth`: credentials for the server's configuration, and the
+//! rotation of the cluster's secret (which works on the store directly).
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use fairway::security::{Grant, Role, api_key_hash, new_api_key};
+use fairway::clock::{Clock, SystemClock};
+use fairway::config::Config;
+use fairway::security::rotation::{self, MAX_OVERLAP, MIN_OVERLAP};
+use fairway::security::{Grant, Role, SIGNING_SWITCH_DELAY, api_key_hash, new_api_key};
 
 #[derive(Subcommand, Debug)]
 pub(super) enum AuthCommand {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Rotate the cluster's secret (the keys of lease tokens and node
+    /// proofs): nodes pick the new one up within 10 s, sign with it 30 s
+    /// after the rotation, and accept what the old one made until the end of
+    /// --overlap. Works on the store: with the embedded store, run it while
+    /// the node is stopped (one process holds the data directory).
+    Rotate(RotateArgs),
+}
+
+#[derive(Args, Debug)]
+pub(super) struct RotateArgs {
+    /// How long what the old secret made (lease tokens, node proofs) stays
+    /// accepted, from now: more than 30 s plus the longest time a worker
+    /// holds one lease token. 1m to 7d, e.g. 10m.
+    #[arg(long, value_parser = parse_overlap)]
+    overlap: Duration,
+    /// The servers' TOML config file (for the store and its settings).
+    #[arg(long, env = "FAIRWAY_CONFIG")]
+    config: Option<PathBuf>,
+    /// `embedded:DIR` or `cassandra://HOST:PORT/KEYSPACE`; else the config's.
+    #[arg(long)]
+    store: Option<String>,
+}
+
+/// `--overlap`: a duration (`10m`) within the bounds of a rotation.
+fn parse_overlap(text: &str) -> Result<Duration, String> {
+    let overlap = fairway::config::duration_serde::parse(text)?;
+    if !(MIN_OVERLAP..=MAX_OVERLAP).contains(&overlap) {
+        return Err(format!("{text:?} must be at least 1m ({MIN_OVERLAP:?}) and at most 7d ({MAX_OVERLAP:?})"));
+    }
+    Ok(overlap)
 }
 
 #[derive(Subcommand, Debug)]
@@ -57,8 +94,48 @@ impl From<RoleArg> for Role {
     }
 }
 
-pub(super) fn run(command: AuthCommand) -> anyhow::Result<()> {
-    let AuthCommand::Key(KeyCommand::Create(args)) = command;
+pub(super) async fn run(command: AuthCommand) -> anyhow::Result<()> {
+    match command {
+        AuthCommand::Key(KeyCommand::Create(args)) => create_key(args),
+        AuthCommand::Rotate(args) => rotate(args).await,
+    }
+}
+
+async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
+    let flags: Vec<(&str, String)> = args.store.into_iter().map(|store| ("store", store)).collect();
+    let config = Config::load(args.config.as_deref(), std::env::vars(), &flags)?;
+    let store_url = config.store_url()?;
+    let stores = fairway::server::open_store(&store_url, &config).await?;
+    let rotated = rotation::rotate(stores.tasks.as_ref(), args.overlap, SystemClock.now_ms()).await;
+    let closed = stores.tasks.close().await;
+    let rotation = rotated?;
+    closed?;
+    println!("The cluster's secret of {store_url} was rotated at {}.", date(rotation.rotated_at_ms));
+    println!(
+        "Nodes read it within {:?}, sign with the new secret from {} ({SIGNING_SWITCH_DELAY:?} after the rotation),",
+        fairway::security::SECRET_RELOAD_INTERVAL,
+        date(rotation.signs_until_ms)
+    );
+    println!(
+        "and accept lease tokens and node proofs made with the old one until {} (--overlap {}): a worker holding a \
+         token of the old secret after then is refused (INVALID_ARGUMENT) and its task is delivered again when its \
+         lease runs out.",
+        date(rotation.accepted_until_ms),
+        fairway::config::duration_serde::format(args.overlap)
+    );
+    Ok(())
+}
+
+/// `unix_ms` as an RFC 3339 date, UTC.
+fn date(unix_ms: i64) -> String {
+    let timestamp = prost_types::Timestamp {
+        seconds: unix_ms.div_euclid(1000),
+        nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32,
+    };
+    timestamp.to_string()
+}
+
+fn create_key(args: CreateArgs) -> anyhow::Result<()> {
     let grant = args.role.map(|role| Grant {
         role: role.into(),
         queues: if args.queues.is_empty() { vec!["*".to_owned()] } else { args.queues.clone() },

@@ -94,7 +94,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Simulate(args) => simulate::run(args).await,
             Command::Chaos(command) => chaos::run(command).await,
-            Command::Auth(command) => auth::run(command),
+            Command::Auth(command) => auth::run(command).await,
         }
     });
     match result {

@@ -48,6 +48,13 @@ pub struct MatcherConfig {
     pub create_on_add: Vec<String>,
     /// The most queues the store may hold; a creation past it is refused.
     pub max_queues: usize,
+    /// The most queues one principal may create by adding to them
+    /// (`create_on_add`), counted from the creator the store records with
+    /// each queue; its next creation is refused (`RESOURCE_EXHAUSTED`), others'
+    /// are not. Queues made by CreateQueue (an admin
+    /// RPC), by the scheduler, or with authentication off count for no one.
+    /// At least 1; above `max_queues` it never binds.
+    pub max_queues_per_principal: usize,
     /// The most partitions of all queues together; a creation past it is
     /// refused (each partition a node holds costs it a few tasks and its
     /// buffer).
@@ -66,6 +73,7 @@ impl Default for MatcherConfig {
             sync_match: true,
             create_on_add: vec!["*".to_owned()],
             max_queues: 1_000,
+            max_queues_per_principal: 100,
             max_partitions: 4_096,
             max_parked_polls: 10_000,
         }
@@ -85,6 +93,9 @@ impl MatcherConfig {
         }
         if self.max_queues == 0 {
             return Err(ValidationError::new("matcher.max_queues", "must be at least 1"));
+        }
+        if self.max_queues_per_principal == 0 {
+            return Err(ValidationError::new("matcher.max_queues_per_principal", "must be at least 1"));
         }
         if self.max_partitions < self.partitions_per_queue {
             return Err(ValidationError::new(

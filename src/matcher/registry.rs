@@ -139,6 +139,11 @@ impl Queues {
         &self.view
     }
 
+    /// The clock of this node's queues.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
     /// The store every queue's partitions live in.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -153,10 +158,13 @@ impl Queues {
 
     /// The queue for an add: created with the default partition count if
     /// it is new and `matcher.create_on_add` names it, else as [`Self::get`].
-    pub async fn get_for_add(&self, name: &QueueName) -> Result<Arc<QueueMatcher>, MatchError> {
+    /// A creation by a principal (`creator`) is recorded with the queue and
+    /// bounded by `matcher.max_queues_per_principal` as well.
+    pub async fn get_for_add(&self, name: &QueueName, creator: Option<&str>) -> Result<Arc<QueueMatcher>, MatchError> {
         let matcher = &self.settings.matcher;
         if matcher.creates_on_add(name) {
-            let config = QueueConfig::new(matcher.partitions_per_queue, &self.settings.default_home);
+            let config = QueueConfig::new(matcher.partitions_per_queue, &self.settings.default_home)
+                .created_by(creator.unwrap_or_default());
             self.open(name, Opening::Create(config)).await
         } else {
             self.get(name).await
@@ -358,6 +366,17 @@ impl Queues {
         let limits = &self.settings.matcher;
         if existing.len() >= limits.max_queues {
             return Err(MatchError::QueueLimit { key: "matcher.max_queues", limit: limits.max_queues as u64 });
+        }
+        // The queues listed are at most `max_queues`: counting them by
+        // creator costs what the global bound's count already does.
+        if !created.created_by.is_empty() {
+            let theirs = existing.iter().filter(|(_, c)| c.created_by == created.created_by).count();
+            if theirs >= limits.max_queues_per_principal {
+                return Err(MatchError::QueueLimit {
+                    key: "matcher.max_queues_per_principal",
+                    limit: limits.max_queues_per_principal as u64,
+                });
+            }
         }
         let total: u64 =
             existing.iter().map(|(_, c)| u64::from(c.partitions)).sum::<u64>() + u64::from(created.partitions);

@@ -33,14 +33,15 @@ impl LeaseToken {
         format!("v2/{}/{}/{}/{}", self.partition, self.lease_id, self.attempt, self.queue)
     }
 
-    /// The token as workers get it, tagged with `keys`.
-    pub fn sign(&self, keys: &ClusterKeys) -> String {
-        let tag = keys.lease_tag(&self.fields());
+    /// The token as workers get it, tagged with `keys` as they sign at `now_ms`.
+    pub fn sign(&self, keys: &ClusterKeys, now_ms: i64) -> String {
+        let tag = keys.lease_tag(&self.fields(), now_ms);
         format!("v2/{}/{}/{}/{tag}/{}", self.partition, self.lease_id, self.attempt, self.queue)
     }
 
-    /// The token `text` stands for, if `keys` made it; [`NOT_A_TOKEN`] if not.
-    pub fn verify(text: &str, keys: &ClusterKeys) -> Result<LeaseToken, &'static str> {
+    /// The token `text` stands for, if `keys` made it with a key they
+    /// accept at `now_ms`; [`NOT_A_TOKEN`] if not.
+    pub fn verify(text: &str, keys: &ClusterKeys, now_ms: i64) -> Result<LeaseToken, &'static str> {
         let mut parts = text.splitn(6, '/');
         if parts.next() != Some("v2") {
             return Err(NOT_A_TOKEN);
@@ -53,8 +54,8 @@ impl LeaseToken {
         let queue = validate::queue_name("lease_token", next()?).map_err(|_| NOT_A_TOKEN)?;
         let token = LeaseToken { queue, partition, lease_id, attempt };
         // The one spelling a signed token has: no "+1" or "01" for 1.
-        let canonical = text.len() == token.sign(keys).len();
-        if canonical && keys.lease_tag_matches(&token.fields(), tag) { Ok(token) } else { Err(NOT_A_TOKEN) }
+        let canonical = text.len() == token.sign(keys, now_ms).len();
+        if canonical && keys.lease_tag_matches(&token.fields(), tag, now_ms) { Ok(token) } else { Err(NOT_A_TOKEN) }
     }
 }
 
@@ -74,18 +75,18 @@ mod tests {
     #[test]
     fn a_signed_token_round_trips() {
         let keys = ClusterKeys::random();
-        assert_eq!(LeaseToken::verify(&token().sign(&keys), &keys), Ok(token()));
+        assert_eq!(LeaseToken::verify(&token().sign(&keys, 0), &keys, 0), Ok(token()));
     }
 
     #[test]
     fn a_token_edited_anywhere_or_made_elsewhere_is_refused_alike() {
         let keys = ClusterKeys::random();
-        let signed = token().sign(&keys);
+        let signed = token().sign(&keys, 0);
         let parts: Vec<&str> = signed.splitn(6, '/').collect();
         let mut edits = vec![
             String::new(),
             "v1/3/1099511627776/2/visits.git".to_owned(),
-            token().sign(&ClusterKeys::random()),
+            token().sign(&ClusterKeys::random(), 0),
             format!("{signed}x"),
             signed[..signed.len() - 1].to_owned(),
         ];
@@ -99,7 +100,7 @@ mod tests {
         edits.push(signed.replacen("/3/", "/03/", 1));
         edits.push(signed.replacen("/3/", "/+3/", 1));
         for edit in edits {
-            assert_eq!(LeaseToken::verify(&edit, &keys), Err(NOT_A_TOKEN), "{edit:?}");
+            assert_eq!(LeaseToken::verify(&edit, &keys, 0), Err(NOT_A_TOKEN), "{edit:?}");
         }
     }
 }

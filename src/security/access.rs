@@ -192,6 +192,16 @@ pub enum Caller {
     Principal(Arc<Principal>),
 }
 
+impl Caller {
+    /// The principal's name, if an authenticated principal calls.
+    pub fn principal_name(&self) -> Option<&str> {
+        match self {
+            Caller::Principal(principal) => Some(&principal.name),
+            Caller::Anyone | Caller::Node(_) => None,
+        }
+    }
+}
+
 /// What a node's proof vouches for: one RPC, about one partition or the
 /// receiver's partitions.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,6 +56,12 @@ pub struct SecurityConfig {
     /// connections.
     #[serde(with = "crate::config::duration_serde")]
     pub tls_reload_interval: Duration,
+    /// How often a node reads the cluster's secrets again, so that a
+    /// rotation (`fairway auth rotate`) reaches it without a restart; at
+    /// most [`SECRET_RELOAD_INTERVAL`](crate::security::SECRET_RELOAD_INTERVAL)
+    /// (10 s), which the rotation's timing assumes.
+    #[serde(with = "crate::config::duration_serde")]
+    pub secret_reload_interval: Duration,
     /// Who may call, and what each may do; empty: anyone may do anything
     /// (authentication is off).
     pub principals: Vec<PrincipalConfig>,
@@ -80,6 +86,7 @@ impl Default for SecurityConfig {
             tls_client_ca: String::new(),
             tls_peer_ca: String::new(),
             tls_reload_interval: Duration::from_secs(60),
+            secret_reload_interval: crate::security::SECRET_RELOAD_INTERVAL,
             principals: Vec::new(),
             jwt_jwks: String::new(),
             jwt_issuer: String::new(),
@@ -106,6 +113,13 @@ impl SecurityConfig {
         }
         if self.tls_reload_interval < Duration::from_secs(1) {
             return Err(ValidationError::new("security.tls_reload_interval", "must be at least 1s"));
+        }
+        let most = crate::security::SECRET_RELOAD_INTERVAL;
+        if self.secret_reload_interval.is_zero() || self.secret_reload_interval > most {
+            return Err(ValidationError::new(
+                "security.secret_reload_interval",
+                format!("is {:?}; it must be more than 0 and at most {most:?}", self.secret_reload_interval),
+            ));
         }
         if !self.jwt_jwks.is_empty() {
             for (key, value) in

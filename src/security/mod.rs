@@ -11,6 +11,7 @@ mod config;
 mod hex;
 mod jwt;
 mod keys;
+pub mod rotation;
 mod tls;
 
 pub use access::{Caller, Denied, Grant, NodeCall, Permission, Principal, Role, tenant_prefixes};
@@ -18,6 +19,6 @@ pub use authn::{API_KEY_PREFIX, AuthError, Authenticator, api_key_hash, new_api_
 pub use bearer::{AuthChannel, BearerToken};
 pub use config::{PrincipalConfig, SecurityConfig};
 pub use jwt::{JwtError, JwtVerifier};
-pub use keys::{ClusterKeys, NODE_PROOF, NODE_PROOF_VALIDITY_SECS};
+pub use keys::{ClusterKeys, NODE_PROOF, NODE_PROOF_VALIDITY_SECS, SECRET_RELOAD_INTERVAL, SIGNING_SWITCH_DELAY};
 pub(crate) use tls::{KeyedFile, client_config};
 pub use tls::{ServerTls, TlsError, TlsFiles};

@@ -162,6 +162,7 @@ pub async fn serve(
     settings.dispatch_latency_otlp = otlp.as_ref().map(OtlpMetrics::dispatch_latency);
     check_exposure(listener.local_addr()?, metrics.as_ref().map(TcpListener::local_addr).transpose()?, config)?;
     let keys = cluster_keys(store.as_ref()).await?;
+    let reload_keys = keys.clone();
     let tls = config.security.tls_files().map(ServerTls::load).transpose()?.map(Arc::new);
     let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
     let gate = Gate::new(authenticator.clone(), keys.clone(), clock.clone());
@@ -200,6 +201,12 @@ pub async fn serve(
         .build_v1()?;
     let exports = Exports::start(queues.clone(), metrics, otlp);
     let stop_reloads = CancellationToken::new();
+    tokio::spawn(reload_cluster_secrets(
+        store.clone(),
+        reload_keys,
+        config.security.secret_reload_interval,
+        stop_reloads.clone(),
+    ));
     let jwks = authenticator.filter(|a| a.jwt().is_some());
     if tls.is_some() || jwks.is_some() {
         let interval = config.security.tls_reload_interval;
@@ -256,7 +263,7 @@ pub async fn serve(
     Ok(served?)
 }
 
-/// The keys derived from the cluster's secret, which the first node to ask
+/// The keys derived from the cluster's secrets, which the first node to ask
 /// stores; tried for a minute while the store does not answer.
 async fn cluster_keys(store: &dyn Store) -> Result<ClusterKeys, ServeError> {
     let candidate: [u8; SECRET_BYTES] = rand::random();
@@ -265,14 +272,33 @@ async fn cluster_keys(store: &dyn Store) -> Result<ClusterKeys, ServeError> {
         .with_max_delay(Duration::from_secs(5))
         .with_total_delay(Some(Duration::from_secs(60)))
         .without_max_times();
-    let read = || store.cluster_secret(&candidate);
-    let secret = read
+    let read = || store.cluster_secrets(&candidate);
+    let secrets = read
         .retry(backoff)
         .when(|e| !matches!(e, StoreError::Corrupt(_) | StoreError::Invalid(_)))
         .notify(|error, wait| tracing::warn!(%error, "reading the cluster's secret: retrying in {wait:?}"))
         .await
         .map_err(ServeError::Secret)?;
-    Ok(ClusterKeys::from_secret(&secret))
+    Ok(ClusterKeys::from_secrets(&secrets))
+}
+
+/// Reads the cluster's secrets again every `interval`, until `stop`, and
+/// installs them in `keys` (shared by every part of the node that signs or
+/// checks): a rotation reaches this node within `interval` of reaching its
+/// store replicas. A failed read keeps the keys it had.
+async fn reload_cluster_secrets(store: Arc<dyn Store>, keys: ClusterKeys, interval: Duration, stop: CancellationToken) {
+    every(interval, stop, || async {
+        // The secret exists by now: the candidate is never stored.
+        match store.cluster_secrets(&rand::random()).await {
+            Ok(secrets) if keys.install(&secrets) => {
+                let accepted_until = secrets.previous.as_ref().map(|p| p.accepted_until_unix_ms);
+                tracing::info!(?accepted_until, "the cluster's secret was rotated: new keys installed");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "reading the cluster's secrets; keeping the keys this node has"),
+        }
+    })
+    .await;
 }
 
 /// Reads the TLS files and the JWKS file again every `interval`, until `stop`.

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use super::{
-    Member, ParkedKeyMeta, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RecordTask,
-    RecordValue, RowRef, Section, Store, StoreError, StoredRow, SubqueueMeta,
+    ClusterSecrets, Member, ParkedKeyMeta, PartitionMeta, PartitionWrite, PreviousSecret, QueueConfig, Record,
+    RecordKey, RecordRange, RecordTask, RecordValue, RowRef, Section, Store, StoreError, StoredRow, SubqueueMeta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, validate};
 
@@ -69,8 +69,10 @@ macro_rules! store_conformance_suite {
             new_owner_sees_every_write_of_the_old_one,
             task_contents_round_trip,
             queues_are_created_once,
+            a_queue_keeps_its_creator,
             members_heartbeat_and_leave,
             the_cluster_secret_is_the_first_one_written,
+            a_rotation_replaces_the_current_secret_once,
             a_forced_failover_starts_the_next_generation_once,
             of_racing_forced_failovers_one_wins,
             records_are_written_with_tasks_in_one_conditional_write,
@@ -366,6 +368,27 @@ pub async fn queues_are_created_once(store: &dyn Store) {
     assert_eq!(store.list_queues().await.unwrap().len(), 2);
 }
 
+/// The principal that created a queue is stored with it: `queue` and
+/// `list_queues` return it, a later creation by another keeps the first,
+/// and moves (graceful or forced) keep it.
+pub async fn a_queue_keeps_its_creator(store: &dyn Store) {
+    let name = validate::queue_name("queue", "tenant.q").unwrap();
+    let created = QueueConfig::new(1, "a").created_by("tenant-a");
+    assert_eq!(store.create_queue(&name, created.clone()).await.unwrap(), created);
+    let again = store.create_queue(&name, QueueConfig::new(1, "a").created_by("tenant-b")).await.unwrap();
+    assert_eq!(again.created_by, "tenant-a", "the first creator stays");
+    assert_eq!(store.queue(&name).await.unwrap(), Some(created.clone()));
+    let anonymous = validate::queue_name("queue", "anonymous").unwrap();
+    store.create_queue(&anonymous, QueueConfig::new(1, "")).await.unwrap();
+    let mut listed = store.list_queues().await.unwrap();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let creators: Vec<&str> = listed.iter().map(|(_, c)| c.created_by.as_str()).collect();
+    assert_eq!(creators, vec!["", "tenant-a"]);
+    assert_eq!(store.set_queue_home(&name, "a", "b").await.unwrap().unwrap().created_by, "tenant-a");
+    assert_eq!(store.force_queue_home(&name, 0, "c").await.unwrap().unwrap().created_by, "tenant-a");
+    assert_eq!(store.queue(&name).await.unwrap().unwrap().created_by, "tenant-a", "moves keep the creator");
+}
+
 /// A forced failover moves the home and starts the next generation once;
 /// one from a generation the queue has left writes nothing; a graceful move
 /// keeps the generation.
@@ -426,15 +449,51 @@ pub async fn members_heartbeat_and_leave(store: &dyn Store) {
 }
 
 /// The first candidate stored is the secret every later call returns,
-/// however many race to store theirs.
+/// however many race to store theirs; it has no previous secret.
 pub async fn the_cluster_secret_is_the_first_one_written(store: &dyn Store) {
     let candidates: Vec<[u8; 32]> = (1..=8u8).map(|n| [n; 32]).collect();
-    let racing = futures::future::join_all(candidates.iter().map(|c| store.cluster_secret(c))).await;
-    let secrets: Vec<[u8; 32]> = racing.into_iter().map(Result::unwrap).collect();
-    let first = secrets[0];
-    assert!((1..=8u8).any(|n| first == [n; 32]), "one of the candidates won");
-    assert!(secrets.iter().all(|s| *s == first), "every racer got the winner's: {secrets:?}");
-    assert_eq!(store.cluster_secret(&[99; 32]).await.unwrap(), first, "a later candidate is not stored");
+    let racing = futures::future::join_all(candidates.iter().map(|c| store.cluster_secrets(c))).await;
+    let secrets: Vec<ClusterSecrets> = racing.into_iter().map(Result::unwrap).collect();
+    let first = secrets[0].clone();
+    assert!((1..=8u8).any(|n| first.current == [n; 32]), "one of the candidates won");
+    assert_eq!(first.previous, None, "never rotated");
+    assert!(secrets.iter().all(|s| *s == first), "every racer got the winner's");
+    assert_eq!(store.cluster_secrets(&[99; 32]).await.unwrap(), first, "a later candidate is not stored");
+}
+
+/// A rotation is a compare-and-set on the current secret: with none stored
+/// it writes nothing; from a secret that is not current it writes nothing;
+/// from the current one it makes `to` current and keeps `from` as the
+/// previous with its times, forgetting the one before; of rotations racing
+/// from one secret exactly one is written. Bad arguments are `Invalid`.
+pub async fn a_rotation_replaces_the_current_secret_once(store: &dyn Store) {
+    let (a, b, c) = ([1; 32], [2; 32], [3; 32]);
+    assert_eq!(store.rotate_cluster_secret(&a, &b, 10, 20).await.unwrap(), None, "no secret yet");
+    assert_eq!(store.cluster_secrets(&a).await.unwrap(), ClusterSecrets::first(a), "and nothing was written");
+    assert!(matches!(store.rotate_cluster_secret(&a, &a, 10, 20).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(store.rotate_cluster_secret(&a, &b, 20, 10).await, Err(StoreError::Invalid(_))));
+    let stale = store.rotate_cluster_secret(&c, &b, 10, 20).await.unwrap();
+    assert_eq!(stale, Some(ClusterSecrets::first(a)), "from a secret that is not current: nothing written");
+    let previous = |secret, signs, accepted| {
+        Some(PreviousSecret { secret, signs_until_unix_ms: signs, accepted_until_unix_ms: accepted })
+    };
+    let rotated = ClusterSecrets { current: b, previous: previous(a, 10, 20) };
+    assert_eq!(store.rotate_cluster_secret(&a, &b, 10, 20).await.unwrap(), Some(rotated.clone()));
+    assert_eq!(store.cluster_secrets(&[99; 32]).await.unwrap(), rotated, "read back, the candidate ignored");
+    assert_eq!(store.rotate_cluster_secret(&a, &c, 30, 40).await.unwrap(), Some(rotated), "from the old one: no");
+    let again = ClusterSecrets { current: c, previous: previous(b, 30, 40) };
+    assert_eq!(store.rotate_cluster_secret(&b, &c, 30, 40).await.unwrap(), Some(again.clone()));
+    assert_eq!(store.cluster_secrets(&[99; 32]).await.unwrap(), again, "the first secret is forgotten");
+
+    let targets: Vec<[u8; 32]> = (10..18u8).map(|n| [n; 32]).collect();
+    let racing = futures::future::join_all(targets.iter().map(|to| store.rotate_cluster_secret(&c, to, 50, 60))).await;
+    let answers: Vec<ClusterSecrets> = racing.into_iter().map(|a| a.unwrap().expect("a secret exists")).collect();
+    let stored = store.cluster_secrets(&[99; 32]).await.unwrap();
+    let winners: Vec<&[u8; 32]> =
+        targets.iter().zip(&answers).filter(|(to, a)| a.current == **to).map(|(t, _)| t).collect();
+    assert_eq!(winners, vec![&stored.current], "one rotation won, and only its caller was told it did");
+    assert_eq!(stored.previous, previous(c, 50, 60), "the winner rotated from the secret all started from");
+    assert!(answers.iter().all(|a| *a == stored), "every racer was told the stored secrets");
 }
 
 /// A record of the kind `section` keeps, told apart from others by `label`

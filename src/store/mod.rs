@@ -18,12 +18,13 @@
 //! | [`Store::delete_records_through`] | every record of a section with a key at or below, in one range delete; idempotent | retry later |
 //! | [`Store::delete_through`] | every task at or below the level, in one range delete; idempotent | retry later |
 //! | [`Store::update_metadata`] | conditional on the range id | see [`StoreError`] |
-//! | [`Store::create_queue`] | create-if-absent; the first creation's config wins | retry |
+//! | [`Store::create_queue`] | create-if-absent; the first creation's config (its creator too) wins | retry |
 //! | [`Store::queue`] | one queue's config, `None` if it was never created | retry |
 //! | [`Store::force_queue_home`] | compare (read) then write of the queue's generation: not linearizable | retry |
 //! | [`Store::list_queues`] | every queue, in no particular order | retry |
 //! | [`Store::heartbeat`] / [`Store::members`] / [`Store::leave`] | last write wins per node | retry |
-//! | [`Store::cluster_secret`] | create-if-absent: the first value written is every caller's, on every node | retry |
+//! | [`Store::cluster_secrets`] | create-if-absent: the first value written is every caller's current secret, on every node, until a rotation; returns the previous secret too while a rotation's overlap lasts | retry (`Corrupt`: a stored secret of the wrong size, do not retry) |
+//! | [`Store::rotate_cluster_secret`] | compare-and-set on the current secret: of rotations racing from one secret, at most one is written (Cassandra: a lightweight transaction at `SERIAL`); `to` must differ from `from`, and `signs_until <= accepted_until` | `Invalid` (bad arguments, nothing written); `Uncertain` (may have been written: read again); else retry |
 
 pub mod cassandra;
 mod codec;
@@ -161,8 +162,77 @@ pub(crate) fn check_metadata_range(range_id: i64, metadata: Option<&PartitionMet
     }
 }
 
-/// The bytes of the cluster's secret ([`Store::cluster_secret`]).
+/// The bytes of the cluster's secret ([`Store::cluster_secrets`]).
 pub const SECRET_BYTES: usize = 32;
+
+/// The cluster's secrets as stored: the current one, and the one before the
+/// last rotation while its overlap lasts (see [`Store::rotate_cluster_secret`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterSecrets {
+    /// The secret nodes sign with (once `previous.signs_until_unix_ms` has passed).
+    pub current: [u8; SECRET_BYTES],
+    /// The secret before the last rotation, if there was one. Kept after
+    /// its overlap has ended (a reader ignores it then): the next rotation
+    /// replaces it.
+    pub previous: Option<PreviousSecret>,
+}
+
+/// The secret a rotation replaced, and until when it counts.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PreviousSecret {
+    /// The replaced secret.
+    pub secret: [u8; SECRET_BYTES],
+    /// Until this time (ms since the Unix epoch, exclusive) nodes still sign
+    /// with the previous secret: by then every node has read the new one, so
+    /// no node signs with a secret another does not know yet.
+    pub signs_until_unix_ms: i64,
+    /// Until this time (ms since the Unix epoch, inclusive) tags and proofs
+    /// made with the previous secret are accepted; never before `signs_until_unix_ms`.
+    pub accepted_until_unix_ms: i64,
+}
+
+impl ClusterSecrets {
+    /// A secret that was never rotated.
+    pub fn first(current: [u8; SECRET_BYTES]) -> ClusterSecrets {
+        ClusterSecrets { current, previous: None }
+    }
+}
+
+// Secrets are never shown, whatever prints them.
+impl std::fmt::Debug for ClusterSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let previous = self.previous.as_ref().map(|p| (p.signs_until_unix_ms, p.accepted_until_unix_ms));
+        f.debug_struct("ClusterSecrets").field("previous_until", &previous).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for PreviousSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreviousSecret")
+            .field("signs_until_unix_ms", &self.signs_until_unix_ms)
+            .field("accepted_until_unix_ms", &self.accepted_until_unix_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks the arguments of [`Store::rotate_cluster_secret`] (`Invalid`, naming what is wrong).
+pub(crate) fn check_rotation(
+    from: &[u8; SECRET_BYTES],
+    to: &[u8; SECRET_BYTES],
+    signs_until_unix_ms: i64,
+    accepted_until_unix_ms: i64,
+) -> StoreResult<()> {
+    if from == to {
+        return Err(StoreError::Invalid("a rotation to the secret it rotates from".into()));
+    }
+    if accepted_until_unix_ms < signs_until_unix_ms {
+        return Err(StoreError::Invalid(format!(
+            "a rotation whose previous secret is accepted until {accepted_until_unix_ms} ms, before it stops \
+             signing ({signs_until_unix_ms} ms)"
+        )));
+    }
+    Ok(())
+}
 
 /// The most buckets one [`Store::read_buckets`] names.
 pub const MAX_BUCKETS_PER_READ: usize = 100;
@@ -226,6 +296,11 @@ pub struct QueueConfig {
     pub generation: u32,
     /// The home of the previous generation (empty in the first).
     pub previous_home: String,
+    /// The principal whose request created the queue (empty: a node, an
+    /// anonymous caller, or a queue created before this was recorded).
+    /// Written with the creation, never changed: the per-principal bound
+    /// `matcher.max_queues_per_principal` counts queues by it.
+    pub created_by: String,
 }
 
 /// Partition numbers of generation `g` are `g * GENERATION_STRIDE + index`
@@ -241,7 +316,18 @@ const _: () = assert!(crate::model::validate::MAX_PARTITIONS <= GENERATION_STRID
 impl QueueConfig {
     /// A queue of `partitions` partitions homed in `home`, of the first generation.
     pub fn new(partitions: u32, home: &str) -> QueueConfig {
-        QueueConfig { partitions, home: home.to_owned(), generation: 0, previous_home: String::new() }
+        QueueConfig {
+            partitions,
+            home: home.to_owned(),
+            generation: 0,
+            previous_home: String::new(),
+            created_by: String::new(),
+        }
+    }
+
+    /// This config, recording `principal` as the queue's creator.
+    pub fn created_by(self, principal: &str) -> QueueConfig {
+        QueueConfig { created_by: principal.to_owned(), ..self }
     }
 
     /// The number of the partition at `index` (`0..partitions`) in the current generation.
@@ -467,12 +553,38 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Forgets a node (on graceful shutdown).
     async fn leave(&self, node: &str) -> StoreResult<()>;
 
-    /// The cluster's secret: `candidate` is stored if there is none yet,
-    /// and the stored secret is returned, the same to every caller on every
-    /// node from then on. Nodes derive from it the keys that sign lease
-    /// tokens and prove a request comes from a node. Idempotent: after an
-    /// error, call again with any candidate.
-    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]>;
+    /// The cluster's secrets: `candidate` is stored as the current secret if
+    /// there is none yet, and the stored secrets are returned, the same to
+    /// every caller on every node until a rotation. Nodes derive from them
+    /// the keys that sign lease tokens and prove a request comes from a
+    /// node. Idempotent: after an error, call again with any candidate. On
+    /// Cassandra a read that finds the secrets reads at the configured
+    /// consistency: after a rotation, a node may read the old ones until
+    /// the new have reached its replicas (nodes read again every
+    /// [`crate::security::SECRET_RELOAD_INTERVAL`]).
+    async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets>;
+
+    /// Rotates the cluster's secret, if the current one is `from`: `to`
+    /// becomes current, and `from` the previous secret, which nodes sign
+    /// with until `signs_until_unix_ms` and accept until
+    /// `accepted_until_unix_ms` (see [`PreviousSecret`]); the previous
+    /// secret before (if any) is forgotten. Returns the secrets as stored
+    /// after: the caller's rotation was written if their current one is
+    /// `to` (another current one: nothing written, someone rotated first);
+    /// `None` (nothing written) if there is no secret yet. A compare-and-set:
+    /// of rotations racing from one secret, at most one is written (on
+    /// Cassandra a lightweight transaction at `SERIAL`).
+    ///
+    /// Errors: `Invalid` if `to` is `from` or `accepted_until_unix_ms <
+    /// signs_until_unix_ms` (nothing written); `Uncertain` (may have been
+    /// written: read the secrets); `Unavailable`.
+    async fn rotate_cluster_secret(
+        &self,
+        from: &[u8; SECRET_BYTES],
+        to: &[u8; SECRET_BYTES],
+        signs_until_unix_ms: i64,
+        accepted_until_unix_ms: i64,
+    ) -> StoreResult<Option<ClusterSecrets>>;
 
     /// Whether several nodes can use this store at once (and so need
     /// membership and fencing), or only one process can open it.

@@ -495,3 +495,44 @@ async fn a_key_made_by_the_cli_authenticates_the_cli() {
         "{log}"
     );
 }
+
+/// With `matcher.max_queues_per_principal` = 2, a producer that created two
+/// queues by adding to them is refused a third (`RESOURCE_EXHAUSTED` naming
+/// the key and the bound; nothing created), still adds to its own queues,
+/// and another producer, or an admin's CreateQueue, still creates.
+#[tokio::test]
+async fn one_principal_at_its_queue_bound_leaves_others_free_to_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (a_key, b_key, admin_key) = (new_api_key(), new_api_key(), new_api_key());
+    let principals = vec![
+        keyed("tenant-a", &a_key, vec![grant(Role::Producer, None)]),
+        keyed("tenant-b", &b_key, vec![grant(Role::Producer, None)]),
+        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+    ];
+    let mut config = tls_config(dir.path(), &ca, principals);
+    config.matcher.max_queues_per_principal = 2;
+    let server = TestServer::start_tls(config, client_tls(&ca, None)).await;
+    let mut a = clients(&server, client_tls(&ca, None), Some(&a_key)).await;
+    let mut b = clients(&server, client_tls(&ca, None), Some(&b_key)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+    let add = |queue: &str| pb::AddTaskRequest { queue: queue.into(), task: Some(spec("k", 0.0, 3, b"x")) };
+
+    a.matching.add_task(add("jobs.a1")).await.expect("the first queue of tenant-a");
+    a.matching.add_task(add("jobs.a2")).await.expect("the second");
+    let refused = a.matching.add_task(add("jobs.a3")).await.expect_err("a third, past the bound");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("matcher.max_queues_per_principal (2)"), "{refused:?}");
+    let describe = |queue: &str| pb::DescribeQueueRequest { queue: queue.into(), top_keys: 0 };
+    let absent = admin.matching.describe_queue(describe("jobs.a3")).await.expect_err("nothing was created");
+    assert_eq!(absent.code(), Code::NotFound, "{absent:?}");
+    a.matching.add_task(add("jobs.a1")).await.expect("its own queues still take adds");
+
+    b.matching.add_task(add("jobs.b1")).await.expect("another principal still creates");
+    b.matching.add_task(add("jobs.b2")).await.expect("up to its own bound");
+    let create = pb::CreateQueueRequest { queue: "jobs.made".into(), partitions: 1, home: String::new() };
+    admin.matching.create_queue(create).await.expect("CreateQueue is bounded by the global limits only");
+    let refused = b.matching.add_task(add("jobs.b3")).await.expect_err("tenant-b at its bound too");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    server.stop().await;
+}

@@ -16,6 +16,7 @@ mod leases;
 mod pki;
 mod polling;
 mod regions;
+mod rotation;
 mod scheduler;
 mod security;
 mod services;

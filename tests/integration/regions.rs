@@ -190,8 +190,8 @@ fn regions_starting_at_once_store_one_cluster_secret() {
             async move {
                 let mut attempts = 0;
                 loop {
-                    match store.cluster_secret(&[n; 32]).await {
-                        Ok(secret) => break secret,
+                    match store.cluster_secrets(&[n; 32]).await {
+                        Ok(secrets) => break secrets.current,
                         Err(error) if attempts < 10 => {
                             attempts += 1;
                             eprintln!("racer {n}: {error}; calling again");

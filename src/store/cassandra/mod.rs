@@ -45,8 +45,9 @@ use self::error::{read_error, write_error};
 use self::statements::Statements;
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    MAX_GENERATION, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef,
-    SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
+    ClusterSecrets, MAX_GENERATION, Member, PartitionMeta, PartitionWrite, PreviousSecret, QueueConfig, Record,
+    RecordKey, RecordRange, RowRef, SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow,
+    check_metadata_range, check_rotation, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -316,13 +317,15 @@ impl CassandraStore {
         use futures::TryStreamExt;
         let pager = self.session.execute_iter(statement.clone(), ()).await.map_err(read_error)?;
         let mut rows = pager
-            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>)>()
+            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>, Option<String>)>()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut queues = Vec::new();
-        while let Some((name, partitions, home, generation, previous)) = rows.try_next().await.map_err(read_error)? {
+        while let Some((name, partitions, home, generation, previous, creator)) =
+            rows.try_next().await.map_err(read_error)?
+        {
             let name = validate::queue_name("queue", &name)
                 .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-            queues.push((name, stored_queue((partitions, home, generation, previous))));
+            queues.push((name, stored_queue((partitions, home, generation, previous, creator))));
         }
         Ok(queues)
     }
@@ -501,21 +504,45 @@ impl CassandraStore {
     }
 }
 
+impl CassandraStore {
+    /// The secrets as `statement` reads them, `None` if none was stored.
+    async fn read_secrets(&self, statement: &PreparedStatement) -> StoreResult<Option<ClusterSecrets>> {
+        type Columns = (Option<Vec<u8>>, Option<Vec<u8>>, Option<i64>, Option<i64>);
+        let read = self.session.execute_unpaged(statement, ()).await.map_err(read_error)?;
+        let rows = read.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let row = rows.maybe_first_row::<Columns>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let Some((Some(current), previous, signs_until, accepted_until)) = row else { return Ok(None) };
+        let previous = match (previous, signs_until, accepted_until) {
+            (Some(previous), Some(signs_until_unix_ms), Some(accepted_until_unix_ms)) => {
+                Some(PreviousSecret { secret: secret(&previous)?, signs_until_unix_ms, accepted_until_unix_ms })
+            }
+            (None, _, _) => None,
+            (Some(_), signs, accepted) => {
+                return Err(StoreError::Corrupt(format!(
+                    "a previous cluster secret without both its times: {signs:?}, {accepted:?}"
+                )));
+            }
+        };
+        Ok(Some(ClusterSecrets { current: secret(&current)?, previous }))
+    }
+}
+
 /// The cluster's secret from its stored bytes.
 fn secret(stored: &[u8]) -> StoreResult<[u8; SECRET_BYTES]> {
     stored.try_into().map_err(|_| StoreError::Corrupt(format!("a cluster secret of {} bytes", stored.len())))
 }
 
-/// A queue's row: partitions, home, generation, previous home.
-type QueueRow = (Option<i32>, Option<String>, Option<i32>, Option<String>);
+/// A queue's row: partitions, home, generation, previous home, creator.
+type QueueRow = (Option<i32>, Option<String>, Option<i32>, Option<String>, Option<String>);
 
 /// A queue's config from its row.
-fn stored_queue((partitions, home, generation, previous_home): QueueRow) -> QueueConfig {
+fn stored_queue((partitions, home, generation, previous_home, created_by): QueueRow) -> QueueConfig {
     QueueConfig {
         partitions: partitions.unwrap_or(1).max(1) as u32,
         home: home.unwrap_or_default(),
         generation: generation.unwrap_or(0).max(0) as u32,
         previous_home: previous_home.unwrap_or_default(),
+        created_by: created_by.unwrap_or_default(),
     }
 }
 
@@ -846,11 +873,9 @@ impl Store for CassandraStore {
 
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
         let home = (!config.home.is_empty()).then_some(config.home.as_str());
-        let result = self
-            .session
-            .execute_unpaged(&self.statements.create_queue, (queue.as_str(), config.partitions as i32, home))
-            .await
-            .map_err(write_error)?;
+        let creator = (!config.created_by.is_empty()).then_some(config.created_by.as_str());
+        let values = (queue.as_str(), config.partitions as i32, home, creator);
+        let result = self.session.execute_unpaged(&self.statements.create_queue, values).await.map_err(write_error)?;
         match conditional(result)? {
             None => Ok(config),
             Some(found) => match column(&found, "partitions").and_then(CqlValue::as_int) {
@@ -858,7 +883,8 @@ impl Store for CassandraStore {
                     let home = column(&found, "home").and_then(CqlValue::as_text).cloned();
                     let generation = column(&found, "generation").and_then(CqlValue::as_int);
                     let previous = column(&found, "previous_home").and_then(CqlValue::as_text).cloned();
-                    Ok(stored_queue((Some(partitions), home, generation, previous)))
+                    let creator = column(&found, "created_by").and_then(CqlValue::as_text).cloned();
+                    Ok(stored_queue((Some(partitions), home, generation, previous, creator)))
                 }
                 None => Err(StoreError::Corrupt(format!("queue {queue} has no partition count"))),
             },
@@ -974,19 +1000,16 @@ impl Store for CassandraStore {
         Ok(())
     }
 
-    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
-        // Written once, by a compare-and-set at SERIAL (over every region's
+    async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets> {
+        // Written first by a compare-and-set at SERIAL (over every region's
         // replicas: at LOCAL_SERIAL, two regions could each store their own,
-        // and their nodes would refuse each other's proofs). Once written it
-        // never changes, so a plain read that finds it may be trusted; the
-        // compare-and-set is only for a cluster that has none yet, and needs
-        // a majority of all the replicas.
-        let read = self.session.execute_unpaged(&self.statements.read_secret, ()).await.map_err(read_error)?;
-        let rows = read.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        if let Some((Some(stored),)) =
-            rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(|e| StoreError::Corrupt(e.to_string()))?
-        {
-            return secret(&stored);
+        // and their nodes would refuse each other's proofs). A plain read that
+        // finds it is trusted: it may lag a rotation until the rotation
+        // reaches this node's replicas, which the overlap of a rotation
+        // allows for; the compare-and-set is only for a cluster that has
+        // none yet, and needs a majority of all the replicas.
+        if let Some(stored) = self.read_secrets(&self.statements.read_secret).await? {
+            return Ok(stored);
         }
         let result = self
             .session
@@ -994,11 +1017,33 @@ impl Store for CassandraStore {
             .await
             .map_err(write_error)?;
         match conditional(result)? {
-            None => Ok(*candidate),
-            Some(found) => match column(&found, "secret") {
-                Some(CqlValue::Blob(stored)) => secret(stored),
-                other => Err(StoreError::Corrupt(format!("the cluster secret is {other:?}"))),
-            },
+            None => Ok(ClusterSecrets::first(*candidate)),
+            Some(_) => self
+                .read_secrets(&self.statements.read_secret_serial)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("a cluster secret that exists and cannot be read".into())),
+        }
+    }
+
+    async fn rotate_cluster_secret(
+        &self,
+        from: &[u8; SECRET_BYTES],
+        to: &[u8; SECRET_BYTES],
+        signs_until_unix_ms: i64,
+        accepted_until_unix_ms: i64,
+    ) -> StoreResult<Option<ClusterSecrets>> {
+        check_rotation(from, to, signs_until_unix_ms, accepted_until_unix_ms)?;
+        let values = (to.as_slice(), from.as_slice(), signs_until_unix_ms, accepted_until_unix_ms, from.as_slice());
+        let result = self.session.execute_unpaged(&self.statements.rotate_secret, values).await.map_err(write_error)?;
+        match conditional(result)? {
+            None => Ok(Some(ClusterSecrets {
+                current: *to,
+                previous: Some(PreviousSecret { secret: *from, signs_until_unix_ms, accepted_until_unix_ms }),
+            })),
+            // Not applied: another secret is current, or none is. Read at
+            // SERIAL, so that the answer is at least as recent as the
+            // rotation that won.
+            Some(_) => self.read_secrets(&self.statements.read_secret_serial).await,
         }
     }
 }

@@ -47,8 +47,12 @@ pub(super) struct Statements {
     /// Insert-if-absent of the cluster's secret: the stored one if present.
     /// At `SERIAL` whatever the configured level: one secret for every region.
     pub create_secret: PreparedStatement,
-    /// The cluster's secret, if stored.
+    /// The cluster's secrets (current and previous), if stored.
     pub read_secret: PreparedStatement,
+    /// The same at `SERIAL`: what a rotation that lost its compare-and-set found.
+    pub read_secret_serial: PreparedStatement,
+    /// A rotation: compare-and-set on the current secret, at `SERIAL`.
+    pub rotate_secret: PreparedStatement,
     /// Every row of one partition, every column, at `EACH_QUORUM`: read to
     /// repair the replicas of this region after a move from another.
     pub catch_up: PreparedStatement,
@@ -96,12 +100,13 @@ impl Statements {
         catch_up.set_consistency(Consistency::EachQuorum);
         catch_up.set_page_size(config.read_page_size);
         let queue = prepare(format!(
-            "SELECT partitions, home, generation, previous_home FROM {keyspace}.queues WHERE queue = ?"
+            "SELECT partitions, home, generation, previous_home, created_by FROM {keyspace}.queues WHERE queue = ?"
         ))
         .await?;
-        let list_queues =
-            prepare(format!("SELECT queue, partitions, home, generation, previous_home FROM {keyspace}.queues"))
-                .await?;
+        let list_queues = prepare(format!(
+            "SELECT queue, partitions, home, generation, previous_home, created_by FROM {keyspace}.queues"
+        ))
+        .await?;
         let local = matches!(config.consistency().map_err(ConnectError::Config)?, Consistency::LocalQuorum);
         let queue_everywhere = local.then(|| {
             let (mut one, mut all) = (queue.clone(), list_queues.clone());
@@ -126,6 +131,10 @@ impl Statements {
         ))
         .await?;
         read_row_serial.set_consistency(serial);
+        let read_secret = format!(
+            "SELECT secret, previous, previous_signs_until_ms, previous_accepted_until_ms \
+             FROM {keyspace}.cluster_secrets WHERE cluster = {CLUSTER}"
+        );
         Ok(Statements {
             load_meta,
             load_meta_serial,
@@ -164,7 +173,7 @@ impl Statements {
             // regions cannot each create a queue, or move it, on their own.
             create_queue: {
                 let mut create = prepare(format!(
-                    "INSERT INTO {keyspace}.queues (queue, partitions, home) VALUES (?, ?, ?) IF NOT EXISTS"
+                    "INSERT INTO {keyspace}.queues (queue, partitions, home, created_by) VALUES (?, ?, ?, ?) IF NOT EXISTS"
                 ))
                 .await?;
                 create.set_serial_consistency(Some(SerialConsistency::Serial));
@@ -215,8 +224,21 @@ impl Statements {
                 create.set_serial_consistency(Some(SerialConsistency::Serial));
                 create
             },
-            read_secret: prepare(format!("SELECT secret FROM {keyspace}.cluster_secrets WHERE cluster = {CLUSTER}"))
-                .await?,
+            read_secret: prepare(read_secret.clone()).await?,
+            read_secret_serial: {
+                let mut read = prepare(read_secret).await?;
+                read.set_consistency(Consistency::Serial);
+                read
+            },
+            rotate_secret: {
+                let mut rotate = prepare(format!(
+                    "UPDATE {keyspace}.cluster_secrets SET secret = ?, previous = ?, previous_signs_until_ms = ?, \
+                     previous_accepted_until_ms = ? WHERE cluster = {CLUSTER} IF secret = ?"
+                ))
+                .await?;
+                rotate.set_serial_consistency(Some(SerialConsistency::Serial));
+                rotate
+            },
             catch_up,
         })
     }

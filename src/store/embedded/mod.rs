@@ -15,8 +15,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::codec::{decode_meta, decode_record_at, decode_row, decode_task, encode_meta, encode_record, encode_task};
 use super::{
-    MAX_GENERATION, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordKey, RecordRange, RowRef,
-    SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
+    ClusterSecrets, MAX_GENERATION, Member, PartitionMeta, PartitionWrite, PreviousSecret, QueueConfig, Record,
+    RecordKey, RecordRange, RowRef, SECRET_BYTES, Section, Store, StoreError, StoreResult, StoredRow,
+    check_metadata_range, check_rotation, taken_meta,
 };
 use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, ValidationError, validate};
 
@@ -36,8 +37,15 @@ const MEMBER_REGIONS: TableDefinition<&str, &str> = TableDefinition::new("member
 const QUEUE_HOMES: TableDefinition<&str, &str> = TableDefinition::new("queue_homes");
 /// The generation and previous home of each queue that had a forced failover.
 const QUEUE_GENERATIONS: TableDefinition<&str, (u32, &str)> = TableDefinition::new("queue_generations");
-/// The cluster's secret, under the key `""`.
+/// The principal that created each queue that names one.
+const QUEUE_CREATORS: TableDefinition<&str, &str> = TableDefinition::new("queue_creators");
+/// The cluster's current secret, under the key `""`; the previous one
+/// under [`PREVIOUS_SECRET`] (its bytes, then the two times of
+/// [`PreviousSecret`](super::PreviousSecret), big-endian).
 const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("cluster_secret");
+
+/// The key of the previous secret in [`SECRETS`].
+const PREVIOUS_SECRET: &str = "previous";
 
 /// The file inside the data directory.
 pub const DATA_FILE: &str = "fairway.redb";
@@ -144,6 +152,7 @@ impl EmbeddedStore {
         txn.open_table(MEMBER_REGIONS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_HOMES).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_GENERATIONS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(QUEUE_CREATORS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
@@ -218,7 +227,8 @@ impl EmbeddedStore {
             let changed = {
                 let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
                 let mut generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
-                let current = config_of(&homes, &generations, &queue, partitions)?;
+                let creators = txn.open_table(QUEUE_CREATORS).map_err(unavailable)?;
+                let current = config_of(&homes, &generations, &creators, &queue, partitions)?;
                 let Some(changed) = change(current.clone()) else { return Ok(Some(current)) };
                 put_home(&mut homes, &queue, &changed.home)?;
                 let generation = (changed.generation, changed.previous_home.as_str());
@@ -271,6 +281,7 @@ fn home_of(homes: &impl ReadableTable<&'static str, &'static str>, queue: &Queue
 fn config_of(
     homes: &impl ReadableTable<&'static str, &'static str>,
     generations: &impl ReadableTable<&'static str, (u32, &'static str)>,
+    creators: &impl ReadableTable<&'static str, &'static str>,
     queue: &QueueName,
     partitions: u32,
 ) -> StoreResult<QueueConfig> {
@@ -278,7 +289,9 @@ fn config_of(
         Some(stored) => (stored.value().0, stored.value().1.to_owned()),
         None => (0, String::new()),
     };
-    Ok(QueueConfig { partitions, home: home_of(homes, queue)?, generation, previous_home })
+    let created_by =
+        creators.get(queue.as_str()).map_err(unavailable)?.map(|c| c.value().to_owned()).unwrap_or_default();
+    Ok(QueueConfig { partitions, home: home_of(homes, queue)?, generation, previous_home, created_by })
 }
 
 /// Stores `home` as the home of `queue` (none, when empty).
@@ -488,12 +501,16 @@ impl Store for EmbeddedStore {
                 let mut table = txn.open_table(QUEUES).map_err(unavailable)?;
                 let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
                 let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
+                let mut creators = txn.open_table(QUEUE_CREATORS).map_err(unavailable)?;
                 let existing = table.get(queue.as_str()).map_err(unavailable)?.map(|row| row.value());
                 match existing {
-                    Some(partitions) => config_of(&homes, &generations, &queue, partitions)?,
+                    Some(partitions) => config_of(&homes, &generations, &creators, &queue, partitions)?,
                     None => {
                         table.insert(queue.as_str(), config.partitions).map_err(unavailable)?;
                         put_home(&mut homes, &queue, &config.home)?;
+                        if !config.created_by.is_empty() {
+                            creators.insert(queue.as_str(), config.created_by.as_str()).map_err(unavailable)?;
+                        }
                         QueueConfig { generation: 0, previous_home: String::new(), ..config }
                     }
                 }
@@ -513,7 +530,8 @@ impl Store for EmbeddedStore {
             let Some(partitions) = partitions else { return Ok(None) };
             let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
             let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
-            Ok(Some(config_of(&homes, &generations, &queue, partitions)?))
+            let creators = txn.open_table(QUEUE_CREATORS).map_err(unavailable)?;
+            Ok(Some(config_of(&homes, &generations, &creators, &queue, partitions)?))
         })
         .await
     }
@@ -550,12 +568,13 @@ impl Store for EmbeddedStore {
             let table = txn.open_table(QUEUES).map_err(unavailable)?;
             let homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
             let generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
+            let creators = txn.open_table(QUEUE_CREATORS).map_err(unavailable)?;
             let mut queues = Vec::new();
             for row in table.iter().map_err(unavailable)? {
                 let (name, partitions) = row.map_err(unavailable)?;
                 let name = validate::queue_name("queue", name.value())
                     .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-                let config = config_of(&homes, &generations, &name, partitions.value())?;
+                let config = config_of(&homes, &generations, &creators, &name, partitions.value())?;
                 queues.push((name, config));
             }
             Ok(queues)
@@ -616,28 +635,89 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
+    async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets> {
         let candidate = *candidate;
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;
-            let secret = {
+            let secrets = {
                 let mut table = txn.open_table(SECRETS).map_err(unavailable)?;
-                let stored = table.get("").map_err(unavailable)?.map(|secret| secret.value().to_vec());
-                match stored {
-                    Some(stored) => stored
-                        .try_into()
-                        .map_err(|s: Vec<u8>| StoreError::Corrupt(format!("a cluster secret of {} bytes", s.len())))?,
+                match stored_secrets(&table)? {
+                    Some(secrets) => secrets,
                     None => {
                         table.insert("", candidate.as_slice()).map_err(unavailable)?;
-                        candidate
+                        ClusterSecrets::first(candidate)
                     }
                 }
             };
             txn.commit().map_err(uncertain)?;
-            Ok(secret)
+            Ok(secrets)
         })
         .await
     }
+
+    async fn rotate_cluster_secret(
+        &self,
+        from: &[u8; SECRET_BYTES],
+        to: &[u8; SECRET_BYTES],
+        signs_until_unix_ms: i64,
+        accepted_until_unix_ms: i64,
+    ) -> StoreResult<Option<ClusterSecrets>> {
+        check_rotation(from, to, signs_until_unix_ms, accepted_until_unix_ms)?;
+        let (from, to) = (*from, *to);
+        self.blocking(move |db| {
+            // One write transaction: redb serializes them, so the compare and
+            // the set cannot interleave with another rotation's.
+            let txn = db.begin_write().map_err(unavailable)?;
+            let after = {
+                let mut table = txn.open_table(SECRETS).map_err(unavailable)?;
+                match stored_secrets(&table)? {
+                    Some(stored) if stored.current == from => {
+                        let previous = PreviousSecret { secret: from, signs_until_unix_ms, accepted_until_unix_ms };
+                        table.insert("", to.as_slice()).map_err(unavailable)?;
+                        table.insert(PREVIOUS_SECRET, encode_previous(&previous).as_slice()).map_err(unavailable)?;
+                        Some(ClusterSecrets { current: to, previous: Some(previous) })
+                    }
+                    other => other,
+                }
+            };
+            txn.commit().map_err(uncertain)?;
+            Ok(after)
+        })
+        .await
+    }
+}
+
+/// The secrets `table` holds, `None` if no secret was stored yet.
+fn stored_secrets(table: &impl ReadableTable<&'static str, &'static [u8]>) -> StoreResult<Option<ClusterSecrets>> {
+    let Some(current) = table.get("").map_err(unavailable)?.map(|secret| secret.value().to_vec()) else {
+        return Ok(None);
+    };
+    let current = current
+        .try_into()
+        .map_err(|s: Vec<u8>| StoreError::Corrupt(format!("a cluster secret of {} bytes", s.len())))?;
+    let previous = table.get(PREVIOUS_SECRET).map_err(unavailable)?.map(|p| decode_previous(p.value())).transpose()?;
+    Ok(Some(ClusterSecrets { current, previous }))
+}
+
+fn encode_previous(previous: &PreviousSecret) -> Vec<u8> {
+    let mut bytes = previous.secret.to_vec();
+    bytes.extend_from_slice(&previous.signs_until_unix_ms.to_be_bytes());
+    bytes.extend_from_slice(&previous.accepted_until_unix_ms.to_be_bytes());
+    bytes
+}
+
+fn decode_previous(bytes: &[u8]) -> StoreResult<PreviousSecret> {
+    let corrupt = || StoreError::Corrupt(format!("a previous cluster secret of {} bytes", bytes.len()));
+    if bytes.len() != SECRET_BYTES + 16 {
+        return Err(corrupt());
+    }
+    let (secret, times) = bytes.split_at(SECRET_BYTES);
+    let time = |at: usize| i64::from_be_bytes(times[at..at + 8].try_into().expect("8 bytes"));
+    Ok(PreviousSecret {
+        secret: secret.try_into().map_err(|_| corrupt())?,
+        signs_until_unix_ms: time(0),
+        accepted_until_unix_ms: time(8),
+    })
 }
 
 #[cfg(test)]

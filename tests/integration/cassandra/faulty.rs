@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
 use fairway::store::{
-    Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, SECRET_BYTES, Section, Store,
-    StoreError, StoreResult, StoredRow,
+    ClusterSecrets, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, SECRET_BYTES,
+    Section, Store, StoreError, StoreResult, StoredRow,
 };
 
 #[derive(Debug)]
@@ -228,8 +228,18 @@ impl Store for FaultyStore {
         self.inner.leave(node).await
     }
 
-    async fn cluster_secret(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<[u8; SECRET_BYTES]> {
-        self.inner.cluster_secret(candidate).await
+    async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets> {
+        self.inner.cluster_secrets(candidate).await
+    }
+
+    async fn rotate_cluster_secret(
+        &self,
+        from: &[u8; SECRET_BYTES],
+        to: &[u8; SECRET_BYTES],
+        signs_until_unix_ms: i64,
+        accepted_until_unix_ms: i64,
+    ) -> StoreResult<Option<ClusterSecrets>> {
+        self.inner.rotate_cluster_secret(from, to, signs_until_unix_ms, accepted_until_unix_ms).await
     }
 
     fn is_shared(&self) -> bool {

@@ -91,8 +91,8 @@ async fn the_store_logs_in_over_tls_and_nothing_less_gets_in() {
     let whole = Config { cassandra: config.clone(), ..Config::default() };
     let url = format!("cassandra://{contact_point}/secure").parse().unwrap();
     let stores = fairway::server::open_store(&url, &whole).await.expect("the store opens");
-    let secret = stores.tasks.cluster_secret(&[7; 32]).await.expect("a write and a read");
-    assert_eq!(secret, [7; 32]);
+    let secrets = stores.tasks.cluster_secrets(&[7; 32]).await.expect("a write and a read");
+    assert_eq!(secrets.current, [7; 32]);
 
     let wrong = CassandraConfig {
         password_file: write(dir.path(), "wrong", "not the password\n").display().to_string(),
