@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use fairway::clock::{Clock, SystemClock};
 use fairway::config::Config;
-use fairway::security::rotation::{self, MAX_OVERLAP, MIN_OVERLAP};
+use fairway::security::rotation::{self, MAX_OVERLAP, MIN_OVERLAP, utc_date as date};
 use fairway::security::{Grant, Role, SIGNING_SWITCH_DELAY, api_key_hash, new_api_key};
 
 #[derive(Subcommand, Debug)]
@@ -124,15 +124,6 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
         fairway::config::duration_serde::format(args.overlap)
     );
     Ok(())
-}
-
-/// `unix_ms` as an RFC 3339 date, UTC.
-fn date(unix_ms: i64) -> String {
-    let timestamp = prost_types::Timestamp {
-        seconds: unix_ms.div_euclid(1000),
-        nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32,
-    };
-    timestamp.to_string()
 }
 
 fn create_key(args: CreateArgs) -> anyhow::Result<()> {

@@ -57,8 +57,9 @@ pub enum RotateError {
     },
     /// The previous rotation's overlap has not ended.
     #[error(
-        "the previous rotation's overlap lasts until {until_ms} ms since the Unix epoch: rotating now would refuse \
-         what its previous secret made before then; rotate again after it"
+        "the previous rotation's overlap lasts until {}: rotating now would refuse what its previous secret made \
+         before then; rotate again after it",
+        utc_date(*until_ms)
     )]
     OverlapRunning {
         /// When it ends.
@@ -71,6 +72,15 @@ pub enum RotateError {
     /// the rotation was not found).
     #[error("the cluster's secret: {0}")]
     Store(StoreError),
+}
+
+/// `unix_ms` (ms since the Unix epoch) as an RFC 3339 date, UTC.
+pub fn utc_date(unix_ms: UnixMillis) -> String {
+    let timestamp = prost_types::Timestamp {
+        seconds: unix_ms.div_euclid(1000),
+        nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32,
+    };
+    timestamp.to_string()
 }
 
 /// The times of a rotation written at `now_ms` with `overlap`, if the
@@ -132,6 +142,14 @@ mod tests {
         let message = short.to_string();
         assert!(message.contains("--overlap") && message.contains("60s") && message.contains("604800s"), "{message}");
         assert!(plan(now, MAX_OVERLAP + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn dates_are_rfc_3339_in_utc() {
+        assert_eq!(utc_date(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_date(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        let running = RotateError::OverlapRunning { until_ms: 1_700_000_000_000 }.to_string();
+        assert!(running.contains("until 2023-11-14T22:13:20Z"), "{running}");
     }
 
     #[tokio::test]

@@ -105,3 +105,44 @@ async fn a_rotation_reaches_a_running_node_and_old_tokens_hold_until_the_overlap
     assert_eq!(forwarded_with_proof_of(&mut client, &new_keys).await, Code::InvalidArgument);
     server.stop().await.unwrap();
 }
+
+/// `fairway auth rotate` on a data directory: an overlap out of bounds is
+/// refused naming the flag and its bounds, with nothing written; one within
+/// rotates the secret and prints the times as RFC 3339 dates; a second
+/// during the overlap is refused.
+#[test]
+fn the_rotate_command_checks_its_overlap_and_rotates_the_stored_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("embedded:{}", dir.path().display());
+    let rotate = |overlap: &str| {
+        crate::support::fairway_command()
+            .args(["auth", "rotate", "--overlap", overlap, "--store", &store])
+            .output()
+            .expect("run fairway auth rotate")
+    };
+    for (overlap, bound) in [("59s", "at least 1m"), ("8d", "at most 7d")] {
+        let refused = rotate(overlap);
+        assert!(!refused.status.success());
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("--overlap") && stderr.contains(bound), "{stderr}");
+    }
+    assert!(!dir.path().join(fairway::store::embedded::DATA_FILE).exists(), "nothing opened, nothing written");
+
+    let rotated = rotate("10m");
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let stdout = String::from_utf8(rotated.stdout).unwrap();
+    assert!(stdout.contains("was rotated at 20") && stdout.contains("(--overlap 600s)"), "{stdout}");
+    let dates = stdout.split_whitespace().filter(|w| w.starts_with("20") && w.contains('T')).count();
+    assert_eq!(dates, 3, "the rotation, the switch and the end of the overlap, as dates: {stdout}");
+
+    let again = rotate("10m");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("overlap lasts until"), "{stderr}");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let secrets = store.cluster_secrets(&[0; 32]).await.unwrap();
+        assert!(secrets.previous.is_some(), "one rotation was written");
+    });
+}
