@@ -638,6 +638,13 @@ impl Store for EmbeddedStore {
     async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets> {
         let candidate = *candidate;
         self.blocking(move |db| {
+            // Nodes read the secrets every few seconds: a read transaction
+            // when they exist, a write (and its sync) only to store the first.
+            let read = db.begin_read().map_err(unavailable)?;
+            if let Some(secrets) = stored_secrets(&read.open_table(SECRETS).map_err(unavailable)?)? {
+                return Ok(secrets);
+            }
+            drop(read);
             let txn = db.begin_write().map_err(unavailable)?;
             let secrets = {
                 let mut table = txn.open_table(SECRETS).map_err(unavailable)?;
