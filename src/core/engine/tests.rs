@@ -285,6 +285,48 @@ proptest! {
     }
 }
 
+/// The case `interleavings_keep_the_invariants` shrank to (saved in
+/// `proptest-regressions/core/engine/tests.txt` too), replayed as it is.
+#[test]
+fn interleavings_replay_the_deposed_owner_case() {
+    use Op::*;
+    let ops = vec![
+        Add(vec![(0, 1)]),
+        Add(vec![(0, 1)]),
+        FinishAppend(0, 0),
+        FinishAppend(0, 0),
+        Add(vec![(0, 1)]),
+        FinishAppend(0, 0),
+        StartReads,
+        FinishRead(0, false),
+        Tick(1000),
+        Dispatch,
+        Add(vec![(0, 2)]),
+        StartReads,
+        Add(vec![(0, 2)]),
+        Add(vec![(0, 1)]),
+        StartReads,
+        FinishAppend(2, 1),
+        Add(vec![(0, 2)]),
+        StartReads,
+        Dispatch,
+        Add(vec![(0, 1)]),
+        FinishAppend(0, 0),
+        Add(vec![(0, 1)]),
+        FinishAppend(2, 0),
+        Depose,
+        Add(vec![(0, 1)]),
+        Add(vec![(1, 1)]),
+        FinishAppend(1, 0),
+        DeposedKeep,
+    ];
+    let buffer = 2;
+    let reload_seed = 0;
+    if let Err(failure) = run(ops, buffer, reload_seed % buffer) {
+        panic!("{failure}");
+    }
+}
+
 /// Drives an engine with every read answered at once: the shell's loop in
 /// its simplest form.
 struct Backlog {
