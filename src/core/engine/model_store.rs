@@ -14,6 +14,9 @@ pub(super) struct ModelStore {
     pub(super) meta: PartitionMeta,
     /// Task rows a deposed owner deleted.
     pub(super) deleted_by_deposed: BTreeMap<(Priority, FairLevel), StoredTask>,
+    /// Where the write whose metadata `meta` is stands in the order writes
+    /// were planned (see [`Self::land_planned`]).
+    pub(super) meta_planned: u64,
 }
 
 impl ModelStore {
@@ -36,6 +39,46 @@ impl ModelStore {
         }
         if let Some(meta) = &write.metadata {
             self.meta = meta.clone();
+        }
+    }
+
+    /// Lands `write`, the `planned`-th write planned (counted across owners),
+    /// as if every write had landed in the order it was planned: its
+    /// metadata only if no write planned after it has landed its own.
+    ///
+    /// That is the order the shell keeps: its writer makes one conditional
+    /// write at a time, and settles one of unknown outcome with a fence
+    /// before it plans the next (`partition::writer`), so no write of an
+    /// owner lands after a later one, and the stored metadata never goes
+    /// back to an older one's. A test that concludes appends in any order
+    /// lands them through this, so that the store holds what some real
+    /// order of landings leaves (task rows are rows of their own and land
+    /// in any order alike).
+    pub(super) fn land_planned(&mut self, write: &PartitionWrite, planned: u64) {
+        let newest = planned > self.meta_planned;
+        for task in &write.tasks {
+            self.tasks.insert((task.priority, task.level), task.clone());
+        }
+        for record in &write.put {
+            self.records.insert(record.at, record.value.clone());
+        }
+        for at in &write.delete {
+            self.records.remove(at);
+        }
+        if let Some(meta) = &write.metadata
+            && newest
+        {
+            self.meta = meta.clone();
+            self.meta_planned = planned;
+        }
+    }
+
+    /// A metadata write alone (the keeper's), the `planned`-th write planned:
+    /// as [`Self::land_planned`].
+    pub(super) fn write_meta_planned(&mut self, meta: &PartitionMeta, planned: u64) {
+        if planned > self.meta_planned {
+            self.meta = meta.clone();
+            self.meta_planned = planned;
         }
     }
 

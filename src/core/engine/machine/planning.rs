@@ -38,7 +38,13 @@ impl PartitionEngine {
     ///
     /// The dedup buckets of the specs must be resolved first (see
     /// [`Self::unresolved_buckets`]). Every plan must be concluded with
-    /// [`Self::write_succeeded`] or [`Self::write_failed`].
+    /// [`Self::write_succeeded`] or [`Self::write_failed`]. Writes must land,
+    /// if at all, in the order they were planned (the shell's writer makes
+    /// one at a time, and fences after one of unknown outcome before it
+    /// plans again): the metadata of a write that landed after a later one
+    /// would put the stored ack level back below the one this engine counts
+    /// as persisted and deletes through, where a new owner gives new keys
+    /// their passes.
     pub fn plan(
         &mut self,
         input: PlanInput<'_>,
