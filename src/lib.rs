@@ -14,11 +14,18 @@
 //! - [`store`]: the storage contract, its conformance suite, and backends.
 //! - [`partition`]: the async shell that drives an engine against a store.
 //! - [`matcher`]: long polls, sync match, dispatch across partitions.
+//! - [`cluster`]: membership (heartbeats in the store) and who owns which
+//!   partition.
+//! - [`visits`]: the origin-visit scheduler's shell around
+//!   [`core::visits`](core::visits): listers' reports, visit outcomes, rounds.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
-//! - [`security`]: keys that sign lease tokens and prove node-to-node requests.
+//! - [`security`]: principals, grants, and the keys that sign lease tokens and
+//!   prove node-to-node requests (rotatable).
 //! - [`server`]: wiring, startup and the ordered shutdown.
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
-//! - [`config`], [`clock`].
+//! - [`chaos`]: the history of a chaos run and its checker.
+//! - [`config`], [`clock`], [`hash`] (stable hashing for decisions every node
+//!   makes alike).
 //!
 //! ## Guarantees
 //!

@@ -85,14 +85,20 @@ impl Harness {
         self.client.heartbeat_task(request).await.map(|r| r.into_inner())
     }
 
-    /// Waits until the queue's (leased, delayed) counts are `expected`.
+    /// Waits until the queue's (leased, delayed) counts are `expected`; at
+    /// most 30 s, then fails saying what it saw last.
     async fn until_counts(&mut self, expected: (u64, u64)) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let state = describe(&mut self.client, QUEUE).await;
             let counts = state.partitions.iter().fold((0, 0), |(l, d), p| (l + p.leased, d + p.delayed));
             if counts == expected {
                 return;
             }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "(leased, delayed) still {counts:?} after 30 s, waiting for {expected:?}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }

@@ -29,13 +29,20 @@ async fn a_waiting_poller_gets_a_new_task_by_sync_match() {
     create(&mut producer, "sync", 1).await;
     let waiting = tokio::spawn(async move { poll(&mut poller, "sync", Duration::from_secs(30)).await });
     // Wait, by asking the server, until the poller is parked and the reader
-    // has seen that nothing else is queued (the backlog is negligible).
+    // has seen that nothing else is queued (the backlog is negligible); at
+    // most 30 s.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let state = describe(&mut producer, "sync").await;
         let all_read = state.partitions.iter().flat_map(|p| &p.subqueues).all(|s| s.reader_at_end);
         if state.waiting_pollers > 0 && all_read {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after 30 s: {} waiting pollers, every reader at the end: {all_read}",
+            state.waiting_pollers
+        );
         tokio::task::yield_now().await;
     }
     let added = add(&mut producer, "sync", spec("k", 0.0, 0, b"now")).await.unwrap();
