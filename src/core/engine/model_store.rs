@@ -28,6 +28,14 @@ impl ModelStore {
 
     /// Lands every row of `write`.
     pub(super) fn land(&mut self, write: &PartitionWrite) {
+        self.land_rows(write);
+        if let Some(meta) = &write.metadata {
+            self.meta = meta.clone();
+        }
+    }
+
+    /// Lands the task rows and records of `write`, not its metadata.
+    fn land_rows(&mut self, write: &PartitionWrite) {
         for task in &write.tasks {
             self.tasks.insert((task.priority, task.level), task.clone());
         }
@@ -36,9 +44,6 @@ impl ModelStore {
         }
         for at in &write.delete {
             self.records.remove(at);
-        }
-        if let Some(meta) = &write.metadata {
-            self.meta = meta.clone();
         }
     }
 
@@ -55,21 +60,9 @@ impl ModelStore {
     /// order of landings leaves (task rows are rows of their own and land
     /// in any order alike).
     pub(super) fn land_planned(&mut self, write: &PartitionWrite, planned: u64) {
-        let newest = planned > self.meta_planned;
-        for task in &write.tasks {
-            self.tasks.insert((task.priority, task.level), task.clone());
-        }
-        for record in &write.put {
-            self.records.insert(record.at, record.value.clone());
-        }
-        for at in &write.delete {
-            self.records.remove(at);
-        }
-        if let Some(meta) = &write.metadata
-            && newest
-        {
-            self.meta = meta.clone();
-            self.meta_planned = planned;
+        self.land_rows(write);
+        if let Some(meta) = &write.metadata {
+            self.write_meta_planned(meta, planned);
         }
     }
 
