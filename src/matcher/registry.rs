@@ -573,6 +573,7 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::model::validate;
     use crate::store::embedded::EmbeddedStore;
+    use crate::store::{PartitionStore, QueueCatalog};
 
     /// Names of queues that do not exist leave nothing behind, however many
     /// a client sends.

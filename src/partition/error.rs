@@ -15,6 +15,13 @@ pub enum PartitionError {
     Closed(String),
 }
 
+/// A record of the wrong kind in a partition's rows is corrupt stored data.
+impl From<crate::core::engine::rows::MisplacedRecord> for PartitionError {
+    fn from(misplaced: crate::core::engine::rows::MisplacedRecord) -> Self {
+        PartitionError::Store(misplaced.into())
+    }
+}
+
 impl PartitionError {
     /// True when nothing was written: the request may be retried as it is.
     pub fn certainly_not_applied(&self) -> bool {

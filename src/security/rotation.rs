@@ -128,6 +128,7 @@ pub async fn rotate(store: &dyn Store, overlap: Duration, now_ms: UnixMillis) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SecretStore;
     use crate::store::embedded::EmbeddedStore;
 
     #[test]

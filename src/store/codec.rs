@@ -321,5 +321,70 @@ mod tests {
             prop_assert!(bytes.len() <= crate::store::stored_task_bytes(&task));
             prop_assert_eq!(decode_row(row, &bytes).unwrap(), StoredRow::Task(task));
         }
+
+        /// The engine keeps a write under the store's limit with
+        /// `PartitionMeta::stored_bytes`, a structural estimate: it must never
+        /// be below the bytes the codec writes, whatever the numbers' signs
+        /// and sizes, and not wildly above them for a large metadata row.
+        #[test]
+        fn the_metadata_estimate_bounds_its_encoding(meta in any_meta()) {
+            let bytes = encode_meta(&meta).len();
+            let estimate = meta.stored_bytes();
+            prop_assert!(bytes <= estimate, "{bytes} bytes, estimated {estimate}");
+            prop_assert!(estimate <= 3 * bytes + 512, "{bytes} bytes, estimated {estimate}");
+            prop_assert_eq!(decode_meta(&encode_meta(&meta)).unwrap(), meta);
+        }
+    }
+
+    fn any_level() -> impl Strategy<Value = FairLevel> {
+        (any::<i64>(), any::<i64>()).prop_map(|(pass, id)| FairLevel::new(pass, id))
+    }
+
+    fn any_subqueue() -> impl Strategy<Value = SubqueueMeta> {
+        (
+            (any_level(), any_level(), any::<i64>()),
+            proptest::collection::vec((".{0,40}", any::<i64>()), 0..8),
+            proptest::collection::vec(any_level(), 0..8),
+            proptest::collection::vec((".{0,40}", any::<i64>(), any::<i64>()), 0..8),
+        )
+            .prop_map(|((ack_level, max_level, approx_backlog), top_keys, dispatched_above_ack, parked)| {
+                SubqueueMeta {
+                    ack_level,
+                    max_level,
+                    approx_backlog,
+                    top_keys,
+                    dispatched_above_ack,
+                    parked: parked
+                        .into_iter()
+                        .map(|(fairness_key, slot, floor)| ParkedKeyMeta { fairness_key, slot, floor })
+                        .collect(),
+                }
+            })
+    }
+
+    fn any_meta() -> impl Strategy<Value = PartitionMeta> {
+        (
+            (any::<i64>(), ".{0,30}", ".{0,20}", ".{0,20}", any::<bool>()),
+            proptest::array::uniform5(any_subqueue()),
+            ((any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>())),
+        )
+            .prop_map(
+                |(
+                    (range_id, owner, region, moved_from, drained),
+                    subqueues,
+                    (delayed_through, dead_letters_through),
+                )| {
+                    PartitionMeta {
+                        range_id,
+                        owner,
+                        region,
+                        moved_from,
+                        subqueues,
+                        delayed_through,
+                        dead_letters_through,
+                        drained,
+                    }
+                },
+            )
     }
 }

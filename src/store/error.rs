@@ -1,3 +1,7 @@
+//! What a store says when an operation fails: every [`StoreError`] variant
+//! says whether the operation certainly did not apply, may have applied,
+//! or may be retried. `crate::api::status` maps them to gRPC codes.
+
 /// What a store knows about a failed operation. Every variant says whether
 /// the operation certainly did not apply, may have applied, or may be retried.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +47,12 @@ impl StoreError {
     /// True when the same operation may succeed if tried again later.
     pub fn retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_) | StoreError::Uncertain(_))
+    }
+}
+
+impl From<crate::core::engine::rows::MisplacedRecord> for StoreError {
+    fn from(misplaced: crate::core::engine::rows::MisplacedRecord) -> Self {
+        StoreError::Corrupt(misplaced.to_string())
     }
 }
 

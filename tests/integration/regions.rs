@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use fairway::model::{PartitionId, validate};
 use fairway::proto::v1 as pb;
-use fairway::store::Store;
 use fairway::store::cassandra::{CassandraConfig, CassandraStore, apply_schema, connect_session};
+use fairway::store::{PartitionStore, SecretStore};
 
 use crate::chaos::{ONE_RUN_AT_A_TIME, cluster_contact_point};
 use crate::support::{Client, ServerProcess, spec, wait};

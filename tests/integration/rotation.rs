@@ -16,7 +16,7 @@ use fairway::security::rotation::{self, RotateError};
 use fairway::security::{ClusterKeys, NODE_PROOF};
 use fairway::server::LocalServer;
 use fairway::store::embedded::EmbeddedStore;
-use fairway::store::{Store, Stores};
+use fairway::store::{SecretStore, Stores};
 use tonic::Code;
 use tonic::transport::Channel;
 

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use super::{IdsExhausted, MAX_MAINTENANCE_PER_WRITE, Outcome, PartitionEngine, PlanInput, TaskPolicy};
+use crate::core::engine::rows::PartitionMeta;
 use crate::core::engine::{EngineConfig, Finish};
 use crate::model::{Priority, TaskSpec};
-use crate::store::PartitionMeta;
 
 const MIB: usize = 1 << 20;
 const BUDGET: usize = 4 * MIB;

@@ -5,8 +5,8 @@
 
 use super::budget_tests::ready_engine;
 use super::{EngineConfig, Finish, Outcome, PlanInput, TaskPolicy};
+use crate::core::engine::rows::{RecordKey, RecordTask, RecordValue, Section};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
-use crate::store::{RecordKey, RecordTask, RecordValue, Section};
 
 #[test]
 fn a_letter_buried_beside_a_redrive_lands_above_the_raised_floor() {

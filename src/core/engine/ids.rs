@@ -1,3 +1,7 @@
+//! Task ids: each range id owns a block of ids, so a new owner's ids are
+//! above every id a previous owner could have used, and no id is handed
+//! out twice in a partition.
+
 /// Task ids per range id: range id `r` owns the ids
 /// `[(r - 1) · ID_BLOCK_SIZE + 1, r · ID_BLOCK_SIZE]`. A new owner increments
 /// the range id, so its ids are above every id a previous owner could have

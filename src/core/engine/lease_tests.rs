@@ -15,8 +15,8 @@ use proptest::prelude::*;
 
 use super::model_store::ModelStore;
 use super::{EngineConfig, Finish, Finished, LeaseError, Outcome, PartitionEngine, PlanInput, TaskCounts, TaskPolicy};
+use crate::core::engine::rows::{RecordValue, Section, StoredRow};
 use crate::model::{Priority, StoredTask, TaskSpec};
-use crate::store::{RecordValue, Section, StoredRow};
 
 const LEASE_MS: i64 = 1_000;
 
@@ -411,7 +411,7 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
     world.engine.write_failed(first, true, world.now);
     let second = plan(&mut world);
     let (second_row, second_value) = second.probe().expect("a finish is probed");
-    let crate::store::RowRef::Record(at) = second_row else { panic!("a record probe") };
+    let crate::core::engine::rows::RowRef::Record(at) = second_row else { panic!("a record probe") };
     assert_ne!(
         world.store.records.get(&at).cloned().map(StoredRow::Record),
         Some(second_value),

@@ -38,6 +38,7 @@ pub mod parked;
 mod plan;
 pub mod policy;
 mod report;
+pub mod rows;
 mod sizes;
 mod subqueue;
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::{GcRequest, ReadRequest};
+use crate::core::engine::rows::{PartitionMeta, PartitionWrite, RecordKey, RecordValue, Section};
 use crate::model::{FairLevel, Priority, StoredTask};
-use crate::store::{PartitionMeta, PartitionWrite, RecordKey, RecordValue, Section};
 
 #[derive(Default, Debug)]
 pub(super) struct ModelStore {

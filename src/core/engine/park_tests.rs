@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::model_store::ModelStore;
 use super::{EngineConfig, Finish, Outcome, PartitionEngine, PlanInput, TaskPolicy};
+use crate::core::engine::rows::{PartitionMeta, RecordKey, Section};
 use crate::model::{Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionMeta, RecordKey, Section};
 
 const PARK_AFTER: usize = 64;
 

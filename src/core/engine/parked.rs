@@ -31,8 +31,8 @@
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::core::engine::rows::{ParkedKeyMeta, RecordKey, Section};
 use crate::model::{PRIORITY_LEVELS, Priority, StoredTask};
-use crate::store::{ParkedKeyMeta, RecordKey, Section};
 
 /// Where the parked record `seq` of `slot` lives.
 pub fn parked_key(slot: i64, seq: i64) -> RecordKey {

@@ -6,8 +6,8 @@ use super::delayed::DelayKey;
 use super::leases::LeaseError;
 use super::outcomes::{Added, Finish, Finished};
 use crate::clock::UnixMillis;
+use crate::core::engine::rows::{PartitionWrite, RecordKey, RecordTask, RowRef, Section, StoredRow};
 use crate::model::{FairLevel, PRIORITY_LEVELS, Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionWrite, RecordKey, RecordTask, RowRef, Section, StoredRow};
 
 /// One write, planned: tasks with ids and passes assigned, records to put
 /// and delete. The ack levels of the subqueues it adds to stay pinned until
@@ -17,8 +17,7 @@ use crate::store::{PartitionWrite, RecordKey, RecordTask, RowRef, Section, Store
 pub struct AppendPlan {
     /// The range id the write is conditional on: the engine's when it planned.
     pub range_id: i64,
-    /// What to write, all or nothing, with
-    /// [`Store::write`](crate::store::Store::write).
+    /// What to write, all or nothing, with a store's `write`.
     pub write: PartitionWrite,
     /// One per spec, in order.
     pub added: Vec<Added>,

@@ -1,8 +1,8 @@
 //! What each change adds to a write, in bytes, so that the engine can keep
-//! a write under the store's limit ([`PartitionWrite::bytes`](crate::store::PartitionWrite::bytes)).
+//! a write under the store's limit ([`PartitionWrite::bytes`](crate::core::engine::rows::PartitionWrite::bytes)).
 
+use crate::core::engine::rows::{PartitionMeta, ROW_BYTES, RecordTask, stored_task_bytes};
 use crate::model::{StoredTask, TaskSpec};
-use crate::store::{PartitionMeta, ROW_BYTES, RecordTask, stored_task_bytes};
 
 /// The bytes of a record that holds a task (a lease, a delayed task or a
 /// retry, a dead letter), with `message`.

@@ -1,9 +1,13 @@
+//! One subqueue (a priority level of a partition): its buffer of ready tasks
+//! between the ack level and the read level, and the fair order over them.
+//! The ack level never passes a slot whose lease or park is being written.
+
 use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::UnixMillis;
+use crate::core::engine::rows::SubqueueMeta;
 use crate::core::fairness::{CounterConfig, KeyCounters};
 use crate::model::{FairLevel, Priority, StoredTask};
-use crate::store::SubqueueMeta;
 
 /// A buffered level: a task waiting for dispatch, one whose lease is being
 /// written, one being parked (`crate::core::engine::parked`), or the mark of one

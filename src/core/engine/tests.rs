@@ -14,9 +14,9 @@ use proptest::prelude::*;
 
 use super::model_store::ModelStore;
 use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, ReadRequest};
+use crate::core::engine::rows::PartitionMeta;
 use crate::core::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
-use crate::store::PartitionMeta;
 
 fn spec(key: &str, priority: Priority) -> TaskSpec {
     TaskSpec::new(key, priority, key.as_bytes().to_vec())

@@ -1,3 +1,6 @@
+//! The next pass of every fairness key of a subqueue, in bounded memory:
+//! exact for the busiest keys, a [`PassSketch`] for the rest.
+
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};

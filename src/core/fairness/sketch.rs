@@ -1,3 +1,6 @@
+//! A bounded sketch of next passes for keys not tracked exactly: it may
+//! delay a key, never advance it.
+
 use crate::hash::{fnv1a, splitmix64};
 
 /// A count-min-shaped sketch of next passes for keys not tracked exactly.

@@ -1,3 +1,6 @@
+//! Whose share a key counts against, and with which weight: the operator's
+//! group prefixes and per-key weights first, then the task's own weight.
+
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};

@@ -1,3 +1,8 @@
+//! The driver's errors in the store's words: a failed read is
+//! `Unavailable` (retry); a failed write is `Unavailable` only when the
+//! driver says it was never sent or refused, else `Uncertain` (it may have
+//! applied). Connection set-up errors are [`ConnectError`].
+
 use scylla::errors::DbError;
 use scylla::errors::{ExecutionError, RequestAttemptError};
 

@@ -1,3 +1,7 @@
+//! The keyspace's schema (`schema.cql`), applied idempotently (`IF NOT
+//! EXISTS`) with a replication the operator names; the keyspace name and
+//! replication are checked before any statement is sent.
+
 use scylla::client::session::Session;
 
 /// The schema, with `{keyspace}` and `{replication}` to fill in.

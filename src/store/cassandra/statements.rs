@@ -1,3 +1,7 @@
+//! Every CQL statement of the Cassandra store, prepared once per session
+//! with its consistency: reads and the idempotent heartbeat may be
+//! speculated; the fence's compare-and-sets run at the serial consistency.
+
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};

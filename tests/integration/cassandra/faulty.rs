@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
 use fairway::store::{
-    ClusterSecrets, Member, PartitionMeta, PartitionWrite, QueueConfig, Record, RecordRange, RowRef, SECRET_BYTES,
-    Section, Store, StoreError, StoreResult, StoredRow,
+    ClusterSecrets, Member, Membership, PartitionMeta, PartitionStore, PartitionWrite, QueueCatalog, QueueConfig,
+    Record, RecordRange, RowRef, SECRET_BYTES, SecretStore, Section, Store, StoreError, StoreResult, StoredRow,
 };
 
 #[derive(Debug)]
@@ -89,7 +89,7 @@ fn unavailable(what: &str) -> StoreError {
 }
 
 #[async_trait]
-impl Store for FaultyStore {
+impl PartitionStore for FaultyStore {
     async fn load_partition(&self, partition: &PartitionId) -> StoreResult<Option<PartitionMeta>> {
         self.inner.load_partition(partition).await
     }
@@ -181,7 +181,10 @@ impl Store for FaultyStore {
         }
         written
     }
+}
 
+#[async_trait]
+impl QueueCatalog for FaultyStore {
     async fn create_queue(&self, queue: &QueueName, config: QueueConfig) -> StoreResult<QueueConfig> {
         self.inner.create_queue(queue, config).await
     }
@@ -209,7 +212,10 @@ impl Store for FaultyStore {
         }
         self.inner.list_queues().await
     }
+}
 
+#[async_trait]
+impl Membership for FaultyStore {
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
         self.inner.heartbeat(member).await
     }
@@ -227,7 +233,10 @@ impl Store for FaultyStore {
     async fn leave(&self, node: &str) -> StoreResult<()> {
         self.inner.leave(node).await
     }
+}
 
+#[async_trait]
+impl SecretStore for FaultyStore {
     async fn cluster_secrets(&self, candidate: &[u8; SECRET_BYTES]) -> StoreResult<ClusterSecrets> {
         self.inner.cluster_secrets(candidate).await
     }
@@ -241,7 +250,10 @@ impl Store for FaultyStore {
     ) -> StoreResult<Option<ClusterSecrets>> {
         self.inner.rotate_cluster_secret(from, to, signs_until_unix_ms, accepted_until_unix_ms).await
     }
+}
 
+#[async_trait]
+impl Store for FaultyStore {
     fn is_shared(&self) -> bool {
         self.inner.is_shared()
     }

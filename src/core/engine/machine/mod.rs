@@ -22,8 +22,8 @@ use super::parked::ParkedKeys;
 use super::report::TaskCounts;
 use super::subqueue::Subqueue;
 use crate::clock::UnixMillis;
+use crate::core::engine::rows::{PartitionMeta, Record, RecordKey, RecordValue, Section};
 use crate::model::{FairLevel, Priority, StoredTask};
-use crate::store::{PartitionMeta, Record, RecordKey, RecordValue, Section};
 
 /// Where the lease record of sequence number `seq` lives.
 fn lease_key(seq: i64) -> RecordKey {

@@ -9,12 +9,12 @@ use crate::core::engine::leases::LeaseError;
 use crate::core::engine::outcomes::{Added, Finish, Finished, Outcome};
 use crate::core::engine::plan::{AppendPlan, IdsExhausted, PlanInput};
 use crate::core::engine::policy::{AfterFailure, DispatchOrder};
+use crate::core::engine::rows::{PartitionWrite, Record, RecordKey, RecordTask, RecordValue, Section};
 use crate::core::engine::sizes::{
     SMALL_ROW_BYTES, bury_bytes, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes,
 };
 use crate::core::fairness::stride;
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
-use crate::store::{PartitionWrite, Record, RecordKey, RecordTask, RecordValue, Section};
 
 /// The most ids what is due takes in one write: a promotion takes one (its
 /// new level), a held lease written again one (its seq), a parking up to

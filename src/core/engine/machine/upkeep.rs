@@ -5,7 +5,7 @@ use super::{PartitionEngine, lease_key};
 use crate::clock::{UnixMillis, millis};
 use crate::core::engine::plan::GcRequest;
 use crate::core::engine::report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
-use crate::store::{PartitionMeta, RecordKey, Section, SubqueueMeta};
+use crate::core::engine::rows::{PartitionMeta, RecordKey, Section, SubqueueMeta};
 use std::time::Duration;
 
 impl PartitionEngine {

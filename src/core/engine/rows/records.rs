@@ -1,9 +1,9 @@
-//! The rows a partition keeps beside its backlog's tasks, typed: where each
-//! lives (its section and key) and what it holds. Every layer above the
-//! store speaks of these; only backends turn them into bytes, through
-//! `store::codec`, and back.
+//! The records a partition keeps beside its backlog's tasks, typed: where
+//! each lives (its section and key) and what it holds. The engine and the
+//! partition speak of these; only a store's backends turn them into bytes
+//! and back.
 
-use super::{StoreError, stored_task_bytes};
+use super::stored_task_bytes;
 use crate::model::{FairLevel, Priority, StoredTask};
 
 /// The records a partition keeps beside its backlog, each section ordered by
@@ -32,7 +32,7 @@ pub enum Section {
     WriteMark,
     /// In a partition of a later generation: the tasks of the previous
     /// generation's partition it added again, keyed `(task id there, 0)`
-    /// (see `crate::matcher::drain`).
+    /// (see `crate::partition`'s drain).
     Drained,
 }
 
@@ -111,9 +111,9 @@ impl RecordValue {
         RecordValue::Task(RecordTask { task, at_unix_ms, message: String::new() })
     }
 
-    /// The task record this is; `Corrupt` naming `what` was read if it is
-    /// another kind.
-    pub fn into_task(self, what: &str) -> Result<RecordTask, StoreError> {
+    /// The task record this is; [`MisplacedRecord`] naming `what` was read
+    /// if it is another kind.
+    pub fn into_task(self, what: &str) -> Result<RecordTask, MisplacedRecord> {
         match self {
             RecordValue::Task(task) => Ok(task),
             other => Err(other.misplaced(what)),
@@ -122,7 +122,7 @@ impl RecordValue {
 
     /// The error for a record of this kind read where `what` belongs (a
     /// backend that decodes records by their section never returns one).
-    pub fn misplaced(&self, what: &str) -> StoreError {
+    pub fn misplaced(&self, what: &str) -> MisplacedRecord {
         let kind = match self {
             RecordValue::Task(_) => "a task record",
             RecordValue::FinishedLease { .. } => "a finished lease",
@@ -130,7 +130,7 @@ impl RecordValue {
             RecordValue::WriteMark(_) => "a write mark",
             RecordValue::Drained { .. } => "a drained mark",
         };
-        StoreError::Corrupt(format!("{kind} read where {what} belongs"))
+        MisplacedRecord { kind, expected: what.to_owned() }
     }
 
     /// Its bytes as a backend stores them, at most (see [`ROW_BYTES`](super::ROW_BYTES) for the rest of the row).
@@ -162,7 +162,7 @@ pub struct RecordTask {
     pub message: String,
 }
 
-/// What one row of a partition holds, as [`Store::read_row`](super::Store::read_row) returns it.
+/// What one row of a partition holds, as a store's `read_row` returns it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StoredRow {
     /// A task of the backlog.
@@ -208,4 +208,15 @@ pub enum RowRef {
     Task(Priority, FairLevel),
     /// The record at this key.
     Record(RecordKey),
+}
+
+/// A record of one kind read where another belongs: the stored rows are
+/// corrupt (a store maps it to its `Corrupt` error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} read where {expected} belongs")]
+pub struct MisplacedRecord {
+    /// The kind of record read.
+    pub kind: &'static str,
+    /// What belongs where it was read.
+    pub expected: String,
 }

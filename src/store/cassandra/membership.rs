@@ -1,0 +1,43 @@
+//! Members on Cassandra: a row per node, overwritten by each heartbeat
+//! (last write wins), deleted when the node leaves.
+
+use async_trait::async_trait;
+
+use super::error::{read_error, write_error};
+use crate::store::{Member, Membership, StoreError, StoreResult};
+
+use super::*;
+
+#[async_trait]
+impl Membership for CassandraStore {
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
+        let region = (!member.region.is_empty()).then_some(member.region.as_str());
+        let values = (member.node.as_str(), region, member.started_unix_ms, member.heartbeat_unix_ms);
+        self.session.execute_unpaged(&self.statements.heartbeat, values).await.map_err(write_error)?;
+        Ok(())
+    }
+
+    async fn members(&self) -> StoreResult<Vec<Member>> {
+        let result = self.session.execute_unpaged(&self.statements.members, ()).await.map_err(read_error)?;
+        let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let typed = rows
+            .rows::<(String, Option<String>, Option<i64>, Option<i64>)>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        typed
+            .map(|row| {
+                let (node, region, started, heartbeat) = row.map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok(Member {
+                    node,
+                    region: region.unwrap_or_default(),
+                    started_unix_ms: started.unwrap_or(0),
+                    heartbeat_unix_ms: heartbeat.unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    async fn leave(&self, node: &str) -> StoreResult<()> {
+        self.session.execute_unpaged(&self.statements.leave, (node,)).await.map_err(write_error)?;
+        Ok(())
+    }
+}

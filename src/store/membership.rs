@@ -1,0 +1,34 @@
+//! The cluster's members as the store records them: each node's last
+//! heartbeat, last write wins per node. Who is alive is decided from these
+//! records by `crate::cluster`, not here.
+
+use async_trait::async_trait;
+
+use super::StoreResult;
+
+/// A node of the cluster as the store records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The address other nodes and clients reach it at; also its identity.
+    pub node: String,
+    /// The region the node runs in (`cluster.region`; empty: none named).
+    pub region: String,
+    /// When the node started, in ms since the Unix epoch.
+    pub started_unix_ms: i64,
+    /// When the node last wrote its heartbeat, in ms since the Unix epoch: once
+    /// older than the member timeout, the node counts as dead.
+    pub heartbeat_unix_ms: i64,
+}
+
+/// The members' heartbeats.
+#[async_trait]
+pub trait Membership: Send + Sync + std::fmt::Debug + 'static {
+    /// Records that `member` is alive (replaces its previous record).
+    async fn heartbeat(&self, member: &Member) -> StoreResult<()>;
+
+    /// Every node's last record, live or not.
+    async fn members(&self) -> StoreResult<Vec<Member>>;
+
+    /// Forgets a node (on graceful shutdown).
+    async fn leave(&self, node: &str) -> StoreResult<()>;
+}
