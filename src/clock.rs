@@ -1,5 +1,9 @@
 //! The one source of time. Pure code takes the time as an argument; the async
 //! shells read it from a [`Clock`], which tests replace with a [`ManualClock`].
+//! Durations read and written as human strings (`"10s"`) are
+//! [`duration_serde`]'s, here below every config section that has one.
+
+pub mod duration_serde;
 
 use std::fmt::Debug;
 use std::sync::Arc;

@@ -16,15 +16,12 @@ use tonic::metadata::MetadataMap;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
-use super::status;
+use super::{ConnInfo, status};
 use crate::clock::SharedClock;
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION};
 use crate::model::TaskSpec;
-use crate::security::{
-    Authenticator, Caller, ClusterKeys, Grant, NODE_PROOF, NODE_PROOF_VALIDITY_SECS, NodeCall, Permission,
-};
-use crate::server::incoming::ConnInfo;
+use crate::security::{Authenticator, Caller, ClusterKeys, Grant, NODE_PROOF, NodeCall, Permission};
 
 /// Every RPC of `fairway.v1.Matching` and `fairway.v1.Scheduler`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,13 +151,10 @@ impl Gate {
             return Ok(Caller::Node(call));
         }
         let Some(authenticator) = &self.authenticator else { return Ok(Caller::Anyone) };
-        let bearer =
-            match metadata.get("authorization") {
-                None => None,
-                Some(value) => Some(bearer(value.to_str().ok()).ok_or_else(|| {
-                    Status::unauthenticated("metadata authorization must be `Bearer <API key or JWT>`")
-                })?),
-            };
+        let bearer = match metadata.get("authorization") {
+            None => None,
+            Some(value) => Some(bearer(value.to_str().ok()).ok_or_else(status::not_bearer)?),
+        };
         let certificate = connection.and_then(|c| c.client_certificates.as_ref()).and_then(|chain| chain.first());
         let now = UNIX_EPOCH + Duration::from_millis(self.clock.now_ms().max(0) as u64);
         let principal = authenticator.authenticate(bearer, certificate, now).map_err(status::unauthenticated)?;
@@ -181,19 +175,12 @@ impl Gate {
         let proof = metadata.get(NODE_PROOF).and_then(|p| p.to_str().ok()).unwrap_or("");
         let now_secs = SystemClock.now_ms().div_euclid(1000);
         let Some(rpc) = self.keys.node_proof_rpc(subject, proof, now_secs) else {
-            return Err(Status::permission_denied(format!(
-                "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF} \
-                 (a node's proof is good for its RPC and partition, {NODE_PROOF_VALIDITY_SECS} s either side of the \
-                 second it was made: keep the nodes' clocks in step)"
-            )));
+            return Err(status::no_node_proof());
         };
-        let partition =
-            match partition {
-                None => None,
-                Some(_) => Some(subject.parse().map_err(|_| {
-                    Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))
-                })?),
-            };
+        let partition = match partition {
+            None => None,
+            Some(_) => Some(subject.parse().map_err(|_| status::bad_forwarded_partition())?),
+        };
         Ok(Some(NodeCall { rpc: rpc.to_owned(), partition }))
     }
 }
@@ -216,7 +203,7 @@ impl Interceptor for Gate {
 /// The caller [`Gate`] found for `request`; a request that did not pass
 /// the gate is refused.
 pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
-    request.extensions().get::<Caller>().cloned().ok_or_else(|| Status::internal("the request did not pass the gate"))
+    request.extensions().get::<Caller>().cloned().ok_or_else(status::not_gated)
 }
 
 /// Whether `caller` may make `rpc` on `resource` (for an add, with the
@@ -238,7 +225,7 @@ pub fn authorize_add<'c>(
 ) -> Result<Option<&'c Grant>, Status> {
     let grant = authorize_bound(caller, rpc, queue, Some(&spec.fairness_key))?;
     if let Some(grant) = grant {
-        grant.check_bounds(spec).map_err(|bound| Status::permission_denied(format!("{:?}: {bound}", caller.name())))?;
+        grant.check_bounds(spec).map_err(|bound| status::out_of_bounds(caller.name(), bound))?;
     }
     Ok(grant)
 }
@@ -252,11 +239,7 @@ fn authorize_bound<'c>(
     if let Caller::Node(call) = caller
         && (call.rpc != rpc.name() || !rpc.forwarded_between_nodes())
     {
-        return Err(Status::permission_denied(format!(
-            "a node's proof for {} does not let in {}: nodes forward only adds, polls, lease calls and redrives",
-            call.rpc,
-            rpc.name()
-        )));
+        return Err(status::node_proof_not_for(&call.rpc, rpc.name()));
     }
     let permission = rpc.permission();
     let decision = caller.binding_grant(permission, resource, fairness_key);
@@ -276,6 +259,7 @@ fn authorize_bound<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::NODE_PROOF_VALIDITY_SECS;
 
     #[test]
     fn only_a_bearer_scheme_carries_a_token() {

@@ -9,6 +9,8 @@ use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::{ProstCodec, ProstEncoder};
 
+use super::status;
+
 /// [`ProstCodec`] with undecodable messages refused as invalid input.
 #[derive(Debug, Clone)]
 pub struct StrictCodec<T, U> {
@@ -53,7 +55,7 @@ impl<U: Message + Default> Decoder for StrictDecoder<U> {
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
         U::decode(buf).map(Some).map_err(|error| {
             let message = std::any::type_name::<U>().rsplit("::").next().unwrap_or("message");
-            Status::invalid_argument(format!("the request is not a valid {message}: {error}"))
+            status::undecodable(message, error)
         })
     }
 }

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use tonic::{Request, Status};
 
+use super::{ConnInfo, status};
 use crate::security::Caller;
-use crate::server::incoming::ConnInfo;
 
 /// The polls in progress, by connection.
 #[derive(Debug)]
@@ -42,11 +42,7 @@ impl ConnectionPolls {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let count = counts.entry(connection).or_insert(0);
         if *count >= self.limit {
-            return Err(Status::resource_exhausted(format!(
-                "this connection has {} polls in progress (limits.max_polls_per_connection); \
-                 finish some, or poll over another connection",
-                self.limit
-            )));
+            return Err(status::too_many_connection_polls(self.limit));
         }
         *count += 1;
         Ok(Some(PollSlot { polls: self, connection }))

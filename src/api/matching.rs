@@ -1,3 +1,11 @@
+//! `fairway.v1.Matching` on this node ([`MatchingService`]): each RPC
+//! passes the gate, is validated in full, then served by this node's
+//! matcher or routed to the owner of the partition it needs.
+//!
+//! Invariant: a handler acts only on a request the gate let in and
+//! [`super::access::authorize`] allowed, after every field was validated;
+//! its errors become statuses only through [`super::status`].
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,15 +56,11 @@ impl MatchingService {
     fn live_region(&self, field: &str, region: &str) -> Result<String, Status> {
         let region = validate::region(field, region).map_err(status::invalid)?;
         let view = self.queues().view();
-        let mut live = view.live_regions();
+        let live = view.live_regions();
         if live.contains(&region) {
             return Ok(region);
         }
-        live.retain(|r| !r.is_empty());
-        Err(Status::failed_precondition(format!(
-            "{field}: no live node runs in region {region:?} (live regions: {}); nothing was changed",
-            if live.is_empty() { "none named".to_owned() } else { live.join(", ") }
-        )))
+        Err(status::no_live_region(field, &region, &live))
     }
 
     /// `MoveQueue` with `abandon_previous`: the previous generation declared

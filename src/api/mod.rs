@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod codec;
+mod connection;
 mod connection_polls;
 mod convert;
 #[cfg(test)]
@@ -18,6 +19,8 @@ pub mod scheduler;
 pub mod status;
 
 pub use access::{Gate, Rpc};
+pub use connection::ConnInfo;
+pub(crate) use connection::Requests;
 pub use matching::{CompletionHook, MatchingService};
 pub use routed_visits::RoutedVisits;
 pub use scheduler::{SchedulerService, VisitOutcomes};

@@ -148,7 +148,8 @@ impl Router {
         metadata.insert(NODE_PROOF, self.keys.node_proof(rpc.name(), &subject, now_secs).parse().expect("ascii"));
         let deadline = self.peers.deadline(wait);
         request.set_timeout(deadline);
-        match tokio::time::timeout(deadline, call(self.peers.client(owner)?, request)).await {
+        match tokio::time::timeout(deadline, call(self.peers.client(owner).map_err(status::from_peer)?, request)).await
+        {
             Ok(Ok(answer)) => Ok(answer.into_inner()),
             // The deadline the request carries, run out on either side.
             Ok(Err(error)) if error.code() == tonic::Code::Cancelled => Err(status::no_answer(owner, deadline)),
@@ -223,19 +224,12 @@ impl Router {
         let config = matcher.config();
         let numbers = config.partition_numbers();
         if !numbers.contains(&partition) {
-            return Err(Status::failed_precondition(format!(
-                "partition {}/{partition} is not of the queue's current generation (a forced failover replaced \
-                 it); its tasks are delivered again from the current one",
-                matcher.name()
-            )));
+            return Err(status::not_current_generation(matcher.name(), partition));
         }
         let index = (partition - numbers.start) as usize;
         match view.owners(matcher.name(), &config).into_iter().nth(index).flatten() {
             Some(owner) if owner != view.node() => Ok(owner),
-            Some(_) => Err(Status::unavailable(format!(
-                "partition {}/{partition} is changing owner; nothing was written, retry",
-                matcher.name()
-            ))),
+            Some(_) => Err(status::changing_owner(matcher.name(), partition)),
             None => Err(no_live_home(matcher.name(), &config)),
         }
     }
@@ -441,9 +435,5 @@ fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
 /// UNAVAILABLE for a queue none of whose partitions may be owned now: its
 /// home region has no live node.
 fn no_live_home(queue: &QueueName, config: &QueueConfig) -> Status {
-    Status::unavailable(format!(
-        "queue {queue} is homed in region {:?}, where no node is live; nothing was written or taken \
-         (docs/operations.md, \"Regions\")",
-        config.home
-    ))
+    status::no_live_home(queue, &config.home)
 }

@@ -19,9 +19,7 @@ use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, valid
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
 use crate::visits::queue::{is_visit_of, requested_dedup_id};
-use crate::visits::{
-    ListedReport, Scheduler, SchedulerConfig, SchedulerError, Visit, origin_url, queue_name, visit_type_of,
-};
+use crate::visits::{ListedReport, Scheduler, SchedulerConfig, Visit, origin_url, queue_name, visit_type_of};
 
 pub use crate::visits::origin_url::MAX_URL_BYTES;
 /// The longest lister name, in bytes.
@@ -312,12 +310,11 @@ impl scheduler_server::Scheduler for SchedulerService {
         let request = request.into_inner();
         visit_type("visit_type", &request.visit_type)?;
         authorize(&caller, Rpc::RunRound, &queue_name(&request.visit_type), None)?;
-        let report = self.scheduler.run_round(&request.visit_type, &self.visits, self.clock.now_ms()).await.map_err(
-            |e| match e {
-                SchedulerError::Store(e) => status::from_store(e),
-                SchedulerError::Queue(e) => Status::unavailable(format!("{e}; retry")),
-            },
-        )?;
+        let report = self
+            .scheduler
+            .run_round(&request.visit_type, &self.visits, self.clock.now_ms())
+            .await
+            .map_err(status::from_scheduler)?;
         Ok(Response::new(pb::RunRoundResponse {
             slots: report.slots,
             sent_by_policy: report.by_policy.iter().map(|(p, n)| (p.name().to_owned(), *n)).collect(),

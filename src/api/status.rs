@@ -19,18 +19,30 @@
 //! | a poll past `matcher.max_parked_polls` or `limits.max_polls_per_connection` | `RESOURCE_EXHAUSTED` | no |
 //! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
 //! | the caller lacks the permission, or adds under another tenant's fairness key | `PERMISSION_DENIED` | no |
+//! | routing metadata without a node's valid proof, or a node's proof for another RPC | `PERMISSION_DENIED` | no |
+//! | request bytes that do not decode, routing metadata naming no partition | `INVALID_ARGUMENT` | no |
+//! | a forwarded request to a partition of an earlier generation (after a forced failover) | `FAILED_PRECONDITION` | no |
+//! | a partition changing owner, a queue homed where no node is live | `UNAVAILABLE` | no: safe to retry |
+//! | the visit queue could not be reached during a scheduling round | `UNAVAILABLE` | no: safe to retry |
+//! | a peer's address this node cannot dial, a request that skipped the gate | `INTERNAL` | no |
+//!
+//! Every `Status` the server sends is built here (a status passed on from
+//! the owner of a forwarded request excepted, see [`from_forwarded`]): the
+//! other modules name the failure with a function of this one, or return
+//! their own error for it to map.
 
 use std::time::Duration;
 
 use tonic::{Code, Status};
 
+use crate::cluster::{FORWARDED, FORWARDED_PARTITION, PeerError};
 use crate::core::engine::LeaseError;
 use crate::matcher::MatchError;
-use crate::model::ValidationError;
+use crate::model::{QueueName, ValidationError};
 use crate::partition::PartitionError;
-use crate::security::{AuthError, Denied};
+use crate::security::{AuthError, Denied, NODE_PROOF, NODE_PROOF_VALIDITY_SECS};
 use crate::store::StoreError;
-use crate::visits::VisitQueueError;
+use crate::visits::{SchedulerError, VisitQueueError};
 
 /// Metadata key set on errors whose write may have happened.
 pub const MAYBE_APPLIED: &str = "fairway-maybe-applied";
@@ -48,6 +60,108 @@ pub fn unauthenticated(error: AuthError) -> Status {
 /// `PERMISSION_DENIED`, naming the permission or the fairness key refused.
 pub fn denied(denied: Denied) -> Status {
     Status::permission_denied(denied.to_string())
+}
+
+/// `UNAUTHENTICATED`: an `authorization` value that is not `Bearer <token>`.
+pub fn not_bearer() -> Status {
+    Status::unauthenticated("metadata authorization must be `Bearer <API key or JWT>`")
+}
+
+/// `PERMISSION_DENIED`: routing metadata on a request without a node's
+/// valid, fresh proof.
+pub fn no_node_proof() -> Status {
+    Status::permission_denied(format!(
+        "{FORWARDED_PARTITION} and {FORWARDED} are for Fairway nodes: this request has no valid {NODE_PROOF} \
+         (a node's proof is good for its RPC and partition, {NODE_PROOF_VALIDITY_SECS} s either side of the \
+         second it was made: keep the nodes' clocks in step)"
+    ))
+}
+
+/// `INVALID_ARGUMENT`: routing metadata naming no partition number.
+pub fn bad_forwarded_partition() -> Status {
+    Status::invalid_argument(format!("{FORWARDED_PARTITION} must be a partition number"))
+}
+
+/// `PERMISSION_DENIED`: a node's proof for `proven_rpc` on a request for
+/// `rpc`, or for an RPC nodes do not forward.
+pub fn node_proof_not_for(proven_rpc: &str, rpc: &str) -> Status {
+    Status::permission_denied(format!(
+        "a node's proof for {proven_rpc} does not let in {rpc}: nodes forward only adds, polls, lease calls and \
+         redrives"
+    ))
+}
+
+/// `PERMISSION_DENIED`: a task outside the bounds of the tenant-bound grant
+/// of `caller` (its name), with the `bound` it broke.
+pub fn out_of_bounds(caller: &str, bound: impl std::fmt::Display) -> Status {
+    Status::permission_denied(format!("{caller:?}: {bound}"))
+}
+
+/// `INTERNAL`: a request reached a handler without passing the gate.
+pub fn not_gated() -> Status {
+    Status::internal("the request did not pass the gate")
+}
+
+/// `INVALID_ARGUMENT`: request bytes that are not a valid `message` (the
+/// message type's name).
+pub fn undecodable(message: &str, error: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("the request is not a valid {message}: {error}"))
+}
+
+/// `RESOURCE_EXHAUSTED`: a poll on a connection that has `limit` polls in
+/// progress (`limits.max_polls_per_connection`).
+pub fn too_many_connection_polls(limit: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "this connection has {limit} polls in progress (limits.max_polls_per_connection); \
+         finish some, or poll over another connection"
+    ))
+}
+
+/// `FAILED_PRECONDITION`: the request's `field` names `region`, where no
+/// node is live; `live` are the regions that have a live node.
+pub fn no_live_region(field: &str, region: &str, live: &[String]) -> Status {
+    let live: Vec<&str> = live.iter().map(String::as_str).filter(|r| !r.is_empty()).collect();
+    Status::failed_precondition(format!(
+        "{field}: no live node runs in region {region:?} (live regions: {}); nothing was changed",
+        if live.is_empty() { "none named".to_owned() } else { live.join(", ") }
+    ))
+}
+
+/// `FAILED_PRECONDITION`: a forwarded request to `queue`'s `partition`,
+/// which is not of the queue's current generation.
+pub fn not_current_generation(queue: &QueueName, partition: u32) -> Status {
+    Status::failed_precondition(format!(
+        "partition {queue}/{partition} is not of the queue's current generation (a forced failover replaced \
+         it); its tasks are delivered again from the current one"
+    ))
+}
+
+/// `UNAVAILABLE`: `queue`'s `partition` is changing owner.
+pub fn changing_owner(queue: &QueueName, partition: u32) -> Status {
+    Status::unavailable(format!("partition {queue}/{partition} is changing owner; nothing was written, retry"))
+}
+
+/// `UNAVAILABLE`: none of `queue`'s partitions may be owned now, for its
+/// `home` region has no live node.
+pub fn no_live_home(queue: &QueueName, home: &str) -> Status {
+    Status::unavailable(format!(
+        "queue {queue} is homed in region {home:?}, where no node is live; nothing was written or taken \
+         (docs/operations.md, \"Regions\")"
+    ))
+}
+
+/// The status of a scheduling round's error: the store's as
+/// [`from_store`] maps it; a visit queue out of reach is `UNAVAILABLE`.
+pub fn from_scheduler(error: SchedulerError) -> Status {
+    match error {
+        SchedulerError::Store(e) => from_store(e),
+        SchedulerError::Queue(e) => Status::unavailable(format!("{e}; retry")),
+    }
+}
+
+/// `INTERNAL`: a peer's address this node cannot make a client of.
+pub fn from_peer(error: PeerError) -> Status {
+    Status::internal(error.to_string())
 }
 
 /// The status of a matcher's error, as the table of [`crate::api::status`] maps it.

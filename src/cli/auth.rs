@@ -8,8 +8,8 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use fairway::clock::{Clock, SystemClock};
 use fairway::config::Config;
-use fairway::security::rotation::{self, MAX_OVERLAP, MIN_OVERLAP, utc_date as date};
 use fairway::security::{Grant, Role, SIGNING_SWITCH_DELAY, api_key_hash, new_api_key};
+use fairway::server::rotation::{self, MAX_OVERLAP, MIN_OVERLAP, utc_date as date};
 
 #[derive(Subcommand, Debug)]
 pub(super) enum AuthCommand {
@@ -41,7 +41,7 @@ pub(super) struct RotateArgs {
 
 /// `--overlap`: a duration (`10m`) within the bounds of a rotation.
 fn parse_overlap(text: &str) -> Result<Duration, String> {
-    let overlap = fairway::config::duration_serde::parse(text)?;
+    let overlap = fairway::clock::duration_serde::parse(text)?;
     if !(MIN_OVERLAP..=MAX_OVERLAP).contains(&overlap) {
         return Err(format!("{text:?} must be at least 1m ({MIN_OVERLAP:?}) and at most 7d ({MAX_OVERLAP:?})"));
     }
@@ -121,7 +121,7 @@ async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
          token of the old secret after then is refused (INVALID_ARGUMENT) and its task is delivered again when its \
          lease runs out.",
         date(rotation.accepted_until_ms),
-        fairway::config::duration_serde::format(args.overlap)
+        fairway::clock::duration_serde::format(args.overlap)
     );
     Ok(())
 }

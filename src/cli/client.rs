@@ -1,10 +1,16 @@
+//! The client commands `fairway task …` and `fairway queue …`: one gRPC
+//! call each to a server, over TLS and with a token when given.
+//!
+//! Contract: the commands only read the statuses the server sends (code and
+//! message, printed as they came); they build none.
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use fairway::config::duration_serde;
+use fairway::clock::duration_serde;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::security::{AuthChannel, BearerToken};

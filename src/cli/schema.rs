@@ -1,3 +1,9 @@
+//! `fairway schema apply`: creates the Cassandra keyspace and tables of
+//! `schema.cql` where they do not exist.
+//!
+//! Contract: idempotent; applying it again to a keyspace that has the
+//! schema changes nothing.
+
 use clap::Subcommand;
 
 use fairway::store::cassandra::{CassandraConfig, apply_schema, connect_session};

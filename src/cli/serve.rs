@@ -1,3 +1,11 @@
+//! `fairway serve`: loads the layered config (file, `FAIRWAY_*`
+//! environment, flags), starts the node, and stops it in order on Ctrl-C or
+//! SIGTERM; and [`spawn_server`], which starts a `fairway serve` process
+//! for the tools.
+//!
+//! Invariant: the signal handlers are installed before the server says
+//! where it listens, so that a signal sent from then on stops it in order.
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use assignment::{Failover, LiveNode};
 pub use membership::{Heartbeat, Membership, NameTaken};
-pub use peers::{FORWARDED, FORWARDED_PARTITION, Peers};
+pub use peers::{CLIENT_MAX_MESSAGE_BYTES, FORWARDED, FORWARDED_PARTITION, PeerError, Peers};
 
 use crate::clock::UnixMillis;
 use crate::model::{QueueName, ValidationError, validate};
@@ -55,19 +55,19 @@ pub struct ClusterConfig {
     /// writes). See docs/operations.md, "Regions".
     pub failover: Failover,
     /// How often this node writes its heartbeat and reads the others'.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub heartbeat_interval: Duration,
     /// A node whose heartbeat is older than this is dead to the others.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub member_timeout: Duration,
     /// How often a node takes and hands over partitions to match the live set.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub rebalance_interval: Duration,
     /// Under automatic failover, how long a node that came back (counted
     /// dead, then live again) waits before it takes partitions from the
     /// nodes that took them meanwhile: its links can still fail its first
     /// fences for seconds after its heartbeats land again. 0: at once.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub failback_after: Duration,
     /// How long a node waits for another node's answer to a request it
     /// forwarded there (beyond a poll's own wait) before it gives up: a
@@ -75,7 +75,7 @@ pub struct ClusterConfig {
     /// completion given up on may have been applied. Longer than
     /// `cassandra.request_timeout` by default, so that the owner's own
     /// store error reaches the client first.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub forward_timeout: Duration,
 }
 

@@ -1,3 +1,11 @@
+//! Clients of the other nodes, for requests one node forwards to another,
+//! and the metadata such a request carries.
+//!
+//! Invariant: a client is made once per peer address and kept; a forwarded
+//! request never waits without end (see [`Peers`]); an address that makes
+//! no client is this module's own error ([`PeerError`]), which the API maps
+//! to a status.
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -6,12 +14,31 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::proto::v1::matching_client::MatchingClient;
 
+/// The largest message Fairway's own clients (the CLI, `fairway worker`,
+/// `fairway bench`, forwarding between nodes) decode: any PollTasks response
+/// a valid config allows (`limits.max_poll_response_bytes` is at most
+/// 256 MiB; one task, at most 64 MiB of payload, is always given).
+pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;
+
 /// gRPC metadata on an AddTask one node forwards to another: the partition
 /// the task must go to.
 pub const FORWARDED_PARTITION: &str = "fairway-partition";
 /// gRPC metadata on a request one node forwards to another with no partition
 /// named: the receiver serves it from its own partitions only.
 pub const FORWARDED: &str = "fairway-forwarded";
+
+/// Why no client of a peer could be made.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PeerError {
+    /// The address (or this node's TLS settings for it) makes no endpoint.
+    #[error("peer address {address:?}: {error}")]
+    BadAddress {
+        /// The peer's address, as the cluster view gives it.
+        address: String,
+        /// What was wrong with it.
+        error: String,
+    },
+}
 
 /// Clients of the other nodes, connected lazily and kept; over TLS when the
 /// nodes serve TLS.
@@ -48,12 +75,13 @@ impl Peers {
     }
 
     /// A client of the node at `address`.
-    pub fn client(&self, address: &str) -> Result<MatchingClient<Channel>, tonic::Status> {
+    pub fn client(&self, address: &str) -> Result<MatchingClient<Channel>, PeerError> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(client) = clients.get(address) {
             return Ok(client.clone());
         }
-        let bad_address = |e: &dyn std::fmt::Display| tonic::Status::internal(format!("peer address {address:?}: {e}"));
+        let bad_address =
+            |e: &dyn std::fmt::Display| PeerError::BadAddress { address: address.to_owned(), error: e.to_string() };
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| bad_address(&e))?
@@ -65,8 +93,7 @@ impl Peers {
         if let Some(tls) = &self.tls {
             endpoint = endpoint.tls_config(tls.clone()).map_err(|e| bad_address(&e))?;
         }
-        let client = MatchingClient::new(endpoint.connect_lazy())
-            .max_decoding_message_size(crate::server::CLIENT_MAX_MESSAGE_BYTES);
+        let client = MatchingClient::new(endpoint.connect_lazy()).max_decoding_message_size(CLIENT_MAX_MESSAGE_BYTES);
         clients.insert(address.to_owned(), client.clone());
         Ok(client)
     }

@@ -6,8 +6,11 @@
 //! `FAIRWAY_LISTEN`, `FAIRWAY_STORE`, `FAIRWAY_ENGINE__BUFFER_TASKS`,
 //! `FAIRWAY_MATCHER__DEFAULT_POLL_WAIT=10s`.
 
-pub mod duration_serde;
 mod store_url;
+
+/// Durations as human strings (kept in [`crate::clock`], below every
+/// section that has one).
+pub use crate::clock::duration_serde;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

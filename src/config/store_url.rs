@@ -1,3 +1,10 @@
+//! The store URL of a server (`--store`, `FAIRWAY_STORE`): `embedded:DIR`
+//! or `cassandra://HOST:PORT/KEYSPACE`.
+//!
+//! Invariant: a parsed [`StoreUrl`] names a directory, or a contact point
+//! with a port and a keyspace of 1 to 48 ASCII letters, digits or `_`; its
+//! `Display` is the text it was parsed from.
+
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;

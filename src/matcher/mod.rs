@@ -33,11 +33,11 @@ pub struct MatcherConfig {
     /// Partitions of every queue (1 to 256).
     pub partitions_per_queue: u32,
     /// How long a poll waits when it does not say.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub default_poll_wait: Duration,
     /// A new task may skip storage and go straight to a waiting poller only
     /// while nothing older than this waits.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub backlog_negligible_age: Duration,
     /// Whether sync match is on at all.
     pub sync_match: bool,

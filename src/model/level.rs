@@ -1,3 +1,8 @@
+//! [`FairLevel`]: the position of a task in its subqueue, `(pass, id)`.
+//!
+//! Invariant: levels are ordered lexicographically, and that is the order
+//! in which stores return tasks and the matcher dispatches them.
+
 use std::fmt;
 
 /// The position of a task in its subqueue: `(pass, id)`, ordered

@@ -1,3 +1,9 @@
+//! Strict priority levels: a [`Priority`] is 1 (highest) to
+//! [`PRIORITY_LEVELS`] (lowest), each level a subqueue of its own.
+//!
+//! Invariant: a `Priority` is always within 1..=[`PRIORITY_LEVELS`] (its
+//! constructor refuses any other value).
+
 use std::fmt;
 
 /// How many strict priority levels a queue has.

@@ -1,3 +1,11 @@
+//! The task as the domain sees it: a validated [`QueueName`], a
+//! [`PartitionId`], the producer's [`TaskSpec`] and the [`StoredTask`] a
+//! partition writes.
+//!
+//! Invariant: a `QueueName` or `TaskSpec` from outside the crate has passed
+//! [`super::validate`]; only the crate sets a task's history (attempt count
+//! and creation time), see [`TaskHistory`].
+
 use std::fmt;
 use std::sync::Arc;
 

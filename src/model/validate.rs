@@ -30,7 +30,7 @@ pub struct Limits {
     /// The most tasks in one AddTasks call.
     pub max_batch_tasks: usize,
     /// The longest a PollTask may wait.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub max_poll_wait: Duration,
     /// The most tasks one PollTasks call may take.
     pub max_poll_tasks: u32,
@@ -41,7 +41,7 @@ pub struct Limits {
     /// messages counted). The default is what gRPC clients accept by default.
     pub max_poll_response_bytes: usize,
     /// The longest delay of a task or a `retry_after`.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub max_delay: Duration,
     /// The largest request the server decodes, in bytes (the encoded
     /// message); a larger one is refused before it is read into memory
@@ -65,16 +65,16 @@ pub struct Limits {
     /// A connection with no request in progress for this long is closed
     /// (a client connects again when it next calls). A parked poll is a
     /// request in progress.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub connection_idle_timeout: Duration,
     /// The server pings (HTTP/2 PING) a connection it has heard nothing on
     /// for this long…
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub keepalive_interval: Duration,
     /// …and closes it when the ping is not answered within this long: a
     /// client that vanished (its host gone, a network cut) holds no
     /// connection, nor the requests on it, for long.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub keepalive_timeout: Duration,
 }
 

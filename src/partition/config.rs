@@ -21,7 +21,7 @@ pub struct WriterConfig {
     /// `limits.max_payload_bytes`, so that a task always fits.
     pub max_write_bytes: usize,
     /// How often the keeper looks at ack levels and deletes.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub keeper_interval: Duration,
 }
 

@@ -54,13 +54,13 @@ pub struct SecurityConfig {
     pub tls_peer_ca: String,
     /// How often the TLS files are read again; a change is served to new
     /// connections.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub tls_reload_interval: Duration,
     /// How often a node reads the cluster's secrets again, so that a
     /// rotation (`fairway auth rotate`) reaches it without a restart; at
     /// most [`SECRET_RELOAD_INTERVAL`](crate::security::SECRET_RELOAD_INTERVAL)
     /// (10 s), which the rotation's timing assumes.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub secret_reload_interval: Duration,
     /// Who may call, and what each may do; empty: anyone may do anything
     /// (authentication is off).

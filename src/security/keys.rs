@@ -31,7 +31,7 @@ use std::time::Duration;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::store::{ClusterSecrets, SECRET_BYTES};
+use super::secrets::{ClusterSecrets, SECRET_BYTES};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -253,7 +253,7 @@ mod tests {
     fn rotated(signs_until_ms: i64, accepted_until_ms: i64) -> ClusterKeys {
         ClusterKeys::from_secrets(&ClusterSecrets {
             current: [2; 32],
-            previous: Some(crate::store::PreviousSecret {
+            previous: Some(crate::security::PreviousSecret {
                 secret: [1; 32],
                 signs_until_unix_ms: signs_until_ms,
                 accepted_until_unix_ms: accepted_until_ms,
@@ -304,7 +304,7 @@ mod tests {
         assert!(keys.install(&ClusterSecrets::first([2; 32])), "a rotation that forgot the previous one");
         assert!(!clone.lease_tag_matches(fields, &old_tag, 0), "the clone refuses the old tag too");
         let overlap =
-            crate::store::PreviousSecret { secret: [1; 32], signs_until_unix_ms: 10, accepted_until_unix_ms: 20 };
+            crate::security::PreviousSecret { secret: [1; 32], signs_until_unix_ms: 10, accepted_until_unix_ms: 20 };
         assert!(clone.install(&ClusterSecrets { current: [2; 32], previous: Some(overlap) }));
         assert!(keys.lease_tag_matches(fields, &old_tag, 20), "within the overlap, on the first");
         assert!(!keys.lease_tag_matches(fields, &old_tag, 21));

@@ -11,7 +11,7 @@ mod config;
 mod hex;
 mod jwt;
 mod keys;
-pub mod rotation;
+mod secrets;
 mod tls;
 
 pub use access::{Caller, Denied, Grant, NodeCall, Permission, Principal, Role, tenant_prefixes};
@@ -20,5 +20,6 @@ pub use bearer::{AuthChannel, BearerToken};
 pub use config::{PrincipalConfig, SecurityConfig};
 pub use jwt::{JwtError, JwtVerifier};
 pub use keys::{ClusterKeys, NODE_PROOF, NODE_PROOF_VALIDITY_SECS, SECRET_RELOAD_INTERVAL, SIGNING_SWITCH_DELAY};
+pub use secrets::{ClusterSecrets, PreviousSecret, SECRET_BYTES};
 pub(crate) use tls::{KeyedFile, client_config};
 pub use tls::{ServerTls, TlsError, TlsFiles};

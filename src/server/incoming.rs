@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
-use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -33,6 +32,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::codegen::{Body, Bytes, Service, http};
 use tonic::transport::server::Connected;
 
+use crate::api::{ConnInfo, Requests};
 use crate::model::Limits;
 use crate::security::ServerTls;
 
@@ -133,18 +133,6 @@ trait Io: AsyncRead + AsyncWrite + Unpin {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
-/// What a handler can learn of its request's connection (a request
-/// extension).
-#[derive(Clone, Debug, Default)]
-pub struct ConnInfo {
-    /// The client's address.
-    pub remote: Option<SocketAddr>,
-    /// The certificate the client presented (mutual TLS), leaf first.
-    pub client_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
-    /// The requests in progress on the connection (see [`CountRequests`]).
-    pub(crate) requests: Option<Arc<Requests>>,
-}
-
 impl Connected for Conn {
     type ConnectInfo = ConnInfo;
 
@@ -160,43 +148,6 @@ impl Connected for Conn {
                 ConnInfo { remote: tcp.peer_addr().ok(), client_certificates: certificates, requests }
             }
         }
-    }
-}
-
-/// The requests in progress on one connection, and since when it has had
-/// none.
-#[derive(Debug)]
-pub(crate) struct Requests {
-    /// (requests in progress, when the last one ended or the connection
-    /// was made)
-    state: Mutex<(usize, Instant)>,
-}
-
-/// One request in progress, counted until dropped.
-#[derive(Debug)]
-struct InProgress(Arc<Requests>);
-
-impl Requests {
-    fn new() -> Requests {
-        Requests { state: Mutex::new((0, Instant::now())) }
-    }
-
-    fn begin(self: &Arc<Self>) -> InProgress {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
-        InProgress(self.clone())
-    }
-
-    /// Since when no request has been in progress, if none is.
-    fn idle_since(&self) -> Option<Instant> {
-        let (in_progress, since) = *self.state.lock().unwrap_or_else(|p| p.into_inner());
-        (in_progress == 0).then_some(since)
-    }
-}
-
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
-        *state = (state.0 - 1, Instant::now());
     }
 }
 

@@ -14,10 +14,15 @@
 
 pub mod incoming;
 mod local;
+pub mod rotation;
 
 use incoming::incoming;
 
 pub use local::LocalServer;
+
+/// The largest message Fairway's own clients decode (kept in `cluster`,
+/// where forwarding between nodes needs it too).
+pub use crate::cluster::CLIENT_MAX_MESSAGE_BYTES;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -533,12 +538,6 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
 const CONNECTION_WINDOW_BYTES: u32 = 1024 * 1024;
 
 const _: () = assert!(MAX_CONCURRENT_STREAMS as usize * 256 <= CONNECTION_WINDOW_BYTES as usize / 2);
-
-/// The largest message Fairway's own clients (the CLI, `fairway worker`,
-/// `fairway bench`, forwarding between nodes) decode: any PollTasks response
-/// a valid config allows (`limits.max_poll_response_bytes` is at most
-/// 256 MiB; one task, at most 64 MiB of payload, is always given).
-pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;
 
 #[cfg(test)]
 mod tests {

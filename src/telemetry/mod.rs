@@ -44,7 +44,7 @@ pub struct TelemetryConfig {
     /// and metrics to; empty: none.
     pub otlp_endpoint: String,
     /// How often metrics are pushed to the collector.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub otlp_export_interval: Duration,
 }
 

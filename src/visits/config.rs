@@ -44,10 +44,10 @@ pub struct SchedulerConfig {
     /// node run the rounds.
     pub rounds: bool,
     /// Time between rounds of a visit type while they send visits.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub round_interval: Duration,
     /// Time between rounds of a visit type after one sent nothing.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub idle_interval: Duration,
     /// Visits kept waiting in each `visits.<type>` queue: a round fills
     /// the queue's backlog up to this.

@@ -18,16 +18,16 @@ pub struct EngineConfig {
     /// The reader refills a level when its ready tasks fall to this many.
     pub reload_at: usize,
     /// The ack levels are written at least this often while they move.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub ack_sync_interval: Duration,
     /// An append carries the metadata (ack levels) when the last metadata
     /// write is older than this.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub piggyback_interval: Duration,
     /// Delete acknowledged tasks once this many have been acked...
     pub gc_min_acks: u64,
     /// ...or once this much time has passed since the last delete.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub gc_interval: Duration,
     /// Fairness keys saved in the metadata for the next owner.
     pub saved_top_keys: usize,

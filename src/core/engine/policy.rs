@@ -16,15 +16,15 @@ use crate::model::ValidationError;
 pub struct TaskPolicy {
     /// A dispatched task is delivered again when its worker has not
     /// completed, failed or heartbeated it for this long.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub lease_timeout: Duration,
     /// Deliveries before a failing task becomes a dead letter (1: no retry).
     pub max_attempts: u32,
     /// The wait before the second attempt; it doubles for each further one...
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub backoff_initial: Duration,
     /// ...up to this.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub backoff_max: Duration,
     /// Each wait is moved at random by up to this fraction of it, either way.
     pub backoff_jitter: f64,

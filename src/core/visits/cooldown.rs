@@ -17,16 +17,16 @@ use crate::clock::{UnixMillis, millis};
 #[serde(default, deny_unknown_fields)]
 pub struct Cooldowns {
     /// The wait after it was last scheduled, whatever came of it (12 h by default).
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub absolute: Duration,
     /// Scheduled, and no outcome since: the visit is taken as lost after this.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub scheduled: Duration,
     /// The wait after a failed visit (14 days by default).
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub failed: Duration,
     /// The wait after a visit that did not find the origin (31 days by default).
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub not_found: Duration,
 }
 

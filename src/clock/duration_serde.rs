@@ -5,13 +5,13 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serializer};
 
 /// Writes `d` as [`format()`] does: for
-/// `#[serde(with = "crate::config::duration_serde")]`.
+/// `#[serde(with = "crate::clock::duration_serde")]`.
 pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format(*d))
 }
 
 /// Reads a duration as [`parse`] does: for
-/// `#[serde(with = "crate::config::duration_serde")]`.
+/// `#[serde(with = "crate::clock::duration_serde")]`.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     parse(&text).map_err(serde::de::Error::custom)

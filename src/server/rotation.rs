@@ -20,12 +20,15 @@
 //! after the overlap: its worker gets `INVALID_ARGUMENT` (`lease_token is not
 //! a lease token given by PollTask`) on heartbeat, completion or failure,
 //! and the task is delivered again when its lease runs out.
+//!
+//! It lives here, above both `security` (the keys and the secret's records)
+//! and `store` (which writes them), so that `security` imports no store.
 
 use std::time::Duration;
 
-use super::keys::{SECRET_RELOAD_INTERVAL, SIGNING_SWITCH_DELAY};
 use crate::clock::{UnixMillis, millis};
-use crate::store::{SECRET_BYTES, Store, StoreError};
+use crate::security::{SECRET_BYTES, SECRET_RELOAD_INTERVAL, SIGNING_SWITCH_DELAY};
+use crate::store::{Store, StoreError};
 
 /// The shortest overlap a rotation may have.
 pub const MIN_OVERLAP: Duration = Duration::from_secs(60);
