@@ -271,4 +271,94 @@ mod tests {
             "a store's refusal of our write is not the caller's invalid argument"
         );
     }
+
+    #[test]
+    fn the_named_statuses_keep_their_codes_and_messages() {
+        let queue = QueueName::new_unchecked("q");
+        let cases = [
+            (
+                not_bearer(),
+                Code::Unauthenticated,
+                "metadata authorization must be `Bearer <API key or JWT>`".to_owned(),
+            ),
+            (
+                no_node_proof(),
+                Code::PermissionDenied,
+                format!(
+                    "fairway-partition and fairway-forwarded are for Fairway nodes: this request has no valid \
+                     fairway-node-proof (a node's proof is good for its RPC and partition, {NODE_PROOF_VALIDITY_SECS} \
+                     s either side of the second it was made: keep the nodes' clocks in step)"
+                ),
+            ),
+            (
+                bad_forwarded_partition(),
+                Code::InvalidArgument,
+                "fairway-partition must be a partition number".to_owned(),
+            ),
+            (
+                node_proof_not_for("AddTask", "DeleteQueue"),
+                Code::PermissionDenied,
+                "a node's proof for AddTask does not let in DeleteQueue: nodes forward only adds, polls, lease calls \
+                 and redrives"
+                    .to_owned(),
+            ),
+            (out_of_bounds("alice", "too big"), Code::PermissionDenied, "\"alice\": too big".to_owned()),
+            (not_gated(), Code::Internal, "the request did not pass the gate".to_owned()),
+            (
+                undecodable("AddTaskRequest", "bad wire type"),
+                Code::InvalidArgument,
+                "the request is not a valid AddTaskRequest: bad wire type".to_owned(),
+            ),
+            (
+                too_many_connection_polls(4),
+                Code::ResourceExhausted,
+                "this connection has 4 polls in progress (limits.max_polls_per_connection); finish some, or poll \
+                 over another connection"
+                    .to_owned(),
+            ),
+            (
+                no_live_region("home", "eu", &["".to_owned(), "us".to_owned(), "ap".to_owned()]),
+                Code::FailedPrecondition,
+                "home: no live node runs in region \"eu\" (live regions: us, ap); nothing was changed".to_owned(),
+            ),
+            (
+                no_live_region("home", "eu", &["".to_owned()]),
+                Code::FailedPrecondition,
+                "home: no live node runs in region \"eu\" (live regions: none named); nothing was changed".to_owned(),
+            ),
+            (
+                not_current_generation(&queue, 7),
+                Code::FailedPrecondition,
+                "partition q/7 is not of the queue's current generation (a forced failover replaced it); its tasks \
+                 are delivered again from the current one"
+                    .to_owned(),
+            ),
+            (
+                changing_owner(&queue, 7),
+                Code::Unavailable,
+                "partition q/7 is changing owner; nothing was written, retry".to_owned(),
+            ),
+            (
+                no_live_home(&queue, "eu"),
+                Code::Unavailable,
+                "queue q is homed in region \"eu\", where no node is live; nothing was written or taken \
+                 (docs/operations.md, \"Regions\")"
+                    .to_owned(),
+            ),
+            (
+                from_scheduler(SchedulerError::Queue(VisitQueueError::Unavailable("down".into()))),
+                Code::Unavailable,
+                format!("{}; retry", VisitQueueError::Unavailable("down".into())),
+            ),
+            (
+                from_peer(PeerError::BadAddress { address: "x y".into(), error: "invalid uri".into() }),
+                Code::Internal,
+                "peer address \"x y\": invalid uri".to_owned(),
+            ),
+        ];
+        for (status, code, message) in cases {
+            assert_eq!((status.code(), status.message()), (code, message.as_str()));
+            assert!(status.metadata().get(MAYBE_APPLIED).is_none());
+        }
+    }
 }
