@@ -29,16 +29,16 @@ pub struct CassandraConfig {
     /// meaning does not depend on the coordinator's datacenter.
     pub local_datacenter: String,
     /// Client-side limit for one request.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub request_timeout: Duration,
     /// A read or heartbeat without an answer after this long is sent again
     /// to the next node (at most twice), so that a coordinator waiting on a
     /// replica that just died does not hold it up to `request_timeout`.
     /// Writes other than heartbeats are never sent twice. `0s`: never.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub speculative_retry_after: Duration,
     /// How long to keep trying to reach Cassandra at startup.
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub connect_patience: Duration,
     /// The replication clause of the keyspace `fairway schema apply` creates.
     pub replication: String,
@@ -47,7 +47,7 @@ pub struct CassandraConfig {
     /// How long before a scheduler read of an index or wake-up head the
     /// range delete under that head is timestamped: longer than a write can
     /// be held up in Cassandra, plus clock skew (see `visits/heads.rs`).
-    #[serde(with = "crate::config::duration_serde")]
+    #[serde(with = "crate::clock::duration_serde")]
     pub visit_prune_margin: Duration,
     /// The most bytes of one logged batch of an origin's write, as
     /// `visits/origin_write.rs` counts them (above Cassandra's count). Keep
