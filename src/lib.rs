@@ -25,7 +25,8 @@
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
 //! - [`chaos`]: the history of a chaos run and its checker.
 //! - [`config`], [`clock`], [`hash`] (stable hashing for decisions every node
-//!   makes alike).
+//!   makes alike), [`histogram`] (the dispatch latency histogram: atomics
+//!   only, read by [`telemetry`], recorded into by [`matcher`]).
 //!
 //! ## Guarantees
 //!
@@ -44,6 +45,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod hash;
+pub mod histogram;
 pub mod matcher;
 pub mod model;
 pub mod partition;

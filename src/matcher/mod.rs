@@ -11,7 +11,8 @@
 //! that has gone away is put back before anyone else can miss it.
 
 mod queue_matcher;
-mod registry;
+mod queues;
+mod settings;
 mod token;
 
 use std::time::Duration;
@@ -23,7 +24,8 @@ use crate::model::{ValidationError, validate};
 pub use queue_matcher::{
     AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, PartitionView, QueueMatcher, QueueStats,
 };
-pub use registry::{Queues, Settings};
+pub use queues::Queues;
+pub use settings::Settings;
 pub use token::LeaseToken;
 
 /// Section `[matcher]` of the config.

@@ -1,3 +1,9 @@
+//! Section `[writer]`: how a partition groups its writes.
+//!
+//! Invariant: a config that passes [`WriterConfig::validate`] (and, for its
+//! bound from `[limits]`, the whole config's check) lets every batch make
+//! progress: at least one task per write, and a keeper that ticks.
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};

@@ -1,3 +1,9 @@
+//! Why a partition could not do what was asked.
+//!
+//! Invariant: every error says whether the request may have been applied
+//! ([`PartitionError::certainly_not_applied`]), so that a caller retries
+//! only what was certainly not written.
+
 use crate::core::engine::LeaseError;
 use crate::store::StoreError;
 

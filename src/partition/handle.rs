@@ -1,3 +1,14 @@
+//! [`Partition`]: the handle the matcher holds on one owned partition. It
+//! opens the partition (takes ownership, loads its leases, starts its
+//! tasks), passes commands to the writer, and reads the engine under its
+//! mutex.
+//!
+//! Invariants: a partition is opened only by taking ownership first (its
+//! range id fences every earlier owner); the handle writes nothing itself
+//! but the drain's marks ([`Partition::put_records`], conditional on the
+//! range id): every other write goes through the writer; it stops its tasks
+//! before it reports a partition released or abandoned.
+
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex};
@@ -90,6 +101,11 @@ impl Partition {
         tasks.spawn(super::reader::run(shared.clone(), stop.clone()));
         tasks.spawn(super::keeper::run(shared.clone(), writes.clone(), stop.clone()));
         Ok(Arc::new(Partition { shared, writes, stop, tasks: tokio::sync::Mutex::new(tasks) }))
+    }
+
+    /// What its tasks share (for the drain, started on this handle).
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Which partition of which queue this is.

@@ -1,3 +1,10 @@
+//! The keeper: a partition's housekeeping task.
+//!
+//! Invariants: it deletes only rows the engine has acknowledged (below the
+//! ack levels and record floors the engine reports), never a row that may
+//! still be handed out; it writes no metadata itself but asks the writer
+//! for it; it stops as soon as the partition is no longer active.
+
 use std::sync::Arc;
 
 use tokio::sync::mpsc;

@@ -1,3 +1,9 @@
+//! The reader: refills a partition's buffer from the store.
+//!
+//! Invariants: it only reads; what it read reaches the engine under its
+//! mutex, never across an await; read errors are retried with backoff; it
+//! stops as soon as the partition is no longer active.
+
 use std::sync::Arc;
 use std::time::Duration;
 

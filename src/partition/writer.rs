@@ -1,3 +1,12 @@
+//! The writer: the one task that makes a partition's conditional writes of
+//! its task rows and metadata.
+//!
+//! Invariants: one write at a time, each conditional on the owner's range
+//! id, so no two writes of a partition race; a task reaches a worker only
+//! after the write that holds its lease record succeeded; a write of unknown
+//! outcome is settled (fenced by this node itself) before anything is
+//! written again; after `Fenced`, nothing more is written or handed out.
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,6 +23,7 @@ use super::shared::{
     AppendReply, BuryReply, Delivery, FinishReply, PartitionState, RedriveReply, Redriven, Shared, WriteCommand,
     on_write_error,
 };
+use super::stored::StoredPartition;
 
 use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
 use crate::core::engine::{AppendPlan, Finish, PlanInput, bury_bytes, spec_bytes};
@@ -368,16 +378,16 @@ async fn redrivable(
 ) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
     let page = limit.min(REDRIVE_PAGE);
     let floor = shared.engine().dead_letters_floor();
-    let records = shared.store.read_records(&shared.id, RecordRange::above(Section::DeadLetters, floor), page).await?;
-    let mut dead = Vec::with_capacity(records.len());
-    for record in records {
-        let task = record.value.into_task("a dead letter")?.task;
+    let letters = StoredPartition::new(shared.store.clone(), shared.id.clone()).dead_letters(floor, page).await?;
+    let mut dead = Vec::with_capacity(letters.len());
+    for (at, letter) in letters {
+        let task = letter.task;
         let bytes = stored_task_bytes(&task) + 2 * ROW_BYTES;
         if !dead.is_empty() && bytes > room {
             break;
         }
         room = room.saturating_sub(bytes);
-        dead.push((record.at, task));
+        dead.push((at, task));
     }
     resolve_dedup(shared, dead.iter().filter_map(|(_, task)| task.dedup_id.as_deref())).await?;
     Ok(dead)

@@ -8,8 +8,8 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::histogram::{BOUNDS_MS, HistogramReading};
 use crate::core::engine::TaskCounts;
+use crate::histogram::{BOUNDS_MS, HistogramReading};
 use crate::matcher::{LevelStats, QueueStats, Queues};
 use crate::model::QueueName;
 

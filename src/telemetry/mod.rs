@@ -9,10 +9,11 @@
 //! [`metrics::Sampler`]); the exports start after the queues and stop last,
 //! after the store is closed (see `crate::server`).
 
-pub mod histogram;
 mod http;
 pub mod metrics;
 pub mod otlp;
+
+pub use crate::histogram;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -12,8 +12,8 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
 use super::TelemetryError;
-use super::histogram::BOUNDS_MS;
 use super::metrics::{ALL, DISPATCH_LATENCY, Kind, Sampler, Values};
+use crate::histogram::BOUNDS_MS;
 use crate::matcher::QueueStats;
 
 /// Instruments read within this long of each other share one reading of the

@@ -19,11 +19,7 @@ impl QueueMatcher {
             return Err(MatchError::ShuttingDown);
         }
         let partition = match partition.or_else(|| self.partition_for(&spec)) {
-            Some(number) => self
-                .partitions()
-                .into_iter()
-                .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
-                .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))?,
+            Some(number) => self.held_partition(number)?,
             None => self.pick_partition()?,
         };
         if let Some(poller) = self.sync_match_poller(&spec) {

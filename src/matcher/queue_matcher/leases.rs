@@ -5,9 +5,7 @@ use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;
 use crate::core::engine::{Finish, Finished, Outcome};
 use crate::matcher::LeaseToken;
-use crate::model::PartitionId;
-use crate::partition::{PartitionError, Redriven};
-use crate::store::{RecordRange, RecordTask, Section};
+use crate::partition::{PartitionError, RecordTask, Redriven};
 
 impl QueueMatcher {
     /// Records a worker's report on the lease of `token`.
@@ -43,18 +41,16 @@ impl QueueMatcher {
         let share = (max_bytes / self.partition_count() as usize).max(1);
         let mut dead = Vec::new();
         for partition in self.config().partition_numbers() {
-            let id = PartitionId { queue: self.name.clone(), partition };
-            let meta = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+            let stored = self.stored(partition);
+            let meta = stored.meta().await.map_err(PartitionError::from)?;
             let mut after = meta.map_or((0, 0), |m| m.dead_letters_through);
             let (mut taken, mut bytes) = (0, 0);
             while taken < limit && bytes < share {
                 let page = (limit - taken).min(PAGE);
-                let range = RecordRange::above(Section::DeadLetters, after);
-                let records = self.store.read_records(&id, range, page).await.map_err(PartitionError::from)?;
-                let last_page = records.len() < page;
-                for record in records {
-                    after = record.at.key;
-                    let letter = record.value.into_task("a dead letter").map_err(PartitionError::from)?;
+                let letters = stored.dead_letters(after, page).await.map_err(PartitionError::from)?;
+                let last_page = letters.len() < page;
+                for (at, letter) in letters {
+                    after = at.key;
                     (taken, bytes) = (taken + 1, bytes + size(&letter));
                     dead.push((partition, letter));
                 }

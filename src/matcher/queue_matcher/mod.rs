@@ -4,13 +4,12 @@
 //! and dead letters (`leases`), polls and dispatch (`polls`), reports (`stats`).
 
 mod adds;
-mod generations;
+mod drains;
 mod leases;
 mod ownership;
 mod polls;
 mod stats;
 
-pub(super) use generations::{abandon_previous, hand_over_previous};
 pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 
 use self::polls::Waiter;
@@ -20,14 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::LeaseToken;
-use super::registry::Settings;
+use super::Settings;
 use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
 use crate::core::engine::{LeaseError, TaskCounts};
+use crate::histogram::LatencyHistogram;
 use crate::model::{QueueName, StoredTask};
 use crate::partition::{FinishError, Partition, PartitionError, ReadyHook};
 use crate::store::{QueueConfig, Store};
-use crate::telemetry::histogram::LatencyHistogram;
 
 /// A task handed to a worker.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,7 +159,7 @@ pub struct QueueMatcher {
     /// node waits for it to hand them over.
     abandoned: Mutex<BTreeSet<u32>>,
     /// The drains of the previous generation into the partitions held here.
-    drains: Arc<generations::Drains>,
+    drains: drains::Drains,
     /// From AddTask to delivery (see [`QueueMatcher::stats`]).
     dispatch_latency: LatencyHistogram,
 }
@@ -206,7 +205,7 @@ impl QueueMatcher {
                 retired: Mutex::new(TaskCounts::default()),
                 takeovers: AtomicU64::new(0),
                 abandoned: Mutex::new(BTreeSet::new()),
-                drains: Arc::default(),
+                drains: drains::Drains::default(),
                 dispatch_latency,
             }
         })

@@ -4,7 +4,7 @@
 use super::{MatchError, QueueMatcher};
 use crate::core::engine::TaskCounts;
 use crate::model::PartitionId;
-use crate::partition::{Partition, PartitionError, PartitionSetup, PartitionState};
+use crate::partition::{Partition, PartitionError, PartitionSetup, PartitionState, StoredPartition};
 use crate::store::StoreError;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -35,7 +35,7 @@ impl QueueMatcher {
         // Held but not active (fenced or closing): its counts are final.
         self.remove_partitions(|p| p.id().partition == partition);
         let id = PartitionId { queue: self.name.clone(), partition };
-        let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
+        let stored = self.stored(partition).meta().await.map_err(PartitionError::from)?;
         let not_handed_over =
             stored.as_ref().is_some_and(|meta| !meta.owner.is_empty() && meta.owner != self.settings.node);
         if let Some(meta) = &stored
@@ -122,11 +122,13 @@ impl QueueMatcher {
         if self.holds(partition) || !self.was_abandoned(partition) {
             return Ok(());
         }
-        let id = PartitionId { queue: self.name.clone(), partition };
-        let stored = self.store.load_partition(&id).await.map_err(PartitionError::from)?;
-        if let Some(meta) = stored.filter(|meta| meta.owner == self.settings.node) {
+        let stored = self.stored(partition);
+        let id = stored.id();
+        if let Some(meta) =
+            stored.meta().await.map_err(PartitionError::from)?.filter(|meta| meta.owner == self.settings.node)
+        {
             let freed = meta.handed_over(&self.config().home);
-            match self.store.update_metadata(&id, &freed).await {
+            match stored.release(&freed).await {
                 Ok(()) => tracing::info!(partition = %id, "handed over after abandoning it"),
                 Err(StoreError::Fenced { .. }) => {}
                 Err(error) => return Err(PartitionError::from(error).into()),
@@ -134,6 +136,11 @@ impl QueueMatcher {
         }
         self.abandoned().remove(&partition);
         Ok(())
+    }
+
+    /// Partition `partition` of the queue as the store has it, held here or not.
+    pub(super) fn stored(&self, partition: u32) -> StoredPartition {
+        StoredPartition::new(self.store.clone(), PartitionId { queue: self.name.clone(), partition })
     }
 
     fn abandoned(&self) -> MutexGuard<'_, BTreeSet<u32>> {

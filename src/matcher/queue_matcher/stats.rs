@@ -4,10 +4,10 @@ use std::collections::HashMap;
 
 use super::QueueMatcher;
 use crate::core::engine::{PartitionSnapshot, TaskCounts};
-use crate::model::{PartitionId, Priority};
-use crate::partition::PartitionState;
-use crate::store::{PartitionMeta, StoreError};
-use crate::telemetry::histogram::HistogramReading;
+use crate::histogram::HistogramReading;
+use crate::model::Priority;
+use crate::partition::{PartitionMeta, PartitionState};
+use crate::store::StoreError;
 use std::sync::atomic::Ordering;
 
 /// What this node counts and holds of one queue, for telemetry.
@@ -102,10 +102,7 @@ impl QueueMatcher {
         for partition in self.config().partition_numbers() {
             views.push(match held.remove(&partition) {
                 Some(report) => PartitionView::Held(report),
-                None => {
-                    let id = PartitionId { queue: self.name.clone(), partition };
-                    PartitionView::Stored(partition, self.store.load_partition(&id).await?.map(Box::new))
-                }
+                None => PartitionView::Stored(partition, self.stored(partition).meta().await?.map(Box::new)),
             });
         }
         Ok(views)

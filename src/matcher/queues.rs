@@ -1,75 +1,30 @@
-use std::collections::{BTreeMap, HashMap};
+//! The queues of this node ([`Queues`]): one [`QueueMatcher`] per queue
+//! opened here, opened on first use or when the cluster gives this node
+//! some of its partitions; and the queue-level operations that span
+//! partitions: create, move home, forced failover, declaring a previous
+//! generation lost, and handing a previous generation over.
+//!
+//! Invariants: at most one matcher per queue name is ever opened on this
+//! node (its slot is a once-cell; a failed opening leaves no slot behind);
+//! a move or forced failover is refused, with nothing written, unless the
+//! previous one is settled (every partition taken in its home, every
+//! partition of the previous generation drained); it reads and writes the
+//! queue catalog of the store, and reaches a partition's rows only through
+//! [`crate::partition`].
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::queue_matcher::{abandon_previous, hand_over_previous};
-use super::{MatchError, MatcherConfig, QueueMatcher, QueueStats};
+use super::{MatchError, QueueMatcher, QueueStats, Settings};
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterView, DispatchGate};
-use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::model::PartitionId;
 use crate::model::QueueName;
-use crate::partition::WriterConfig;
-use crate::security::{Grant, tenant_prefixes};
+use crate::partition::{StoredPartition, abandon_previous, hand_over_previous};
 use crate::store::{QueueConfig, Store, StoreError};
-
-/// What every queue of a node is opened with.
-#[derive(Clone, Debug, Default)]
-pub struct Settings {
-    /// How this node names itself to others (its listening address).
-    pub node: String,
-    /// The region written into the partitions this node takes: only nodes
-    /// of that region take them next, fenced by its Paxos. This node's
-    /// `cluster.region` under manual failover; empty (any region: the fence
-    /// is global) under automatic failover.
-    pub fence_region: String,
-    /// The home of queues created without one (see
-    /// [`crate::cluster::ClusterConfig::home_of_new_queues`]).
-    pub default_home: String,
-    /// How each partition buffers, persists and collects; its task policy is
-    /// set per queue (see [`Settings::engine_for`]).
-    pub engine: EngineConfig,
-    /// Group commit of each partition's writes.
-    pub writer: WriterConfig,
-    /// Polls, sync match and the partition count of new queues.
-    pub matcher: MatcherConfig,
-    /// The default task policy, and the queues that override it.
-    pub tasks: TaskPolicy,
-    /// The task policies of the queues that override `tasks`, by queue name.
-    pub queues: BTreeMap<String, TaskPolicy>,
-    /// Defaults of the queues named by a prefix and at least one more
-    /// character (say, the visit scheduler's `visits.`), ahead of `tasks`;
-    /// the first prefix that matches wins.
-    pub prefixed: Vec<(String, TaskPolicy)>,
-    /// The tenant-bound grants (`fairness_prefix`) of the principals: on the
-    /// queues they cover, each prefix's keys share one fair share.
-    pub tenant_grants: Vec<Grant>,
-    /// Where dispatch latencies also go when metrics are pushed over OTLP.
-    pub dispatch_latency_otlp: Option<opentelemetry::metrics::Histogram<f64>>,
-}
-
-impl Settings {
-    /// The engine config of `queue`'s partitions: the node's, with the
-    /// queue's task policy (its own section, else the default of its
-    /// prefix, else `[tasks]`), and the prefixes of the tenants granted adds
-    /// to it among its fairness groups.
-    pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
-        let name = queue.as_str();
-        let by_prefix = self
-            .prefixed
-            .iter()
-            .find(|(prefix, _)| name.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.is_empty()))
-            .map(|(_, policy)| policy);
-        let tasks = self.queues.get(name).or(by_prefix).unwrap_or(&self.tasks).clone();
-        let mut engine = EngineConfig { tasks, ..self.engine.clone() };
-        engine.weights.groups.extend(tenant_prefixes(&self.tenant_grants, name));
-        engine.weights.groups.sort();
-        engine.weights.groups.dedup();
-        engine
-    }
-}
 
 type Slot = Arc<OnceCell<Arc<QueueMatcher>>>;
 
@@ -204,7 +159,7 @@ impl Queues {
             let id = PartitionId { queue: name.clone(), partition };
             // Read in this region: a lagging replica shows an earlier state
             // of the move, never a later one, so this refuses, never admits, wrongly.
-            let Some(meta) = self.store.load_partition(&id).await.map_err(store_error)? else { continue };
+            let Some(meta) = self.stored(id).meta().await.map_err(store_error)? else { continue };
             let settled = (meta.region.is_empty() || meta.region == current.home) && meta.moved_from.is_empty();
             if !settled {
                 return Err(MatchError::MoveInProgress {
@@ -301,7 +256,7 @@ impl Queues {
         let Some(first) = current.previous_of(current.partition_number(0)) else { return Ok(()) };
         for partition in first..first + current.partitions {
             let id = PartitionId { queue: name.clone(), partition };
-            let meta = self.store.load_partition(&id).await.map_err(|e| MatchError::Partition(e.into()))?;
+            let meta = self.stored(id).meta().await.map_err(|e| MatchError::Partition(e.into()))?;
             if !meta.is_some_and(|m| m.drained) {
                 return Err(MatchError::MoveInProgress {
                     queue: name.to_string(),
@@ -314,6 +269,11 @@ impl Queues {
             }
         }
         Ok(())
+    }
+
+    /// Partition `id` as the store has it.
+    fn stored(&self, id: PartitionId) -> StoredPartition {
+        StoredPartition::new(self.store.clone(), id)
     }
 
     async fn open(&self, name: &QueueName, opening: Opening) -> Result<Arc<QueueMatcher>, MatchError> {

@@ -1,5 +1,13 @@
-//! After a forced failover (see [`Store::force_queue_home`]): the tasks of
-//! the previous generation's partitions are added again to the current one.
+//! The drain: after a forced failover (see [`Store::force_queue_home`]),
+//! a partition of the current generation adds again the tasks of the
+//! partition of its index in the previous generation. It is the
+//! partition's fourth task ([`Partition::start_drain`]), started when the
+//! queue's config names a previous generation, and the only partition
+//! task that writes another partition's rows: it fences the previous partition with
+//! `take_ownership` and closes it (its metadata, `drained`); into its own
+//! partition it adds tasks and buries dead letters through the writer, and
+//! writes and forgets the marks ([`Section::Drained`], which the engine does
+//! not keep) itself, the marks conditional on the partition's range id.
 //!
 //! Invariants:
 //! - A task of a previous partition is added to the current partition of
@@ -28,23 +36,23 @@
 //!   current generation, reach them. A cut between the two writes gives
 //!   a dead letter twice, never none.
 //! - An operator may declare the previous generation lost
-//!   ([`abandon_previous`]): its partitions are then written as handed over
-//!   on the old region's behalf, without its replicas, and closed after a
+//!   ([`abandon_previous`](super::abandon_previous)): its partitions are
+//!   then written as handed over on the old region's behalf, without its replicas, and closed after a
 //!   last pass, as if it had returned.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::QueueMatcher;
+use super::handle::Partition;
+use super::shared::PartitionState;
 use crate::clock::SharedClock;
-use crate::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask, TaskHistory, TaskSpec};
-use crate::partition::{Partition, PartitionState};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskHistory, TaskSpec};
 use crate::store::{
-    MAX_BUCKETS_PER_READ, PartitionMeta, QueueConfig, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section,
-    Store, StoreError,
+    MAX_BUCKETS_PER_READ, PartitionMeta, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section, Store,
+    StoreError,
 };
 
 /// How soon a partition whose previous one is not drained yet reads it
@@ -52,68 +60,28 @@ use crate::store::{
 const DRAIN_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The longest wait between two passes that add nothing.
-pub(super) const MAX_DRAIN_INTERVAL: Duration = Duration::from_secs(60);
+const MAX_DRAIN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Tasks read, marks checked and tasks added at a time.
 const PAGE: usize = MAX_BUCKETS_PER_READ;
 
-/// Where the drain of each held partition of a later generation stands.
-#[derive(Debug, Default)]
-pub(super) struct Drains {
-    by_partition: Mutex<BTreeMap<u32, DrainState>>,
-}
-
-#[derive(Debug)]
-enum DrainState {
-    Running(JoinHandle<()>),
-    Done,
-}
-
-impl Drains {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, DrainState>> {
-        self.by_partition.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl QueueMatcher {
-    /// Starts draining the previous generation into each partition held
-    /// here that has one and is not drained (or draining) yet.
-    pub fn start_drains(&self) {
-        let config = self.config();
-        let mut drains = self.drains.lock();
-        drains.retain(|_, state| !matches!(state, DrainState::Running(task) if task.is_finished()));
-        for partition in self.partitions() {
-            let number = partition.id().partition;
-            let Some(previous) = config.previous_of(number) else { continue };
-            if partition.state() != PartitionState::Active || drains.contains_key(&number) {
-                continue;
-            }
-            let previous = PartitionId { queue: self.name.clone(), partition: previous };
-            let drain = Drain {
-                store: self.store.clone(),
-                clock: self.clock.clone(),
-                node: self.settings.node.clone(),
-                region: self.settings.fence_region.clone(),
-                previous,
-                into: partition,
-            };
-            let done = self.drains.clone();
-            let task = tokio::spawn(async move {
-                if drain.run().await {
-                    done.lock().insert(number, DrainState::Done);
-                }
-            });
-            drains.insert(number, DrainState::Running(task));
-        }
-    }
-
-    /// Stops the drains (the partitions they fill are going away).
-    pub(super) fn stop_drains(&self) {
-        for (_, state) in std::mem::take(&mut *self.drains.lock()) {
-            if let DrainState::Running(task) = state {
-                task.abort();
-            }
-        }
+impl Partition {
+    /// Starts this partition's drain of partition `previous` of the queue
+    /// (the one of its index in the previous generation). The task ends
+    /// with true once `previous` is drained for good, with false once this
+    /// partition no longer hands out tasks; aborting it loses nothing (each
+    /// add is marked after it is made).
+    pub fn start_drain(self: &Arc<Self>, previous: u32) -> JoinHandle<bool> {
+        let shared = self.shared();
+        let drain = Drain {
+            store: shared.store.clone(),
+            clock: shared.clock.clone(),
+            node: shared.node.clone(),
+            region: shared.region.clone(),
+            previous: PartitionId { queue: shared.id.queue.clone(), partition: previous },
+            into: self.clone(),
+        };
+        tokio::spawn(async move { drain.run().await })
     }
 }
 
@@ -398,90 +366,4 @@ fn spec_of(task: StoredTask, delay_ms: i64) -> TaskSpec {
         dedup_id: task.dedup_id,
         delay: Duration::from_millis(delay_ms as u64),
     }
-}
-
-/// For a node of a region other than the queue's home, after a forced
-/// failover: hands each partition of the previous generation that names
-/// this region, and that no live node of it holds (`held`: those this node
-/// holds, which its ownership pass hands over), over to the home,
-/// through this region's Paxos (taking it first, which fences any owner
-/// here that wakes with a write in hand). In the previous home, a partition
-/// never created is created to be handed over. Whether none is left to hand
-/// over.
-pub(in crate::matcher) async fn hand_over_previous(
-    store: &dyn Store,
-    queue: &QueueName,
-    config: &QueueConfig,
-    node: &str,
-    region: &str,
-    live: &[String],
-    held: &[u32],
-) -> Result<bool, StoreError> {
-    let Some(first) = config.previous_of(config.partition_number(0)) else { return Ok(true) };
-    let mut settled = true;
-    for number in first..first + config.partitions {
-        let id = PartitionId { queue: queue.clone(), partition: number };
-        let meta = store.load_partition(&id).await?;
-        let expected = match &meta {
-            Some(meta) if meta.drained || meta.region != region => continue,
-            Some(meta)
-                if (meta.owner == node && held.contains(&number))
-                    || (meta.owner != node && live.contains(&meta.owner)) =>
-            {
-                // Its owner hands it over once it reads the new generation.
-                settled = false;
-                continue;
-            }
-            Some(meta) => meta.range_id,
-            // Never created in its home (whose quorum this read meets): one
-            // with no rows, made to be handed over so that the drain ends.
-            None if config.previous_home == region => 0,
-            None => continue,
-        };
-        let taken = store.take_ownership(&id, expected, node, region).await?;
-        store.update_metadata(&id, &taken.handed_over(&config.home)).await?;
-        tracing::info!(partition = %id, to_region = %config.home, "handed a partition of the previous generation over");
-    }
-    Ok(settled)
-}
-
-/// Declares the previous generation of `queue` (in `config`) lost, for an
-/// old home that will not return: writes each of its partitions not yet
-/// drained as handed over to `config.home` on the old region's behalf (no
-/// owner; conditional on the range id the current home's replicas have, in
-/// this region's Paxos), without the catch-up from the old region a real
-/// hand-over asks for, so that the current generation's drains take it,
-/// pass over it a last time and close it. What the old home acknowledged and
-/// never replicated here is lost. A partition the old home never created
-/// here is created empty, handed over likewise. The number of partitions
-/// declared lost.
-pub(in crate::matcher) async fn abandon_previous(
-    store: &dyn Store,
-    queue: &QueueName,
-    config: &QueueConfig,
-    node: &str,
-    region: &str,
-) -> Result<u32, StoreError> {
-    let Some(first) = config.previous_of(config.partition_number(0)) else { return Ok(0) };
-    let mut abandoned = 0;
-    for number in first..first + config.partitions {
-        let id = PartitionId { queue: queue.clone(), partition: number };
-        let lost = |meta: PartitionMeta| PartitionMeta {
-            owner: String::new(),
-            region: config.home.clone(),
-            moved_from: String::new(),
-            ..meta
-        };
-        match store.load_partition(&id).await? {
-            Some(meta) if meta.drained => continue,
-            Some(meta) => store.update_metadata(&id, &lost(meta)).await?,
-            None => {
-                let taken = store.take_ownership(&id, 0, node, region).await?;
-                store.update_metadata(&id, &lost(taken)).await?;
-            }
-        }
-        tracing::warn!(partition = %id, old_home = %config.previous_home, "declared lost: what its old home acknowledged and never replicated here is gone");
-        abandoned += 1;
-    }
-    Ok(abandoned)
 }
