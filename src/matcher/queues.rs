@@ -567,8 +567,12 @@ mod tests {
         assert_eq!(queues.move_home(&name, "a").await.unwrap(), QueueConfig::new(2, "a"));
         assert_eq!(queues.move_home(&name, "b").await.unwrap(), QueueConfig::new(2, "b"));
         // Handed to b, not yet taken there: a move to c now would strand it.
-        let handed =
-            crate::store::PartitionMeta { owner: String::new(), region: "b".into(), moved_from: "a".into(), ..taken };
+        let handed = crate::partition::PartitionMeta {
+            owner: String::new(),
+            region: "b".into(),
+            moved_from: "a".into(),
+            ..taken
+        };
         store.update_metadata(&id, &handed).await.unwrap();
         let refused = queues.move_home(&name, "c").await.unwrap_err();
         assert!(
@@ -602,7 +606,7 @@ mod tests {
         for partition in 0..2 {
             let id = PartitionId { queue: name.clone(), partition };
             let taken = store.take_ownership(&id, 0, "b-node", "b").await.unwrap();
-            let drained = crate::store::PartitionMeta { drained: true, ..taken };
+            let drained = crate::partition::PartitionMeta { drained: true, ..taken };
             store.update_metadata(&id, &drained).await.unwrap();
         }
         assert_eq!(queues.move_home(&name, "c").await.unwrap().home, "c");

@@ -2,6 +2,10 @@
 //! a tag only the cluster that made it can make
 //! (`v2/<partition>/<lease id>/<attempt>/<tag>/<queue>`). A token with any
 //! part changed, or from another cluster, is refused with the same error.
+//!
+//! Invariant: a token verifies only if this cluster's key tagged exactly
+//! these parts; it names a delivery, so a report on an earlier attempt of
+//! the same lease is refused as stale by the partition.
 
 use crate::model::{PartitionId, QueueName, validate};
 use crate::security::ClusterKeys;

@@ -1,6 +1,11 @@
 //! What the writer, the reader and the keeper of one partition share: its
 //! engine (touched only under its mutex, never across an await), its store,
 //! its state, and the pollers waiting for leases to become durable.
+//!
+//! Invariants: the engine is touched only under its mutex, never across an
+//! await; a poller gets its task only once the write of its lease record
+//! succeeded ([`Shared::deliver`]); once the state leaves `Active` it never
+//! returns to it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -1,4 +1,8 @@
 //! Adds: to a waiting poller at once (sync match), or to a partition held here.
+//!
+//! Invariants: a task goes to a partition this node holds and that is
+//! active, or is refused with nothing written; a sync match passes no one
+//! (only when nothing older than `backlog_negligible_age` waits).
 
 use super::polls::drop_gone;
 use super::{AddOutcome, MatchError, QueueMatcher};

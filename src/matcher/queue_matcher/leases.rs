@@ -1,5 +1,9 @@
 //! What workers do with the tasks they hold: finish, heartbeat; and the
 //! dead letters, listed and put back.
+//!
+//! Invariants: finishes and heartbeats go to the partition named by the
+//! token, held here and active, or are refused with nothing written; dead
+//! letters are read through [`crate::partition::StoredPartition`] only.
 
 use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;

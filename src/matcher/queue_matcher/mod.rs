@@ -2,6 +2,10 @@
 //! waiting on them, and what it reports. Its methods by concern: taking and
 //! handing over partitions (`ownership`), adds (`adds`), finishes, heartbeats
 //! and dead letters (`leases`), polls and dispatch (`polls`), reports (`stats`).
+//!
+//! Invariants: it reads and writes a partition's rows only through
+//! [`crate::partition`]; a partition's counts are counted once, whether it
+//! is held or retired.
 
 mod adds;
 mod drains;

@@ -1,5 +1,10 @@
 //! Which partitions of the queue this node holds: taking them, checking
 //! them, handing them over, dropping them at a heartbeat lapse.
+//!
+//! Invariants: adoptions and releases run one at a time; a partition is
+//! taken only from an owner that handed it over, is gone, or is this node;
+//! an abandoned partition is freed only while the store still names this
+//! node, fenced by its range id.
 
 use super::{MatchError, QueueMatcher};
 use crate::core::engine::TaskCounts;

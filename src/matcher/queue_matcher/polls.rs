@@ -1,5 +1,9 @@
 //! Polls: the best task across the partitions held, or a wait in arrival
 //! order until one is ready.
+//!
+//! Invariants: waiting polls are served in arrival order; a task handed to
+//! a poller that has gone away is put back before anyone else can miss it;
+//! nothing is dispatched while the dispatch gate is closed.
 
 use super::{DispatchedTask, MatchError, QueueMatcher};
 use crate::core::engine::Candidate;

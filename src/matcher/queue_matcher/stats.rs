@@ -1,4 +1,8 @@
 //! What this node reports of the queue: per partition, and summed for telemetry.
+//!
+//! Invariants: a reading counts each partition once (held, or retired in
+//! the same step as it leaves the list); partitions held elsewhere are read
+//! through [`crate::partition::StoredPartition`].
 
 use std::collections::HashMap;
 
