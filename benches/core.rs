@@ -1,6 +1,6 @@
 //! Benchmarks of the pure core: the pass arithmetic and the partition engine,
 //! driven directly, with no store and no async runtime (see
-//! `docs/benchmarks.md` for the figures, and `fairway bench` for end to end).
+//! `docs/benchmarks.md` for the figures, and `fairway-lab bench` for end to end).
 //!
 //! Each benchmark runs at several numbers of distinct fairness keys, on both
 //! sides of `CounterConfig::exact_keys` (10,000 by default), past which keys

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Throughput of N `fairway serve` nodes sharing one Cassandra keyspace, driven
-# over gRPC by `fairway bench throughput --servers …`, beside the raw append
+# over gRPC by `fairway-lab bench throughput --servers …`, beside the raw append
 # rate of the same Cassandra in the same run. Needs a Cassandra node (e.g.
 # deploy/cassandra/cassandra.sh start).
 #
-#   scripts/bench-cluster.sh NODES [more `fairway bench throughput` flags]
+#   scripts/bench-cluster.sh NODES [more `fairway-lab bench throughput` flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +14,10 @@ contact="${FAIRWAY_BENCH_CASSANDRA:-127.0.0.1:9042}"
 keyspace="fairway_bench"
 store="cassandra://$contact/$keyspace"
 bin=target/release/fairway
+lab=target/release/fairway-lab
 
-cargo build --release -q
+# Both binaries: the product's and the tools' (tools/fairway-lab).
+cargo build --release -q --workspace
 "$bin" schema apply --cassandra "$contact" --keyspace "$keyspace" >/dev/null
 
 work="$(mktemp -d)"
@@ -39,4 +41,4 @@ for i in $(seq 1 "$nodes"); do
   servers+=("$(awk '/listening on/ {print $3}' "$work/node$i.out")")
 done
 echo "nodes: ${servers[*]}" >&2
-"$bin" bench throughput --store "$store" --servers "$(IFS=,; echo "${servers[*]}")" "$@"
+"$lab" bench throughput --store "$store" --servers "$(IFS=,; echo "${servers[*]}")" "$@"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test of the project: unit and property tests of the core, the
+# Runs every test of the workspace: unit and property tests of the core, the
 # store conformance suite on the embedded store and on a real Apache
-# Cassandra, and the integration tests (real gRPC servers, real `fairway
-# serve` processes, Cassandra outages). Ends with one line counting them all.
+# Cassandra, the integration tests (real gRPC servers, real `fairway serve`
+# processes, Cassandra outages), and the tools' tests and chaos runs
+# (tools/fairway-lab). First, clippy on every target of the workspace with
+# warnings denied: a lint fails the run before the long tests start. Ends
+# with one line counting the tests.
 #
 # Cassandra: uses the node at $FAIRWAY_TEST_CASSANDRA (default
 # 127.0.0.1:9042) if one listens there; otherwise fetches Cassandra from
@@ -15,6 +18,12 @@
 # Debian's packages if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "test: cargo clippy --workspace --all-targets --locked -- -D warnings"
+if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
+  echo "test: FAILED: clippy reports warnings (above); no test ran" >&2
+  exit 1
+fi
 
 contact="${FAIRWAY_TEST_CASSANDRA:-127.0.0.1:9042}"
 host="${contact%:*}"
@@ -69,7 +78,7 @@ fi
 
 log="$(mktemp)"
 status=0
-cargo test --locked --all-targets 2>&1 | tee "$log" || status=$?
+cargo test --workspace --locked --all-targets 2>&1 | tee "$log" || status=$?
 
 awk '/^test result:/ {
        for (i = 1; i <= NF; i++) {

@@ -23,10 +23,11 @@
 //!   prove node-to-node requests (rotatable).
 //! - [`server`]: wiring, startup and the ordered shutdown.
 //! - [`telemetry`]: metrics (Prometheus `/metrics`, OTLP) and request spans.
-//! - [`chaos`]: the history of a chaos run and its checker.
 //! - [`config`], [`clock`], [`hash`] (stable hashing for decisions every node
 //!   makes alike), [`histogram`] (the dispatch latency histogram: atomics
 //!   only, read by [`telemetry`], recorded into by [`matcher`]).
+//! - `test_util` (feature `test-util`): starting real `fairway serve`
+//!   processes, for the tools in `tools/fairway-lab` and the tests.
 //!
 //! ## Guarantees
 //!
@@ -39,7 +40,6 @@
 //!   the backlog.
 
 pub mod api;
-pub mod chaos;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -53,6 +53,8 @@ pub mod security;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod visits;
 
 /// Code generated from `proto/`.

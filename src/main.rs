@@ -1,4 +1,5 @@
-//! The `fairway` command: runs a server, talks to one, or runs a demo.
+//! The `fairway` command: runs a server or talks to one. The tools (bench,
+//! chaos, simulate, demo) are `tools/fairway-lab`.
 
 mod cli;
 

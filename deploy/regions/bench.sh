@@ -2,7 +2,7 @@
 # What regions cost a queue's dispatch, measured on the test bed of
 # deploy/regions/regions.sh with one command: add latency (each AddTask as
 # the producer sees it) and sync-match latency (add sent -> task received by
-# a waiting poller), p50 and p99, by `fairway bench latency --server`, run
+# a waiting poller), p50 and p99, by `fairway-lab bench latency --server`, run
 # inside a region's namespace against a Fairway node of its choice.
 #
 #   deploy/regions/bench.sh [--out DIR] [--rounds N] [--warm-up-rounds N] [--runs N] [--tasks N]
@@ -50,9 +50,10 @@
 #
 # Needs root, a bed that is DOWN (this script brings it up with `regions.sh up a b` and takes it
 # down at the end, whatever happens: it will not take over, nor take down, a bed someone else
-# uses), python3, and target/release/fairway (it builds nothing). Each node runs as
+# uses), python3, and target/release/fairway and target/release/fairway-lab (it builds nothing:
+# `cargo build --release --workspace` builds both). Each node runs as
 # `regions.sh exec R target/release/fairway serve` with the environment of the servers
-# `fairway bench` starts (FAIRWAY_LOG=warn, NO_COLOR=1, matcher.sync_match = true) plus its
+# `fairway-lab bench` starts (FAIRWAY_LOG=warn, NO_COLOR=1, matcher.sync_match = true) plus its
 # region: FAIRWAY_CLUSTER__REGION=R, cassandra.consistency = LOCAL_QUORUM,
 # cassandra.serial_consistency = LOCAL_SERIAL, the store its region's Cassandra node. The nodes
 # listen on the bed's addresses, not loopback, in plain gRPC: a node refuses that without TLS and
@@ -67,6 +68,7 @@ root="$(cd "$here/../.." && pwd)"
 regions="$here/regions.sh"
 state="$root/.deploy/regions"
 bin="$root/target/release/fairway"
+lab="$root/target/release/fairway-lab"
 
 out="bench-results/regions-$(date +%Y%m%d-%H%M%S)"
 rounds=2
@@ -117,13 +119,14 @@ while [ "$#" -gt 0 ]; do
     *) say "unknown argument: $1"; usage ;;
   esac
 done
-[ "$runs" -le 20 ] || die "--runs is at most 20 (fairway bench's limit)"
+[ "$runs" -le 20 ] || die "--runs is at most 20 (fairway-lab bench's limit)"
 
 [ "$(id -u)" = 0 ] || die "needs root (regions.sh builds network namespaces)"
-[ -x "$bin" ] || die "no $bin: build it first (cargo build --release); this script builds nothing"
+[ -x "$bin" ] || die "no $bin: build it first (cargo build --release --workspace); this script builds nothing"
+[ -x "$lab" ] || die "no $lab: build it first (cargo build --release --workspace); this script builds nothing"
 command -v python3 >/dev/null || die "python3 is needed (the bed's too)"
-"$bin" bench latency --help 2>/dev/null | grep -- '--create-home' >/dev/null ||
-  die "$bin has no 'bench latency --server/--create-home': rebuild it from this tree"
+"$lab" bench latency --help 2>/dev/null | grep -- '--create-home' >/dev/null ||
+  die "$lab has no 'bench latency --server/--create-home': rebuild it from this tree"
 [ ! -f "$state/regions" ] ||
   die "the bed is up ($(cat "$state/regions")): someone may be using it; run deploy/regions/regions.sh down first"
 mkdir -p "$out"
@@ -235,11 +238,11 @@ measure() {
   say "round $round, $setup: client in region $client through $server (queue $queue), $runs run(s)"
   mkdir -p "$dir"
   if [ "$warm_up" = yes ]; then
-    bash "$regions" exec "$client" "$bin" bench latency --server "$server" --queue "$queue" --create-home a \
+    bash "$regions" exec "$client" "$lab" bench latency --server "$server" --queue "$queue" --create-home a \
       --runs 1 --tasks "$tasks" --rate "$rate" --pollers "$pollers" --out "$dir/warm-up" \
       > "$dir/warm-up.out" 2> "$dir/warm-up.err" || die "the warm-up of round $round, $setup, client $client failed: $dir/warm-up.err"
   fi
-  bash "$regions" exec "$client" "$bin" bench latency --server "$server" --queue "$queue" --create-home a \
+  bash "$regions" exec "$client" "$lab" bench latency --server "$server" --queue "$queue" --create-home a \
     --runs "$runs" --tasks "$tasks" --rate "$rate" --pollers "$pollers" --out "$dir" \
     > "$dir/bench.out" 2> "$dir/bench.err" || {
     tail -n 30 "$dir/bench.err" >&2 || true

@@ -1,15 +1,10 @@
 //! Command-line interface. `anyhow` lives here and nowhere else.
 
 mod auth;
-mod bench;
-mod chaos;
 mod client;
-mod demo;
-mod figures;
 mod origin;
 mod schema;
 mod serve;
-mod simulate;
 mod worker;
 
 use std::process::ExitCode;
@@ -17,7 +12,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "fairway", version, about = "A fair task-queue matching service")]
+#[command(
+    name = "fairway",
+    version,
+    about = "A fair task-queue matching service",
+    after_help = "The tools (bench, chaos, simulate, demo) are the `fairway-lab` binary: \
+                  cargo run --release -p fairway-lab -- --help"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,9 +34,6 @@ enum Command {
     /// Inspect queues on a running server.
     #[command(subcommand)]
     Queue(client::QueueCommand),
-    /// Load generators: throughput against a store, over real gRPC.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
     /// The origin-visit scheduler: record origins, inspect them, run a round.
     #[command(subcommand)]
     Origin(origin::OriginCommand),
@@ -45,16 +43,6 @@ enum Command {
     /// Manage the Cassandra schema.
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
-    /// An in-process server, producers and workers, with a live view of
-    /// each fairness key's share of dispatches against its weighted target.
-    Demo(demo::DemoArgs),
-    /// A synthetic forge in virtual time, scheduled by the real scheduler:
-    /// Fairway's defaults against the reference scheduler's way.
-    Simulate(simulate::SimulateArgs),
-    /// Fault injection: several nodes on one Cassandra keyspace, a nemesis,
-    /// and a checker of what clients saw.
-    #[command(subcommand)]
-    Chaos(chaos::ChaosCommand),
     /// Credentials: API keys for `[[security.principals]]`.
     #[command(subcommand)]
     Auth(auth::AuthCommand),
@@ -63,8 +51,8 @@ enum Command {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     // Short commands that print: a closed pipe ends them. Not the long-lived
-    // ones, which write to sockets of servers that may die (a chaos run kills
-    // them on purpose): SIGPIPE would kill the client with them.
+    // ones, which write to sockets of servers that may die: SIGPIPE would
+    // kill the client with them.
     if matches!(
         cli.command,
         Command::Task(_) | Command::Queue(_) | Command::Origin(_) | Command::Schema(_) | Command::Auth(_)
@@ -88,12 +76,8 @@ pub(crate) fn main() -> ExitCode {
             Command::Task(command) => client::task(command).await,
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
-            Command::Bench(command) => bench::run(command).await,
             Command::Origin(command) => origin::run(command).await,
             Command::Worker(args) => worker::run(args).await,
-            Command::Demo(args) => demo::run(args).await,
-            Command::Simulate(args) => simulate::run(args).await,
-            Command::Chaos(command) => chaos::run(command).await,
             Command::Auth(command) => auth::run(command).await,
         }
     });
@@ -127,8 +111,8 @@ fn init_logging(server: bool, tracer: Option<opentelemetry_sdk::trace::Tracer>) 
 /// A client command whose output is cut short (`fairway queue describe | head`)
 /// ends at once, as other command-line tools do, instead of panicking on the
 /// failed write. Rust ignores SIGPIPE by default; this restores the default
-/// action. Not for `serve`, `worker`, `bench`, `demo`, `simulate` or
-/// `chaos`, which write to sockets that peers may close.
+/// action. Not for `serve` or `worker`, which write to sockets that peers
+/// may close.
 fn exit_quietly_on_closed_pipe() {
     // SAFETY: called once at startup, before any other thread exists; setting
     // the disposition of SIGPIPE to its default has no other effect.

@@ -1,17 +1,14 @@
 //! `fairway serve`: loads the layered config (file, `FAIRWAY_*`
 //! environment, flags), starts the node, and stops it in order on Ctrl-C or
-//! SIGTERM; and [`spawn_server`], which starts a `fairway serve` process
-//! for the tools.
+//! SIGTERM.
 //!
 //! Invariant: the signal handlers are installed before the server says
 //! where it listens, so that a signal sent from then on stops it in order.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use opentelemetry::trace::TracerProvider;
 
@@ -122,25 +119,6 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     {
         async {
             let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-/// Starts `command` (a `fairway serve` with the caller's arguments and
-/// environment), its log going to `log`, and waits until it prints the
-/// address it listens at. A process that prints anything else first, or
-/// nothing, is killed.
-pub(super) fn spawn_server(command: &mut Command, log: std::fs::File) -> anyhow::Result<(Child, String)> {
-    let mut child =
-        command.env("NO_COLOR", "1").stdout(Stdio::piped()).stderr(log).spawn().context("start fairway serve")?;
-    let mut line = String::new();
-    let read = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
-    match (read, line.trim().strip_prefix("listening on ")) {
-        (Ok(_), Some(addr)) => Ok((child, addr.to_owned())),
-        _ => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("fairway serve did not start")
         }
     }
 }

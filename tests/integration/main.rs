@@ -3,7 +3,6 @@
 
 mod auth;
 mod cassandra;
-mod chaos;
 mod conformance_embedded;
 mod connections;
 mod durability;

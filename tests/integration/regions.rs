@@ -13,8 +13,21 @@ use fairway::proto::v1 as pb;
 use fairway::store::cassandra::{CassandraConfig, CassandraStore, apply_schema, connect_session};
 use fairway::store::{PartitionStore, SecretStore};
 
-use crate::chaos::{ONE_RUN_AT_A_TIME, cluster_contact_point};
 use crate::support::{Client, ServerProcess, spec, wait};
+
+/// The test Cassandra cluster of three nodes (dc1, dc1, dc2).
+fn cluster_contact_point() -> String {
+    std::env::var("FAIRWAY_TEST_CASSANDRA_CLUSTER").unwrap_or_else(|_| "127.0.0.11:9042".to_owned())
+}
+
+/// One region test or chaos run (tools/fairway-lab/tests/chaos.rs, another
+/// test binary: they share the cluster) at a time: each starts three nodes
+/// and a workload, and two at once on two cores starve both. The same lock
+/// file as the chaos runs take, in the workspace's target directory.
+fn one_run_at_a_time() -> std::fs::File {
+    let lock = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("three-node-runs.lock");
+    fairway::test_util::take_turn(&lock).expect("the lock of the three-node runs")
+}
 
 const QUEUE: &str = "homed";
 const PARTITIONS: u32 = 4;
@@ -170,7 +183,7 @@ async fn two_region_keyspace() -> (scylla::client::session::Session, String, Str
 /// store its own, and the nodes would refuse each other's forwarded calls).
 #[test]
 fn regions_starting_at_once_store_one_cluster_secret() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = one_run_at_a_time();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let (session, keyspace, _) = two_region_keyspace().await;
@@ -209,7 +222,7 @@ fn regions_starting_at_once_store_one_cluster_secret() {
 
 #[test]
 fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_loss() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = one_run_at_a_time();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(homed_queue_scenario());
 }
@@ -219,7 +232,7 @@ fn a_queue_is_owned_in_its_home_region_served_from_the_other_and_moved_without_l
 /// that comes back takes it back.
 #[test]
 fn under_automatic_failover_another_region_takes_a_queue_whose_home_died() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = one_run_at_a_time();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(automatic_failover_scenario());
 }
@@ -333,7 +346,7 @@ async fn homed_queue_scenario() {
 /// last pass finds nothing more, and the old partitions are closed.
 #[test]
 fn a_forced_failover_serves_at_once_and_closes_the_old_generation_when_its_region_returns() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = one_run_at_a_time();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(forced_failover_scenario());
 }

@@ -1,9 +1,8 @@
 //! Starting servers for tests: in-process on port 0, or as a real process.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -251,24 +250,16 @@ impl ServerProcess {
     /// [`ServerProcess::start_on`], listening on `listen` (its name in a cluster).
     pub(crate) fn start_listening(store: &str, env: &[(&str, &str)], listen: &str) -> ServerProcess {
         let log = tempfile::NamedTempFile::new().expect("a log file");
-        let mut child = fairway_command()
+        let mut command = fairway_command();
+        command
             .args(["serve", "--listen", listen, "--store", store])
             .env("FAIRWAY_LOG", "info")
-            .env("NO_COLOR", "1")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().expect("the log file"))
-            .spawn()
-            .expect("start fairway serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read the first line");
-        let Some(addr) = line.trim().strip_prefix("listening on ") else {
-            let _ = child.kill();
-            let _ = child.wait();
+            .envs(env.iter().copied());
+        let started = fairway::test_util::spawn_server(&mut command, log.reopen().expect("the log file"));
+        let (child, addr) = started.unwrap_or_else(|error| {
             let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
-            panic!("fairway serve did not say where it listens: {line:?}; stderr: {stderr}")
-        };
+            panic!("{error}; stderr: {stderr}")
+        });
         let addr = addr.parse().expect("an address");
         ServerProcess { child, addr, log }
     }

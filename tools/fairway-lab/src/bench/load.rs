@@ -1,0 +1,212 @@
+//! Offered load and paced workers against one queue, with a trace of every
+//! add and every dispatch: the raw material of the fairness scenarios.
+//!
+//! Producers offer tasks at a steady rate (open loop: a slow server does not
+//! slow the offer), choosing each task's key with a function of its number
+//! and a random draw. Workers take one task per poll, at most `capacity`
+//! tasks per second together, so that the offer can exceed what is served:
+//! the queue is saturated and its order decides who waits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+
+use fairway::proto::v1 as pb;
+
+use super::server::{Client, add_batch};
+use crate::figures::progress::Progress;
+use crate::figures::stats::Pace;
+
+/// A fairness key of the load.
+#[derive(Clone, Debug)]
+pub(super) struct LoadKey {
+    pub name: String,
+    pub weight: f64,
+    pub priority: u32,
+}
+
+impl LoadKey {
+    pub(super) fn new(name: impl Into<String>) -> LoadKey {
+        LoadKey { name: name.into(), weight: 1.0, priority: 0 }
+    }
+}
+
+/// Picks the key of task number `n` given a uniform draw in `[0, 1)`.
+pub(super) type Picker = Arc<dyn Fn(u64, f64) -> usize + Send + Sync>;
+
+/// What to run.
+pub(super) struct Load {
+    pub keys: Vec<LoadKey>,
+    /// Tasks offered per second; `None`: all of `prefill` added before the workers start.
+    pub rate: Option<f64>,
+    pub pick: Picker,
+    /// Tasks added before the workers start.
+    pub prefill: u64,
+    /// Tasks the workers take per second together (`None`: as fast as they can).
+    pub capacity: Option<f64>,
+    pub workers: u32,
+    /// The run ends after this long, or after `max_dispatches`.
+    pub duration: Duration,
+    pub max_dispatches: u64,
+}
+
+/// One task handed to a worker.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dispatch {
+    /// Seconds from the start of the run.
+    pub at: f64,
+    pub key: u32,
+    /// Seconds from the add being sent to the task's receipt.
+    pub wait: f64,
+}
+
+/// Everything a run added and dispatched, in time order.
+#[derive(Debug, Default)]
+pub(super) struct Trace {
+    /// (seconds from the start, key) of each add, when it was sent.
+    pub added: Vec<(f64, u32)>,
+    pub dispatched: Vec<Dispatch>,
+    pub seconds: f64,
+}
+
+/// Runs `load` against `queue` and returns its trace.
+pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) -> anyhow::Result<Trace> {
+    let epoch = Instant::now();
+    let added = Arc::new(Mutex::new(Vec::new()));
+    if load.prefill > 0 {
+        let mut progress = Progress::new(format!("{what}: prefill"), load.prefill);
+        let mut n = 0;
+        while n < load.prefill {
+            let size = 1000.min(load.prefill - n);
+            send(client, queue, &load, n..n + size, epoch, &added).await?;
+            n += size;
+            progress.update(n, "");
+        }
+    }
+    let started = Instant::now();
+    let stop_at = started + load.duration;
+    let dispatched = Arc::new(Mutex::new(Vec::new()));
+    let taken = Arc::new(AtomicU64::new(0));
+    let tickets = Arc::new(AtomicU64::new(0));
+    let pace = load.capacity.map(Pace::new);
+    let load = Arc::new(load);
+
+    let producer = load.rate.map(|rate| {
+        let (client, queue, load, added) = (client.clone(), queue.to_owned(), load.clone(), added.clone());
+        tokio::spawn(async move {
+            let mut sent = load.prefill;
+            let mut ticks = tokio::time::interval(Duration::from_millis(10));
+            while Instant::now() < stop_at {
+                ticks.tick().await;
+                let due = load.prefill + (started.elapsed().as_secs_f64() * rate) as u64;
+                while sent < due {
+                    let size = 1000.min(due - sent);
+                    send(&client, &queue, &load, sent..sent + size, epoch, &added).await?;
+                    sent += size;
+                }
+            }
+            anyhow::Ok(())
+        })
+    });
+    let workers: Vec<_> = (0..load.workers)
+        .map(|_| {
+            let (mut client, queue, load) = (client.clone(), queue.to_owned(), load.clone());
+            let (dispatched, taken, tickets) = (dispatched.clone(), taken.clone(), tickets.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let Some(pace) = &pace {
+                        pace.wait_for(tickets.fetch_add(1, Ordering::Relaxed)).await;
+                    }
+                    if Instant::now() >= stop_at || taken.load(Ordering::Relaxed) >= load.max_dispatches {
+                        return anyhow::Ok(());
+                    }
+                    let request = pb::PollTaskRequest {
+                        queue: queue.clone(),
+                        worker_id: "bench".into(),
+                        max_wait: Some(prost_types::Duration { seconds: 0, nanos: 200_000_000 }),
+                    };
+                    let Some(task) = client.poll_task(request).await?.into_inner().task else { continue };
+                    let (sent, key) = decode(&task.payload)?;
+                    let now = epoch.elapsed().as_secs_f64();
+                    dispatched.lock().await.push(Dispatch { at: now, key, wait: now - sent });
+                    taken.fetch_add(1, Ordering::Relaxed);
+                    let mut completer = client.clone();
+                    tokio::spawn(async move {
+                        let request = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
+                        // A lost completion only brings the task back after its lease.
+                        let _ = completer.complete_task(request).await;
+                    });
+                }
+            })
+        })
+        .collect();
+    // Progress in dispatches when the run ends after a number of them, else in seconds.
+    let by_count = load.max_dispatches != u64::MAX;
+    let total = if by_count { load.max_dispatches } else { load.duration.as_secs() };
+    let mut progress = Progress::new(format!("{what} ({})", if by_count { "dispatches" } else { "seconds" }), total);
+    let done = || if by_count { taken.load(Ordering::Relaxed) } else { started.elapsed().as_secs() };
+    while Instant::now() < stop_at && taken.load(Ordering::Relaxed) < load.max_dispatches {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        progress.update(done(), &format!("dispatched {}", taken.load(Ordering::Relaxed)));
+    }
+    progress.update(total, &format!("dispatched {}", taken.load(Ordering::Relaxed)));
+    if let Some(producer) = producer {
+        producer.await??;
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let start = started.duration_since(epoch).as_secs_f64();
+    let shift = |at: f64| at - start;
+    let mut added = std::mem::take(&mut *added.lock().await);
+    added.iter_mut().for_each(|(at, _)| *at = shift(*at));
+    let mut dispatched = std::mem::take(&mut *dispatched.lock().await);
+    dispatched.iter_mut().for_each(|d| d.at = shift(d.at));
+    added.sort_by(|a, b| a.0.total_cmp(&b.0));
+    dispatched.sort_by(|a, b| a.at.total_cmp(&b.at));
+    Ok(Trace { added, dispatched, seconds })
+}
+
+/// Adds tasks number `range` of the load in one AddTasks call.
+async fn send(
+    client: &Client,
+    queue: &str,
+    load: &Load,
+    range: std::ops::Range<u64>,
+    epoch: Instant,
+    added: &Mutex<Vec<(f64, u32)>>,
+) -> anyhow::Result<()> {
+    let now = epoch.elapsed().as_secs_f64();
+    let mut picked = Vec::with_capacity((range.end - range.start) as usize);
+    let specs = range
+        .map(|n| {
+            let key = (load.pick)(n, rand::random::<f64>());
+            picked.push((now, key as u32));
+            let spec = &load.keys[key];
+            pb::TaskSpec {
+                fairness_key: spec.name.clone(),
+                fairness_weight: spec.weight,
+                priority: spec.priority,
+                payload: encode(now, key as u32),
+                ..Default::default()
+            }
+        })
+        .collect();
+    add_batch(&mut client.clone(), queue, specs).await?;
+    added.lock().await.extend(picked);
+    Ok(())
+}
+
+fn encode(sent: f64, key: u32) -> Vec<u8> {
+    let mut payload = sent.to_le_bytes().to_vec();
+    payload.extend_from_slice(&key.to_le_bytes());
+    payload
+}
+
+fn decode(payload: &[u8]) -> anyhow::Result<(f64, u32)> {
+    anyhow::ensure!(payload.len() == 12, "a task this run did not add ({} bytes)", payload.len());
+    Ok((f64::from_le_bytes(payload[..8].try_into()?), u32::from_le_bytes(payload[8..].try_into()?)))
+}
