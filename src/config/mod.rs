@@ -10,7 +10,7 @@ mod store_url;
 
 /// Durations as human strings (kept in [`crate::clock`], below every
 /// section that has one).
-pub use crate::clock::duration_serde;
+use crate::clock::duration_serde;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -24,7 +24,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use fairway::clock::SystemClock;
-use fairway::config::{Config, StoreUrl, duration_serde};
+use fairway::clock::duration_serde;
+use fairway::config::{Config, StoreUrl};
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::server::{self, LocalServer};

@@ -110,7 +110,7 @@ pub(super) struct CheckArgs {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    fairway::config::duration_serde::parse(text).map_err(|e| format!("{text:?}: {e} (e.g. 90s, 5m)"))
+    fairway::clock::duration_serde::parse(text).map_err(|e| format!("{text:?}: {e} (e.g. 90s, 5m)"))
 }
 
 pub(super) async fn run(command: ChaosCommand) -> anyhow::Result<()> {

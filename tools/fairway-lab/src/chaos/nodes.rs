@@ -152,7 +152,7 @@ impl Node {
                 Ok(())
             });
         }
-        let lease_timeout = fairway::config::duration_serde::format(self.launch.lease_timeout);
+        let lease_timeout = fairway::clock::duration_serde::format(self.launch.lease_timeout);
         let store = self.placement.as_ref().map_or(&self.launch.store, |p| &p.store);
         command
             .args(["serve", "--listen", &self.addr, "--store", store])
