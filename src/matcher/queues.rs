@@ -187,7 +187,7 @@ impl Queues {
 
     /// Forced failover of the queue to `home`, for a home with no live node
     /// (`live_regions` are the regions that have one): starts the next
-    /// generation there ([`Store::force_queue_home`]); its partitions drain
+    /// generation there (`QueueCatalog::force_queue_home`); its partitions drain
     /// the previous generation's. `MoveInProgress` (nothing written) while
     /// the home has a live node (a graceful move loses nothing), while the
     /// previous forced failover's partitions are not all drained (their

@@ -1,4 +1,4 @@
-//! The drain: after a forced failover (see [`Store::force_queue_home`]),
+//! The drain: after a forced failover (see `QueueCatalog::force_queue_home`),
 //! a partition of the current generation adds again the tasks of the
 //! partition of its index in the previous generation. It is the
 //! partition's fourth task ([`Partition::start_drain`]), started when the

@@ -9,7 +9,7 @@
 //! side of that second only: one seen on the network cannot be replayed for
 //! another call, nor after it has gone stale.
 //!
-//! Rotation (`fairway auth rotate`, [`Store::rotate_cluster_secret`]). The
+//! Rotation (`fairway auth rotate`, the store's `rotate_cluster_secret`). The
 //! keys hold the current secret's and, after a rotation, the previous
 //! secret's. Invariants, for a time `now` every caller passes in (nothing
 //! here reads a clock):
@@ -22,8 +22,6 @@
 //!   after (a lease token signed before the rotation is refused from then
 //!   on, as one from another cluster is);
 //! - [`ClusterKeys::install`] replaces the set for every clone at once.
-//!
-//! [`Store::rotate_cluster_secret`]: crate::store::Store::rotate_cluster_secret
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
