@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::assignment::live_members;
 use super::{ClusterConfig, ClusterView, DispatchGate};
 use crate::clock::{SharedClock, UnixMillis, millis};
-use crate::store::{Member, Store, StoreError};
+use crate::store::{Member, MemberStore, StoreError};
 
 /// How many heartbeat intervals a joining node watches the heartbeat of a
 /// live member of its name for (a live process beats every interval).
@@ -45,7 +45,7 @@ pub enum Heartbeat {
 #[derive(Debug)]
 pub struct Membership {
     me: Member,
-    store: Arc<dyn Store>,
+    store: Arc<dyn MemberStore>,
     clock: SharedClock,
     config: ClusterConfig,
     view: Arc<ClusterView>,
@@ -59,7 +59,7 @@ impl Membership {
     pub fn new(
         view: Arc<ClusterView>,
         gate: Arc<DispatchGate>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn MemberStore>,
         clock: SharedClock,
         config: ClusterConfig,
     ) -> Membership {
@@ -167,6 +167,7 @@ mod tests {
 
     use super::*;
     use crate::clock::{Clock, SystemClock};
+    use crate::store::Store;
     use crate::store::embedded::EmbeddedStore;
 
     /// A heartbeat of `node`, started at `started`, written now.

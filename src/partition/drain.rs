@@ -51,8 +51,8 @@ use super::shared::PartitionState;
 use crate::clock::SharedClock;
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskHistory, TaskSpec};
 use crate::store::{
-    MAX_BUCKETS_PER_READ, PartitionMeta, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section, Store,
-    StoreError,
+    MAX_BUCKETS_PER_READ, PartitionMeta, PartitionStore, Record, RecordKey, RecordRange, RecordTask, RecordValue,
+    Section, StoreError,
 };
 
 /// How soon a partition whose previous one is not drained yet reads it
@@ -95,7 +95,7 @@ enum Step {
 
 /// One partition's drain of the partition of its index in the previous generation.
 struct Drain {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PartitionStore>,
     clock: SharedClock,
     node: String,
     region: String,

@@ -27,7 +27,7 @@ use crate::core::engine::{
     spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, Store, StoreError};
+use crate::store::{PartitionStore, PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, StoreError};
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -53,7 +53,7 @@ pub struct PartitionSetup {
     /// the partition's: only nodes of that region take it next.
     pub region: String,
     /// Where the partition's rows live.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn PartitionStore>,
     /// What the engine reads the time from.
     pub clock: SharedClock,
     /// The engine's settings (section `[engine]`, with the queue's task policy).
@@ -346,7 +346,7 @@ impl Partition {
 /// seq), and finished ones (seq, priority, level).
 type LeaseRecords = (Vec<(StoredTask, UnixMillis, i64)>, Vec<(i64, Priority, FairLevel)>);
 
-async fn load_leases(store: &dyn Store, id: &PartitionId) -> Result<LeaseRecords, PartitionError> {
+async fn load_leases(store: &dyn PartitionStore, id: &PartitionId) -> Result<LeaseRecords, PartitionError> {
     const PAGE: usize = 1000;
     let (mut running, mut finished) = (Vec::new(), Vec::new());
     let mut after = (i64::MIN, i64::MIN);

@@ -11,7 +11,7 @@
 //! home's replicas have.
 
 use crate::model::{PartitionId, QueueName};
-use crate::store::{PartitionMeta, QueueConfig, Store, StoreError};
+use crate::store::{PartitionMeta, PartitionStore, QueueConfig, StoreError};
 
 /// For a node of a region other than the queue's home, after a forced
 /// failover: hands each partition of the previous generation that names
@@ -22,7 +22,7 @@ use crate::store::{PartitionMeta, QueueConfig, Store, StoreError};
 /// never created is created to be handed over. Whether none is left to hand
 /// over.
 pub async fn hand_over_previous(
-    store: &dyn Store,
+    store: &dyn PartitionStore,
     queue: &QueueName,
     config: &QueueConfig,
     node: &str,
@@ -69,7 +69,7 @@ pub async fn hand_over_previous(
 /// here is created empty, handed over likewise. The number of partitions
 /// declared lost.
 pub async fn abandon_previous(
-    store: &dyn Store,
+    store: &dyn PartitionStore,
     queue: &QueueName,
     config: &QueueConfig,
     node: &str,

@@ -18,7 +18,7 @@ use super::error::{FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{Added, Finish, Finished, PartitionEngine};
 use crate::model::{PartitionId, StoredTask, TaskSpec};
-use crate::store::{RecordTask, Store, StoreError};
+use crate::store::{PartitionStore, RecordTask, StoreError};
 
 /// Called after new tasks became ready, so that waiting pollers get them.
 pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
@@ -107,7 +107,7 @@ pub(super) struct Shared {
     /// This node's region, recorded as the partition's when it takes it.
     pub region: String,
     pub engine: Mutex<PartitionEngine>,
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn PartitionStore>,
     pub clock: SharedClock,
     pub wake_reader: Notify,
     /// Wakes the writer when the engine has a write due without a command.

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::model::PartitionId;
-use crate::store::{PartitionMeta, RecordKey, RecordRange, RecordTask, Section, Store, StoreError};
+use crate::store::{PartitionMeta, PartitionStore, RecordKey, RecordRange, RecordTask, Section, StoreError};
 
 /// A dead letter as stored: its row's key, and the task with its last
 /// failure.
@@ -22,7 +22,7 @@ pub type DeadLetter = (RecordKey, RecordTask);
 /// One partition as the store has it (see the module docs).
 #[derive(Clone)]
 pub struct StoredPartition {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PartitionStore>,
     id: PartitionId,
 }
 
@@ -34,7 +34,7 @@ impl std::fmt::Debug for StoredPartition {
 
 impl StoredPartition {
     /// Partition `id` of `store`.
-    pub fn new(store: Arc<dyn Store>, id: PartitionId) -> StoredPartition {
+    pub fn new(store: Arc<dyn PartitionStore>, id: PartitionId) -> StoredPartition {
         StoredPartition { store, id }
     }
 

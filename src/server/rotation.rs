@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use crate::clock::{UnixMillis, millis};
 use crate::security::{SECRET_BYTES, SECRET_RELOAD_INTERVAL, SIGNING_SWITCH_DELAY};
-use crate::store::{Store, StoreError};
+use crate::store::{SecretStore, StoreError};
 
 /// The shortest overlap a rotation may have.
 pub const MIN_OVERLAP: Duration = Duration::from_secs(60);
@@ -101,7 +101,7 @@ pub fn plan(now_ms: UnixMillis, overlap: Duration) -> Result<Rotation, RotateErr
 
 /// Rotates the cluster's secret in `store` to a random one, at `now_ms`,
 /// with `overlap` (see the module docs).
-pub async fn rotate(store: &dyn Store, overlap: Duration, now_ms: UnixMillis) -> Result<Rotation, RotateError> {
+pub async fn rotate(store: &dyn SecretStore, overlap: Duration, now_ms: UnixMillis) -> Result<Rotation, RotateError> {
     let rotation = plan(now_ms, overlap)?;
     // Creates the first secret if there is none: a rotation of it is harmless.
     let stored = store.cluster_secrets(&rand::random()).await.map_err(RotateError::Store)?;

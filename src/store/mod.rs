@@ -22,7 +22,7 @@
 //! | [`QueueCatalog::queue`] | one queue's config, `None` if it was never created | retry |
 //! | [`QueueCatalog::force_queue_home`] | compare (read) then write of the queue's generation: not linearizable | retry |
 //! | [`QueueCatalog::list_queues`] | every queue, in no particular order | retry |
-//! | [`Membership::heartbeat`] / [`Membership::members`] / [`Membership::leave`] | last write wins per node | retry |
+//! | [`MemberStore::heartbeat`] / [`MemberStore::members`] / [`MemberStore::leave`] | last write wins per node | retry |
 //! | [`SecretStore::cluster_secrets`] | create-if-absent: the first value written is every caller's current secret, on every node, until a rotation; returns the previous secret too while a rotation's overlap lasts | retry (`Corrupt`: a stored secret of the wrong size, do not retry) |
 //! | [`SecretStore::rotate_cluster_secret`] | compare-and-set on the current secret: of rotations racing from one secret, at most one is written (Cassandra: a lightweight transaction at `SERIAL`); `to` must differ from `from`, and `signs_until <= accepted_until` | `Invalid` (bad arguments, nothing written); `Uncertain` (may have been written: read again); else retry |
 
@@ -33,7 +33,7 @@ mod codec;
 pub mod conformance;
 pub mod embedded;
 mod error;
-mod membership;
+mod members;
 mod partitions;
 mod secrets;
 pub mod visits;
@@ -44,7 +44,7 @@ use async_trait::async_trait;
 
 pub use catalog::{GENERATION_STRIDE, MAX_GENERATION, QueueCatalog, QueueConfig, partition_index};
 pub use error::{StoreError, StoreResult};
-pub use membership::{Member, Membership};
+pub use members::{Member, MemberStore};
 pub use partitions::{MAX_BUCKETS_PER_READ, PartitionStore};
 pub(crate) use partitions::{check_metadata_range, taken_meta};
 pub(crate) use secrets::check_rotation;
@@ -79,7 +79,7 @@ impl Stores {
 /// the queue catalog, members and the cluster's secret. A consumer that
 /// needs one part holds that part (`Arc<dyn PartitionStore>`, …).
 #[async_trait]
-pub trait Store: PartitionStore + QueueCatalog + Membership + SecretStore {
+pub trait Store: PartitionStore + QueueCatalog + MemberStore + SecretStore {
     /// Whether several nodes can use this store at once (and so need
     /// membership and fencing), or only one process can open it.
     fn is_shared(&self) -> bool;

@@ -14,7 +14,7 @@
 mod catalog;
 mod config;
 mod error;
-mod membership;
+mod members;
 mod partitions;
 mod schema;
 mod secrets;

@@ -6,7 +6,7 @@
 //! locked: a second process opening the same directory is refused.
 
 mod catalog;
-mod membership;
+mod members;
 mod partitions;
 mod secrets;
 mod visits;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use fairway::model::{FairLevel, PartitionId, Priority, QueueName, StoredTask};
 use fairway::store::{
-    ClusterSecrets, Member, Membership, PartitionMeta, PartitionStore, PartitionWrite, QueueCatalog, QueueConfig,
+    ClusterSecrets, Member, MemberStore, PartitionMeta, PartitionStore, PartitionWrite, QueueCatalog, QueueConfig,
     Record, RecordRange, RowRef, SECRET_BYTES, SecretStore, Section, Store, StoreError, StoreResult, StoredRow,
 };
 
@@ -215,7 +215,7 @@ impl QueueCatalog for FaultyStore {
 }
 
 #[async_trait]
-impl Membership for FaultyStore {
+impl MemberStore for FaultyStore {
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
         self.inner.heartbeat(member).await
     }

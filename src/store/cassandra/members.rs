@@ -4,12 +4,12 @@
 use async_trait::async_trait;
 
 use super::error::{read_error, write_error};
-use crate::store::{Member, Membership, StoreError, StoreResult};
+use crate::store::{Member, MemberStore, StoreError, StoreResult};
 
 use super::*;
 
 #[async_trait]
-impl Membership for CassandraStore {
+impl MemberStore for CassandraStore {
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
         let region = (!member.region.is_empty()).then_some(member.region.as_str());
         let values = (member.node.as_str(), region, member.started_unix_ms, member.heartbeat_unix_ms);

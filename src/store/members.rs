@@ -22,7 +22,7 @@ pub struct Member {
 
 /// The members' heartbeats.
 #[async_trait]
-pub trait Membership: Send + Sync + std::fmt::Debug + 'static {
+pub trait MemberStore: Send + Sync + std::fmt::Debug + 'static {
     /// Records that `member` is alive (replaces its previous record).
     async fn heartbeat(&self, member: &Member) -> StoreResult<()>;
 

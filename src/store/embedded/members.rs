@@ -3,12 +3,12 @@
 use async_trait::async_trait;
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::store::{Member, Membership, StoreResult};
+use crate::store::{Member, MemberStore, StoreResult};
 
 use super::*;
 
 #[async_trait]
-impl Membership for EmbeddedStore {
+impl MemberStore for EmbeddedStore {
     async fn heartbeat(&self, member: &Member) -> StoreResult<()> {
         let member = member.clone();
         self.blocking(move |db| {
