@@ -39,13 +39,16 @@ unset CASSANDRA_DEV_HOME CASSANDRA_DEV_FIRST
 export CASSANDRA_DEV_TOMBSTONE_WARN=100
 
 cleanup() {
+  if [ -n "${chaos_pid:-}" ]; then
+    kill "$chaos_pid" 2>/dev/null || true
+  fi
   if [ -n "$started_cassandra" ]; then
     bash deploy/cassandra/cassandra.sh stop || true
   fi
   if [ -n "$started_cluster" ]; then
     CASSANDRA_DEV_HOME="$cluster_home" bash deploy/cassandra/cassandra.sh stop || true
   fi
-  rm -f "${log:-}"
+  rm -f "${log:-}" "${chaos_log:-}"
 }
 trap cleanup EXIT
 
@@ -77,8 +80,23 @@ if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 
 log="$(mktemp)"
+chaos_log="$(mktemp)"
 status=0
-cargo test --workspace --locked --all-targets 2>&1 | tee "$log" || status=$?
+# Everything is built first; then the chaos runs of the lab (about ten
+# minutes, mostly waiting on faults) go beside the rest of the suite, as
+# they did when they were part of the integration tests. They and the
+# region tests take turns on the three-node cluster through a lock file.
+cargo test --workspace --locked --all-targets --no-run 2>&1 | tee "$log" || status=$?
+if [ "$status" = 0 ]; then
+  cargo test --locked -p fairway-lab --test chaos >"$chaos_log" 2>&1 &
+  chaos_pid=$!
+  cargo test --locked -p fairway --all-targets 2>&1 | tee -a "$log" || status=$?
+  cargo test --locked -p fairway-lab --bins 2>&1 | tee -a "$log" || status=$?
+  wait "$chaos_pid" || status=$?
+  chaos_pid=
+  echo "test: the lab's chaos runs (run beside the rest):"
+  cat "$chaos_log" | tee -a "$log"
+fi
 
 awk '/^test result:/ {
        for (i = 1; i <= NF; i++) {
