@@ -11,7 +11,7 @@ use super::error::{read_error, write_error};
 use crate::model::{QueueName, validate};
 use crate::store::{MAX_GENERATION, QueueCatalog, QueueConfig, StoreError, StoreResult};
 
-use super::*;
+use super::{CassandraStore, column, conditional};
 
 impl CassandraStore {
     /// Every queue, read with `statement`.

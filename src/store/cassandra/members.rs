@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::error::{read_error, write_error};
 use crate::store::{Member, MemberStore, StoreError, StoreResult};
 
-use super::*;
+use super::CassandraStore;
 
 #[async_trait]
 impl MemberStore for CassandraStore {

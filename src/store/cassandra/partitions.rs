@@ -15,7 +15,7 @@ use crate::store::{
     Section, StoreError, StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 
-use super::*;
+use super::{CassandraStore, column, conditional, fenced, kind, partition_number};
 
 /// Reads and compare-and-sets in one `take_ownership`, at most.
 const TAKE_ATTEMPTS: usize = 8;

@@ -10,7 +10,7 @@ use crate::store::{
     ClusterSecrets, PreviousSecret, SECRET_BYTES, SecretStore, StoreError, StoreResult, check_rotation,
 };
 
-use super::*;
+use super::{CassandraStore, conditional};
 
 impl CassandraStore {
     /// The secrets as `statement` reads them, `None` if none was stored.

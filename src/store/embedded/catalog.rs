@@ -8,7 +8,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use crate::model::{QueueName, validate};
 use crate::store::{MAX_GENERATION, QueueCatalog, QueueConfig, StoreError, StoreResult};
 
-use super::*;
+use super::{EmbeddedStore, QUEUE_CREATORS, QUEUE_GENERATIONS, QUEUE_HOMES, QUEUES, unavailable, uncertain};
 
 /// The home of `queue` (empty if it has none).
 fn home_of(homes: &impl ReadableTable<&'static str, &'static str>, queue: &QueueName) -> StoreResult<String> {

@@ -5,7 +5,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::store::{Member, MemberStore, StoreResult};
 
-use super::*;
+use super::{EmbeddedStore, MEMBER_REGIONS, MEMBERS, unavailable, uncertain};
 
 #[async_trait]
 impl MemberStore for EmbeddedStore {

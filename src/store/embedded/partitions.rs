@@ -15,7 +15,7 @@ use crate::store::{
     StoreResult, StoredRow, check_metadata_range, taken_meta,
 };
 
-use super::*;
+use super::{EmbeddedStore, META, TASKS, unavailable, uncertain};
 
 fn stored_range_id(
     meta: &redb::Table<(&str, u32), &[u8]>,

@@ -9,7 +9,7 @@ use crate::store::{
     ClusterSecrets, PreviousSecret, SECRET_BYTES, SecretStore, StoreError, StoreResult, check_rotation,
 };
 
-use super::*;
+use super::{EmbeddedStore, PREVIOUS_SECRET, SECRETS, unavailable, uncertain};
 
 #[async_trait]
 impl SecretStore for EmbeddedStore {

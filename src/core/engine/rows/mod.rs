@@ -14,5 +14,6 @@ mod write;
 pub use meta::{ParkedKeyMeta, PartitionMeta, SubqueueMeta};
 pub use records::{
     MisplacedRecord, Record, RecordKey, RecordRange, RecordTask, RecordValue, RowRef, Section, StoredRow,
+    stored_task_bytes,
 };
-pub use write::{PartitionWrite, ROW_BYTES, stored_task_bytes};
+pub use write::{PartitionWrite, ROW_BYTES};

@@ -3,7 +3,6 @@
 //! partition speak of these; only a store's backends turn them into bytes
 //! and back.
 
-use super::stored_task_bytes;
 use crate::model::{FairLevel, Priority, StoredTask};
 
 /// The records a partition keeps beside its backlog, each section ordered by
@@ -142,6 +141,12 @@ impl RecordValue {
             RecordValue::WriteMark(_) | RecordValue::Drained { .. } => 8,
         }
     }
+}
+
+/// The bytes of a task's value, in a task row or a record that holds it: its
+/// payload, fairness key and dedup id, and room for its fixed fields.
+pub fn stored_task_bytes(task: &StoredTask) -> usize {
+    task.payload.len() + task.fairness_key.len() + task.dedup_id.as_ref().map_or(0, String::len) + 96
 }
 
 /// The bytes of a record's own fields besides its task and message: the

@@ -1,7 +1,7 @@
 //! One all-or-nothing write to a partition, and the byte estimates that
 //! keep it under a backend's limit.
 
-use super::{PartitionMeta, Record, RecordKey};
+use super::{PartitionMeta, Record, RecordKey, stored_task_bytes};
 use crate::model::StoredTask;
 
 /// One all-or-nothing write to a partition.
@@ -40,9 +40,3 @@ impl PartitionWrite {
 /// The bytes of one row besides its value: its key columns, timestamps and
 /// the store's framing (generous: Cassandra's own is about 40).
 pub const ROW_BYTES: usize = 96;
-
-/// The bytes of a task's value, in a task row or a record that holds it: its
-/// payload, fairness key and dedup id, and room for its fixed fields.
-pub fn stored_task_bytes(task: &StoredTask) -> usize {
-    task.payload.len() + task.fairness_key.len() + task.dedup_id.as_ref().map_or(0, String::len) + 96
-}
