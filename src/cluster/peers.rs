@@ -15,7 +15,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use crate::proto::v1::matching_client::MatchingClient;
 
 /// The largest message Fairway's own clients (the CLI, `fairway worker`,
-/// `fairway bench`, forwarding between nodes) decode: any PollTasks response
+/// `fairway-lab bench`, forwarding between nodes) decode: any PollTasks response
 /// a valid config allows (`limits.max_poll_response_bytes` is at most
 /// 256 MiB; one task, at most 64 MiB of payload, is always given).
 pub const CLIENT_MAX_MESSAGE_BYTES: usize = 256 << 20;

@@ -1,6 +1,6 @@
 //! The client side of authentication: an interceptor that sends a bearer
 //! token (an API key or a JWT) with every request, for Fairway's own
-//! clients (the CLI, `fairway worker`, `fairway bench`, tests).
+//! clients (the CLI, `fairway worker`, `fairway-lab bench`, tests).
 
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;

@@ -1,5 +1,5 @@
 //! A [`VisitStore`] in memory: the same contract as the durable backends,
-//! for simulations (`fairway simulate`) and tests. Nothing survives the
+//! for simulations (`fairway-lab simulate`) and tests. Nothing survives the
 //! process.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -141,7 +141,7 @@ pub(super) async fn run(command: BenchCommand) -> anyhow::Result<()> {
     };
     let server = server.unwrap_or_else(|| "started by the bench for each run (fairway serve on 127.0.0.1)".into());
     let report = BenchReport {
-        command: format!("fairway {line}"),
+        command: format!("fairway-lab {line}"),
         store,
         server,
         machine: crate::figures::machine(),

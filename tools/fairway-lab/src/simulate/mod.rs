@@ -164,7 +164,7 @@ pub(super) async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let (forge, summaries) = simulate(&scenario, Some(&mut show))?;
     bar.update(2 * minutes as u64, "done");
     let wall = started.elapsed().as_secs_f64();
-    let report = SimReport::new(format!("fairway {line}"), &scenario, &forge, summaries, wall);
+    let report = SimReport::new(format!("fairway-lab {line}"), &scenario, &forge, summaries, wall);
     report.publish(&args.out)?;
     eprintln!("wall time: {wall:.0} s");
     Ok(())
