@@ -48,7 +48,26 @@ enum Command {
     Auth(auth::AuthCommand),
 }
 
+/// The commands that moved to the `fairway-lab` binary with the tools.
+const LAB_COMMANDS: [&str; 4] = ["bench", "chaos", "simulate", "demo"];
+
+/// What to tell someone who runs a tool's command on this binary (as the
+/// docs of earlier versions said to): where it lives now.
+fn moved_to_lab(command: &str) -> Option<String> {
+    LAB_COMMANDS.contains(&command).then(|| {
+        format!(
+            "`fairway {command}` is a command of the tools' binary, `fairway-lab`, now: \
+             cargo run --release -p fairway-lab -- {command} --help \
+             (or target/release/fairway-lab {command} after `cargo build --release --workspace`)"
+        )
+    })
+}
+
 pub(crate) fn main() -> ExitCode {
+    if let Some(message) = std::env::args().nth(1).and_then(|first| moved_to_lab(&first)) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     // Short commands that print: a closed pipe ends them. Not the long-lived
     // ones, which write to sockets of servers that may die: SIGPIPE would
@@ -125,9 +144,19 @@ fn exit_quietly_on_closed_pipe() {
 mod tests {
     use clap::CommandFactory;
 
+    use super::moved_to_lab;
+
     /// Every command's arguments are well formed (unique names, valid
     /// requirements): clap checks it when a command is parsed, so a clash
     /// would otherwise show only when someone runs that command.
+    #[test]
+    fn a_tools_command_says_where_it_went() {
+        let bench = moved_to_lab("bench").expect("bench moved");
+        assert!(bench.contains("-p fairway-lab -- bench"), "{bench}");
+        assert_eq!(moved_to_lab("serve"), None);
+        assert_eq!(moved_to_lab("benchmark"), None, "only the exact command names");
+    }
+
     #[test]
     fn the_command_line_is_well_formed() {
         super::Cli::command().debug_assert();
