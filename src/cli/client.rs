@@ -44,7 +44,24 @@ impl ServerArg {
         Ok(token.on(self.plain_channel().await?))
     }
 
+    /// [`ServerArg::channel`], connecting at the first call and again after
+    /// the server went away (for long-lived clients such as workers).
+    pub(super) fn lazy_channel(&self) -> anyhow::Result<AuthChannel> {
+        let token = BearerToken::new(self.token.as_deref()).map_err(|e| anyhow::anyhow!("--token: {e}"))?;
+        Ok(token.on(self.endpoint()?.connect_lazy()))
+    }
+
+    /// The server's address as given.
+    pub(super) fn address(&self) -> &str {
+        &self.server
+    }
+
     async fn plain_channel(&self) -> anyhow::Result<Channel> {
+        let endpoint = self.endpoint()?;
+        endpoint.connect().await.with_context(|| format!("cannot reach a fairway server at {}", self.server))
+    }
+
+    fn endpoint(&self) -> anyhow::Result<Endpoint> {
         let mut endpoint = Endpoint::from_shared(self.server.clone())
             .with_context(|| format!("--server {:?} is not a URL", self.server))?;
         if let Some(ca) = &self.tls_ca {
@@ -57,7 +74,7 @@ impl ServerArg {
             }
             endpoint = endpoint.tls_config(tls).context("TLS settings")?;
         }
-        endpoint.connect().await.with_context(|| format!("cannot reach a fairway server at {}", self.server))
+        Ok(endpoint)
     }
 }
 

@@ -64,6 +64,10 @@ fn moved_to_lab(command: &str) -> Option<String> {
 }
 
 pub(crate) fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|first| first == worker::GUARD_ARG) {
+        return worker::run_guard(&args[2..]);
+    }
     if let Some(message) = std::env::args().nth(1).and_then(|first| moved_to_lab(&first)) {
         eprintln!("error: {message}");
         return ExitCode::from(2);
@@ -79,8 +83,9 @@ pub(crate) fn main() -> ExitCode {
         exit_quietly_on_closed_pipe();
     }
     if !matches!(cli.command, Command::Serve(_)) {
-        // `serve` sets up logging once it has read its config.
-        init_logging(false, None);
+        // `serve` sets up logging once it has read its config. A worker
+        // says what it does at INFO; the short commands only warn.
+        init_logging(matches!(cli.command, Command::Worker(_)), None);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -112,12 +117,12 @@ pub(crate) fn main() -> ExitCode {
 /// Logs go to stderr; `FAIRWAY_LOG` (e.g. `debug`, `fairway=trace`) filters
 /// them. With a tracer, spans at INFO and above (one per gRPC request) are
 /// exported through it too, whatever `FAIRWAY_LOG` says.
-fn init_logging(server: bool, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
+fn init_logging(info: bool, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer, filter::LevelFilter};
 
-    let default = if server { "info" } else { "warn" };
+    let default = if info { "info" } else { "warn" };
     let filter = EnvFilter::try_from_env("FAIRWAY_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
