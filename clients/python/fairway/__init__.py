@@ -1,0 +1,72 @@
+"""Fairway's Python client: :class:`Client`, :class:`AsyncClient` and :class:`Worker`."""
+
+from .client import AsyncClient, Client, Connection, RetryPolicy, NO_RETRY
+from .errors import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    FailedPrecondition,
+    FairwayError,
+    Internal,
+    InvalidArgument,
+    LeaseLost,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unknown,
+)
+from .types import (
+    AddResult,
+    FailResult,
+    ListedOrigin,
+    QueueInfo,
+    RedriveResult,
+    Task,
+    TaskSpec,
+    VisitOutcome,
+    VisitRequestResult,
+)
+from .worker import Fatal, Retry, TaskContext, Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted",
+    "AddResult",
+    "AlreadyExists",
+    "AsyncClient",
+    "Cancelled",
+    "Client",
+    "Connection",
+    "DataLoss",
+    "DeadlineExceeded",
+    "FailResult",
+    "FailedPrecondition",
+    "FairwayError",
+    "Fatal",
+    "Internal",
+    "InvalidArgument",
+    "LeaseLost",
+    "ListedOrigin",
+    "NO_RETRY",
+    "NotFound",
+    "PermissionDenied",
+    "QueueInfo",
+    "RedriveResult",
+    "ResourceExhausted",
+    "Retry",
+    "RetryPolicy",
+    "Task",
+    "TaskContext",
+    "TaskSpec",
+    "Unauthenticated",
+    "Unavailable",
+    "Unknown",
+    "VisitOutcome",
+    "VisitRequestResult",
+    "Worker",
+]

@@ -1,0 +1,365 @@
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AddTaskRequest(_message.Message):
+    __slots__ = ["queue", "task"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    task: TaskSpec
+    def __init__(self, queue: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ...) -> None: ...
+
+class AddTaskResponse(_message.Message):
+    __slots__ = ["duplicate", "sync_matched", "task_id"]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    SYNC_MATCHED_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    sync_matched: bool
+    task_id: int
+    def __init__(self, task_id: _Optional[int] = ..., sync_matched: bool = ..., duplicate: bool = ...) -> None: ...
+
+class AddTaskResult(_message.Message):
+    __slots__ = ["added", "error"]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    added: AddTaskResponse
+    error: ItemError
+    def __init__(self, added: _Optional[_Union[AddTaskResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class AddTasksRequest(_message.Message):
+    __slots__ = ["queue", "tasks"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
+    def __init__(self, queue: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ...) -> None: ...
+
+class AddTasksResponse(_message.Message):
+    __slots__ = ["results"]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AddTaskResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AddTaskResult, _Mapping]]] = ...) -> None: ...
+
+class CompleteTaskRequest(_message.Message):
+    __slots__ = ["lease_token", "result"]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    lease_token: str
+    result: bytes
+    def __init__(self, lease_token: _Optional[str] = ..., result: _Optional[bytes] = ...) -> None: ...
+
+class CompleteTaskResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CreateQueueRequest(_message.Message):
+    __slots__ = ["home", "partitions", "queue"]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    home: str
+    partitions: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[int] = ..., home: _Optional[str] = ...) -> None: ...
+
+class CreateQueueResponse(_message.Message):
+    __slots__ = ["home", "partitions"]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    home: str
+    partitions: int
+    def __init__(self, partitions: _Optional[int] = ..., home: _Optional[str] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ["attempts", "dedup_id", "failed_at", "fairness_key", "message", "partition", "payload", "priority", "task_id"]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    attempts: int
+    dedup_id: str
+    failed_at: _timestamp_pb2.Timestamp
+    fairness_key: str
+    message: str
+    partition: int
+    payload: bytes
+    priority: int
+    task_id: int
+    def __init__(self, task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempts: _Optional[int] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., dedup_id: _Optional[str] = ...) -> None: ...
+
+class DescribeQueueRequest(_message.Message):
+    __slots__ = ["queue", "top_keys"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TOP_KEYS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    top_keys: int
+    def __init__(self, queue: _Optional[str] = ..., top_keys: _Optional[int] = ...) -> None: ...
+
+class DescribeQueueResponse(_message.Message):
+    __slots__ = ["home", "partitions", "queue", "waiting_pollers"]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_POLLERS_FIELD_NUMBER: _ClassVar[int]
+    home: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
+    queue: str
+    waiting_pollers: int
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., waiting_pollers: _Optional[int] = ..., home: _Optional[str] = ...) -> None: ...
+
+class FailTaskRequest(_message.Message):
+    __slots__ = ["lease_token", "message", "retry_after", "retryable"]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    lease_token: str
+    message: str
+    retry_after: _duration_pb2.Duration
+    retryable: bool
+    def __init__(self, lease_token: _Optional[str] = ..., retryable: bool = ..., message: _Optional[str] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class FailTaskResponse(_message.Message):
+    __slots__ = ["next_attempt_at", "will_retry"]
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    WILL_RETRY_FIELD_NUMBER: _ClassVar[int]
+    next_attempt_at: _timestamp_pb2.Timestamp
+    will_retry: bool
+    def __init__(self, will_retry: bool = ..., next_attempt_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FairLevel(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PASS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ..., **kwargs) -> None: ...
+
+class HeartbeatTaskRequest(_message.Message):
+    __slots__ = ["lease_token"]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    lease_token: str
+    def __init__(self, lease_token: _Optional[str] = ...) -> None: ...
+
+class HeartbeatTaskResponse(_message.Message):
+    __slots__ = ["lease_deadline"]
+    LEASE_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    lease_deadline: _timestamp_pb2.Timestamp
+    def __init__(self, lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ItemError(_message.Message):
+    __slots__ = ["code", "message"]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class KeyState(_message.Message):
+    __slots__ = ["buffered", "fairness_key", "pass_ahead"]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    PASS_AHEAD_FIELD_NUMBER: _ClassVar[int]
+    buffered: int
+    fairness_key: str
+    pass_ahead: int
+    def __init__(self, fairness_key: _Optional[str] = ..., buffered: _Optional[int] = ..., pass_ahead: _Optional[int] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ["limit", "queue"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ["dead_letters"]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+
+class MoveQueueRequest(_message.Message):
+    __slots__ = ["abandon_previous", "force", "home", "queue"]
+    ABANDON_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    abandon_previous: bool
+    force: bool
+    home: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., home: _Optional[str] = ..., force: bool = ..., abandon_previous: bool = ...) -> None: ...
+
+class MoveQueueResponse(_message.Message):
+    __slots__ = ["abandoned_partitions", "generation", "home", "partitions", "queue"]
+    ABANDONED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    abandoned_partitions: int
+    generation: int
+    home: str
+    partitions: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., home: _Optional[str] = ..., partitions: _Optional[int] = ..., generation: _Optional[int] = ..., abandoned_partitions: _Optional[int] = ...) -> None: ...
+
+class PartitionState(_message.Message):
+    __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "state", "subqueues"]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SUBQUEUES_FIELD_NUMBER: _ClassVar[int]
+    added: int
+    completed: int
+    delayed: int
+    dispatched: int
+    expired: int
+    failed: int
+    largest_write_bytes: int
+    leased: int
+    metadata_bytes: int
+    owner: str
+    partition: int
+    range_id: int
+    state: str
+    subqueues: _containers.RepeatedCompositeFieldContainer[SubqueueState]
+    def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ...) -> None: ...
+
+class PollTaskRequest(_message.Message):
+    __slots__ = ["max_wait", "queue", "worker_id"]
+    MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    max_wait: _duration_pb2.Duration
+    queue: str
+    worker_id: str
+    def __init__(self, queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., max_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class PollTaskResponse(_message.Message):
+    __slots__ = ["task"]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class PollTasksRequest(_message.Message):
+    __slots__ = ["max_tasks", "max_wait", "queue", "worker_id"]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    max_tasks: int
+    max_wait: _duration_pb2.Duration
+    queue: str
+    worker_id: str
+    def __init__(self, queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., max_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+
+class PollTasksResponse(_message.Message):
+    __slots__ = ["tasks"]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class RedriveDeadLettersRequest(_message.Message):
+    __slots__ = ["limit", "queue"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLettersResponse(_message.Message):
+    __slots__ = ["duplicates", "redriven"]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    REDRIVEN_FIELD_NUMBER: _ClassVar[int]
+    duplicates: int
+    redriven: int
+    def __init__(self, redriven: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class SubqueueState(_message.Message):
+    __slots__ = ["ack_level", "approximate_keys", "backlog", "buffered", "dispatched_above_ack", "max_level", "parked_keys", "parked_tasks", "priority", "read_level", "reader_at_end", "top_keys", "tracked_keys"]
+    ACK_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    APPROXIMATE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHED_ABOVE_ACK_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    PARKED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PARKED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    READER_AT_END_FIELD_NUMBER: _ClassVar[int]
+    READ_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TOP_KEYS_FIELD_NUMBER: _ClassVar[int]
+    TRACKED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ack_level: FairLevel
+    approximate_keys: bool
+    backlog: int
+    buffered: int
+    dispatched_above_ack: int
+    max_level: FairLevel
+    parked_keys: int
+    parked_tasks: int
+    priority: int
+    read_level: FairLevel
+    reader_at_end: bool
+    top_keys: _containers.RepeatedCompositeFieldContainer[KeyState]
+    tracked_keys: int
+    def __init__(self, priority: _Optional[int] = ..., ack_level: _Optional[_Union[FairLevel, _Mapping]] = ..., read_level: _Optional[_Union[FairLevel, _Mapping]] = ..., max_level: _Optional[_Union[FairLevel, _Mapping]] = ..., buffered: _Optional[int] = ..., backlog: _Optional[int] = ..., reader_at_end: bool = ..., top_keys: _Optional[_Iterable[_Union[KeyState, _Mapping]]] = ..., tracked_keys: _Optional[int] = ..., approximate_keys: bool = ..., dispatched_above_ack: _Optional[int] = ..., parked_keys: _Optional[int] = ..., parked_tasks: _Optional[int] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ["attempt", "fairness_key", "lease_deadline", "lease_token", "partition", "payload", "priority", "task_id"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    fairness_key: str
+    lease_deadline: _timestamp_pb2.Timestamp
+    lease_token: str
+    partition: int
+    payload: bytes
+    priority: int
+    task_id: int
+    def __init__(self, task_id: _Optional[int] = ..., lease_token: _Optional[str] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempt: _Optional[int] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class TaskSpec(_message.Message):
+    __slots__ = ["dedup_id", "delay", "fairness_key", "fairness_weight", "payload", "priority"]
+    DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    dedup_id: str
+    delay: _duration_pb2.Duration
+    fairness_key: str
+    fairness_weight: float
+    payload: bytes
+    priority: int
+    def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...

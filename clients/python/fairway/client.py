@@ -1,0 +1,540 @@
+"""The Fairway clients: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
+
+Both have the same methods, one per RPC of the ``Matching`` and
+``Scheduler`` services, and raise :class:`fairway.FairwayError` subclasses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+
+import grpc
+import grpc.aio
+
+from ._proto.fairway.v1 import matching_pb2 as _m
+from ._proto.fairway.v1 import matching_pb2_grpc as _mg
+from ._proto.fairway.v1 import visits_pb2 as _v
+from ._proto.fairway.v1 import visits_pb2_grpc as _vg
+from .errors import Aborted, FairwayError, LeaseLost, Unavailable, classify, from_rpc_error
+from .types import (
+    AddResult,
+    FailResult,
+    ListedOrigin,
+    Payload,
+    QueueInfo,
+    RedriveResult,
+    Seconds,
+    Task,
+    TaskSpec,
+    VisitRequestResult,
+    datetime_of,
+    duration_pb,
+    payload_bytes,
+    seconds_of,
+)
+
+#: What Fairway's own clients accept in one response (docs/operations.md).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: The server's default long-poll wait, used for the call's deadline when
+#: none is given.
+SERVER_DEFAULT_POLL_WAIT = 30.0
+
+TaskOrToken = Union[Task, str]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter.
+
+    A call is sent again only when that is safe: after ``UNAVAILABLE`` or
+    ``ABORTED`` (nothing was applied), and after an error that may have been
+    applied only for idempotent calls (reads, heartbeats, reports of a lease,
+    adds that all carry a dedup id, ...). ``max_attempts`` counts the first
+    try; ``RetryPolicy(max_attempts=1)`` never retries.
+    """
+
+    max_attempts: int = 5
+    initial_backoff: float = 0.1
+    max_backoff: float = 5.0
+    multiplier: float = 2.0
+    #: Each wait is the backoff times a random factor in [1 - jitter, 1 + jitter].
+    jitter: float = 0.2
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        return max(0.0, base * random.uniform(1 - self.jitter, 1 + self.jitter))
+
+    def should_retry(self, error: FairwayError, idempotent: bool, attempt: int) -> bool:
+        if attempt >= self.max_attempts:
+            return False
+        if isinstance(error, (Unavailable, Aborted)) and not error.maybe_applied:
+            return True
+        return error.maybe_applied and idempotent
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and how to reach a server; :class:`Client` and :class:`AsyncClient` take the same."""
+
+    address: str = "127.0.0.1:7070"
+    #: An API key or JWT, sent as ``authorization: Bearer <token>``.
+    token: Optional[str] = None
+    #: PEM file of the CA that signed the server's certificate (turns TLS on).
+    ca_file: Optional[str] = None
+    #: PEM files of a client certificate and its key, for mutual TLS.
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    #: Force TLS on (with the system's CAs when ``ca_file`` is not given).
+    tls: Optional[bool] = None
+    #: Overrides the name checked against the server's certificate.
+    server_name: Optional[str] = None
+    #: Deadline of each call, in seconds (a poll gets its wait on top).
+    timeout: float = 30.0
+    retry: RetryPolicy = RetryPolicy()
+    #: How long gRPC waits at most between attempts to reconnect a channel.
+    max_reconnect_backoff: float = 5.0
+
+    def target(self) -> Tuple[str, bool]:
+        address = self.address
+        secure = bool(self.tls) or self.ca_file is not None or self.cert_file is not None
+        if address.startswith("https://"):
+            address, secure = address[len("https://") :], True
+        elif address.startswith("http://"):
+            address = address[len("http://") :]
+            if self.tls:
+                secure = True
+        return address.rstrip("/"), secure
+
+    def options(self) -> List[Tuple[str, Any]]:
+        options: List[Tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.min_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", int(self.max_reconnect_backoff * 1000)),
+            ("grpc.enable_retries", 0),
+        ]
+        if self.server_name:
+            options.append(("grpc.ssl_target_name_override", self.server_name))
+        return options
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        def read(path: Optional[str]) -> Optional[bytes]:
+            if path is None:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (mutual TLS)")
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.ca_file),
+            private_key=read(self.key_file),
+            certificate_chain=read(self.cert_file),
+        )
+
+    def metadata(self) -> Tuple[Tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+    def sync_channel(self) -> grpc.Channel:
+        target, secure = self.target()
+        if secure:
+            return grpc.secure_channel(target, self.credentials(), options=self.options())
+        return grpc.insecure_channel(target, options=self.options())
+
+    def aio_channel(self) -> grpc.aio.Channel:
+        target, secure = self.target()
+        if secure:
+            return grpc.aio.secure_channel(target, self.credentials(), options=self.options())
+        return grpc.aio.insecure_channel(target, options=self.options())
+
+
+@dataclass
+class _Op:
+    service: str  # "matching" or "scheduler"
+    method: str  # the RPC's name
+    request: Any
+    idempotent: bool
+    convert: Callable[[Any], Any]
+    timeout: Optional[float] = None
+
+
+def _token(task: TaskOrToken) -> str:
+    return task.lease_token if isinstance(task, Task) else task
+
+
+def _spec(item: Union[TaskSpec, Payload]) -> TaskSpec:
+    return item if isinstance(item, TaskSpec) else TaskSpec(payload=item)
+
+
+def _add_result(response: _m.AddTaskResponse) -> AddResult:
+    return AddResult(task_id=response.task_id, sync_matched=response.sync_matched, duplicate=response.duplicate)
+
+
+def _item_result(result: _m.AddTaskResult) -> Union[AddResult, FairwayError]:
+    if result.WhichOneof("outcome") == "added":
+        return _add_result(result.added)
+    try:
+        code = next(c for c in grpc.StatusCode if c.value[0] == result.error.code)
+    except StopIteration:
+        code = grpc.StatusCode.UNKNOWN
+    return classify(code, result.error.message, None, "AddTasks")
+
+
+class _Ops:
+    """Builds each call; shared by the sync and asyncio clients."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def add(self, queue: str, spec: TaskSpec) -> _Op:
+        request = _m.AddTaskRequest(queue=queue, task=spec.to_pb())
+        return _Op("matching", "AddTask", request, bool(spec.dedup_id), _add_result)
+
+    def add_many(self, queue: str, specs: Sequence[TaskSpec]) -> _Op:
+        request = _m.AddTasksRequest(queue=queue, tasks=[s.to_pb() for s in specs])
+        idempotent = all(s.dedup_id for s in specs)
+        return _Op("matching", "AddTasks", request, idempotent, lambda r: [_item_result(x) for x in r.results])
+
+    def _poll_timeout(self, wait: Optional[Seconds]) -> float:
+        waited = seconds_of(wait)
+        return (SERVER_DEFAULT_POLL_WAIT if waited is None else waited) + self.connection.timeout
+
+    def poll(self, queue: str, wait: Optional[Seconds], worker_id: str) -> _Op:
+        request = _m.PollTaskRequest(queue=queue, worker_id=worker_id, max_wait=duration_pb(wait))
+        convert = lambda r: Task.from_pb(r.task) if r.HasField("task") else None  # noqa: E731
+        return _Op("matching", "PollTask", request, False, convert, self._poll_timeout(wait))
+
+    def poll_many(self, queue: str, max_tasks: int, wait: Optional[Seconds], worker_id: str) -> _Op:
+        request = _m.PollTasksRequest(
+            queue=queue, worker_id=worker_id, max_wait=duration_pb(wait), max_tasks=max_tasks
+        )
+        convert = lambda r: [Task.from_pb(t) for t in r.tasks]  # noqa: E731
+        return _Op("matching", "PollTasks", request, False, convert, self._poll_timeout(wait))
+
+    def complete(self, task: TaskOrToken, result: Payload) -> _Op:
+        request = _m.CompleteTaskRequest(lease_token=_token(task), result=payload_bytes(result))
+        # Reporting again after an outcome we cannot know is what the server
+        # asks for; a lease already finished by the first try answers LeaseLost
+        # with maybe_applied set.
+        return _Op("matching", "CompleteTask", request, True, lambda r: None)
+
+    def fail(self, task: TaskOrToken, message: str, retryable: bool, retry_after: Optional[Seconds]) -> _Op:
+        request = _m.FailTaskRequest(
+            lease_token=_token(task), retryable=retryable, message=message, retry_after=duration_pb(retry_after)
+        )
+        convert = lambda r: FailResult(  # noqa: E731
+            will_retry=r.will_retry,
+            next_attempt_at=datetime_of(r.next_attempt_at) if r.HasField("next_attempt_at") else None,
+        )
+        return _Op("matching", "FailTask", request, True, convert)
+
+    def heartbeat(self, task: TaskOrToken) -> _Op:
+        request = _m.HeartbeatTaskRequest(lease_token=_token(task))
+        return _Op("matching", "HeartbeatTask", request, True, lambda r: datetime_of(r.lease_deadline))
+
+    def describe_queue(self, queue: str, top_keys: int) -> _Op:
+        request = _m.DescribeQueueRequest(queue=queue, top_keys=top_keys)
+        return _Op("matching", "DescribeQueue", request, True, QueueInfo.from_pb)
+
+    def create_queue(self, queue: str, partitions: int, home: str) -> _Op:
+        request = _m.CreateQueueRequest(queue=queue, partitions=partitions, home=home)
+        return _Op("matching", "CreateQueue", request, True, lambda r: r)
+
+    def dead_letters(self, queue: str, limit: int) -> _Op:
+        request = _m.ListDeadLettersRequest(queue=queue, limit=limit)
+        return _Op("matching", "ListDeadLetters", request, True, lambda r: list(r.dead_letters))
+
+    def redrive(self, queue: str, limit: int) -> _Op:
+        request = _m.RedriveDeadLettersRequest(queue=queue, limit=limit)
+        convert = lambda r: RedriveResult(redriven=r.redriven, duplicates=r.duplicates)  # noqa: E731
+        return _Op("matching", "RedriveDeadLetters", request, False, convert)
+
+    def record_origins(self, lister: str, origins: Iterable[ListedOrigin]) -> _Op:
+        request = _v.RecordOriginsRequest(lister=lister, origins=[o.to_pb() for o in origins])
+        return _Op("scheduler", "RecordOrigins", request, True, lambda r: r.new_origins)
+
+    def finish_listing(self, lister: str) -> _Op:
+        return _Op("scheduler", "FinishListing", _v.FinishListingRequest(lister=lister), True, lambda r: None)
+
+    def request_visit(self, url: str, visit_type: str) -> _Op:
+        request = _v.RequestVisitRequest(url=url, visit_type=visit_type)
+        convert = lambda r: VisitRequestResult(task_id=r.task_id, duplicate=r.duplicate)  # noqa: E731
+        return _Op("scheduler", "RequestVisit", request, True, convert)
+
+    def visit_stats(self, url: str, visit_type: str) -> _Op:
+        request = _v.GetVisitStatsRequest(url=url, visit_type=visit_type)
+        convert = lambda r: r.stats if r.HasField("stats") else None  # noqa: E731
+        return _Op("scheduler", "GetVisitStats", request, True, convert)
+
+    def lister_metrics(self, lister: str) -> _Op:
+        request = _v.GetListerMetricsRequest(lister=lister)
+        return _Op("scheduler", "GetListerMetrics", request, True, lambda r: r)
+
+    def run_round(self, visit_type: str) -> _Op:
+        return _Op("scheduler", "RunRound", _v.RunRoundRequest(visit_type=visit_type), False, lambda r: r)
+
+
+def _connection(address: Union[str, Connection], kwargs: Any) -> Connection:
+    if isinstance(address, Connection):
+        return replace(address, **kwargs) if kwargs else address
+    return Connection(address=address, **kwargs)
+
+
+class Client:
+    """A blocking client of one Fairway server (or load balancer).
+
+    ``Client("127.0.0.1:7070")``, or with TLS and a key:
+    ``Client("https://fairway.example:7070", ca_file="ca.pem", token=KEY)``.
+    Keyword arguments are those of :class:`Connection`. Thread-safe.
+    """
+
+    def __init__(self, address: Union[str, Connection] = "127.0.0.1:7070", **kwargs: Any) -> None:
+        self.connection = _connection(address, kwargs)
+        self._ops = _Ops(self.connection)
+        self._metadata = self.connection.metadata()
+        self._channel = self.connection.sync_channel()
+        self._stubs = {"matching": _mg.MatchingStub(self._channel), "scheduler": _vg.SchedulerStub(self._channel)}
+
+    def clone(self) -> "Client":
+        """A new client with the same settings, on a connection of its own."""
+        return Client(self.connection)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _invoke(self, op: _Op, retry: Optional[RetryPolicy] = None) -> Any:
+        policy = retry or self.connection.retry
+        stub = self._stubs[op.service]
+        timeout = op.timeout if op.timeout is not None else self.connection.timeout
+        attempt, earlier_maybe = 0, False
+        while True:
+            attempt += 1
+            try:
+                response = getattr(stub, op.method)(op.request, timeout=timeout, metadata=self._metadata)
+                return op.convert(response)
+            except grpc.RpcError as rpc_error:
+                error = from_rpc_error(rpc_error, op.method)
+                cause: BaseException = rpc_error
+            if isinstance(error, LeaseLost) and earlier_maybe:
+                error.maybe_applied = True
+            if not policy.should_retry(error, op.idempotent, attempt):
+                raise error from cause
+            earlier_maybe = earlier_maybe or error.maybe_applied
+            time.sleep(policy.backoff(attempt))
+
+    # -- Matching --------------------------------------------------------
+
+    def add(
+        self,
+        queue: str,
+        payload: Payload = b"",
+        *,
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: int = 0,
+        dedup_id: str = "",
+        delay: Optional[Seconds] = None,
+    ) -> AddResult:
+        """Adds one task. Retried after an outcome that is not known only with a ``dedup_id``."""
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay)
+        return self._invoke(self._ops.add(queue, spec))
+
+    def add_many(self, queue: str, tasks: Iterable[Union[TaskSpec, Payload]]) -> List[Union[AddResult, FairwayError]]:
+        """Adds several tasks to one queue: one result per task, in order; an
+        item that failed is a :class:`FairwayError` instance (not raised)."""
+        return self._invoke(self._ops.add_many(queue, [_spec(t) for t in tasks]))
+
+    def poll(self, queue: str, *, wait: Optional[Seconds] = None, worker_id: str = "") -> Optional[Task]:
+        """Long-polls for one task; None when ``wait`` passed with none."""
+        return self._invoke(self._ops.poll(queue, wait, worker_id))
+
+    def poll_many(
+        self, queue: str, max_tasks: int, *, wait: Optional[Seconds] = None, worker_id: str = ""
+    ) -> List[Task]:
+        """Long-polls for up to ``max_tasks`` tasks (empty when ``wait`` passed with none)."""
+        return self._invoke(self._ops.poll_many(queue, max_tasks, wait, worker_id))
+
+    def complete(self, task: TaskOrToken, result: Payload = b"") -> None:
+        """Reports a task done. :class:`LeaseLost` when the lease is no longer this token's."""
+        self._invoke(self._ops.complete(task, result))
+
+    def fail(
+        self,
+        task: TaskOrToken,
+        message: str = "",
+        *,
+        retryable: bool = True,
+        retry_after: Optional[Seconds] = None,
+    ) -> FailResult:
+        """Reports a task failed: retried later if ``retryable`` and attempts remain, else a dead letter."""
+        return self._invoke(self._ops.fail(task, message, retryable, retry_after))
+
+    def heartbeat(self, task: TaskOrToken) -> Any:
+        """Extends the lease by the queue's lease timeout; returns the new deadline (a datetime)."""
+        return self._invoke(self._ops.heartbeat(task))
+
+    def describe_queue(self, queue: str, *, top_keys: int = 0) -> QueueInfo:
+        return self._invoke(self._ops.describe_queue(queue, top_keys))
+
+    def create_queue(self, queue: str, partitions: int = 1, *, home: str = "") -> _m.CreateQueueResponse:
+        """Creates a queue (a queue that exists keeps its settings: see the response)."""
+        return self._invoke(self._ops.create_queue(queue, partitions, home))
+
+    def dead_letters(self, queue: str, *, limit: int = 0) -> List[_m.DeadLetter]:
+        return self._invoke(self._ops.dead_letters(queue, limit))
+
+    def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
+        """Puts dead letters back in the queue (never retried after an unknown outcome)."""
+        return self._invoke(self._ops.redrive(queue, limit))
+
+    # -- Scheduler -------------------------------------------------------
+
+    def record_origins(self, lister: str, origins: Iterable[ListedOrigin]) -> int:
+        """Records origins a lister found; returns how many were new."""
+        return self._invoke(self._ops.record_origins(lister, list(origins)))
+
+    def finish_listing(self, lister: str) -> None:
+        self._invoke(self._ops.finish_listing(lister))
+
+    def request_visit(self, url: str, visit_type: str) -> VisitRequestResult:
+        return self._invoke(self._ops.request_visit(url, visit_type))
+
+    def visit_stats(self, url: str, visit_type: str) -> Optional[_v.VisitStats]:
+        return self._invoke(self._ops.visit_stats(url, visit_type))
+
+    def lister_metrics(self, lister: str) -> _v.GetListerMetricsResponse:
+        return self._invoke(self._ops.lister_metrics(lister))
+
+    def run_round(self, visit_type: str) -> _v.RunRoundResponse:
+        return self._invoke(self._ops.run_round(visit_type))
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`Client`: the same methods, as coroutines.
+
+    Create it inside the event loop it is used on.
+    """
+
+    def __init__(self, address: Union[str, Connection] = "127.0.0.1:7070", **kwargs: Any) -> None:
+        self.connection = _connection(address, kwargs)
+        self._ops = _Ops(self.connection)
+        self._metadata = self.connection.metadata()
+        self._channel = self.connection.aio_channel()
+        self._stubs = {"matching": _mg.MatchingStub(self._channel), "scheduler": _vg.SchedulerStub(self._channel)}
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def _invoke(self, op: _Op, retry: Optional[RetryPolicy] = None) -> Any:
+        policy = retry or self.connection.retry
+        stub = self._stubs[op.service]
+        timeout = op.timeout if op.timeout is not None else self.connection.timeout
+        attempt, earlier_maybe = 0, False
+        while True:
+            attempt += 1
+            try:
+                response = await getattr(stub, op.method)(op.request, timeout=timeout, metadata=self._metadata)
+                return op.convert(response)
+            except grpc.RpcError as rpc_error:
+                error = from_rpc_error(rpc_error, op.method)
+                cause: BaseException = rpc_error
+            if isinstance(error, LeaseLost) and earlier_maybe:
+                error.maybe_applied = True
+            if not policy.should_retry(error, op.idempotent, attempt):
+                raise error from cause
+            earlier_maybe = earlier_maybe or error.maybe_applied
+            await asyncio.sleep(policy.backoff(attempt))
+
+    async def add(
+        self,
+        queue: str,
+        payload: Payload = b"",
+        *,
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: int = 0,
+        dedup_id: str = "",
+        delay: Optional[Seconds] = None,
+    ) -> AddResult:
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay)
+        return await self._invoke(self._ops.add(queue, spec))
+
+    async def add_many(
+        self, queue: str, tasks: Iterable[Union[TaskSpec, Payload]]
+    ) -> List[Union[AddResult, FairwayError]]:
+        return await self._invoke(self._ops.add_many(queue, [_spec(t) for t in tasks]))
+
+    async def poll(self, queue: str, *, wait: Optional[Seconds] = None, worker_id: str = "") -> Optional[Task]:
+        return await self._invoke(self._ops.poll(queue, wait, worker_id))
+
+    async def poll_many(
+        self, queue: str, max_tasks: int, *, wait: Optional[Seconds] = None, worker_id: str = ""
+    ) -> List[Task]:
+        return await self._invoke(self._ops.poll_many(queue, max_tasks, wait, worker_id))
+
+    async def complete(self, task: TaskOrToken, result: Payload = b"") -> None:
+        await self._invoke(self._ops.complete(task, result))
+
+    async def fail(
+        self,
+        task: TaskOrToken,
+        message: str = "",
+        *,
+        retryable: bool = True,
+        retry_after: Optional[Seconds] = None,
+    ) -> FailResult:
+        return await self._invoke(self._ops.fail(task, message, retryable, retry_after))
+
+    async def heartbeat(self, task: TaskOrToken) -> Any:
+        return await self._invoke(self._ops.heartbeat(task))
+
+    async def describe_queue(self, queue: str, *, top_keys: int = 0) -> QueueInfo:
+        return await self._invoke(self._ops.describe_queue(queue, top_keys))
+
+    async def create_queue(self, queue: str, partitions: int = 1, *, home: str = "") -> _m.CreateQueueResponse:
+        return await self._invoke(self._ops.create_queue(queue, partitions, home))
+
+    async def dead_letters(self, queue: str, *, limit: int = 0) -> List[_m.DeadLetter]:
+        return await self._invoke(self._ops.dead_letters(queue, limit))
+
+    async def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
+        return await self._invoke(self._ops.redrive(queue, limit))
+
+    async def record_origins(self, lister: str, origins: Iterable[ListedOrigin]) -> int:
+        return await self._invoke(self._ops.record_origins(lister, list(origins)))
+
+    async def finish_listing(self, lister: str) -> None:
+        await self._invoke(self._ops.finish_listing(lister))
+
+    async def request_visit(self, url: str, visit_type: str) -> VisitRequestResult:
+        return await self._invoke(self._ops.request_visit(url, visit_type))
+
+    async def visit_stats(self, url: str, visit_type: str) -> Optional[_v.VisitStats]:
+        return await self._invoke(self._ops.visit_stats(url, visit_type))
+
+    async def lister_metrics(self, lister: str) -> _v.GetListerMetricsResponse:
+        return await self._invoke(self._ops.lister_metrics(lister))
+
+    async def run_round(self, visit_type: str) -> _v.RunRoundResponse:
+        return await self._invoke(self._ops.run_round(visit_type))

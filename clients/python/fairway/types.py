@@ -1,0 +1,265 @@
+"""Plain values the client takes and returns."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from ._proto.fairway.v1 import matching_pb2 as _m
+from ._proto.fairway.v1 import visits_pb2 as _v
+
+Seconds = Union[int, float, _dt.timedelta]
+Payload = Union[bytes, bytearray, memoryview, str]
+
+
+def seconds_of(value: Optional[Seconds]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def duration_pb(value: Optional[Seconds]) -> Any:
+    from google.protobuf import duration_pb2
+
+    seconds = seconds_of(value)
+    if seconds is None:
+        return None
+    if seconds < 0:
+        raise ValueError(f"a duration must not be negative, got {seconds} s")
+    whole = int(seconds)
+    return duration_pb2.Duration(seconds=whole, nanos=int(round((seconds - whole) * 1e9)))
+
+
+def datetime_of(timestamp: Any) -> Optional[_dt.datetime]:
+    """A protobuf Timestamp as an aware UTC datetime (None when unset)."""
+    if timestamp is None or (timestamp.seconds == 0 and timestamp.nanos == 0):
+        return None
+    return _dt.datetime.fromtimestamp(timestamp.seconds + timestamp.nanos / 1e9, tz=_dt.timezone.utc)
+
+
+def timestamp_pb(value: Optional[_dt.datetime]) -> Any:
+    from google.protobuf import timestamp_pb2
+
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    epoch = value.timestamp()
+    whole = int(epoch // 1)
+    return timestamp_pb2.Timestamp(seconds=whole, nanos=int(round((epoch - whole) * 1e9)))
+
+
+def payload_bytes(payload: Payload) -> bytes:
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    return bytes(payload)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task for :meth:`Client.add_many`."""
+
+    payload: Payload = b""
+    fairness_key: str = ""
+    weight: float = 0.0
+    priority: int = 0
+    dedup_id: str = ""
+    delay: Optional[Seconds] = None
+
+    def to_pb(self) -> _m.TaskSpec:
+        spec = _m.TaskSpec(
+            fairness_key=self.fairness_key,
+            fairness_weight=self.weight,
+            priority=self.priority,
+            payload=payload_bytes(self.payload),
+            dedup_id=self.dedup_id,
+        )
+        delay = duration_pb(self.delay)
+        if delay is not None:
+            spec.delay.CopyFrom(delay)
+        return spec
+
+
+@dataclass(frozen=True)
+class AddResult:
+    task_id: int
+    #: True when the task went straight to a waiting worker.
+    sync_matched: bool = False
+    #: True when nothing was added: ``task_id`` holds the dedup id already.
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Task:
+    """A delivered task: its lease is ``lease_token`` until ``lease_deadline``."""
+
+    task_id: int
+    lease_token: str
+    fairness_key: str
+    priority: int
+    payload: bytes
+    attempt: int
+    lease_deadline: Optional[_dt.datetime]
+    partition: int
+
+    @classmethod
+    def from_pb(cls, task: _m.Task) -> "Task":
+        return cls(
+            task_id=task.task_id,
+            lease_token=task.lease_token,
+            fairness_key=task.fairness_key,
+            priority=task.priority,
+            payload=bytes(task.payload),
+            attempt=task.attempt,
+            lease_deadline=datetime_of(task.lease_deadline) if task.HasField("lease_deadline") else None,
+            partition=task.partition,
+        )
+
+
+@dataclass(frozen=True)
+class FailResult:
+    will_retry: bool
+    next_attempt_at: Optional[_dt.datetime]
+
+
+@dataclass(frozen=True)
+class RedriveResult:
+    redriven: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """DescribeQueue's answer, with totals over the partitions.
+
+    ``raw`` is the full :class:`DescribeQueueResponse` (levels, top keys...).
+    """
+
+    name: str
+    partitions: int
+    waiting_pollers: int
+    home: str
+    #: Tasks written and not yet dispatched, over every priority level.
+    backlog: int
+    #: Tasks out with workers.
+    leased: int
+    #: Delayed tasks and retries waiting out their backoff.
+    delayed: int
+    #: Since each partition's owner took it: leases ended by CompleteTask,
+    #: by FailTask, and leases that ran out.
+    completed: int
+    failed: int
+    expired: int
+    added: int
+    dispatched: int
+    raw: Any = field(repr=False, compare=False, default=None)
+
+    @classmethod
+    def from_pb(cls, response: _m.DescribeQueueResponse) -> "QueueInfo":
+        parts = list(response.partitions)
+        return cls(
+            name=response.queue,
+            partitions=len(parts),
+            waiting_pollers=response.waiting_pollers,
+            home=response.home,
+            backlog=sum(s.backlog for p in parts for s in p.subqueues),
+            leased=sum(p.leased for p in parts),
+            delayed=sum(p.delayed for p in parts),
+            completed=sum(p.completed for p in parts),
+            failed=sum(p.failed for p in parts),
+            expired=sum(p.expired for p in parts),
+            added=sum(p.added for p in parts),
+            dispatched=sum(p.dispatched for p in parts),
+            raw=response,
+        )
+
+
+@dataclass(frozen=True)
+class ListedOrigin:
+    """An origin a lister found, for :meth:`Client.record_origins`."""
+
+    url: str
+    visit_type: str
+    last_update: Optional[_dt.datetime] = None
+    is_fork: bool = False
+    #: Empty, or a JSON object (a dict is serialised for you).
+    extra_loader_arguments: Union[str, dict, None] = None
+
+    def to_pb(self) -> _v.ListedOrigin:
+        extra = self.extra_loader_arguments
+        if isinstance(extra, dict):
+            extra = json.dumps(extra)
+        origin = _v.ListedOrigin(
+            url=self.url, visit_type=self.visit_type, is_fork=self.is_fork, extra_loader_arguments=extra or ""
+        )
+        if self.last_update is not None:
+            origin.last_update.CopyFrom(timestamp_pb(self.last_update))
+        return origin
+
+
+@dataclass(frozen=True)
+class VisitRequestResult:
+    task_id: int
+    duplicate: bool
+
+
+_STATUSES = {
+    "eventful": _v.VISIT_STATUS_EVENTFUL,
+    "uneventful": _v.VISIT_STATUS_UNEVENTFUL,
+    "failed": _v.VISIT_STATUS_FAILED,
+    "not_found": _v.VISIT_STATUS_NOT_FOUND,
+}
+
+
+@dataclass(frozen=True)
+class VisitOutcome:
+    """How a visit of an origin ended, for a task of a ``visits.*`` queue.
+
+    Return it from a worker function (or pass :meth:`encode` to
+    :meth:`Client.complete`). ``status`` is one of ``"eventful"``,
+    ``"uneventful"``, ``"failed"``, ``"not_found"``; ``origin_url`` defaults to
+    the ``url`` of the task's JSON payload; ``visit_date`` unset means the
+    server's time of the completion.
+    """
+
+    status: str
+    snapshot: bytes = b""
+    origin_url: Optional[str] = None
+    visit_date: Optional[_dt.datetime] = None
+
+    def __post_init__(self) -> None:
+        if self.status not in _STATUSES:
+            raise ValueError(f"status {self.status!r}: expected eventful, uneventful, failed or not_found")
+
+    def to_pb(self, payload: bytes = b"") -> _v.VisitOutcome:
+        url = self.origin_url
+        if not url:
+            try:
+                url = json.loads(payload)["url"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(
+                    "VisitOutcome has no origin_url, and the payload is not a JSON object with a \"url\""
+                ) from error
+        outcome = _v.VisitOutcome(status=_STATUSES[self.status], snapshot=bytes(self.snapshot), origin_url=url)
+        if self.visit_date is not None:
+            outcome.visit_date.CopyFrom(timestamp_pb(self.visit_date))
+        return outcome
+
+    def encode(self, payload: bytes = b"") -> bytes:
+        """The bytes of ``fairway.v1.VisitOutcome`` for CompleteTask's result."""
+        return self.to_pb(payload).SerializeToString()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "VisitOutcome":
+        outcome = _v.VisitOutcome.FromString(data)
+        names = {v: k for k, v in _STATUSES.items()}
+        return cls(
+            status=names[outcome.status],
+            snapshot=bytes(outcome.snapshot),
+            origin_url=outcome.origin_url,
+            visit_date=datetime_of(outcome.visit_date) if outcome.HasField("visit_date") else None,
+        )

@@ -1,0 +1,183 @@
+"""Starts real ``fairway serve`` processes for the tests.
+
+The binary is ``$FAIRWAY_BIN``, else ``<repo>/target/debug/fairway`` (built by
+``cargo build``). Each server has a temporary data directory, listens on
+127.0.0.1 (port 0 unless told), and is killed at the end; the tail of its log
+is attached to the report of a failing test.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Callable, Dict, List, Optional
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent.parent.parent
+
+# Queues with short leases, for the tests of heartbeats and stops.
+SHORT_LEASE_QUEUES = ("lease.sleep", "lease.busy", "lease.async", "stop.term", "stop.twice", "restart.q")
+SERVER_CONFIG = "".join(f'[queues."{q}"]\nlease_timeout = "2s"\n\n' for q in SHORT_LEASE_QUEUES)
+
+_SERVERS: List["ServerProcess"] = []
+
+
+def fairway_binary() -> str:
+    path = os.environ.get("FAIRWAY_BIN") or str(REPO / "target" / "debug" / "fairway")
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise pytest.UsageError(
+            f"the fairway server binary is missing: {path} (build it with `cargo build` at the repository root, "
+            "or point FAIRWAY_BIN at one)"
+        )
+    return path
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
+    """Polls ``predicate`` until it is truthy; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class ServerProcess:
+    """One ``fairway serve``, restartable on the same data directory and port."""
+
+    def __init__(self, config: str = SERVER_CONFIG, name: str = "server") -> None:
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix=f"fairway-py-{name}-"))
+        self.data = self.dir / "data"
+        self.config = self.dir / "fairway.toml"
+        self.config.write_text(config)
+        self.log_path = self.dir / "server.log"
+        self.name = name
+        self.process: Optional[subprocess.Popen] = None
+        self.address = ""
+        _SERVERS.append(self)
+
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = 30.0) -> "ServerProcess":
+        log = open(self.log_path, "ab")
+        command = [fairway_binary(), "serve", "--listen", listen, "--store", f"embedded:{self.data}"]
+        command += ["--config", str(self.config)]
+        env = dict(os.environ, NO_COLOR="1")
+        env.pop("FAIRWAY_CONFIG", None)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env)
+        log.close()
+        line: Dict[str, bytes] = {}
+        reader = threading.Thread(target=lambda: line.setdefault("first", self.process.stdout.readline()))
+        reader.daemon = True
+        reader.start()
+        reader.join(timeout)
+        first = line.get("first", b"").decode(errors="replace").strip()
+        if not first.startswith("listening on "):
+            self.kill()
+            raise RuntimeError(
+                f"fairway serve did not start: it printed {first!r} instead of `listening on ADDRESS`; "
+                f"log:\n{self.log_tail()}"
+            )
+        self.address = first[len("listening on ") :]
+        # Keep draining stdout so that the server never blocks on it.
+        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+        return self
+
+    @staticmethod
+    def _drain(process: subprocess.Popen) -> None:
+        for _ in process.stdout:
+            pass
+
+    def kill(self) -> None:
+        """kill -9, and wait for the process to be gone."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def restart_on_same_port(self, timeout: float = 30.0) -> None:
+        """Kill -9 then start again on the same data directory and port.
+
+        The port may be briefly unavailable; retried until ``timeout``."""
+        self.kill()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.start(listen=self.address)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+
+@pytest.fixture(scope="session")
+def server() -> "ServerProcess":
+    process = ServerProcess(name="main").start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def server_factory():
+    started: List[ServerProcess] = []
+
+    def make(config: str = SERVER_CONFIG, name: str = "extra") -> ServerProcess:
+        process = ServerProcess(config=config, name=name)
+        started.append(process)
+        return process
+
+    yield make
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def client(server):
+    import fairway
+
+    with fairway.Client(server.address) as c:
+        yield c
+
+
+@pytest.fixture
+def queue_name(request) -> Callable[[str], str]:
+    """A fresh queue name per test (the session server is shared)."""
+
+    def make(prefix: str = "t") -> str:
+        return f"{prefix}.{request.node.name[:40].replace('[', '-').replace(']', '')}.{uuid.uuid4().hex[:8]}"
+
+    return make
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for process in _SERVERS:
+            report.sections.append((f"fairway serve log ({process.name}, {process.log_path})", process.log_tail()))
+
+
+def python_for_subprocess() -> str:
+    return sys.executable

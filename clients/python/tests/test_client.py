@@ -1,0 +1,216 @@
+"""Every client call against a real server, through Client and AsyncClient."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import time
+
+import pytest
+
+import fairway
+
+
+class AsyncAsSync:
+    """Drives an AsyncClient from a test body written once for both clients."""
+
+    def __init__(self, address: str, **kwargs) -> None:
+        self.loop = asyncio.new_event_loop()
+
+        async def make() -> fairway.AsyncClient:
+            return fairway.AsyncClient(address, **kwargs)
+
+        self.inner = self.loop.run_until_complete(make())
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+
+        def call(*args, **kwargs):
+            return self.loop.run_until_complete(method(*args, **kwargs))
+
+        return call
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.inner.close())
+        self.loop.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request, server):
+    if request.param == "sync":
+        c = fairway.Client(server.address)
+    else:
+        c = AsyncAsSync(server.address)
+    yield c
+    c.close()
+
+
+def test_add_poll_heartbeat_complete(api, queue_name):
+    queue = queue_name()
+    created = api.create_queue(queue, 2)
+    assert created.partitions == 2
+    added = api.add(queue, "hello", fairness_key="tenant-a", priority=2, weight=2.0)
+    assert added.task_id > 0 and not added.duplicate
+    task = api.poll(queue, wait=5)
+    assert task is not None
+    assert (task.task_id, task.payload, task.fairness_key, task.priority, task.attempt) == (
+        added.task_id,
+        b"hello",
+        "tenant-a",
+        2,
+        1,
+    )
+    assert task.lease_deadline is not None and task.lease_deadline > dt.datetime.now(dt.timezone.utc)
+    extended = api.heartbeat(task)
+    assert extended >= task.lease_deadline - dt.timedelta(seconds=1)
+    api.complete(task, b"done")
+    info = api.describe_queue(queue)
+    assert info.partitions == 2 and info.completed == 1 and info.leased == 0 and info.backlog == 0
+    assert api.poll(queue, wait=0.2) is None, "a completed task is never delivered again"
+
+
+def test_dedup_delay_and_add_many(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    first = api.add(queue, b"x", dedup_id="one")
+    again = api.add(queue, b"y", dedup_id="one")
+    assert again.duplicate and again.task_id == first.task_id
+    delayed = api.add(queue, b"later", delay=dt.timedelta(seconds=60))
+    results = api.add_many(
+        queue,
+        [b"a", "b", fairway.TaskSpec(payload=b"c", priority=1), fairway.TaskSpec(payload=b"bad", priority=9)],
+    )
+    assert [type(r) for r in results[:3]] == [fairway.AddResult] * 3
+    assert isinstance(results[3], fairway.InvalidArgument), results[3]
+    assert "priority" in results[3].message
+    tasks = api.poll_many(queue, 10, wait=5)
+    got = {t.payload for t in tasks}
+    # The first poll returns what is ready at once; take the rest.
+    deadline = time.monotonic() + 10
+    while got != {b"x", b"a", b"b", b"c"} and time.monotonic() < deadline:
+        more = api.poll_many(queue, 10, wait=1)
+        tasks += more
+        got |= {t.payload for t in more}
+    assert got == {b"x", b"a", b"b", b"c"}, "the delayed task is not ready yet, the bad one was never added"
+    assert delayed.task_id not in {t.task_id for t in tasks}
+    assert tasks[0].payload == b"c", "priority 1 first"
+    for t in tasks:
+        api.complete(t)
+    assert api.describe_queue(queue).delayed == 1
+
+
+def test_fail_dead_letters_and_redrive(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    api.add(queue, b"retry-me")
+    api.add(queue, b"kill-me", dedup_id="dead")
+    tasks = {t.payload: t for t in api.poll_many(queue, 2, wait=5)}
+    while len(tasks) < 2:
+        tasks.update({t.payload: t for t in api.poll_many(queue, 2, wait=5)})
+    retried = api.fail(tasks[b"retry-me"], "try later", retryable=True, retry_after=30)
+    assert retried.will_retry
+    assert retried.next_attempt_at is not None
+    assert retried.next_attempt_at > dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=25)
+    dead = api.fail(tasks[b"kill-me"], "no hope", retryable=False)
+    assert not dead.will_retry
+    letters = api.dead_letters(queue)
+    assert [(d.payload, d.message, d.dedup_id) for d in letters] == [(b"kill-me", "no hope", "dead")]
+    redriven = api.redrive(queue)
+    assert (redriven.redriven, redriven.duplicates) == (1, 0)
+    assert api.dead_letters(queue) == []
+    again = api.poll(queue, wait=5)
+    assert again is not None and again.payload == b"kill-me" and again.attempt == 1
+    api.complete(again)
+
+
+def test_errors_keep_code_and_meaning(api, queue_name):
+    missing = queue_name("missing")
+    with pytest.raises(fairway.NotFound) as not_found:
+        api.describe_queue(missing)
+    assert missing in not_found.value.message, "the message names the queue"
+    assert not not_found.value.maybe_applied
+    assert not_found.value.code.name == "NOT_FOUND"
+
+    queue = queue_name()
+    api.create_queue(queue)
+    with pytest.raises(fairway.InvalidArgument) as bad:
+        api.add(queue, b"x", priority=9)
+    assert "priority" in bad.value.message and not bad.value.maybe_applied
+
+    api.add(queue, b"once")
+    task = api.poll(queue, wait=5)
+    api.complete(task)
+    with pytest.raises(fairway.LeaseLost) as lost:
+        api.complete(task)
+    assert isinstance(lost.value, fairway.FailedPrecondition) and not lost.value.maybe_applied
+    with pytest.raises(fairway.LeaseLost):
+        api.heartbeat(task)
+    with pytest.raises(fairway.LeaseLost):
+        api.fail(task, "late")
+    with pytest.raises(fairway.InvalidArgument):
+        api.poll_many(queue, 100000, wait=0.1)
+
+
+def test_scheduler_calls(api, queue_name):
+    visit_type = queue_name("vt").replace(".", "-")[:40]
+    lister = f"forge/{visit_type}"
+    url = f"https://forge.example/{visit_type}/repo"
+    origins = [
+        fairway.ListedOrigin(url=url, visit_type=visit_type, last_update=dt.datetime.now(dt.timezone.utc)),
+        fairway.ListedOrigin(url=url + "2", visit_type=visit_type, extra_loader_arguments={"branch": "main"}),
+    ]
+    assert api.record_origins(lister, origins) == 2
+    assert api.record_origins(lister, origins[:1]) == 0, "known origins are not new"
+    api.finish_listing(lister)
+    metrics = api.lister_metrics(lister)
+    assert [(m.visit_type, m.known) for m in metrics.metrics] == [(visit_type, 2)]
+    assert metrics.HasField("listing_finished")
+    stats = api.visit_stats(url, visit_type)
+    assert stats is not None and stats.lister == lister and stats.enabled
+    assert api.visit_stats(url + "/nope", visit_type) is None
+
+    requested = api.request_visit(url, visit_type)
+    assert requested.task_id > 0 and not requested.duplicate
+    assert api.request_visit(url, visit_type).duplicate
+    round_ = api.run_round(visit_type)
+    assert round_.slots >= 0
+    queue = f"visits.{visit_type}"
+    seen = {}
+    deadline = time.monotonic() + 20
+    while url not in seen and time.monotonic() < deadline:
+        for task in api.poll_many(queue, 10, wait=2):
+            seen[json.loads(task.payload)["url"]] = task
+    assert url in seen, f"the requested visit reaches {queue}"
+    task = seen[url]
+    for other in seen.values():
+        outcome = fairway.VisitOutcome("eventful", snapshot=b"\x01\x02")
+        api.complete(other, outcome.encode(other.payload))
+    assert fairway.VisitOutcome.decode(fairway.VisitOutcome("eventful", b"\x01\x02").encode(task.payload)).origin_url == url
+    stats = wait_for_visit(api, url, visit_type)
+    assert stats.last_visit_status == "successful" and stats.last_snapshot == b"\x01\x02"
+
+
+def wait_for_visit(api, url, visit_type, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = api.visit_stats(url, visit_type)
+        if stats is not None and stats.last_visit_status:
+            return stats
+        assert time.monotonic() < deadline, "the visit's outcome reaches the origin's stats"
+        time.sleep(0.1)
+
+
+def test_a_server_that_is_not_there_is_unavailable_and_not_applied():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy = fairway.RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.02)
+    with fairway.Client(f"127.0.0.1:{port}", retry=policy, timeout=5) as c:
+        started = time.monotonic()
+        with pytest.raises(fairway.Unavailable) as error:
+            c.add("q", b"x")
+        assert not error.value.maybe_applied and error.value.retryable
+        assert time.monotonic() - started < 5
