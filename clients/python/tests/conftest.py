@@ -26,7 +26,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
 
 # Queues with short leases, for the tests of heartbeats and stops.
-SHORT_LEASE_QUEUES = ("lease.sleep", "lease.busy", "lease.async", "stop.term", "stop.twice", "restart.q")
+SHORT_LEASE_QUEUES = ("lease.sleep", "lease.busy", "lease.async", "stop.term", "stop.twice", "restart.q", "lost.q")
 SERVER_CONFIG = "".join(f'[queues."{q}"]\nlease_timeout = "2s"\n\n' for q in SHORT_LEASE_QUEUES)
 
 _SERVERS: List["ServerProcess"] = []
@@ -73,7 +73,8 @@ class ServerProcess:
         command = [fairway_binary(), "serve", "--listen", listen, "--store", f"embedded:{self.data}"]
         command += ["--config", str(self.config)]
         env = dict(os.environ, NO_COLOR="1")
-        env.pop("FAIRWAY_CONFIG", None)
+        for name in ("FAIRWAY_CONFIG", "FAIRWAY_BIN"):
+            env.pop(name, None)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=env)
         log.close()
         line: Dict[str, bytes] = {}
