@@ -105,11 +105,11 @@ class ServerProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
 
-    def restart_on_same_port(self, timeout: float = 30.0) -> None:
-        """Kill -9 then start again on the same data directory and port.
-
-        The port may be briefly unavailable; retried until ``timeout``."""
+    def restart_on_same_port(self, timeout: float = 30.0, while_down: Callable[[], None] = lambda: None) -> None:
+        """Kill -9, run ``while_down``, then start again on the same data
+        directory and port (retried until ``timeout`` while the port is busy)."""
         self.kill()
+        while_down()
         deadline = time.monotonic() + timeout
         while True:
             try:
