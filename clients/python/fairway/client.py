@@ -330,9 +330,10 @@ class Client:
             except grpc.RpcError as rpc_error:
                 error = from_rpc_error(rpc_error, op.method)
                 cause: BaseException = rpc_error
-            if isinstance(error, LeaseLost) and earlier_maybe:
-                error.maybe_applied = True
             if not policy.should_retry(error, op.idempotent, attempt):
+                if isinstance(error, LeaseLost) and earlier_maybe:
+                    # An earlier try whose outcome was unknown may have finished it.
+                    error.maybe_applied = True
                 raise error from cause
             earlier_maybe = earlier_maybe or error.maybe_applied
             time.sleep(policy.backoff(attempt))
@@ -459,9 +460,10 @@ class AsyncClient:
             except grpc.RpcError as rpc_error:
                 error = from_rpc_error(rpc_error, op.method)
                 cause: BaseException = rpc_error
-            if isinstance(error, LeaseLost) and earlier_maybe:
-                error.maybe_applied = True
             if not policy.should_retry(error, op.idempotent, attempt):
+                if isinstance(error, LeaseLost) and earlier_maybe:
+                    # An earlier try whose outcome was unknown may have finished it.
+                    error.maybe_applied = True
                 raise error from cause
             earlier_maybe = earlier_maybe or error.maybe_applied
             await asyncio.sleep(policy.backoff(attempt))
