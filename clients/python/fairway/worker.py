@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import inspect
 import json
 import logging
@@ -98,9 +99,9 @@ class TaskContext:
     _lease: "_Lease" = dataclasses.field(repr=False, compare=False)
 
     @property
-    def lease_deadline(self) -> float:
-        """When the lease runs out without a heartbeat (Unix time; heartbeats move it)."""
-        return self._lease.deadline
+    def lease_deadline(self) -> datetime.datetime:
+        """When the lease runs out without another heartbeat (UTC; heartbeats move it)."""
+        return datetime.datetime.fromtimestamp(self._lease.deadline, tz=datetime.timezone.utc)
 
     @property
     def lease_lost(self) -> bool:

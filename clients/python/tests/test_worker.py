@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import datetime as dt
 import json
 import logging
 import threading
@@ -89,10 +90,14 @@ def test_functions_that_block_three_leases_keep_their_lease(server, client):
     finished: Dict[str, float] = {}
     worker = fairway.Worker(server.address, concurrency=3, poll_wait=1)
 
+    deadlines = []
+
     @worker.task("lease.sleep")
     def sleeps(payload, ctx):
         attempts[ctx.queue].append(ctx.attempt)
+        deadlines.append(ctx.lease_deadline)
         time.sleep(block)  # releases the GIL
+        deadlines.append(ctx.lease_deadline)
         finished[ctx.queue] = time.time()
 
     @worker.task("lease.busy")
@@ -119,6 +124,7 @@ def test_functions_that_block_three_leases_keep_their_lease(server, client):
         )
     finally:
         stop_and_join(worker, thread)
+    assert deadlines[1] - deadlines[0] >= dt.timedelta(seconds=block - 1), "heartbeats moved the deadline"
     for queue in queues:
         assert attempts[queue] == [1], f"{queue}: one run, first attempt, no redelivery"
         info = client.describe_queue(queue)
