@@ -439,7 +439,7 @@ class AsyncClient:
         self._stubs = {"matching": _mg.MatchingStub(self._channel), "scheduler": _vg.SchedulerStub(self._channel)}
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

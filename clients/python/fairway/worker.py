@@ -242,7 +242,7 @@ Decode = Union[None, str, type, Callable[[bytes], Any]]
 
 def _from_json(cls: Any, value: Any) -> Any:
     """JSON data as ``cls`` when it is a dataclass (nested ones too), else as is."""
-    if dataclasses.is_dataclass(cls) and isinstance(value, dict):
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and isinstance(value, dict):
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(value) - names
@@ -464,7 +464,7 @@ class Worker:
     def _install_signals(self) -> Dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
+        previous: Dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
         return previous

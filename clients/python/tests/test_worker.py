@@ -280,3 +280,34 @@ def test_the_worker_logs_and_waits_for_a_queue_that_does_not_exist_yet(server, c
         assert done.wait(30)
     finally:
         stop_and_join(worker, thread)
+
+
+def test_tasks_run_in_opentelemetry_spans(server, client, queue_name):
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    queue = queue_name("otel")
+    client.create_queue(queue)
+    client.add(queue, b"x", fairness_key="k")
+    inside = []
+    worker = fairway.Worker(server.address, concurrency=1, poll_wait=1)
+
+    @worker.task(queue)
+    def work(payload):
+        inside.append(trace.get_current_span().get_span_context().is_valid)
+
+    thread = run_in_thread(worker)
+    try:
+        wait_until(lambda: client.describe_queue(queue).completed == 1, 30, "the completion")
+    finally:
+        stop_and_join(worker, thread)
+    assert inside == [True], "the function runs inside the span"
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == f"fairway.task {queue}"]
+    assert span.attributes["fairway.queue"] == queue and span.attributes["fairway.attempt"] == 1
+    assert span.attributes["fairway.fairness_key"] == "k"
