@@ -65,6 +65,8 @@ class FairwayError(Exception):
         self.code = code if code is not None else grpc.StatusCode.UNKNOWN
         self.maybe_applied = self.default_maybe_applied if maybe_applied is None else maybe_applied
         self.method = method
+        #: The call's trailing metadata (e.g. ``fairway-maybe-applied``).
+        self.trailers: Dict[str, str] = {}
         where = f"{method}: " if method else ""
         super().__init__(f"{where}{self.code.name}: {message}")
 
@@ -160,14 +162,6 @@ _BY_CODE: Dict[grpc.StatusCode, Type[FairwayError]] = {
 LEASE_METHODS = frozenset({"CompleteTask", "FailTask", "HeartbeatTask"})
 
 
-def _has_maybe_applied(trailers: Optional[Sequence[Tuple[str, object]]]) -> bool:
-    for key, value in trailers or ():
-        if key.lower() == MAYBE_APPLIED_KEY:
-            text = value.decode() if isinstance(value, bytes) else str(value)
-            return text.strip().lower() == "true"
-    return False
-
-
 def classify(
     code: grpc.StatusCode,
     details: str,
@@ -181,10 +175,11 @@ def classify(
     maybe: Optional[bool] = None
     lowered = details.lower()
     if code == grpc.StatusCode.UNKNOWN:
-        # UNKNOWN from the server without the trailer: the table says the
-        # server sends UNKNOWN only for outcomes it cannot know, so a bare
-        # one (e.g. a broken transport) is treated as maybe applied too.
-        maybe = _has_maybe_applied(trailers) or not details or any(h in lowered for h in _MAYBE_SENT_HINTS)
+        # The server sends UNKNOWN with `fairway-maybe-applied: true` for
+        # outcomes it cannot know. One without the trailer comes from
+        # elsewhere on the path (gRPC itself, a proxy) and cannot say either:
+        # both are maybe applied.
+        maybe = True
     elif code == grpc.StatusCode.UNAVAILABLE:
         # The server's UNAVAILABLE means nothing was written; gRPC's own for
         # a connection that broke while the request was out does not.
@@ -192,7 +187,11 @@ def classify(
             maybe = False
         else:
             maybe = any(h in lowered for h in _MAYBE_SENT_HINTS)
-    return cls(details or code.name, code=code, maybe_applied=maybe, method=method)
+    error = cls(details or code.name, code=code, maybe_applied=maybe, method=method)
+    error.trailers = {
+        key: value.decode(errors="replace") if isinstance(value, bytes) else str(value) for key, value in trailers or ()
+    }
+    return error
 
 
 def from_rpc_error(error: grpc.RpcError, method: str) -> FairwayError:

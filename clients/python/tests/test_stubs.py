@@ -33,11 +33,13 @@ def generator_python() -> str:
         [str(python), "-c", "import grpc_tools, importlib.metadata as m; print(m.version('grpcio-tools'))"],
         capture_output=True,
         text=True,
+        timeout=120,
     )
     if check.stdout.strip() != generate_protos.GRPCIO_TOOLS_VERSION:
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", f"grpcio-tools=={generate_protos.GRPCIO_TOOLS_VERSION}"],
             check=True,
+            timeout=600,
         )
     return str(python)
 
@@ -48,6 +50,7 @@ def test_checked_in_stubs_match_a_fresh_generation(tmp_path):
         [generator_python(), str(PACKAGE / "tools" / "generate_protos.py"), "--out", str(out)],
         check=True,
         capture_output=True,
+        timeout=120,
     )
     checked_in = PACKAGE / "fairway" / "_proto"
     fresh = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
