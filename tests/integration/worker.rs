@@ -125,11 +125,12 @@ async fn a_hanging_command_is_killed_at_its_timeout() {
     let server = ServerProcess::start(data.path());
     let mut client = server.client().await;
     add_all(&mut client, "jobs", vec![spec("k", 0.0, 0, b"x")]).await;
-    let command = ["sh", "-c", "sleep 7101; echo never"];
+    let sleep = long_sleep(1);
+    let command = ["sh", "-c", &format!("{sleep}; echo never")];
     let (status, log) = Worker::start(&server, "jobs", &["--max-tasks", "1", "--timeout", "1s"], &command).wait().await;
     assert!(status.success(), "{log}");
     assert!(log.contains("timed out after 1s"), "{log}");
-    assert!(!running("sleep 7101"), "the command's child was left running");
+    assert!(!running(&sleep), "the command's child was left running");
     let state = describe(&mut client, "jobs").await;
     assert_eq!(state.partitions.iter().map(|p| p.failed).sum::<u64>(), 1, "{state:?}");
 }
@@ -142,17 +143,18 @@ async fn a_second_signal_kills_the_commands_and_hands_their_tasks_back() {
     let server = ServerProcess::start(data.path());
     let mut client = server.client().await;
     add_all(&mut client, "jobs", vec![spec("k", 0.0, 0, b"x")]).await;
-    let mut worker = Worker::start(&server, "jobs", &[], &["sh", "-c", "sleep 7102"]);
-    wait_for("the command runs", async || running("sleep 7102")).await;
+    let sleep = long_sleep(2);
+    let mut worker = Worker::start(&server, "jobs", &[], &["sh", "-c", &sleep]);
+    wait_for("the command runs", async || running(&sleep)).await;
     worker.signal(libc::SIGTERM);
     wait_for("the worker stops taking tasks", async || worker.log().contains("SIGTERM: no more tasks")).await;
     assert!(worker.child.try_wait().unwrap().is_none(), "the worker waits for its command: {}", worker.log());
-    assert!(running("sleep 7102"), "the first signal must not stop the command");
+    assert!(running(&sleep), "the first signal must not stop the command");
     worker.signal(libc::SIGTERM);
     let (status, log) = worker.wait().await;
     assert!(status.success(), "{log}");
     assert!(log.contains("handed back"), "{log}");
-    assert!(!running("sleep 7102"), "the command was left running");
+    assert!(!running(&sleep), "the command was left running");
     let state = describe(&mut client, "jobs").await;
     let (failed, expired) = state.partitions.iter().fold((0, 0), |(f, e), p| (f + p.failed, e + p.expired));
     assert_eq!((failed, expired), (1, 0), "handed back at once, not left to its lease: {state:?}");
@@ -166,11 +168,12 @@ async fn a_killed_worker_leaves_no_command_running() {
     let server = ServerProcess::start(data.path());
     let mut client = server.client().await;
     add_all(&mut client, "jobs", vec![spec("k", 0.0, 0, b"x")]).await;
-    let mut worker = Worker::start(&server, "jobs", &[], &["sh", "-c", "sleep 7103"]);
-    wait_for("the command runs", async || running("sleep 7103")).await;
+    let sleep = long_sleep(3);
+    let mut worker = Worker::start(&server, "jobs", &[], &["sh", "-c", &sleep]);
+    wait_for("the command runs", async || running(&sleep)).await;
     worker.signal(libc::SIGKILL);
     let _ = worker.child.wait();
-    wait_for("the command is gone with the worker", async || !running("sleep 7103")).await;
+    wait_for("the command is gone with the worker", async || !running(&sleep)).await;
 }
 
 /// Ctrl-C in a terminal signals the whole foreground process group. It used
@@ -307,6 +310,12 @@ async fn wait_for(what: &str, mut condition: impl AsyncFnMut() -> bool) {
         assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A command that sleeps for days, unique to this test run (`n`, and this
+/// process's id) so that leftovers of other runs do not count.
+fn long_sleep(n: u32) -> String {
+    format!("sleep {n}{:07}", std::process::id())
 }
 
 /// Whether a process whose command line contains `marker` is running.

@@ -108,6 +108,10 @@ def main() -> None:
     parser.add_argument("--server", required=True, help="a fairway serve address, host:port")
     parser.add_argument("--redis", required=True, help="redis://host:port/db")
     parser.add_argument("--fairway-bin", required=True, help="the fairway binary (release)")
+    parser.add_argument(
+        "--baseline-fairway-bin",
+        help="another fairway binary whose `fairway worker` runs beside (an older build, for old-against-new)",
+    )
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write every run's figure here")
@@ -118,11 +122,18 @@ def main() -> None:
         cases[f"Python library, {slots} slot(s)"] = lambda run, s=slots: run_fairway(
             args, client, f"py{s}-{run}", [sys.executable, os.path.join(HERE, "python_worker.py"), args.server, f"py{s}-{run}", str(s)]
         )
-        cases[f"fairway worker -- true, {slots} slot(s)"] = lambda run, s=slots: run_fairway(
-            args, client, f"cli{s}-{run}",
-            [args.fairway_bin, "worker", "--server", f"http://{args.server}", "--queue", f"cli{s}-{run}",
-             "--concurrency", str(s), "--", "true"],
-        )
+        binaries = [("", args.fairway_bin)]
+        if args.baseline_fairway_bin:
+            binaries.append((" (baseline)", args.baseline_fairway_bin))
+        for label, binary in binaries:
+            queue = f"cli{slots}{label and 'b'}"
+            cases[f"fairway worker -- true{label}, {slots} slot(s)"] = (
+                lambda run, s=slots, q=queue, b=binary: run_fairway(
+                    args, client, f"{q}-{run}",
+                    [b, "worker", "--server", f"http://{args.server}", "--queue", f"{q}-{run}",
+                     "--concurrency", str(s), "--", "true"],
+                )
+            )
         cases[f"Celery {celery_version()} on Redis {redis_version(args.redis)}, {slots} process(es)"] = (
             lambda run, s=slots: run_celery(args, s, f"celery{s}-{run}")
         )

@@ -295,22 +295,22 @@ struct Signals {
 }
 
 impl Signals {
+    /// Catches the signals from now on (before any task is taken).
     fn watch() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
         let signals = Signals { stopping: CancellationToken::new(), abandon: CancellationToken::new() };
-        let (stopping, abandon) = (signals.stopping.clone(), signals.abandon.clone());
+        let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+        else {
+            tracing::warn!("cannot catch SIGINT and SIGTERM: they will kill the worker and its commands");
+            return signals;
+        };
+        let tokens = [signals.stopping.clone(), signals.abandon.clone()];
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut interrupt), Ok(mut terminate)) =
-                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-            else {
-                tracing::warn!("cannot catch SIGINT and SIGTERM: they will kill the worker and its commands");
-                return;
-            };
             let said = [
                 "no more tasks; the running commands finish first (signal again to kill them and hand their tasks back)",
                 "killing the running commands and handing their tasks back",
             ];
-            for (token, said) in [stopping, abandon].into_iter().zip(said) {
+            for (token, said) in tokens.into_iter().zip(said) {
                 let name = tokio::select! {
                     _ = interrupt.recv() => "SIGINT",
                     _ = terminate.recv() => "SIGTERM",
