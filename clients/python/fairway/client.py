@@ -120,7 +120,6 @@ class Connection:
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.min_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", int(self.max_reconnect_backoff * 1000)),
-            ("grpc.enable_retries", 0),
         ]
         if self.server_name:
             options.append(("grpc.ssl_target_name_override", self.server_name))

@@ -180,9 +180,12 @@ class _Heartbeater(threading.Thread):
             deadline = self.client._invoke(op, NO_RETRY)
         except LeaseLost as error:
             with lease.lock:
-                if lease.state in ("running", "reporting"):
+                was = lease.state
+                if was in ("running", "reporting"):
                     lease.state = "lost"
             self.remove(lease)
+            if was not in ("running", "reporting"):
+                return  # reported or handed back meanwhile
             log.warning(
                 "task %s of %s: lease lost (%s); its result will not be reported",
                 lease.task.task_id,
@@ -600,17 +603,19 @@ class Worker:
             if self._tracer is not None
             else None
         )
-        span = span_cm.__enter__() if span_cm is not None else None
         try:
-            outcome = self._call(handler, lease, context)
-            if span is not None and outcome[0] == "fail":
-                span.set_attribute("fairway.failed", True)
-                span.set_attribute("fairway.retryable", bool(outcome[1]))
-        finally:
-            if span_cm is not None:
-                span_cm.__exit__(None, None, None)
-        try:
+            span = span_cm.__enter__() if span_cm is not None else None
+            try:
+                outcome = self._call(handler, lease, context)
+                if span is not None and outcome[0] == "fail":
+                    span.set_attribute("fairway.failed", True)
+                    span.set_attribute("fairway.retryable", bool(outcome[1]))
+            finally:
+                if span_cm is not None:
+                    span_cm.__exit__(None, None, None)
             self._report(lease, outcome)
+        except BaseException:  # a bug of ours: the lease runs out and the task comes back
+            log.exception("task %s of %s: the worker failed to run or report it", task.task_id, handler.queue)
         finally:
             self._finish(lease)
 
@@ -639,7 +644,7 @@ class Worker:
             return ("fail", True, _truncate(f"Retry: {text}"), retry.after)
         except Fatal as fatal:
             return ("fail", False, _truncate(f"Fatal: {fatal}"), None)
-        except Exception as error:
+        except BaseException as error:  # SystemExit, KeyboardInterrupt raised by the function too
             log.info("task %s of %s failed: %s: %s", task.task_id, handler.queue, type(error).__name__, error)
             return ("fail", True, _truncate(f"{type(error).__name__}: {error}"), None)
 
