@@ -135,6 +135,24 @@ async fn a_hanging_command_is_killed_at_its_timeout() {
     assert_eq!(state.partitions.iter().map(|p| p.failed).sum::<u64>(), 1, "{state:?}");
 }
 
+/// What a command leaves running when it exits (a process in the
+/// background, holding its output open) is killed, and the task completes:
+/// the worker used to wait for it to end.
+#[tokio::test]
+async fn what_a_command_leaves_running_is_killed_when_it_exits() {
+    let data = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(data.path());
+    let mut client = server.client().await;
+    add_all(&mut client, "jobs", vec![spec("k", 0.0, 0, b"x")]).await;
+    let sleep = long_sleep(4);
+    let command = ["sh", "-c", &format!("{sleep} & echo started")];
+    let (status, log) = Worker::start(&server, "jobs", &["--max-tasks", "1"], &command).wait().await;
+    assert!(status.success(), "{log}");
+    assert!(!running(&sleep), "the background process was left running");
+    let state = describe(&mut client, "jobs").await;
+    assert_eq!(state.partitions.iter().map(|p| p.completed).sum::<u64>(), 1, "{log}");
+}
+
 /// The first SIGTERM lets a running command go on; the second kills it and
 /// hands its task back. Both used to be ignored while a command hung.
 #[tokio::test]

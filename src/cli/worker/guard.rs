@@ -12,6 +12,10 @@
 //!   task is delivered again after its lease, never run twice at once by a
 //!   leftover command.
 //!
+//! When the command exits, the guard kills what it left running in the group
+//! (a process it put in the background, say): nothing of a task outlives it,
+//! and the worker's pipes from the command close.
+//!
 //! The guard exits with the command's status (128 + N for a command killed
 //! by signal N), or 127 when the command cannot be started, 126 when it is
 //! not executable, as a shell does, with the reason on stderr.
@@ -64,7 +68,9 @@ pub(crate) fn run(args: &[OsString]) -> ExitCode {
             kill_own_group(libc::SIGTERM);
         }
     }
-    match std::process::Command::new(&command[0]).args(&command[1..]).status() {
+    let ran = std::process::Command::new(&command[0]).args(&command[1..]).status();
+    kill_the_rest_of_the_group();
+    match ran {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(code as u8),
             (None, Some(signal)) => ExitCode::from(128u8.saturating_add(signal as u8)),
@@ -76,6 +82,38 @@ pub(crate) fn run(args: &[OsString]) -> ExitCode {
             ExitCode::from(if not_found { 127 } else { 126 })
         }
     }
+}
+
+/// Kills every live process of the guard's group but the guard.
+fn kill_the_rest_of_the_group() {
+    let guard = std::process::id() as libc::pid_t;
+    // A process may start another while the others are killed: a few passes.
+    for _ in 0..10 {
+        let others: Vec<libc::pid_t> = live_members(guard).filter(|&pid| pid != guard).collect();
+        if others.is_empty() {
+            return;
+        }
+        for pid in others {
+            // SAFETY: kill has no memory effects.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The processes of group `group` that are not zombies, from /proc.
+fn live_members(group: libc::pid_t) -> impl Iterator<Item = libc::pid_t> {
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    entries.filter_map(move |entry| {
+        let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+        let state = fields.next()?;
+        let pgrp: libc::pid_t = fields.nth(1)?.parse().ok()?;
+        (pgrp == group && state != "Z" && state != "X").then_some(pid)
+    })
 }
 
 extern "C" fn kill_own_group(_signal: libc::c_int) {

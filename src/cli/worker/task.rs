@@ -37,6 +37,8 @@ const STDOUT_TAIL_BYTES: usize = 64 * 1024;
 const STDERR_TAIL_BYTES: usize = 4 * 1024;
 /// Lines of the stderr tail the log shows for a failed task.
 const STDERR_TAIL_LINES: usize = 10;
+/// How long the command's output may stay open after it exited.
+const OUTPUT_AFTER_EXIT: Duration = Duration::from_secs(5);
 /// At most this long between two heartbeats, or two tries of one.
 const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// The server keeps at most this many bytes of a failure message.
@@ -153,8 +155,21 @@ impl Run<'_> {
                 }
             }
         };
-        let stdout = stdout.await.unwrap_or_default();
-        let stderr_tail = String::from_utf8_lossy(&stderr.await.unwrap_or_default()).into_owned();
+        // The guard killed what the command left in its group; a process
+        // that left the group (setsid) may still hold the pipes open.
+        let (stdout, stderr) = match tokio::time::timeout(OUTPUT_AFTER_EXIT, async { (stdout.await, stderr.await) })
+            .await
+        {
+            Ok((stdout, stderr)) => (stdout.unwrap_or_default(), stderr.unwrap_or_default()),
+            Err(_) => {
+                tracing::warn!(
+                    "task {}: a process the command started outside its group keeps its output open; its output is ignored",
+                    self.task.task_id
+                );
+                (Vec::new(), Vec::new())
+            }
+        };
+        let stderr_tail = String::from_utf8_lossy(&stderr).into_owned();
         if !status.success() {
             let message = match last_line(stderr_tail.as_bytes()) {
                 Some(line) => format!("{line} (exit status {})", status.code().unwrap_or(-1)),
