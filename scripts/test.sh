@@ -2,10 +2,13 @@
 # Runs every test of the workspace: unit and property tests of the core, the
 # store conformance suite on the embedded store and on a real Apache
 # Cassandra, the integration tests (real gRPC servers, real `fairway serve`
-# processes, Cassandra outages), and the tools' tests and chaos runs
-# (tools/fairway-lab). First, clippy on every target of the workspace with
-# warnings denied: a lint fails the run before the long tests start. Ends
-# with one line counting the tests.
+# processes, Cassandra outages), the tools' tests and chaos runs
+# (tools/fairway-lab), and the Python client's tests against a real server
+# (scripts/test-python.sh: virtual environments from PyPI, Python 3.9 with
+# the lowest declared grpcio and protobuf and python3 with the newest).
+# First, clippy on every target of the workspace with warnings denied: a
+# lint fails the run before the long tests start. Ends with one line
+# counting the tests.
 #
 # Cassandra: uses the node at $FAIRWAY_TEST_CASSANDRA (default
 # 127.0.0.1:9042) if one listens there; otherwise fetches Cassandra from
@@ -92,13 +95,16 @@ if [ "$status" = 0 ]; then
   chaos_pid=$!
   cargo test --locked -p fairway --all-targets 2>&1 | tee -a "$log" || status=$?
   cargo test --locked -p fairway-lab --bins 2>&1 | tee -a "$log" || status=$?
+  # The server the Python tests start is the debug binary just built.
+  FAIRWAY_BIN="$PWD/target/debug/fairway" bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
   wait "$chaos_pid" || status=$?
   chaos_pid=
   echo "test: the lab's chaos runs (run beside the rest):"
   cat "$chaos_log" | tee -a "$log"
 fi
 
-awk '/^test result:/ {
+awk '/^python-tests:/ { passed += $2; failed += $4; ignored += $6 }
+     /^test result:/ {
        for (i = 1; i <= NF; i++) {
          if ($(i + 1) ~ /^passed/) passed += $i
          if ($(i + 1) ~ /^failed/) failed += $i
