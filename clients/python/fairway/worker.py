@@ -371,6 +371,7 @@ class Worker:
         self._heartbeater: Optional[_Heartbeater] = None
         self._slots = _Slots(concurrency)
         self._running = False
+        self._client_closed = False
         self._tracer = _otel_trace.get_tracer("fairway") if _otel_trace is not None else None
 
     # -- registration --------------------------------------------------
@@ -418,6 +419,9 @@ class Worker:
         if self._running:
             raise RuntimeError("the worker is running already")
         self._running = True
+        if self._client_closed:  # a second run of a worker that owns its client
+            self.client = Client(self.client.connection)
+            self._client_closed = False
         previous = self._install_signals()
         self._heartbeater = _Heartbeater(self.client.clone())
         self._heartbeater.start()
@@ -454,6 +458,7 @@ class Worker:
                 loop_thread.join(timeout=5)
             if self._owns_client:
                 self.client.close()
+                self._client_closed = True
             self._restore_signals(previous)
             self._running = False
             self._stop.clear()
