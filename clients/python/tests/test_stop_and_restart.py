@@ -150,3 +150,55 @@ def test_the_worker_reconnects_after_a_server_restart(server_factory, caplog):
     assert "UNAVAILABLE" in messages, "the worker saw the server down (polls, reports or heartbeats)"
     # At least once across a crash: a task running at the kill may run again.
     assert sum(runs.values()) - total <= 8, runs
+
+
+def test_stop_cancels_a_waiting_poll_at_once(server, client, queue_name):
+    queue = queue_name("idle")
+    client.create_queue(queue)
+    worker = fairway.Worker(server.address, concurrency=2, poll_wait=60)
+
+    @worker.task(queue)
+    def work(payload):
+        raise AssertionError("no task was added")
+
+    thread = run_in_thread(worker)
+    wait_until(lambda: client.describe_queue(queue).waiting_pollers == 1, 30, "the worker's poll to wait")
+    started = time.monotonic()
+    stop_and_join(worker, thread, timeout=10)
+    assert time.monotonic() - started < 5, "a 60 s poll does not hold the stop"
+
+
+def test_after_the_grace_period_tasks_are_handed_back_and_never_reported(server, client, queue_name):
+    queue = queue_name("grace")
+    client.create_queue(queue)
+    client.add(queue, b"slow")
+    started, release = threading.Event(), threading.Event()
+    returned = threading.Event()
+    worker = fairway.Worker(server.address, concurrency=1, poll_wait=1, grace_period=1)
+
+    @worker.task(queue)
+    def slow(payload):
+        started.set()
+        assert release.wait(60)
+        returned.set()
+        return b"too late"
+
+    thread = run_in_thread(worker)
+    try:
+        assert started.wait(30)
+        begun = time.monotonic()
+        stop_and_join(worker, thread, timeout=30)
+        assert time.monotonic() - begun < 10, "handed back after the 1 s grace period"
+    finally:
+        release.set()
+    assert returned.wait(30)
+    task = None
+    deadline = time.monotonic() + 30
+    while task is None and time.monotonic() < deadline:
+        task = client.poll(queue, wait=1)
+    assert task is not None and task.attempt == 2 and task.payload == b"slow"
+    # The late return was a while ago now: had it been reported, it would show.
+    info = client.describe_queue(queue)
+    assert (info.completed, info.failed) == (0, 1), "handed back by FailTask; the late result was dropped"
+    client.complete(task)
+    assert client.describe_queue(queue).completed == 1
