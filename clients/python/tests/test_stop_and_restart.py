@@ -168,7 +168,8 @@ def test_stop_cancels_a_waiting_poll_at_once(server, client, queue_name):
     assert time.monotonic() - started < 5, "a 60 s poll does not hold the stop"
 
 
-def test_after_the_grace_period_tasks_are_handed_back_and_never_reported(server, client, queue_name):
+def test_after_the_grace_period_tasks_are_handed_back_and_never_reported(server, client, queue_name, caplog):
+    caplog.set_level(logging.INFO, logger="fairway")
     queue = queue_name("grace")
     client.create_queue(queue)
     client.add(queue, b"slow")
@@ -200,5 +201,8 @@ def test_after_the_grace_period_tasks_are_handed_back_and_never_reported(server,
     # The late return was a while ago now: had it been reported, it would show.
     info = client.describe_queue(queue)
     assert (info.completed, info.failed) == (0, 1), "handed back by FailTask; the late result was dropped"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("handed back" in m for m in messages), messages
+    assert any("not reported (lease handed_back)" in m for m in messages), "the worker did not even try"
     client.complete(task)
     assert client.describe_queue(queue).completed == 1
