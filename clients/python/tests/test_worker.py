@@ -226,7 +226,8 @@ def test_long_exception_messages_are_truncated_under_the_limit():
     assert _truncate("short") == "short"
 
 
-def test_a_lost_lease_is_never_reported(server, client):
+def test_a_lost_lease_is_never_reported(server, client, caplog):
+    caplog.set_level(logging.INFO, logger="fairway")
     queue = "lost.q"  # a lease of 2 s: heartbeats every ~0.7 s
     client.create_queue(queue)
     client.add(queue, b"x")
@@ -255,6 +256,9 @@ def test_a_lost_lease_is_never_reported(server, client):
         stop_and_join(worker, thread)
     info = client.describe_queue(queue)
     assert (info.completed, info.failed) == (1, 0), "the worker did not report a lease it lost"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("lease lost" in m for m in messages), messages
+    assert any("not reported (lease lost)" in m for m in messages), "the worker did not even try"
 
 
 def _lost(worker: fairway.Worker) -> bool:
