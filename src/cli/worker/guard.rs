@@ -1,49 +1,56 @@
 //! The guard: a small process between `fairway worker` and each command it
-//! runs, so that no command outlives the worker.
+//! runs, so that no command, nor anything it started, outlives its task or
+//! the worker.
 //!
 //! The worker starts every command through `fairway __worker-guard PID --
-//! COMMAND…` in a process group of its own (the guard leads it):
+//! COMMAND…`, the guard in a process group of its own and the command in
+//! another:
 //! - a Ctrl-C in the worker's terminal reaches the worker alone, which then
 //!   decides what becomes of the commands (docs/scheduler.md);
-//! - the worker stops a command and everything it started with one
-//!   `killpg(SIGKILL)` (a timeout, a lost lease, a second signal);
-//! - when the worker dies, even by SIGKILL, the kernel sends the guard
-//!   SIGTERM (`PR_SET_PDEATHSIG`), and the guard kills its whole group: the
-//!   task is delivered again after its lease, never run twice at once by a
-//!   leftover command.
-//!
-//! When the command exits, the guard kills what it left running in the group
-//! (a process it put in the background, say): nothing of a task outlives it,
-//! and the worker's pipes from the command close.
+//! - the worker stops a command and everything it started with a SIGTERM
+//!   to the guard (a timeout, a lost lease, a second signal), which kills
+//!   the command's group (SIGKILL) and exits;
+//! - when the worker dies, even by SIGKILL, the kernel sends the guard the
+//!   same SIGTERM (`PR_SET_PDEATHSIG`): the task is delivered again after
+//!   its lease, never run twice at once by a leftover command;
+//! - when the command exits, the guard kills what it left running in its
+//!   group (a process put in the background, say), before it reaps the
+//!   command, so that the group's id cannot name another group yet.
 //!
 //! The guard exits with the command's status (128 + N for a command killed
 //! by signal N), or 127 when the command cannot be started, 126 when it is
 //! not executable, as a shell does, with the reason on stderr.
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The hidden first argument that makes `fairway` a guard.
 pub(crate) const GUARD_ARG: &str = "__worker-guard";
+
+/// The command's process group, once it runs (0 before).
+static COMMAND_GROUP: AtomicI32 = AtomicI32::new(0);
 
 /// The guard for `command`, in a new process group, ready to spawn.
 pub(super) fn command(command: &[String]) -> std::io::Result<tokio::process::Command> {
     let mut guard = tokio::process::Command::new(std::env::current_exe()?);
     guard.arg(GUARD_ARG).arg(std::process::id().to_string()).arg("--").args(command);
-    // Its own group, led by the guard: see the module doc. `PR_SET_PDEATHSIG`
-    // follows the thread that spawns the guard; the worker spawns from the
-    // runtime's worker threads, which live as long as the worker does.
+    // Out of the worker's group, so that a terminal's Ctrl-C does not reach
+    // it. `PR_SET_PDEATHSIG` follows the thread that spawns the guard; the
+    // worker spawns from the runtime's worker threads, which live as long
+    // as the worker does.
     guard.process_group(0);
     Ok(guard)
 }
 
-/// Stops a guard's command and everything it started.
-pub(super) fn kill_group(guard_pid: u32) {
-    // SAFETY: killpg has no memory effects; the guard is unreaped while
-    // we call it, so its group id cannot name another group.
+/// Has a guard kill its command and everything the command started, and
+/// exit. The caller then reaps the guard.
+pub(super) fn stop(guard_pid: u32) {
+    // SAFETY: kill has no memory effects; the guard is not reaped yet, so
+    // its pid names no other process.
     unsafe {
-        libc::killpg(guard_pid as libc::pid_t, libc::SIGKILL);
+        libc::kill(guard_pid as libc::pid_t, libc::SIGTERM);
     }
 }
 
@@ -58,67 +65,73 @@ pub(crate) fn run(args: &[OsString]) -> ExitCode {
         }
     };
     let parent: libc::pid_t = parent.to_str().and_then(|p| p.parse().ok()).unwrap_or(0);
-    // SAFETY: the handler only calls kill(2), which is async-signal-safe;
-    // prctl and getppid have no memory effects.
+    let mut sigterm = empty_signal_set();
+    // SAFETY: the handler only calls functions that are async-signal-safe
+    // (killpg, _exit) and reads an atomic; the signal set is initialised
+    // before use; prctl and getppid have no memory effects.
     unsafe {
-        libc::signal(libc::SIGTERM, kill_own_group as *const () as libc::sighandler_t);
+        libc::sigaddset(&mut sigterm, libc::SIGTERM);
+        // Held until the command's group is known, so that the handler
+        // never misses it. (The command starts with an empty mask.)
+        libc::sigprocmask(libc::SIG_BLOCK, &sigterm, std::ptr::null_mut());
+        libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
         // The worker may have died before the prctl took effect.
         if libc::getppid() != parent {
-            kill_own_group(libc::SIGTERM);
+            return ExitCode::FAILURE;
         }
     }
-    let ran = std::process::Command::new(&command[0]).args(&command[1..]).status();
-    kill_the_rest_of_the_group();
-    match ran {
+    let spawned = std::process::Command::new(&command[0]).args(&command[1..]).process_group(0).spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("cannot run {}: {error}", command[0].to_string_lossy());
+            let not_found = error.kind() == std::io::ErrorKind::NotFound;
+            return ExitCode::from(if not_found { 127 } else { 126 });
+        }
+    };
+    let group = child.id() as libc::pid_t;
+    COMMAND_GROUP.store(group, Ordering::SeqCst);
+    // SAFETY: as above; `info` is plain data the kernel fills.
+    unsafe {
+        libc::sigprocmask(libc::SIG_UNBLOCK, &sigterm, std::ptr::null_mut());
+        // Wait for the command to end without reaping it, then kill what it
+        // left in its group: the group's id is still the command's.
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        while libc::waitid(libc::P_PID, group as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) != 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        libc::killpg(group, libc::SIGKILL);
+    }
+    match child.wait() {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(code as u8),
             (None, Some(signal)) => ExitCode::from(128u8.saturating_add(signal as u8)),
             (None, None) => ExitCode::FAILURE,
         },
         Err(error) => {
-            eprintln!("cannot run {}: {error}", command[0].to_string_lossy());
-            let not_found = error.kind() == std::io::ErrorKind::NotFound;
-            ExitCode::from(if not_found { 127 } else { 126 })
+            eprintln!("cannot wait for {}: {error}", command[0].to_string_lossy());
+            ExitCode::FAILURE
         }
     }
 }
 
-/// Kills every live process of the guard's group but the guard.
-fn kill_the_rest_of_the_group() {
-    let guard = std::process::id() as libc::pid_t;
-    // A process may start another while the others are killed: a few passes.
-    for _ in 0..10 {
-        let others: Vec<libc::pid_t> = live_members(guard).filter(|&pid| pid != guard).collect();
-        if others.is_empty() {
-            return;
-        }
-        for pid in others {
-            // SAFETY: kill has no memory effects.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-/// The processes of group `group` that are not zombies, from /proc.
-fn live_members(group: libc::pid_t) -> impl Iterator<Item = libc::pid_t> {
-    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    entries.filter_map(move |entry| {
-        let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
-        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
-        let state = fields.next()?;
-        let pgrp: libc::pid_t = fields.nth(1)?.parse().ok()?;
-        (pgrp == group && state != "Z" && state != "X").then_some(pid)
-    })
-}
-
-extern "C" fn kill_own_group(_signal: libc::c_int) {
-    // SAFETY: kill(2) is async-signal-safe; 0 names the caller's own group.
+fn empty_signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set it is given.
     unsafe {
-        libc::kill(0, libc::SIGKILL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        set
+    }
+}
+
+extern "C" fn on_sigterm(_signal: libc::c_int) {
+    let group = COMMAND_GROUP.load(Ordering::SeqCst);
+    // SAFETY: killpg and _exit are async-signal-safe.
+    unsafe {
+        if group > 0 {
+            libc::killpg(group, libc::SIGKILL);
+        }
+        libc::_exit(128 + libc::SIGTERM);
     }
 }

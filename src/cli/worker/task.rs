@@ -121,7 +121,7 @@ impl Run<'_> {
             .kill_on_drop(true)
             .spawn()
             .context("cannot start the command's guard")?;
-        let group = child.id().expect("not yet waited for");
+        let guard = child.id().expect("not yet waited for");
         let mut stdin = child.stdin.take().expect("piped");
         let payload = self.task.payload.clone();
         // A command that does not read its stdin must not block the worker.
@@ -135,20 +135,20 @@ impl Run<'_> {
                 status = child.wait() => break status.context("waiting for the command")?,
                 _ = tokio::time::sleep(self.heartbeat_in()) => {
                     if let Some(lost) = self.heartbeat().await {
-                        guard::kill_group(group);
+                        guard::stop(guard);
                         let _ = child.wait().await;
                         return Ok(Ended::LeaseLost(lost));
                     }
                 }
                 _ = &mut timeout => {
-                    guard::kill_group(group);
+                    guard::stop(guard);
                     let _ = child.wait().await;
                     let message = format!("timed out after {} (--timeout); the command was killed", fairway::clock::duration_serde::format(settings.timeout));
                     let stderr_tail = String::from_utf8_lossy(&stderr.await.unwrap_or_default()).into_owned();
                     return self.fail(message, stderr_tail).await;
                 }
                 _ = abandon.cancelled() => {
-                    guard::kill_group(group);
+                    guard::stop(guard);
                     let _ = child.wait().await;
                     self.report_failure("handed back: the worker was stopped before the command finished".into()).await?;
                     return Ok(Ended::HandedBack);
