@@ -4,11 +4,15 @@ Every exception keeps the gRPC ``code`` and the server's ``message`` and says
 whether the request may have been applied (``maybe_applied``):
 
 - ``False`` for the codes the server sends only when nothing was written
-  (``UNAVAILABLE``, ``ABORTED``, ``INVALID_ARGUMENT``, ``NOT_FOUND``, ...) and
-  for a connection that could not be made at all;
+  (``ABORTED``, ``INVALID_ARGUMENT``, ``NOT_FOUND``, ...), for the server's
+  own ``UNAVAILABLE`` (its message says "nothing was written") and for a
+  connection that could not be made at all;
 - ``True`` for ``UNKNOWN`` with the trailer ``fairway-maybe-applied: true``,
-  for a deadline that passed while the request was out, and for a connection
-  that broke after the request may have left.
+  for a deadline that passed while the request was out, for a connection
+  that broke after the request may have left, and for an ``UNAVAILABLE``
+  that cannot be told apart (from a proxy, or gRPC words not known here):
+  when in doubt, maybe applied, so that a call that may not be sent twice
+  (an add without a dedup id, a poll) is not.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import grpc
 
 MAYBE_APPLIED_KEY = "fairway-maybe-applied"
 
-# Words of gRPC's own messages for a connection that was never made: the
-# request cannot have reached the server.
+# Words of the server's own UNAVAILABLE (src/api/status.rs), and of gRPC's
+# own messages for a connection that was never made: the request cannot have
+# been applied.
 _NOT_SENT_HINTS = (
+    "nothing was written",
     "failed to connect",
     "connection refused",
     "dns resolution failed",
@@ -30,18 +36,6 @@ _NOT_SENT_HINTS = (
     "connections to all backends failing",
     "ssl_error",
     "handshake",
-)
-# ... and for one that broke while a request was out.
-_MAYBE_SENT_HINTS = (
-    "socket closed",
-    "connection reset",
-    "broken pipe",
-    "stream removed",
-    "goaway",
-    "received rst_stream",
-    "keepalive",
-    "eof",
-    "connection lost",
 )
 
 
@@ -181,12 +175,14 @@ def classify(
         # both are maybe applied.
         maybe = True
     elif code == grpc.StatusCode.UNAVAILABLE:
-        # The server's UNAVAILABLE means nothing was written; gRPC's own for
-        # a connection that broke while the request was out does not.
-        if any(h in lowered for h in _NOT_SENT_HINTS):
-            maybe = False
-        else:
-            maybe = any(h in lowered for h in _MAYBE_SENT_HINTS)
+        # The server's UNAVAILABLE says nothing was written, and gRPC's own
+        # for a connection that was never made cannot have been applied.
+        # Any other (gRPC's for a connection that broke while the request
+        # was out, "Socket closed", "GOAWAY", ...; a proxy's; words of a gRPC
+        # version not known here) cannot say: maybe applied, the safe side
+        # (a call that may not be sent twice, an add without a dedup id or
+        # a poll, is then not sent again).
+        maybe = not any(h in lowered for h in _NOT_SENT_HINTS)
     error = cls(details or code.name, code=code, maybe_applied=maybe, method=method)
     error.trailers = {
         key: value.decode(errors="replace") if isinstance(value, bytes) else str(value) for key, value in trailers or ()

@@ -26,7 +26,9 @@ class FakeError(grpc.RpcError):
 
 
 MAYBE = FakeError(grpc.StatusCode.UNKNOWN, "write timed out", [(MAYBE_APPLIED_KEY, "true")])
-NOT_APPLIED = FakeError(grpc.StatusCode.UNAVAILABLE, "partition moving")
+NOT_APPLIED = FakeError(
+    grpc.StatusCode.UNAVAILABLE, "partition q/0 is changing owner; nothing was written, retry"
+)
 
 
 class ScriptedStub:
@@ -62,7 +64,8 @@ def test_classification_follows_the_status_table():
     maybe = classify(grpc.StatusCode.UNKNOWN, "timeout", [(MAYBE_APPLIED_KEY, "true")], "AddTask")
     assert isinstance(maybe, fairway.Unknown) and maybe.maybe_applied
     assert maybe.trailers == {MAYBE_APPLIED_KEY: "true"}
-    assert not classify(grpc.StatusCode.UNAVAILABLE, "store unavailable", None, "AddTask").maybe_applied
+    store = "store unavailable: timeout; nothing was written, retry"
+    assert not classify(grpc.StatusCode.UNAVAILABLE, store, None, "AddTask").maybe_applied
     assert not classify(grpc.StatusCode.ABORTED, "being written", None, "CompleteTask").maybe_applied
     assert classify(grpc.StatusCode.UNAVAILABLE, "Socket closed", None, "AddTask").maybe_applied
     assert not classify(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses", None, "X").maybe_applied
@@ -74,6 +77,34 @@ def test_classification_follows_the_status_table():
     error = classify(grpc.StatusCode.NOT_FOUND, "queue q was never created", None, "DescribeQueue")
     assert isinstance(error, fairway.NotFound) and error.code == grpc.StatusCode.NOT_FOUND
     assert "never created" in str(error) and error.message == "queue q was never created"
+
+
+def test_an_unavailable_that_says_nothing_of_what_was_written_is_maybe_applied():
+    # Neither the server's words ("nothing was written") nor gRPC's for a
+    # connection never made: a proxy's, or gRPC's words not known here.
+    for details in ("upstream connect error or disconnect/reset before headers", "", "no healthy upstream"):
+        error = classify(grpc.StatusCode.UNAVAILABLE, details, None, "AddTask")
+        assert isinstance(error, fairway.Unavailable) and error.maybe_applied, details
+        assert not error.retryable, details
+    assert not classify(grpc.StatusCode.UNAVAILABLE, "connection refused", None, "AddTask").maybe_applied
+    home = 'queue q is homed in region "eu", where no node is live; nothing was written or taken'
+    assert not classify(grpc.StatusCode.UNAVAILABLE, home, None, "AddTask").maybe_applied
+
+
+def test_an_unknown_unavailable_is_not_resent_for_an_add_or_a_poll_but_is_for_a_dedup_add():
+    from fairway._proto.fairway.v1 import matching_pb2
+
+    proxy = FakeError(grpc.StatusCode.UNAVAILABLE, "upstream connect error or disconnect/reset before headers")
+    client, stub = scripted([proxy], add_response())
+    with pytest.raises(fairway.Unavailable) as error:
+        client.add("q", b"x")
+    assert error.value.maybe_applied and stub.calls == 1
+    client, stub = scripted([proxy], matching_pb2.PollTasksResponse())
+    with pytest.raises(fairway.Unavailable):
+        client.poll_many("q", 4, wait=0)
+    assert stub.calls == 1
+    client, stub = scripted([proxy], add_response())
+    assert client.add("q", b"x", dedup_id="d").duplicate and stub.calls == 2
 
 
 def test_unavailable_is_retried_for_any_call():
