@@ -44,11 +44,19 @@ impl ServerArg {
         Ok(token.on(self.plain_channel().await?))
     }
 
-    /// [`ServerArg::channel`], connecting at the first call and again after
-    /// the server went away (for long-lived clients such as workers).
+    /// [`ServerArg::channel`] for long-lived clients such as workers: it
+    /// connects at the first call and again after the server went away, and
+    /// pings the server every 20 s, so that a connection to a host that
+    /// vanished without a reset fails within 40 s instead of the minutes TCP
+    /// takes.
     pub(super) fn lazy_channel(&self) -> anyhow::Result<AuthChannel> {
         let token = BearerToken::new(self.token.as_deref()).map_err(|e| anyhow::anyhow!("--token: {e}"))?;
-        Ok(token.on(self.endpoint()?.connect_lazy()))
+        let endpoint = self
+            .endpoint()?
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        Ok(token.on(endpoint.connect_lazy()))
     }
 
     /// The server's address as given.

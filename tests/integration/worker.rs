@@ -135,6 +135,50 @@ async fn a_hanging_command_is_killed_at_its_timeout() {
     assert_eq!(state.partitions.iter().map(|p| p.failed).sum::<u64>(), 1, "{state:?}");
 }
 
+/// Five failures in a row slow the worker down, and then it takes tasks
+/// again: it used to wait before every poll for ever after.
+#[tokio::test]
+async fn failures_in_a_row_slow_the_worker_down_without_stopping_it() {
+    let data = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(data.path());
+    let mut client = server.client().await;
+    let payloads = ["f1", "f2", "f3", "f4", "f5", "f6", "f7", "ok"];
+    add_all(&mut client, "jobs", payloads.iter().map(|p| spec("k", 0.0, 0, p.as_bytes())).collect()).await;
+    let script = r#"read p; case "$p" in f*) echo "no luck with $p" >&2; exit 1;; esac; echo done"#;
+    let (status, log) = Worker::start(&server, "jobs", &["--max-tasks", "8"], &["sh", "-c", script]).wait().await;
+    assert!(status.success(), "{log}");
+    // The count of a task that ended can lag one poll behind.
+    assert!(log.contains("tasks failed in a row; waiting 1s before taking more"), "{log}");
+    assert!(log.contains("stopped: ") && log.matches(" failed in ").count() >= 6, "{log}");
+}
+
+/// A process that leaves the command's group (setsid) and keeps its stdout
+/// open does not hold the worker: past a bound, the task fails, rather than
+/// completing with the output cut short.
+#[tokio::test]
+async fn output_held_open_by_an_escaped_process_fails_the_task_after_a_bound() {
+    let data = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(data.path());
+    let mut client = server.client().await;
+    add_all(&mut client, "jobs", vec![spec("k", 0.0, 0, b"x")]).await;
+    let sleep = long_sleep(5);
+    let dir = tempfile::tempdir().unwrap();
+    let escaped = dir.path().join("escaped");
+    // The command exits once the process it started has left its group.
+    let script = format!(
+        "setsid sh -c 'touch {0}; exec {sleep}' & i=0; while [ ! -e {0} ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; echo result",
+        escaped.display()
+    );
+    let command = ["sh", "-c", &script];
+    let (status, log) = Worker::start(&server, "jobs", &["--max-tasks", "1"], &command).wait().await;
+    let _ = Command::new("pkill").args(["-f", &sleep]).status();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("keeps its output open"), "{log}");
+    let state = describe(&mut client, "jobs").await;
+    let (completed, failed) = state.partitions.iter().fold((0, 0), |(c, f), p| (c + p.completed, f + p.failed));
+    assert_eq!((completed, failed), (0, 1), "{log}");
+}
+
 /// What a command leaves running when it exits (a process in the
 /// background, holding its output open) is killed, and the task completes:
 /// the worker used to wait for it to end.

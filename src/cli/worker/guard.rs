@@ -33,15 +33,16 @@ pub(crate) const GUARD_ARG: &str = "__worker-guard";
 static COMMAND_GROUP: AtomicI32 = AtomicI32::new(0);
 
 /// The guard for `command`, in a new process group, ready to spawn.
-pub(super) fn command(command: &[String]) -> std::io::Result<tokio::process::Command> {
-    let mut guard = tokio::process::Command::new(std::env::current_exe()?);
-    guard.arg(GUARD_ARG).arg(std::process::id().to_string()).arg("--").args(command);
+pub(super) fn command(command: &[String]) -> tokio::process::Command {
+    // The running binary, even once its file is replaced (an upgrade).
+    let mut guard = tokio::process::Command::new("/proc/self/exe");
+    guard.arg0("fairway").arg(GUARD_ARG).arg(std::process::id().to_string()).arg("--").args(command);
     // Out of the worker's group, so that a terminal's Ctrl-C does not reach
     // it. `PR_SET_PDEATHSIG` follows the thread that spawns the guard; the
     // worker spawns from the runtime's worker threads, which live as long
     // as the worker does.
     guard.process_group(0);
-    Ok(guard)
+    guard
 }
 
 /// Has a guard kill its command and everything the command started, and
@@ -103,6 +104,8 @@ pub(crate) fn run(args: &[OsString]) -> ExitCode {
         {}
         libc::killpg(group, libc::SIGKILL);
     }
+    // Once reaped, the command's pid may name another process.
+    COMMAND_GROUP.store(0, Ordering::SeqCst);
     match child.wait() {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(code as u8),
@@ -127,10 +130,13 @@ fn empty_signal_set() -> libc::sigset_t {
 
 extern "C" fn on_sigterm(_signal: libc::c_int) {
     let group = COMMAND_GROUP.load(Ordering::SeqCst);
-    // SAFETY: killpg and _exit are async-signal-safe.
+    // SAFETY: killpg, waitpid and _exit are async-signal-safe. The command
+    // is reaped, so that it leaves no zombie behind where the worker is
+    // process 1 of a container and reaps only its own children.
     unsafe {
         if group > 0 {
             libc::killpg(group, libc::SIGKILL);
+            libc::waitpid(group, std::ptr::null_mut(), 0);
         }
         libc::_exit(128 + libc::SIGTERM);
     }

@@ -49,6 +49,9 @@ pub(super) fn visit_outcome(line: &str, payload: &[u8]) -> anyhow::Result<pb::Vi
 }
 
 fn hex(text: &str) -> anyhow::Result<Vec<u8>> {
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("not all hexadecimal digits");
+    }
     if !text.len().is_multiple_of(2) {
         bail!("an odd number of digits");
     }
@@ -72,6 +75,11 @@ mod tests {
         let bad = visit_outcome(r#"{"status": "great"}"#, payload).unwrap_err().to_string();
         assert!(bad.contains("great") && bad.contains("not_found"), "{bad}");
         assert!(visit_outcome(r#"{"status": "eventful", "snapshot": "abc"}"#, payload).is_err());
+        // Not digits: refused, not a panic on a cut inside a character.
+        for snapshot in ["aéb", "+f", "éé", " 0a"] {
+            let line = format!(r#"{{"status": "eventful", "snapshot": "{snapshot}"}}"#);
+            assert!(visit_outcome(&line, payload).is_err(), "{snapshot:?}");
+        }
         assert!(visit_outcome("done", payload).is_err());
         let no_url = visit_outcome(r#"{"status": "failed"}"#, b"opaque").unwrap_err().to_string();
         assert!(no_url.contains("url"), "{no_url}");

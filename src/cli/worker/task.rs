@@ -29,7 +29,7 @@ use tonic::Code;
 
 use fairway::proto::v1 as pb;
 
-use super::{Client, Settings, guard, outcome, transient};
+use super::{Client, RPC_TIMEOUT, Settings, guard, outcome, transient};
 
 /// Bytes of stdout kept: its last line is the result or the outcome.
 const STDOUT_TAIL_BYTES: usize = 64 * 1024;
@@ -108,8 +108,7 @@ enum Ended {
 impl Run<'_> {
     async fn execute(&mut self, abandon: CancellationToken) -> anyhow::Result<Ended> {
         let settings = self.settings;
-        let mut child = guard::command(&settings.command)
-            .context("cannot find the fairway binary to start the command")?
+        let spawned = guard::command(&settings.command)
             .env("FAIRWAY_QUEUE", &settings.queue)
             .env("FAIRWAY_TASK_ID", self.task.task_id.to_string())
             .env("FAIRWAY_ATTEMPT", self.task.attempt.to_string())
@@ -118,58 +117,67 @@ impl Run<'_> {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start the command's guard")?;
-        let guard = child.id().expect("not yet waited for");
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) => {
+                self.cannot_start = true;
+                return self.fail(format!("the worker cannot start the command's guard: {error}"), String::new()).await;
+            }
+        };
+        // Dropped before the guard is reaped (the worker ends, a bug): the
+        // guard still takes its command down.
+        let guard = StopOnDrop(child.id());
         let mut stdin = child.stdin.take().expect("piped");
         let payload = self.task.payload.clone();
         // A command that does not read its stdin must not block the worker.
-        tokio::spawn(async move { stdin.write_all(&payload).await });
-        let stdout = tokio::spawn(tail(child.stdout.take().expect("piped"), STDOUT_TAIL_BYTES));
-        let stderr = tokio::spawn(tail(child.stderr.take().expect("piped"), STDERR_TAIL_BYTES));
+        let feeder = tokio::spawn(async move { stdin.write_all(&payload).await });
+        let output = Output {
+            stdout: tokio::spawn(tail(child.stdout.take().expect("piped"), STDOUT_TAIL_BYTES)),
+            stderr: tokio::spawn(tail(child.stderr.take().expect("piped"), STDERR_TAIL_BYTES)),
+            feeder,
+        };
         let timeout = tokio::time::sleep(settings.timeout);
         tokio::pin!(timeout);
-        let status = loop {
+        let stopped = loop {
             tokio::select! {
-                status = child.wait() => break status.context("waiting for the command")?,
+                status = child.wait() => break Stopped::Exited(status.context("waiting for the command")?),
                 _ = tokio::time::sleep(self.heartbeat_in()) => {
                     if let Some(lost) = self.heartbeat().await {
-                        guard::stop(guard);
-                        let _ = child.wait().await;
-                        return Ok(Ended::LeaseLost(lost));
+                        break Stopped::LeaseLost(lost);
                     }
                 }
-                _ = &mut timeout => {
-                    guard::stop(guard);
-                    let _ = child.wait().await;
-                    let message = format!("timed out after {} (--timeout); the command was killed", fairway::clock::duration_serde::format(settings.timeout));
-                    let stderr_tail = String::from_utf8_lossy(&stderr.await.unwrap_or_default()).into_owned();
-                    return self.fail(message, stderr_tail).await;
-                }
-                _ = abandon.cancelled() => {
-                    guard::stop(guard);
-                    let _ = child.wait().await;
-                    self.report_failure("handed back: the worker was stopped before the command finished".into()).await?;
-                    return Ok(Ended::HandedBack);
-                }
+                _ = &mut timeout => break Stopped::TimedOut,
+                _ = abandon.cancelled() => break Stopped::Abandoned,
             }
         };
-        // The guard killed what the command left in its group; a process
-        // that left the group (setsid) may still hold the pipes open.
-        let (stdout, stderr) = match tokio::time::timeout(OUTPUT_AFTER_EXIT, async { (stdout.await, stderr.await) })
-            .await
-        {
-            Ok((stdout, stderr)) => (stdout.unwrap_or_default(), stderr.unwrap_or_default()),
-            Err(_) => {
-                tracing::warn!(
-                    "task {}: a process the command started outside its group keeps its output open; its output is ignored",
-                    self.task.task_id
-                );
-                (Vec::new(), Vec::new())
-            }
-        };
+        if !matches!(stopped, Stopped::Exited(_)) {
+            guard.stop();
+            let _ = child.wait().await;
+        }
+        guard.disarm();
+        let (stdout, stderr) = output.collect().await;
         let stderr_tail = String::from_utf8_lossy(&stderr).into_owned();
+        let status = match stopped {
+            Stopped::Exited(status) => status,
+            Stopped::LeaseLost(lost) => return Ok(Ended::LeaseLost(lost)),
+            Stopped::TimedOut => {
+                let after = fairway::clock::duration_serde::format(settings.timeout);
+                return self
+                    .fail(format!("timed out after {after} (--timeout); the command was killed"), stderr_tail)
+                    .await;
+            }
+            Stopped::Abandoned => {
+                let message = "handed back: the worker was stopped before the command finished";
+                return match self.report_failure(message.into()).await? {
+                    Some(true) => Ok(Ended::HandedBack),
+                    Some(false) => Ok(Ended::Failed { message: message.into(), will_retry: false, stderr_tail }),
+                    None => {
+                        Ok(Ended::LeaseLost("the lease was no longer this worker's when it was handed back".into()))
+                    }
+                };
+            }
+        };
         if !status.success() {
             let message = match last_line(stderr_tail.as_bytes()) {
                 Some(line) => format!("{line} (exit status {})", status.code().unwrap_or(-1)),
@@ -178,6 +186,11 @@ impl Run<'_> {
             self.cannot_start = matches!(status.code(), Some(126 | 127));
             return self.fail(message, stderr_tail).await;
         }
+        let Some(stdout) = stdout else {
+            let message =
+                "the command exited, but a process it started outside its process group keeps its output open";
+            return self.fail(message.into(), stderr_tail).await;
+        };
         let line = last_line(&stdout);
         let result = if settings.queue.starts_with("visits.") {
             match line.as_deref().map(|line| outcome::visit_outcome(line, &self.task.payload)) {
@@ -189,14 +202,16 @@ impl Run<'_> {
             line.unwrap_or_default().into_bytes()
         };
         let lease_token = self.task.lease_token.clone();
-        let completed = self
+        let (completed, uncertain_before) = self
             .report(|mut client| {
                 let request = pb::CompleteTaskRequest { lease_token: lease_token.clone(), result: result.clone() };
-                async move { client.complete_task(request).await.map(|_| ()) }
+                async move { client.complete_task(with_timeout(request)).await.map(|_| ()) }
             })
             .await;
         match completed {
             Ok(()) => Ok(Ended::Completed),
+            // An earlier try whose outcome was unknown had landed.
+            Err(status) if status.code() == Code::FailedPrecondition && uncertain_before => Ok(Ended::Completed),
             Err(status) if status.code() == Code::FailedPrecondition => Ok(Ended::LeaseLost(format!(
                 "the lease was no longer this worker's when the command finished ({})",
                 status.message()
@@ -221,10 +236,10 @@ impl Run<'_> {
             message: truncate(&message, MAX_MESSAGE_BYTES),
             retry_after: None,
         };
-        let failed = self
+        let (failed, _) = self
             .report(|mut client| {
                 let request = request.clone();
-                async move { client.fail_task(request).await.map(|r| r.into_inner().will_retry) }
+                async move { client.fail_task(with_timeout(request)).await.map(|r| r.into_inner().will_retry) }
             })
             .await;
         match failed {
@@ -235,20 +250,23 @@ impl Run<'_> {
     }
 
     /// Sends a report, again while the server cannot be reached and the
-    /// lease has not run out.
-    async fn report<T, F, Fut>(&self, call: F) -> Result<T, tonic::Status>
+    /// lease has not run out; says too whether an earlier try may have
+    /// landed.
+    async fn report<T, F, Fut>(&self, call: F) -> (Result<T, tonic::Status>, bool)
     where
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, tonic::Status>>,
     {
         let mut pause = Duration::from_millis(100);
+        let mut uncertain = false;
         loop {
             match call(self.client.clone()).await {
                 Err(status) if transient(&status) && !self.lease_ran_out() => {
+                    uncertain |= !matches!(status.code(), Code::Unavailable | Code::Aborted);
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(5));
                 }
-                reported => return reported,
+                reported => return (reported, uncertain),
             }
         }
     }
@@ -256,7 +274,7 @@ impl Run<'_> {
     /// Extends the lease; says why the task must stop when it cannot.
     async fn heartbeat(&mut self) -> Option<String> {
         let request = pb::HeartbeatTaskRequest { lease_token: self.task.lease_token.clone() };
-        match self.client.heartbeat_task(request).await {
+        match self.client.heartbeat_task(with_timeout(request)).await {
             Ok(response) => {
                 self.deadline = response.into_inner().lease_deadline.and_then(|d| SystemTime::try_from(d).ok());
                 None
@@ -281,6 +299,67 @@ impl Run<'_> {
         });
         (left / 3).clamp(Duration::from_millis(100), MAX_HEARTBEAT_INTERVAL)
     }
+}
+
+/// How a command's run ended, before the worker reports it.
+enum Stopped {
+    Exited(std::process::ExitStatus),
+    LeaseLost(String),
+    TimedOut,
+    Abandoned,
+}
+
+/// A guard not yet reaped: stopped (with its command) if dropped armed.
+struct StopOnDrop(Option<u32>);
+
+impl StopOnDrop {
+    fn stop(&self) {
+        if let Some(pid) = self.0 {
+            guard::stop(pid);
+        }
+    }
+
+    /// The guard is reaped: its pid may name another process now.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The readers of a command's output, and the writer of its input.
+struct Output {
+    stdout: tokio::task::JoinHandle<Vec<u8>>,
+    stderr: tokio::task::JoinHandle<Vec<u8>>,
+    feeder: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Output {
+    /// The tails of stdout (`None` if it is still open after
+    /// `OUTPUT_AFTER_EXIT`: a process that left the command's group holds
+    /// it) and of stderr (empty then). Nothing is left running.
+    async fn collect(self) -> (Option<Vec<u8>>, Vec<u8>) {
+        let Output { stdout, stderr, feeder } = self;
+        feeder.abort();
+        let deadline = tokio::time::Instant::now() + OUTPUT_AFTER_EXIT;
+        let (stdout_abort, stderr_abort) = (stdout.abort_handle(), stderr.abort_handle());
+        let stdout = tokio::time::timeout_at(deadline, stdout).await.ok().map(Result::unwrap_or_default);
+        let stderr = tokio::time::timeout_at(deadline, stderr).await.ok().map(Result::unwrap_or_default);
+        stdout_abort.abort();
+        stderr_abort.abort();
+        (stdout, stderr.unwrap_or_default())
+    }
+}
+
+/// A request with the deadline of every call but polls.
+fn with_timeout<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(RPC_TIMEOUT);
+    request
 }
 
 /// The last `limit` bytes `reader` gives before its end.
