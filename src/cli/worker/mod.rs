@@ -15,10 +15,13 @@
 //! - **Signals.** The first SIGINT or SIGTERM stops taking tasks and lets
 //!   the running commands finish (a terminal's Ctrl-C does not reach them:
 //!   they run in process groups of their own); a second one kills them and
-//!   hands their tasks back. No command outlives the worker (`guard.rs`).
+//!   hands their tasks back; a third ends the worker. No command outlives
+//!   the worker (`guard.rs`).
 //!
-//! Each task's run is `task.rs`; its outcome line on `visits.*` queues is
-//! `outcome.rs`.
+//! Each task's run is `task.rs`, under `guard.rs`; its outcome line on
+//! `visits.*` queues is `outcome.rs`; what the loop learns from polls and
+//! ends (waits, the reason to stop) is `health.rs`; signals are
+//! `signals.rs`.
 
 mod guard;
 mod health;
