@@ -22,7 +22,12 @@ How it runs (see README.md for the guarantees):
   loop) cannot starve it. A lease the server says is lost is never reported;
 - stopping stops polling at once, lets running tasks finish within
   ``grace_period``, then hands the others back (FailTask, retryable, no
-  delay); a second signal hands them back at once.
+  delay); a second signal hands them back at once. Hand-backs go out all at
+  once, each tried once within ``hand_back_timeout``: whatever the server
+  does, the stop takes at most about that after the grace period;
+- a task whose thread cannot be started is handed back; an unexpected error
+  of the worker itself (not a task's) is logged and stops the worker, and
+  :meth:`Worker.run` raises it once the running tasks are drained.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ log = logging.getLogger("fairway")
 #: FailTask's message is at most 4096 bytes.
 MAX_FAIL_MESSAGE_BYTES = 4000
 STOPPED_MESSAGE = "the worker stopped before the task finished; handed back to be run again"
+NO_THREAD_MESSAGE = "the worker could not start a thread for the task; handed back to be run again"
 
 
 class Retry(Exception):
@@ -181,11 +187,14 @@ class _Heartbeater(threading.Thread):
         except LeaseLost as error:
             with lease.lock:
                 was = lease.state
-                if was in ("running", "reporting"):
+                if was == "running":
                     lease.state = "lost"
             self.remove(lease)
-            if was not in ("running", "reporting"):
-                return  # reported or handed back meanwhile
+            if was != "running":
+                # Being reported (a heartbeat racing a Complete that landed),
+                # reported, or handed back: the report says what became of it.
+                log.debug("task %s: heartbeat after the lease ended (%s)", lease.task.task_id, lease.state)
+                return
             log.warning(
                 "task %s of %s: lease lost (%s); its result will not be reported",
                 lease.task.task_id,
@@ -325,6 +334,10 @@ class Worker:
     - ``poll_wait``: the long-poll wait, in seconds;
     - ``grace_period``: after a stop, how long running tasks may finish
       before they are handed back;
+    - ``hand_back_timeout``: the deadline of each hand-back (one try, all
+      sent at once), and how long reports under way are then waited for:
+      the stop takes at most about that after the grace period (or a
+      second signal);
     - ``reconnect_initial`` / ``reconnect_max``: the backoff, doubling,
       while the server cannot be reached;
     - ``worker_id``: sent with polls (default ``host-pid``).
@@ -337,6 +350,7 @@ class Worker:
         concurrency: int = 8,
         poll_wait: float = 20.0,
         grace_period: float = 30.0,
+        hand_back_timeout: float = 5.0,
         reconnect_initial: float = 0.5,
         reconnect_max: float = 10.0,
         report_patience: float = 300.0,
@@ -356,6 +370,7 @@ class Worker:
         self.concurrency = concurrency
         self.poll_wait = poll_wait
         self.grace_period = grace_period
+        self.hand_back_timeout = hand_back_timeout
         self.reconnect_initial = reconnect_initial
         self.reconnect_max = reconnect_max
         self.report_patience = report_patience
@@ -419,6 +434,7 @@ class Worker:
         if self._running:
             raise RuntimeError("the worker is running already")
         self._running = True
+        self._fatal = None  # an error of an earlier run is that run's
         if self._client_closed:  # a second run of a worker that owns its client
             self.client = Client(self.client.connection)
             self._client_closed = False
@@ -497,6 +513,20 @@ class Worker:
     # -- polling -------------------------------------------------------
 
     def _poll_loop(self, handler: _Handler) -> None:
+        try:
+            self._poll_tasks(handler)
+        except BaseException as error:  # a bug of ours, or no more threads, memory, ...
+            log.exception("polling %s: the worker failed; stopping (run() raises it)", handler.queue)
+            self._stop_with(error)
+
+    def _stop_with(self, error: BaseException) -> None:
+        """Stops the worker; :meth:`run` raises ``error`` once drained (the first such error)."""
+        with self._leases_lock:
+            if self._fatal is None:
+                self._fatal = error
+        self._stop.set()
+
+    def _poll_tasks(self, handler: _Handler) -> None:
         share = max(1, self.concurrency // len(self._handlers))
         backoff = self.reconnect_initial
         failing = False
@@ -506,12 +536,13 @@ class Worker:
                 break
             try:
                 tasks = self._poll(handler.queue, want)
-            except FairwayError as error:
+            except BaseException as error:
                 self._slots.give_back(want)
+                if not isinstance(error, FairwayError):
+                    raise  # to _poll_loop: the worker stops
                 if isinstance(error, (Unauthenticated, PermissionDenied, InvalidArgument)):
                     log.error("polling %s: %s; stopping", handler.queue, error)
-                    self._fatal = error
-                    self._stop.set()
+                    self._stop_with(error)
                     break
                 if isinstance(error, (NotFound, ResourceExhausted)):
                     log.warning("polling %s: %s; polling again in %.1f s", handler.queue, error, self.reconnect_max)
@@ -530,8 +561,11 @@ class Worker:
                 log.info("polling %s works again", handler.queue)
                 failing, backoff = False, self.reconnect_initial
             self._slots.give_back(want - len(tasks))
-            for task in tasks:
-                self._start(handler, task)
+            # Every task is held (heartbeats, the drain) before any starts:
+            # should starting one fail, the others are handed back at the stop.
+            leases = [self._hold(handler, task) for task in tasks]
+            for lease in leases:
+                self._start(handler, lease)
 
     def _poll(self, queue: str, want: int) -> Optional[List[Task]]:
         """One PollTasks; None when a stop cancelled it."""
@@ -559,20 +593,35 @@ class Worker:
 
     # -- running tasks ---------------------------------------------------
 
-    def _start(self, handler: _Handler, task: Task) -> None:
+    def _hold(self, handler: _Handler, task: Task) -> _Lease:
+        """Registers a task leased by a poll (its slot is taken already)."""
         lease = _Lease(task, handler.queue)
         with self._leases_lock:
             self._leases[task.lease_token] = lease
         assert self._heartbeater is not None
         self._heartbeater.add(lease)
+        return lease
+
+    def _start(self, handler: _Handler, lease: _Lease) -> None:
+        task = lease.task
         if self._stop.is_set():
             # Arrived after the stop: give it straight back.
-            threading.Thread(target=self._hand_back, args=(lease,), daemon=True).start()
+            self._hand_back([lease])
             return
         thread = threading.Thread(
             target=self._run_one, args=(handler, lease), name=f"fairway-task-{task.task_id}", daemon=True
         )
-        thread.start()
+        try:
+            thread.start()
+        except BaseException as error:  # RuntimeError: can't start new thread, MemoryError, ...
+            log.error(
+                "task %s of %s: could not start a thread for it (%s: %s); handing it back",
+                task.task_id,
+                handler.queue,
+                type(error).__name__,
+                error,
+            )
+            self._hand_back([lease], NO_THREAD_MESSAGE)
 
     def _finish(self, lease: _Lease) -> None:
         assert self._heartbeater is not None
@@ -669,10 +718,12 @@ class Worker:
                     _, retryable, message, after = outcome
                     result = self.client.fail(task, message, retryable=retryable, retry_after=after)
                     log.debug("task %s failed (will retry: %s)", task.task_id, result.will_retry)
-                lease.state = "done"
+                with lease.lock:
+                    lease.state = "done"
                 return
             except LeaseLost as error:
-                lease.state = "lost"
+                with lease.lock:
+                    lease.state = "lost"
                 if error.maybe_applied:
                     log.info("task %s: an earlier report may have landed (%s)", task.task_id, error.message)
                 else:
@@ -692,20 +743,53 @@ class Worker:
                 log.error("task %s: report refused: %s", task.task_id, error)
                 return
 
-    def _hand_back(self, lease: _Lease) -> None:
-        """FailTask, retryable at once: the task goes to another worker."""
-        try:
+    def _hand_back(self, leases: List[_Lease], message: str = STOPPED_MESSAGE) -> None:
+        """FailTask, retryable at once, for each lease still running: the
+        tasks go to other workers. All are sent at once, each tried once with
+        a deadline of ``hand_back_timeout``: this takes at most about that.
+
+        A lease that is no longer running is left alone: one being reported
+        is finished by its own thread once reported.
+        """
+        calls = []
+        for lease in leases:
             if not lease.claim("handed_back"):
-                return
+                continue
             try:
-                self.client.fail(lease.task, STOPPED_MESSAGE, retryable=True, retry_after=0)
-                log.info("task %s of %s handed back", lease.task.task_id, lease.queue)
-            except FairwayError as error:
-                log.warning(
-                    "task %s: could not hand it back (%s); it runs again after its lease", lease.task.task_id, error
+                op = self.client._ops.fail(lease.task, message, True, 0)
+                stub = self.client._stubs[op.service]
+                future = getattr(stub, op.method).future(
+                    op.request, timeout=self.hand_back_timeout, metadata=self.client._metadata
                 )
-        finally:
-            self._finish(lease)
+            except Exception as error:  # a closed channel, no more threads, ...
+                self._hand_back_failed(lease, error)
+                self._finish(lease)
+                continue
+            calls.append((lease, future))
+        # gRPC ends each call at its deadline; this is a guard on top of it.
+        limit = time.monotonic() + self.hand_back_timeout + 1.0
+        for lease, future in calls:
+            try:
+                future.result(timeout=max(0.0, limit - time.monotonic()))
+                log.info("task %s of %s handed back", lease.task.task_id, lease.queue)
+            except grpc.FutureTimeoutError as error:
+                future.cancel()
+                self._hand_back_failed(lease, error)
+            except Exception as error:
+                if isinstance(error, grpc.RpcError):
+                    error = from_rpc_error(error, "FailTask")
+                self._hand_back_failed(lease, error)
+            finally:
+                self._finish(lease)
+
+    @staticmethod
+    def _hand_back_failed(lease: _Lease, error: BaseException) -> None:
+        log.warning(
+            "task %s of %s: could not hand it back (%s); it runs again after its lease",
+            lease.task.task_id,
+            lease.queue,
+            str(error) or type(error).__name__,
+        )
 
     def _drain(self) -> None:
         deadline = time.monotonic() + self.grace_period
@@ -718,14 +802,26 @@ class Worker:
                     break
                 self._idle.wait(min(left, 0.2))
             running = [lease for lease in self._leases.values() if lease.state == "running"]
-            reporting = [lease for lease in self._leases.values() if lease.state == "reporting"]
+        end = time.monotonic() + self.hand_back_timeout
         if running:
             log.warning("handing back %d tasks still running", len(running))
-        for lease in running:
-            self._hand_back(lease)
-        # Reports already under way are let finish (they may not be sent twice).
-        for lease in reporting:
-            lease.finished.wait(10)
+            self._hand_back(running)
+        # Reports under way (some may have begun during the hand-backs) are
+        # let finish by their threads, which may not send them twice; the
+        # client is closed only after them, up to the same deadline.
+        with self._idle:
+            while self._leases:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._idle.wait(min(left, 0.2))
+            left_over = len(self._leases)
+        if left_over:
+            log.warning(
+                "%d tasks still being reported or finishing after %.0f s; they run again after their leases",
+                left_over,
+                self.hand_back_timeout,
+            )
         if self._force.is_set() or running:
             log.info("running tasks handed back")
         else:

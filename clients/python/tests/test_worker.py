@@ -261,6 +261,49 @@ def test_a_lost_lease_is_never_reported(server, client, caplog):
     assert any("not reported (lease lost)" in m for m in messages), "the worker did not even try"
 
 
+def _task(task_id: int) -> fairway.Task:
+    return fairway.Task(
+        task_id=task_id,
+        lease_token=f"token-{task_id}",
+        fairness_key="",
+        priority=0,
+        payload=b"",
+        attempt=1,
+        lease_deadline=None,
+        partition=0,
+    )
+
+
+def test_a_heartbeat_that_races_a_report_does_not_say_the_result_is_lost(caplog):
+    """The lease ended because the Complete landed: no "lease lost" warning."""
+    from fairway.worker import _Heartbeater, _Lease
+
+    class Refusing:
+        class _ops:
+            @staticmethod
+            def heartbeat(task):
+                from fairway.client import _Op
+
+                return _Op("matching", "HeartbeatTask", None, True, lambda r: None)
+
+        def _invoke(self, op, retry=None):
+            raise fairway.LeaseLost("not this token's lease", method="HeartbeatTask")
+
+    caplog.set_level(logging.DEBUG, logger="fairway")
+    beater = _Heartbeater(Refusing())  # type: ignore[arg-type]
+    for state in ("reporting", "done", "handed_back"):
+        lease = _Lease(_task(1), "q")
+        lease.state = state
+        beater.add(lease)
+        beater.beat(lease)
+        assert lease.state == state and beater.leases == {}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
+    lease = _Lease(_task(2), "q")
+    beater.beat(lease)
+    assert lease.state == "lost"
+    assert any("lease lost" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
 def _lost(worker: fairway.Worker) -> bool:
     with worker._leases_lock:
         return any(lease.state == "lost" for lease in worker._leases.values())
