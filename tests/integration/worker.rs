@@ -171,7 +171,7 @@ async fn output_held_open_by_an_escaped_process_fails_the_task_after_a_bound() {
     );
     let command = ["sh", "-c", &script];
     let (status, log) = Worker::start(&server, "jobs", &["--max-tasks", "1"], &command).wait().await;
-    let _ = Command::new("pkill").args(["-f", &sleep]).status();
+    let _ = Command::new("pkill").args(["-KILL", "-f", &sleep]).status();
     assert!(status.success(), "{log}");
     assert!(log.contains("keeps its output open"), "{log}");
     let state = describe(&mut client, "jobs").await;
