@@ -177,7 +177,11 @@ class _Heartbeater(threading.Thread):
                     nearest = min((lease.next_beat for lease in self.leases.values()), default=now + 60)
                     self.cond.wait(max(0.01, nearest - now))
             for lease in due:
-                self.beat(lease)
+                try:
+                    self.beat(lease)
+                except Exception:  # a bug of ours must not end the heartbeats of every lease
+                    log.exception("task %s: heartbeat failed unexpectedly; trying again in 1 s", lease.task.task_id)
+                    lease.next_beat = time.time() + 1.0
 
     def beat(self, lease: _Lease) -> None:
         op = self.client._ops.heartbeat(lease.task)

@@ -304,6 +304,43 @@ def test_a_heartbeat_that_races_a_report_does_not_say_the_result_is_lost(caplog)
     assert any("lease lost" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
+def test_an_unexpected_heartbeat_error_does_not_end_the_heartbeats():
+    """One beat that raises what no one expected: the thread lives on and
+    beats again (a dead heartbeat thread would let every lease run out)."""
+    from fairway.worker import _Heartbeater, _Lease
+
+    beats: List[int] = []
+
+    class FlakyOnce:
+        class _ops:
+            @staticmethod
+            def heartbeat(task):
+                from fairway.client import _Op
+
+                return _Op("matching", "HeartbeatTask", None, True, lambda r: None)
+
+        def _invoke(self, op, retry=None):
+            beats.append(1)
+            if len(beats) == 1:
+                raise ValueError("a bug")
+            return None
+
+        def close(self):
+            pass
+
+    beater = _Heartbeater(FlakyOnce())  # type: ignore[arg-type]
+    lease = _Lease(_task(3), "q")
+    lease.next_beat = time.time()
+    beater.add(lease)
+    beater.start()
+    try:
+        wait_until(lambda: len(beats) >= 2, 10, "a second heartbeat after the failed one")
+        assert beater.is_alive()
+    finally:
+        beater.stop()
+        beater.join(10)
+
+
 def _lost(worker: fairway.Worker) -> bool:
     with worker._leases_lock:
         return any(lease.state == "lost" for lease in worker._leases.values())
