@@ -45,13 +45,17 @@ cleanup() {
   if [ -n "${chaos_pid:-}" ]; then
     kill "$chaos_pid" 2>/dev/null || true
   fi
+  if [ -n "${python_pid:-}" ]; then
+    kill "$python_pid" 2>/dev/null || true
+  fi
   if [ -n "$started_cassandra" ]; then
     bash deploy/cassandra/cassandra.sh stop || true
   fi
   if [ -n "$started_cluster" ]; then
     CASSANDRA_DEV_HOME="$cluster_home" bash deploy/cassandra/cassandra.sh stop || true
   fi
-  rm -f "${log:-}" "${chaos_log:-}"
+  rm -f "${log:-}" "${chaos_log:-}" "${python_log:-}"
+  rm -rf "${python_bin:-}"
 }
 trap cleanup EXIT
 
@@ -84,6 +88,8 @@ fi
 
 log="$(mktemp)"
 chaos_log="$(mktemp)"
+python_log="$(mktemp)"
+python_bin="$(mktemp -d)"
 status=0
 # Everything is built first; then the chaos runs of the lab (about ten
 # minutes, mostly waiting on faults) go beside the rest of the suite, as
@@ -93,10 +99,17 @@ cargo test --workspace --locked --all-targets --no-run 2>&1 | tee "$log" || stat
 if [ "$status" = 0 ]; then
   cargo test --locked -p fairway-lab --test chaos >"$chaos_log" 2>&1 &
   chaos_pid=$!
+  # The Python client's tests go beside the rest too, against a copy of the
+  # server binary just built (the cargo runs below may build it again).
+  cp target/debug/fairway "$python_bin/fairway"
+  FAIRWAY_BIN="$python_bin/fairway" bash scripts/test-python.sh >"$python_log" 2>&1 &
+  python_pid=$!
   cargo test --locked -p fairway --all-targets 2>&1 | tee -a "$log" || status=$?
   cargo test --locked -p fairway-lab --bins 2>&1 | tee -a "$log" || status=$?
-  # The server the Python tests start is the debug binary just built.
-  FAIRWAY_BIN="$PWD/target/debug/fairway" bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
+  wait "$python_pid" || status=$?
+  python_pid=
+  echo "test: the Python client's tests (run beside the rest):"
+  cat "$python_log" | tee -a "$log"
   wait "$chaos_pid" || status=$?
   chaos_pid=
   echo "test: the lab's chaos runs (run beside the rest):"
