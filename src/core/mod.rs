@@ -4,9 +4,11 @@
 //!
 //! - [`engine`]: one partition's engine: levels, buffer, merge, ack, GC.
 //! - [`fairness`]: pass assignment per fairness key (exact, then bounded).
+//! - [`schedules`]: recurring schedules: can/should start, health.
 //! - [`visits`]: the origin-visit scheduler's rules: visit feedback,
 //!   cooldowns, policies, slot sharing.
 
 pub mod engine;
 pub mod fairness;
+pub mod schedules;
 pub mod visits;

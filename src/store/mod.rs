@@ -35,6 +35,7 @@ pub mod embedded;
 mod error;
 mod members;
 mod partitions;
+pub mod schedules;
 mod secrets;
 pub mod visits;
 

@@ -1,0 +1,1 @@
+//! Unit tests of the schedule rules, with explicit times.

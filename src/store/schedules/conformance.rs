@@ -1,0 +1,1 @@
+//! The conformance suite of [`super::ScheduleStore`]: generic tests every backend passes.
