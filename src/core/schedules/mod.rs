@@ -189,8 +189,9 @@ pub struct ScheduleStats {
     pub last_nominal: Option<UnixMillis>,
     /// Runs fired and not ended, oldest first.
     pub runs: Vec<Run>,
-    /// A run asked for now (trigger), whatever `can_start_by` says.
-    pub run_immediately: bool,
+    /// When a run was asked for by a trigger, whatever `can_start_by` says
+    /// (the seed's `run_immediately`); cleared when a run is fired.
+    pub triggered_at: Option<UnixMillis>,
     /// Counts for operators.
     pub counts: ScheduleCounts,
 }
