@@ -15,7 +15,7 @@ pub enum RunEnd {
 
 /// Records a run fired for tick `nominal` (task `task_id`, queued with
 /// `should_start_by`): `last_nominal`, `remaining_runs`, the counts, and
-/// clears `run_immediately`.
+/// clears `triggered_at`.
 pub fn fired(
     _spec: &mut ScheduleSpec,
     _stats: &mut ScheduleStats,
