@@ -10,7 +10,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::api::codec::StrictCodec")
         .compile_with_config(
             config,
-            &["proto/fairway/v1/matching.proto", "proto/fairway/v1/storage.proto", "proto/fairway/v1/visits.proto"],
+            &[
+                "proto/fairway/v1/matching.proto",
+                "proto/fairway/v1/storage.proto",
+                "proto/fairway/v1/visits.proto",
+                "proto/fairway/v1/schedules.proto",
+            ],
             &["proto"],
         )?;
     println!("cargo:rerun-if-changed=proto");

@@ -18,6 +18,8 @@
 //!   partition.
 //! - [`visits`]: the origin-visit scheduler's shell around
 //!   [`core::visits`](core::visits): listers' reports, visit outcomes, rounds.
+//! - [`schedules`]: recurring schedules' shell around
+//!   [`core::schedules`](core::schedules): records, firing, run outcomes.
 //! - [`api`]: the gRPC service and the one mapping of errors to status codes.
 //! - [`security`]: principals, grants, and the keys that sign lease tokens and
 //!   prove node-to-node requests (rotatable).
@@ -49,6 +51,7 @@ pub mod histogram;
 pub mod matcher;
 pub mod model;
 pub mod partition;
+pub mod schedules;
 pub mod security;
 pub mod server;
 pub mod store;

@@ -45,11 +45,18 @@ pub enum Rpc {
     GetVisitStats,
     GetListerMetrics,
     RunRound,
+    CreateSchedule,
+    UpdateSchedule,
+    DeleteSchedule,
+    PauseSchedule,
+    TriggerSchedule,
+    ListSchedules,
+    DescribeSchedule,
 }
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 18] = [
+    pub const ALL: [Rpc; 25] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -68,6 +75,13 @@ impl Rpc {
         Rpc::GetVisitStats,
         Rpc::GetListerMetrics,
         Rpc::RunRound,
+        Rpc::CreateSchedule,
+        Rpc::UpdateSchedule,
+        Rpc::DeleteSchedule,
+        Rpc::PauseSchedule,
+        Rpc::TriggerSchedule,
+        Rpc::ListSchedules,
+        Rpc::DescribeSchedule,
     ];
 
     /// The RPC's name, as its proto spells it.
@@ -91,6 +105,13 @@ impl Rpc {
             Rpc::GetVisitStats => "GetVisitStats",
             Rpc::GetListerMetrics => "GetListerMetrics",
             Rpc::RunRound => "RunRound",
+            Rpc::CreateSchedule => "CreateSchedule",
+            Rpc::UpdateSchedule => "UpdateSchedule",
+            Rpc::DeleteSchedule => "DeleteSchedule",
+            Rpc::PauseSchedule => "PauseSchedule",
+            Rpc::TriggerSchedule => "TriggerSchedule",
+            Rpc::ListSchedules => "ListSchedules",
+            Rpc::DescribeSchedule => "DescribeSchedule",
         }
     }
 
@@ -109,16 +130,30 @@ impl Rpc {
     }
 
     /// What the RPC needs on the resource it names (a queue: the queue of
-    /// the request or of its lease token, `visits.<type>` for visits;
-    /// `lister:<name>` for a lister's records and counts).
+    /// the request or of its lease token, `visits.<type>` for visits, the
+    /// queue its runs go to for a schedule; `lister:<name>` for a lister's
+    /// records and counts).
     pub fn permission(self) -> Permission {
         match self {
             Rpc::AddTask | Rpc::AddTasks | Rpc::RecordOrigins | Rpc::FinishListing | Rpc::RequestVisit => {
                 Permission::Add
             }
             Rpc::PollTask | Rpc::PollTasks | Rpc::CompleteTask | Rpc::FailTask | Rpc::HeartbeatTask => Permission::Work,
-            Rpc::ListDeadLetters | Rpc::DescribeQueue | Rpc::GetVisitStats | Rpc::GetListerMetrics => Permission::Read,
-            Rpc::RedriveDeadLetters | Rpc::CreateQueue | Rpc::MoveQueue | Rpc::RunRound => Permission::Admin,
+            Rpc::ListDeadLetters
+            | Rpc::DescribeQueue
+            | Rpc::GetVisitStats
+            | Rpc::GetListerMetrics
+            | Rpc::ListSchedules
+            | Rpc::DescribeSchedule => Permission::Read,
+            Rpc::RedriveDeadLetters
+            | Rpc::CreateQueue
+            | Rpc::MoveQueue
+            | Rpc::RunRound
+            | Rpc::CreateSchedule
+            | Rpc::UpdateSchedule
+            | Rpc::DeleteSchedule
+            | Rpc::PauseSchedule
+            | Rpc::TriggerSchedule => Permission::Admin,
         }
     }
 }
@@ -211,6 +246,12 @@ pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
 /// not. Admin RPCs are logged, allowed or not.
 pub fn authorize(caller: &Caller, rpc: Rpc, resource: &str, fairness_key: Option<&str>) -> Result<(), Status> {
     authorize_bound(caller, rpc, resource, fairness_key).map(drop)
+}
+
+/// Whether `caller` may make `rpc` on `resource`, quietly: for filtering
+/// what a listing shows (nothing is logged, nothing refused).
+pub fn allowed(caller: &Caller, rpc: Rpc, resource: &str) -> bool {
+    !matches!(caller, Caller::Node(_)) && caller.binding_grant(rpc.permission(), resource, None).is_ok()
 }
 
 /// [`authorize`] for an add of `spec` to `queue`: when only a tenant-bound

@@ -77,6 +77,18 @@ pub(super) fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
     }
 }
 
+/// A protobuf timestamp as ms since the Unix epoch; bad nanoseconds or a
+/// time out of range are invalid.
+pub(super) fn unix_ms(field: &str, at: &prost_types::Timestamp) -> Result<i64, ValidationError> {
+    if !(0..1_000_000_000).contains(&at.nanos) {
+        return Err(ValidationError::new(field, format!("has {} nanoseconds; they must be 0 to 999999999", at.nanos)));
+    }
+    at.seconds
+        .checked_mul(1000)
+        .and_then(|ms| ms.checked_add(i64::from(at.nanos / 1_000_000)))
+        .ok_or_else(|| ValidationError::new(field, format!("{} seconds is out of range", at.seconds)))
+}
+
 /// A Unix time in milliseconds as a protobuf timestamp.
 pub(super) fn timestamp(unix_ms: i64) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: unix_ms.div_euclid(1000), nanos: (unix_ms.rem_euclid(1000) * 1_000_000) as i32 }

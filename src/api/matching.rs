@@ -21,6 +21,7 @@ use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{PartitionView, Queues};
 use crate::model::{Limits, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
+use crate::schedules::RUN_DEDUP_PREFIX;
 use crate::proto::v1::matching_server::Matching;
 use crate::security::{Caller, ClusterKeys};
 
@@ -29,16 +30,33 @@ const MAX_WORKER_ID_BYTES: usize = 256;
 /// The most keys DescribeQueue lists per priority level.
 const MAX_TOP_KEYS: u32 = 100;
 
-/// Sees each completion at the node that holds its lease, after the lease
-/// was found held by the completing token and before the task is completed;
-/// an error refuses the completion, and nothing is completed. The visit
-/// scheduler records there the outcome a `visits.*` task carries.
+/// Sees what becomes of tasks at the node that holds their partition: the
+/// visit scheduler records there the outcome a `visits.*` task carries, the
+/// schedules the start and end of their runs.
 #[tonic::async_trait]
-pub trait CompletionHook: Send + Sync + std::fmt::Debug {
+pub trait TaskHook: Send + Sync + std::fmt::Debug {
     /// Sees the completion of a task of `queue` whose dedup id is `dedup_id`
-    /// and whose worker's result is `result`; an error goes back to the
-    /// client, and the task is not completed.
-    async fn completing(&self, queue: &QueueName, dedup_id: Option<&str>, result: &[u8]) -> Result<(), Status>;
+    /// and whose worker's result is `result`, after the lease was found held
+    /// by the completing token and before the task is completed; an error
+    /// goes back to the client, and the task is not completed.
+    async fn completing(&self, queue: &QueueName, dedup_id: Option<&str>, result: &[u8]) -> Result<(), Status> {
+        let _ = (queue, dedup_id, result);
+        Ok(())
+    }
+
+    /// Sees a task of `queue` with dedup id `dedup_id` failed by its worker,
+    /// after the failure was written (`will_retry`: it will be delivered
+    /// again).
+    async fn failed(&self, queue: &QueueName, dedup_id: &str, will_retry: bool) {
+        let _ = (queue, dedup_id, will_retry);
+    }
+
+    /// Sees attempt `attempt` of task `task_id` of `queue`, with dedup id
+    /// `dedup_id`, handed to a worker. Called on the poll's path: it must
+    /// not wait (spawn what takes time).
+    fn dispatched(&self, queue: &QueueName, dedup_id: &str, task_id: i64, attempt: u32) {
+        let _ = (queue, dedup_id, task_id, attempt);
+    }
 }
 
 /// `fairway.v1.Matching` on this node, routing to the others as needed.
@@ -47,7 +65,6 @@ pub struct MatchingService {
     router: Arc<Router>,
     limits: Limits,
     polls: Arc<ConnectionPolls>,
-    on_completion: Option<Arc<dyn CompletionHook>>,
 }
 
 impl MatchingService {
@@ -91,17 +108,17 @@ impl MatchingService {
 
     /// The service over this node's `queues`, checking requests against
     /// `limits` and lease tokens and forwarded requests with `keys`, calling
-    /// other nodes through `peers`, with no completion hook.
-    pub fn new(queues: Arc<Queues>, limits: Limits, keys: ClusterKeys, peers: Peers) -> Self {
+    /// other nodes through `peers`, with `hooks` seeing the dispatches,
+    /// completions and failures of the tasks this node holds.
+    pub fn new(
+        queues: Arc<Queues>,
+        limits: Limits,
+        keys: ClusterKeys,
+        peers: Peers,
+        hooks: Vec<Arc<dyn TaskHook>>,
+    ) -> Self {
         let polls = Arc::new(ConnectionPolls::new(limits.max_polls_per_connection));
-        MatchingService { router: Arc::new(Router::new(queues, keys, peers)), limits, polls, on_completion: None }
-    }
-
-    /// Shows each completion of a lease this node holds to `hook` before the
-    /// task is completed.
-    pub fn with_completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
-        self.on_completion = Some(hook);
-        self
+        MatchingService { router: Arc::new(Router::new(queues, keys, peers, hooks)), limits, polls }
     }
 
     /// The router the service sends each call through, to this node's queues or
@@ -168,8 +185,16 @@ fn item_error(status: Status) -> pb::AddTaskResult {
 /// allowed, its dedup id scoped to the tenant when a tenant-bound grant
 /// allows it.
 fn admit_add(caller: &Caller, rpc: Rpc, queue: &QueueName, mut spec: TaskSpec) -> Result<TaskSpec, Status> {
+    let field = if rpc == Rpc::AddTasks { "tasks[]" } else { "task" };
+    if !matches!(caller, Caller::Node(_))
+        && let Some(dedup_id) = spec.dedup_id.as_deref().filter(|d| d.starts_with(RUN_DEDUP_PREFIX))
+    {
+        return Err(status::invalid(ValidationError::new(
+            format!("{field}.dedup_id"),
+            format!("is {dedup_id:?}; dedup ids starting with {RUN_DEDUP_PREFIX:?} are the runs of schedules'"),
+        )));
+    }
     if let Some(grant) = authorize_add(caller, rpc, queue.as_str(), &spec)? {
-        let field = if rpc == Rpc::AddTasks { "tasks[]" } else { "task" };
         grant
             .scope_dedup_id(&mut spec)
             .map_err(|e| status::invalid(ValidationError::new(format!("{field}.dedup_id"), e)))?;
@@ -263,9 +288,11 @@ impl Matching for MatchingService {
                 // and a stale token records nothing; a completion retried
                 // records it again, which changes nothing (an outcome no newer
                 // than the last one is ignored).
-                if let Some(hook) = &self.on_completion {
+                if !self.router.hooks().is_empty() {
                     let dedup_id = matcher.leased_dedup_id(&token).map_err(status::from_match)?;
-                    hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
+                    for hook in self.router.hooks() {
+                        hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
+                    }
                 }
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
                 Ok(Response::new(pb::CompleteTaskResponse {}))
@@ -296,7 +323,17 @@ impl Matching for MatchingService {
                     message: request.message,
                     retry_after: (!retry_after.is_zero()).then_some(retry_after),
                 };
+                let dedup_id = match self.router.hooks().is_empty() {
+                    true => None,
+                    false => matcher.leased_dedup_id(&token).map_err(status::from_match)?,
+                };
                 let finished = matcher.finish(&token, outcome).await.map_err(status::from_match)?;
+                if let Some(dedup_id) = &dedup_id {
+                    let will_retry = matches!(finished, Finished::Retrying { .. });
+                    for hook in self.router.hooks() {
+                        hook.failed(&token.queue, dedup_id, will_retry).await;
+                    }
+                }
                 Ok(Response::new(match finished {
                     Finished::Retrying { not_before } => {
                         pb::FailTaskResponse { will_retry: true, next_attempt_at: Some(convert::timestamp(not_before)) }

@@ -13,14 +13,18 @@ mod convert;
 #[cfg(test)]
 mod fuzz;
 mod matching;
+mod routed_schedules;
 mod routed_visits;
 mod routing;
 pub mod scheduler;
+pub mod schedules;
 pub mod status;
 
 pub use access::{Gate, Rpc};
 pub use connection::ConnInfo;
 pub(crate) use connection::Requests;
-pub use matching::{CompletionHook, MatchingService};
+pub use matching::{MatchingService, TaskHook};
+pub use routed_schedules::{RoutedRuns, ScheduleRuns};
 pub use routed_visits::RoutedVisits;
 pub use scheduler::{SchedulerService, VisitOutcomes};
+pub use schedules::SchedulesService;

@@ -15,10 +15,11 @@ use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use super::access::Rpc;
+use super::matching::TaskHook;
 use super::{convert, status};
-use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
-use crate::matcher::{LeaseToken, QueueMatcher, Queues};
+use crate::matcher::{DispatchedTask, LeaseToken, QueueMatcher, Queues};
 use crate::model::ValidationError;
 use crate::model::{QueueName, TaskSpec};
 use crate::partition::Redriven;
@@ -72,11 +73,10 @@ fn response_bytes(task: &pb::Task) -> usize {
 /// only as many as would fit were each the largest a task may be; the
 /// first task is taken whatever its size.
 async fn take_ready_within(
+    router: &Router,
     matcher: &QueueMatcher,
     max: usize,
     room: ResponseRoom,
-    keys: &ClusterKeys,
-    clock: &SharedClock,
     tasks: &mut Vec<pb::Task>,
 ) {
     let mut used: usize = tasks.iter().map(response_bytes).sum();
@@ -92,7 +92,7 @@ async fn take_ready_within(
         let taken = matcher.take_ready(want).await;
         let all_there = taken.len() == want;
         for task in taken {
-            let task = convert::task(task, keys, clock.now_ms());
+            let task = router.deliver(matcher.name(), task);
             debug_assert!(response_bytes(&task) <= room.largest_task, "TASK_OVERHEAD_BYTES is too small");
             used += response_bytes(&task);
             tasks.push(task);
@@ -110,13 +110,31 @@ pub struct Router {
     peers: Peers,
     turn: AtomicUsize,
     keys: ClusterKeys,
+    hooks: Vec<Arc<dyn TaskHook>>,
 }
 
 impl Router {
     /// Routes to `queues` here and to their owners elsewhere through
-    /// `peers`, signing lease tokens and proving forwarded requests with `keys`.
-    pub fn new(queues: Arc<Queues>, keys: ClusterKeys, peers: Peers) -> Router {
-        Router { queues, peers, turn: AtomicUsize::new(0), keys }
+    /// `peers`, signing lease tokens and proving forwarded requests with `keys`,
+    /// showing the tasks it hands out here to `hooks`.
+    pub fn new(queues: Arc<Queues>, keys: ClusterKeys, peers: Peers, hooks: Vec<Arc<dyn TaskHook>>) -> Router {
+        Router { queues, peers, turn: AtomicUsize::new(0), keys, hooks }
+    }
+
+    /// What sees the tasks of this node's partitions dispatched, completed
+    /// and failed.
+    pub fn hooks(&self) -> &[Arc<dyn TaskHook>] {
+        &self.hooks
+    }
+
+    /// A task dispatched here as its worker gets it, shown to the hooks.
+    fn deliver(&self, queue: &QueueName, task: DispatchedTask) -> pb::Task {
+        if let Some(dedup_id) = &task.task.dedup_id {
+            for hook in &self.hooks {
+                hook.dispatched(queue, dedup_id, task.task.task_id, task.task.attempt);
+            }
+        }
+        convert::task(task, &self.keys, self.now_ms())
     }
 
     /// Sends `message` to `owner` as a request this node forwards (never
@@ -244,7 +262,7 @@ impl Router {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         if origin != Origin::Client {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| convert::task(task, &self.keys, self.now_ms())));
+            return Ok(task.map(|task| self.deliver(queue, task)));
         }
         // Partitions take turns at being asked first, here or at their owner:
         // were local partitions always first, a node with many workers would
@@ -256,7 +274,7 @@ impl Router {
             return Ok(Some(task));
         }
         if let Some(task) = matcher.try_take().await {
-            return Ok(Some(convert::task(task, &self.keys, self.now_ms())));
+            return Ok(Some(self.deliver(queue, task)));
         }
         let others = self.other_owners(&matcher);
         for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
@@ -274,7 +292,7 @@ impl Router {
         }
         if !matcher.held().is_empty() || others.is_empty() {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| convert::task(task, &self.keys, self.now_ms())));
+            return Ok(task.map(|task| self.deliver(queue, task)));
         }
         let owner = &others[self.next_turn() % others.len()];
         self.forward_poll(owner, queue, wait, worker_id).await
@@ -294,7 +312,7 @@ impl Router {
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         let mut tasks = Vec::new();
-        take_ready_within(&matcher, max, room, &self.keys, self.queues.clock(), &mut tasks).await;
+        take_ready_within(self, &matcher, max, room, &mut tasks).await;
         if !tasks.is_empty() {
             return Ok(tasks);
         }
@@ -302,7 +320,7 @@ impl Router {
             return Ok(Vec::new());
         };
         tasks.push(first);
-        take_ready_within(&matcher, max, room, &self.keys, self.queues.clock(), &mut tasks).await;
+        take_ready_within(self, &matcher, max, room, &mut tasks).await;
         Ok(tasks)
     }
 

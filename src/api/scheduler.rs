@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::RoutedVisits;
 use super::access::{Rpc, authorize, authorize_add, caller, lister_resource};
-use super::matching::CompletionHook;
+use super::matching::TaskHook;
 use super::routing::Origin;
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
@@ -61,13 +61,7 @@ fn visit_type(field: &str, visit_type: &str) -> Result<(), Status> {
 }
 
 fn unix_ms(field: &str, at: &prost_types::Timestamp) -> Result<UnixMillis, Status> {
-    if !(0..1_000_000_000).contains(&at.nanos) {
-        return Err(invalid(field, format!("has {} nanoseconds; they must be 0 to 999999999", at.nanos)));
-    }
-    at.seconds
-        .checked_mul(1000)
-        .and_then(|ms| ms.checked_add(i64::from(at.nanos / 1_000_000)))
-        .ok_or_else(|| invalid(field, format!("{} seconds is out of range", at.seconds)))
+    convert::unix_ms(field, at).map_err(status::invalid)
 }
 
 fn listed_report(field: &str, origin: pb::ListedOrigin) -> Result<ListedReport, Status> {
@@ -131,7 +125,7 @@ pub struct VisitOutcomes {
 }
 
 #[tonic::async_trait]
-impl CompletionHook for VisitOutcomes {
+impl TaskHook for VisitOutcomes {
     /// Records the outcome in `result` if `queue` is a `visits.*` queue and
     /// the task is the visit of the origin the outcome names (its dedup id
     /// is that origin's). A task added by hand, with no dedup id, records

@@ -24,6 +24,9 @@
 //! | a forwarded request to a partition of an earlier generation (after a forced failover) | `FAILED_PRECONDITION` | no |
 //! | a partition changing owner, a queue homed where no node is live | `UNAVAILABLE` | no: safe to retry |
 //! | the visit queue could not be reached during a scheduling round | `UNAVAILABLE` | no: safe to retry |
+//! | no schedule has the id / the id is taken | `NOT_FOUND` / `ALREADY_EXISTS` | no |
+//! | a schedule shard past `schedules.max_schedules_per_shard` | `RESOURCE_EXHAUSTED` | no |
+//! | a schedule record that kept changing under concurrent writers | `ABORTED` | no: retry |
 //! | a peer's address this node cannot dial, a request that skipped the gate | `INTERNAL` | no |
 //!
 //! Every `Status` the server sends is built here (a status passed on from
@@ -42,6 +45,7 @@ use crate::model::{QueueName, ValidationError};
 use crate::partition::PartitionError;
 use crate::security::{AuthError, Denied, NODE_PROOF, NODE_PROOF_VALIDITY_SECS};
 use crate::store::StoreError;
+use crate::schedules::ScheduleError;
 use crate::visits::{SchedulerError, VisitQueueError};
 
 /// Metadata key set on errors whose write may have happened.
@@ -156,6 +160,21 @@ pub fn from_scheduler(error: SchedulerError) -> Status {
     match error {
         SchedulerError::Store(e) => from_store(e),
         SchedulerError::Queue(e) => Status::unavailable(format!("{e}; retry")),
+    }
+}
+
+/// The status of a schedule operation's error: a missing schedule is
+/// `NOT_FOUND`, a taken id `ALREADY_EXISTS`, a full shard
+/// `RESOURCE_EXHAUSTED`, a record that kept changing `ABORTED` (nothing was
+/// written; retry); the store's as [`from_store`] maps them.
+pub fn from_schedule(error: ScheduleError) -> Status {
+    match error {
+        ScheduleError::NotFound(_) => Status::not_found(error.to_string()),
+        ScheduleError::AlreadyExists(_) => Status::already_exists(error.to_string()),
+        ScheduleError::Invalid(e) => invalid(e),
+        ScheduleError::Full(_) => Status::resource_exhausted(error.to_string()),
+        ScheduleError::Contended(_) => Status::aborted(error.to_string()),
+        ScheduleError::Store(e) => from_store(e),
     }
 }
 

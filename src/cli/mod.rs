@@ -3,6 +3,7 @@
 mod auth;
 mod client;
 mod origin;
+mod schedule;
 mod schema;
 mod serve;
 mod worker;
@@ -37,6 +38,9 @@ enum Command {
     /// The origin-visit scheduler: record origins, inspect them, run a round.
     #[command(subcommand)]
     Origin(origin::OriginCommand),
+    /// Recurring schedules: create, pause, trigger, list by health, describe.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Run a command for each task of a queue, heartbeating while it runs
     /// and reporting how it ended.
     Worker(worker::WorkerArgs),
@@ -78,7 +82,12 @@ pub(crate) fn main() -> ExitCode {
     // kill the client with them.
     if matches!(
         cli.command,
-        Command::Task(_) | Command::Queue(_) | Command::Origin(_) | Command::Schema(_) | Command::Auth(_)
+        Command::Task(_)
+            | Command::Queue(_)
+            | Command::Origin(_)
+            | Command::Schedule(_)
+            | Command::Schema(_)
+            | Command::Auth(_)
     ) {
         exit_quietly_on_closed_pipe();
     }
@@ -101,6 +110,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
             Command::Origin(command) => origin::run(command).await,
+            Command::Schedule(command) => schedule::run(command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Auth(command) => auth::run(command).await,
         }

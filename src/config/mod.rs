@@ -30,6 +30,7 @@ use crate::security::SecurityConfig;
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
+use crate::schedules::SchedulesConfig;
 use crate::visits::SchedulerConfig;
 
 /// The longest `shutdown_grace`.
@@ -99,6 +100,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// The origin-visit scheduler.
     pub scheduler: SchedulerConfig,
+    /// Recurring schedules: how this node fires them.
+    pub schedules: SchedulesConfig,
     /// TLS on the gRPC port.
     pub security: SecurityConfig,
     /// `FAIRWAY_*` variables of the environment that name no config key
@@ -127,6 +130,7 @@ impl Default for Config {
             queues: BTreeMap::new(),
             telemetry: TelemetryConfig::default(),
             scheduler: SchedulerConfig::default(),
+            schedules: SchedulesConfig::default(),
             security: SecurityConfig::default(),
             ignored_env: Vec::new(),
         }
@@ -227,6 +231,7 @@ impl Config {
         }
         self.telemetry.validate(self.listen)?;
         self.scheduler.validate()?;
+        self.schedules.validate()?;
         self.security.validate()?;
         self.validate_across_sections()
     }

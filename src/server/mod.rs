@@ -4,7 +4,8 @@
 //! Shutdown order: (1) stop accepting connections and answer every parked
 //! poll with an empty response; (2) let in-flight requests finish, for at
 //! most `shutdown_grace`, then close the connections left; (2b) stop
-//! the scheduling rounds (a round in progress ends first); (3) stop taking
+//! the scheduling rounds and the schedules' firing loop (a round or a look
+//! in progress ends first); (3) stop taking
 //! partitions; (4) for every partition, finish its queued writes and
 //! write its ack levels with no owner (a hand-over); (5) leave the cluster,
 //! so that the others take over at once; (6) close the store; (7) stop
@@ -37,19 +38,25 @@ use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-use crate::api::{Gate, MatchingService, RoutedVisits, SchedulerService, VisitOutcomes};
-use crate::clock::SharedClock;
+use crate::api::{
+    Gate, MatchingService, RoutedRuns, RoutedVisits, ScheduleRuns, SchedulerService, SchedulesService, TaskHook,
+    VisitOutcomes,
+};
+use crate::clock::{Clock, SharedClock};
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, NameTaken, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
+use crate::proto::v1::schedules_server::SchedulesServer;
+use crate::schedules::{FiringReport, RunQueue, Schedules, run_firing};
+use crate::store::schedules::SHARDS;
 use crate::security::{Authenticator, ClusterKeys, JwtError, SecurityConfig, ServerTls, TlsError};
 use crate::store::cassandra::{CassandraStore, ConnectError};
 use crate::store::embedded::{EmbeddedStore, OpenError};
 use crate::store::{SECRET_BYTES, Store, StoreError, Stores};
 use crate::telemetry::otlp::OtlpMetrics;
-use crate::telemetry::{Exports, TelemetryError};
+use crate::telemetry::{Exports, ScheduleGauges, TelemetryError};
 use crate::visits::{Scheduler, VisitQueue, run_rounds};
 
 /// Why a node could not start or stopped badly.
@@ -155,7 +162,7 @@ pub async fn serve(
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let Stores { tasks: store, visits: visit_store } = stores;
+    let Stores { tasks: store, visits: visit_store, schedules: schedule_store } = stores;
     let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
     settings.node = node_name(config, &listener);
@@ -176,8 +183,10 @@ pub async fn serve(
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
-    let matching_service =
-        MatchingService::new(queues.clone(), config.limits.clone(), keys, peers).with_completion_hook(outcomes);
+    let schedules = Arc::new(Schedules::new(schedule_store, clock.clone(), config.schedules.clone()));
+    let runs = Arc::new(ScheduleRuns { schedules: schedules.clone() });
+    let hooks: Vec<Arc<dyn TaskHook>> = vec![outcomes, runs];
+    let matching_service = MatchingService::new(queues.clone(), config.limits.clone(), keys, peers, hooks);
     let router = matching_service.router().clone();
     let scheduler_service = SchedulerService {
         scheduler: scheduler.clone(),
@@ -191,8 +200,23 @@ pub async fn serve(
     );
     let scheduling = InterceptedService::new(
         SchedulerServer::new(scheduler_service).max_decoding_message_size(config.limits.max_request_bytes),
+        gate.clone(),
+    );
+    let schedules_service = SchedulesService { schedules: schedules.clone(), limits: config.limits.clone() };
+    let scheduling_recurring = InterceptedService::new(
+        SchedulesServer::new(schedules_service).max_decoding_message_size(config.limits.max_request_bytes),
         gate,
     );
+    let gauges = Arc::new(ScheduleGauges::new(config.schedules.max_schedule_series));
+    let stop_firing = CancellationToken::new();
+    let firing = config.schedules.firing.then(|| {
+        let view = queues.view().clone();
+        let shards = Arc::new(move || fired_shards(&view));
+        let (gauges, clock) = (gauges.clone(), clock.clone());
+        let report = Arc::new(move |look: &FiringReport| gauges.record(look, clock.now_ms()));
+        let runs: Arc<dyn RunQueue> = Arc::new(RoutedRuns { router: router.clone() });
+        tokio::spawn(run_firing(schedules, runs, shards, report, stop_firing.clone()))
+    });
     let stop_rounds = CancellationToken::new();
     let rounds = config.scheduler.rounds.then(|| {
         let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
@@ -204,7 +228,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let exports = Exports::start(queues.clone(), metrics, otlp);
+    let exports = Exports::start(queues.clone(), gauges.clone(), metrics, otlp);
     let stop_reloads = CancellationToken::new();
     tokio::spawn(reload_cluster_secrets(
         store.clone(),
@@ -241,6 +265,7 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(matching)
         .add_service(scheduling)
+        .add_service(scheduling_recurring)
         .serve_with_incoming_shutdown(incoming(listener, tls.clone(), &config.limits, closing.clone()), stopping);
     tokio::pin!(serving);
     let grace = config.shutdown_grace;
@@ -254,8 +279,12 @@ pub async fn serve(
     };
     stop_reloads.cancel();
     stop_rounds.cancel();
+    stop_firing.cancel();
     if let Some(rounds) = rounds {
         let _ = rounds.await;
+    }
+    if let Some(firing) = firing {
+        let _ = firing.await;
     }
     tracing::info!("shutting down: flushing writes and ack levels, handing partitions over");
     node.stop().await;
@@ -266,6 +295,19 @@ pub async fn serve(
     exports.stop().await;
     tracing::info!("stopped");
     Ok(served?)
+}
+
+/// The schedule shards this node fires: those the rendezvous assignment
+/// over the live nodes gives it (all of them on a single node).
+fn fired_shards(view: &ClusterView) -> Vec<u32> {
+    let live = view.live();
+    let shards = crate::model::QueueName::new_unchecked("schedules");
+    crate::cluster::assignment::owners(&shards, 0..SHARDS, &live)
+        .into_iter()
+        .zip(0..)
+        .filter(|(owner, _)| owner.as_deref() == Some(view.node()))
+        .map(|(_, shard)| shard)
+        .collect()
 }
 
 /// The keys derived from the cluster's secrets, which the first node to ask

@@ -76,7 +76,7 @@ fn respond(request: &Request<Incoming>, sampler: &Sampler) -> Response<Full<Byte
         response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return response;
     }
-    let mut response = Response::new(Full::new(Bytes::from(metrics::render(&sampler.sample()))));
+    let mut response = Response::new(Full::new(Bytes::from(sampler.render())));
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
     response
 }

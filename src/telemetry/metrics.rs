@@ -24,6 +24,7 @@ pub type Sample = Vec<(QueueName, QueueStats)>;
 #[derive(Debug)]
 pub struct Sampler {
     queues: Arc<Queues>,
+    schedules: Arc<super::schedules::ScheduleGauges>,
     highest: Mutex<HashMap<QueueName, TaskCounts>>,
     /// The last reading and when it was made, for exports that read many
     /// instruments at once (OTLP).
@@ -31,9 +32,18 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler of `queues`, with no count reported yet.
-    pub fn new(queues: Arc<Queues>) -> Self {
-        Sampler { queues, highest: Mutex::new(HashMap::new()), last: Mutex::new(None) }
+    /// A sampler of `queues` and of the schedules' gauges, with no count
+    /// reported yet.
+    pub fn new(queues: Arc<Queues>, schedules: Arc<super::schedules::ScheduleGauges>) -> Self {
+        Sampler { queues, schedules, highest: Mutex::new(HashMap::new()), last: Mutex::new(None) }
+    }
+
+    /// The Prometheus text of the queues as they are now, then of the
+    /// schedules as the last look saw them.
+    pub fn render(&self) -> String {
+        let mut out = render(&self.sample());
+        self.schedules.render(&mut out);
+        out
     }
 
     /// The queues as they are now.

@@ -12,6 +12,7 @@
 mod http;
 pub mod metrics;
 pub mod otlp;
+pub mod schedules;
 
 pub use crate::histogram;
 
@@ -28,6 +29,7 @@ use crate::matcher::Queues;
 use crate::model::ValidationError;
 use metrics::Sampler;
 use otlp::OtlpMetrics;
+pub use schedules::ScheduleGauges;
 
 /// Section `[telemetry]` of the config. Everything is off by default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,8 +139,13 @@ impl Exports {
     /// Serves `/metrics` on `listener` if given, and has `otlp` (if given,
     /// created before the queues so that they record into its latency
     /// histogram) read the queues at each push.
-    pub fn start(queues: Arc<Queues>, listener: Option<TcpListener>, otlp: Option<OtlpMetrics>) -> Exports {
-        let sampler = Arc::new(Sampler::new(queues));
+    pub fn start(
+        queues: Arc<Queues>,
+        schedules: Arc<ScheduleGauges>,
+        listener: Option<TcpListener>,
+        otlp: Option<OtlpMetrics>,
+    ) -> Exports {
+        let sampler = Arc::new(Sampler::new(queues, schedules));
         let stop = CancellationToken::new();
         let http = listener.map(|listener| {
             if let Ok(address) = listener.local_addr() {

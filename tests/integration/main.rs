@@ -17,6 +17,7 @@ mod polling;
 mod regions;
 mod rotation;
 mod scheduler;
+mod schedules;
 mod security;
 mod services;
 mod support;
