@@ -155,7 +155,8 @@ pub async fn serve(
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let Stores { tasks: store, visits: visit_store } = stores;
+    // The schedules' store is not served yet.
+    let Stores { tasks: store, visits: visit_store, schedules: _ } = stores;
     let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
     settings.node = node_name(config, &listener);
