@@ -40,7 +40,7 @@ enum Command {
     Origin(origin::OriginCommand),
     /// Recurring schedules: create, pause, trigger, list by health, describe.
     #[command(subcommand)]
-    Schedule(schedule::ScheduleCommand),
+    Schedule(Box<schedule::ScheduleCommand>),
     /// Run a command for each task of a queue, heartbeating while it runs
     /// and reporting how it ended.
     Worker(worker::WorkerArgs),
@@ -110,7 +110,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Queue(command) => client::queue(command).await,
             Command::Schema(command) => schema::run(command).await,
             Command::Origin(command) => origin::run(command).await,
-            Command::Schedule(command) => schedule::run(command).await,
+            Command::Schedule(command) => schedule::run(*command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Auth(command) => auth::run(command).await,
         }

@@ -404,7 +404,7 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             let mut client = connect(&server).await?;
             let (mut token, mut shown, now) = (String::new(), 0u32, now_ms());
             let mut table = Table::new();
-            table.load_preset(NOTHING).set_header(["SCHEDULE", "HEALTH", "TURNS ERROR", "CAN START", "LAST GOOD END", "RUNS"]);
+            table.load_style(NOTHING).set_header(["SCHEDULE", "HEALTH", "TURNS ERROR", "CAN START", "LAST GOOD END", "RUNS"]);
             loop {
                 let request = pb::ListSchedulesRequest {
                     health: health as i32,

@@ -42,7 +42,7 @@ use crate::api::{
     Gate, MatchingService, RoutedRuns, RoutedVisits, ScheduleRuns, SchedulerService, SchedulesService, TaskHook,
     VisitOutcomes,
 };
-use crate::clock::{Clock, SharedClock};
+use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, NameTaken, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::matcher::{Queues, Settings};

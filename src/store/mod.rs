@@ -56,22 +56,25 @@ pub use crate::core::engine::rows::{
     RecordTask, RecordValue, RowRef, Section, StoredRow, SubqueueMeta, stored_task_bytes,
 };
 
-/// One backend under the two contracts a node serves from: the tasks'
-/// ([`Store`]) and the visit scheduler's ([`visits::VisitStore`]). Both are
-/// the same instance (a data directory has one opener; a Cassandra
-/// keyspace, one session per node).
+/// One backend under the three contracts a node serves from: the tasks'
+/// ([`Store`]), the visit scheduler's ([`visits::VisitStore`]) and the
+/// schedules' ([`schedules::ScheduleStore`]). All are the same instance (a
+/// data directory has one opener; a Cassandra keyspace, one session per
+/// node).
 #[derive(Clone, Debug)]
 pub struct Stores {
     /// The backend as the tasks' store.
     pub tasks: Arc<dyn Store>,
     /// The same backend as the visit scheduler's store.
     pub visits: Arc<dyn visits::VisitStore>,
+    /// The same backend as the schedules' store.
+    pub schedules: Arc<dyn schedules::ScheduleStore>,
 }
 
 impl Stores {
-    /// A backend that keeps both contracts.
-    pub fn of<S: Store + visits::VisitStore>(store: Arc<S>) -> Stores {
-        Stores { tasks: store.clone(), visits: store }
+    /// A backend that keeps the three contracts.
+    pub fn of<S: Store + visits::VisitStore + schedules::ScheduleStore>(store: Arc<S>) -> Stores {
+        Stores { tasks: store.clone(), visits: store.clone(), schedules: store }
     }
 }
 

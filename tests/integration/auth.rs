@@ -15,6 +15,7 @@ use fairway::config::Config;
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::proto::v1::scheduler_client::SchedulerClient;
+use fairway::proto::v1::schedules_client::SchedulesClient;
 use fairway::security::{
     AuthChannel, BearerToken, Grant, Permission, PrincipalConfig, Role, api_key_hash, new_api_key,
 };
@@ -63,6 +64,7 @@ fn tls_config(dir: &Path, ca: &Authority, principals: Vec<PrincipalConfig>) -> C
 struct Clients {
     matching: MatchingClient<AuthChannel>,
     scheduler: SchedulerClient<AuthChannel>,
+    schedules: SchedulesClient<AuthChannel>,
 }
 
 async fn clients(server: &TestServer, tls: ClientTlsConfig, token: Option<&str>) -> Clients {
@@ -74,13 +76,17 @@ async fn clients(server: &TestServer, tls: ClientTlsConfig, token: Option<&str>)
         .await
         .expect("connect over TLS");
     let channel = BearerToken::new(token).unwrap().on(channel);
-    Clients { matching: MatchingClient::new(channel.clone()), scheduler: SchedulerClient::new(channel) }
+    Clients {
+        matching: MatchingClient::new(channel.clone()),
+        scheduler: SchedulerClient::new(channel.clone()),
+        schedules: SchedulesClient::new(channel),
+    }
 }
 
 /// Makes `rpc` with a request that passes validation, on [`QUEUE`] (or the
 /// lister, or the visit type), finishing the lease of `lease_token`.
 async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), Status> {
-    let (m, s) = (&mut clients.matching, &mut clients.scheduler);
+    let (m, s, r) = (&mut clients.matching, &mut clients.scheduler, &mut clients.schedules);
     let queue = QUEUE.to_owned();
     let token = lease_token.to_owned();
     match rpc {
@@ -134,6 +140,52 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             s.get_lister_metrics(pb::GetListerMetricsRequest { lister: LISTER.into() }).await.map(drop)
         }
         Rpc::RunRound => s.run_round(pb::RunRoundRequest { visit_type: VISIT_TYPE.into() }).await.map(drop),
+        Rpc::CreateSchedule => r.create_schedule(schedule("created")).await.map(drop),
+        Rpc::UpdateSchedule => {
+            let pb::CreateScheduleRequest { id, spec, template, .. } = schedule(KEPT);
+            r.update_schedule(pb::UpdateScheduleRequest { id, spec, template }).await.map(drop)
+        }
+        Rpc::DeleteSchedule => r.delete_schedule(pb::DeleteScheduleRequest { id: DOOMED.into() }).await.map(drop),
+        Rpc::PauseSchedule => {
+            let request = pb::PauseScheduleRequest { id: KEPT.into(), paused: false, note: String::new() };
+            r.pause_schedule(request).await.map(drop)
+        }
+        Rpc::TriggerSchedule => r.trigger_schedule(pb::TriggerScheduleRequest { id: KEPT.into() }).await.map(drop),
+        Rpc::ListSchedules => r.list_schedules(pb::ListSchedulesRequest::default()).await.map(drop),
+        Rpc::DescribeSchedule => r.describe_schedule(pb::DescribeScheduleRequest { id: KEPT.into() }).await.map(drop),
+    }
+}
+
+/// The schedule every role's calls act on, and the one a delete removes
+/// (created again before each role's turn).
+const KEPT: &str = "kept";
+const DOOMED: &str = "doomed";
+
+/// A schedule of `id` whose runs go to [`QUEUE`].
+fn schedule(id: &str) -> pb::CreateScheduleRequest {
+    let period = prost_types::Duration { seconds: 3600, nanos: 0 };
+    pb::CreateScheduleRequest {
+        id: id.into(),
+        spec: Some(pb::ScheduleSpec {
+            cadence: Some(pb::schedule_spec::Cadence::Periodic(pb::PeriodicCadence {
+                scheduling_period: Some(period),
+                cooldown: None,
+            })),
+            ..Default::default()
+        }),
+        template: Some(pb::RunTemplate { queue: QUEUE.into(), ..Default::default() }),
+        paused_note: "kept still by the test".into(),
+    }
+}
+
+/// Creates the schedules [`call`] acts on, if they are missing.
+async fn ensure_schedules(admin: &mut Clients) {
+    for id in [KEPT, DOOMED] {
+        match admin.schedules.create_schedule(schedule(id)).await {
+            Ok(_) => {}
+            Err(e) if e.code() == Code::AlreadyExists => {}
+            Err(e) => panic!("creating schedule {id}: {e:?}"),
+        }
     }
 }
 
@@ -177,6 +229,7 @@ async fn every_rpc_needs_credentials_and_each_role_does_exactly_what_it_may() {
     }
 
     for (role, key) in roles.iter().zip(&keys) {
+        ensure_schedules(&mut admin).await;
         let mut client = clients(&server, client_tls(&ca, None), Some(key)).await;
         for rpc in Rpc::ALL {
             let result = call(&mut client, rpc, &token).await;

@@ -21,3 +21,9 @@ fn a_second_opener_of_a_data_directory_is_refused() {
     assert!(err.to_string().contains("another process has it open"), "{err}");
 }
 fairway::visit_store_conformance_suite!(embedded_store);
+
+mod schedules {
+    use super::embedded_store;
+
+    fairway::schedule_store_conformance_suite!(embedded_store);
+}

@@ -16,6 +16,7 @@ mod config;
 mod error;
 mod members;
 mod partitions;
+mod schedules;
 mod schema;
 mod secrets;
 mod session;
@@ -49,6 +50,7 @@ pub struct CassandraStore {
     session: Session,
     statements: Statements,
     visit_statements: visits::VisitStatements,
+    schedule_statements: schedules::ScheduleStatements,
     visit_heads: visits::HeadPruner,
     visit_batch_bytes: usize,
     keyspace: String,
@@ -77,10 +79,12 @@ impl CassandraStore {
         let session = connect_session(contact_point, config).await?;
         let statements = Statements::prepare(&session, keyspace, config).await?;
         let visit_statements = visits::VisitStatements::prepare(&session, keyspace).await?;
+        let schedule_statements = schedules::ScheduleStatements::prepare(&session, keyspace, config).await?;
         Ok(CassandraStore {
             session,
             statements,
             visit_statements,
+            schedule_statements,
             visit_heads: visits::HeadPruner::new(config.visit_prune_margin),
             visit_batch_bytes: config.visit_batch_bytes,
             keyspace: keyspace.to_owned(),

@@ -81,6 +81,15 @@ fn is_read(cql: &str) -> bool {
     cql.trim_start().get(..6).is_some_and(|verb| verb.eq_ignore_ascii_case("SELECT"))
 }
 
+/// The consistency of a read that must see every compare-and-set before it:
+/// the configured serial consistency.
+pub(super) fn serial_read(config: &CassandraConfig) -> Result<Consistency, ConnectError> {
+    Ok(match config.serial_consistency().map_err(ConnectError::Config)? {
+        SerialConsistency::Serial => Consistency::Serial,
+        SerialConsistency::LocalSerial => Consistency::LocalSerial,
+    })
+}
+
 /// The one cluster of a keyspace, as the partition key of `members`.
 const CLUSTER: &str = "'default'";
 
@@ -95,10 +104,7 @@ impl Statements {
         let load = format!("SELECT range_id, meta FROM {keyspace}.tasks WHERE {meta_key}");
         let load_meta = prepare(load.clone()).await?;
         let mut load_meta_serial = prepare(load).await?;
-        let serial = match config.serial_consistency().map_err(ConnectError::Config)? {
-            SerialConsistency::Serial => Consistency::Serial,
-            SerialConsistency::LocalSerial => Consistency::LocalSerial,
-        };
+        let serial = serial_read(config)?;
         load_meta_serial.set_consistency(serial);
         let mut catch_up = prepare(format!("SELECT * FROM {keyspace}.tasks WHERE queue = ? AND partition = ?")).await?;
         catch_up.set_consistency(Consistency::EachQuorum);

@@ -8,6 +8,7 @@
 mod catalog;
 mod members;
 mod partitions;
+mod schedules;
 mod secrets;
 mod visits;
 
@@ -155,6 +156,7 @@ impl EmbeddedStore {
         txn.open_table(QUEUE_GENERATIONS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_CREATORS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
+        schedules::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
     }

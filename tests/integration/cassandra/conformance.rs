@@ -10,3 +10,9 @@ mod visits {
 
     fairway::visit_store_conformance_suite!(cassandra_store);
 }
+
+mod schedules {
+    use super::cassandra_store;
+
+    fairway::schedule_store_conformance_suite!(cassandra_store);
+}
