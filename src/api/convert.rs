@@ -20,6 +20,8 @@ pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits
     let dedup_id = validate::dedup_id(&format!("{field}.dedup_id"), spec.dedup_id)?;
     let delay = duration(&format!("{field}.delay"), spec.delay)?;
     let delay = validate::delay(&format!("{field}.delay"), delay, limits)?;
+    let deadline =
+        spec.deadline.map(|d| validate::deadline(&format!("{field}.deadline"), d.seconds, d.nanos)).transpose()?;
     // A producer's task is always fresh: the message has no attempt nor
     // creation time, and only the crate makes any other history.
     let history = TaskHistory::default();
@@ -30,6 +32,7 @@ pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits
         payload: spec.payload,
         dedup_id,
         delay,
+        deadline,
         history,
     })
 }
@@ -59,6 +62,7 @@ pub(super) fn task(dispatched: DispatchedTask, keys: &ClusterKeys, now_ms: i64) 
         attempt: task.attempt,
         lease_deadline: Some(timestamp(lease_deadline)),
         partition,
+        deadline: task.deadline_unix_ms.map(timestamp),
     }
 }
 

@@ -42,6 +42,7 @@ fn assert_within(spec: &TaskSpec, limits: &Limits) {
     assert!(spec.fairness_weight.is_none_or(|w| w.is_finite() && w > 0.0));
     assert!(spec.delay <= limits.max_delay);
     assert!(spec.dedup_id.as_ref().is_none_or(|id| !id.is_empty() && id.len() <= validate::MAX_DEDUP_ID_BYTES));
+    assert!(spec.deadline.is_none_or(|d| (0..=validate::MAX_DEADLINE_UNIX_SECONDS * 1000 + 999).contains(&d)));
 }
 
 fn checked_wait(wait: Option<prost_types::Duration>, limits: &Limits) {
@@ -161,6 +162,9 @@ proptest! {
         dedup_id in ".{0,300}",
         delay_seconds in prop_oneof![Just(-1i64), 0i64..100, Just(i64::MAX)],
         nanos in prop_oneof![Just(-1i32), 0i32..1_000_000_000, Just(1_000_000_000)],
+        deadline_seconds in prop_oneof![
+            Just(i64::MIN), Just(-1i64), 0i64..2_000_000_000, Just(validate::MAX_DEADLINE_UNIX_SECONDS + 1), Just(i64::MAX)
+        ],
     ) {
         let spec = pb::TaskSpec {
             fairness_key: key,
@@ -169,6 +173,7 @@ proptest! {
             payload: vec![0; payload_len],
             dedup_id,
             delay: Some(prost_types::Duration { seconds: delay_seconds, nanos }),
+            deadline: Some(prost_types::Timestamp { seconds: deadline_seconds, nanos }),
         };
         let limits = Limits::default();
         match convert::task_spec("task", Some(spec), &limits) {

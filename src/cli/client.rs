@@ -250,6 +250,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                         payload: payload.into_bytes(),
                         dedup_id,
                         delay: delay.map(proto_duration),
+                        deadline: None,
                     }),
                 })
                 .await

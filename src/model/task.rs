@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{FairLevel, Priority};
+use crate::clock::UnixMillis;
 
 /// A validated queue name (see [`super::validate::queue_name`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,6 +65,10 @@ pub struct TaskSpec {
     pub dedup_id: Option<String>,
     /// The task becomes ready this long after it is added.
     pub delay: std::time::Duration,
+    /// When the task should start at the latest, in ms since the Unix epoch;
+    /// `None`: its add time. Only a queue with ordering `"deadline"` orders
+    /// by it; it is kept across retries.
+    pub deadline: Option<UnixMillis>,
     /// What it brings from an earlier life; fresh for every producer's task.
     pub history: TaskHistory,
 }
@@ -111,6 +116,7 @@ impl TaskSpec {
             payload,
             dedup_id: None,
             delay: std::time::Duration::ZERO,
+            deadline: None,
             history: TaskHistory::default(),
         }
     }
@@ -132,6 +138,7 @@ impl TaskSpec {
             attempt,
             dedup_id: self.dedup_id.clone(),
             dedup_slot: 0,
+            deadline_unix_ms: self.deadline,
         }
     }
 }
@@ -163,4 +170,15 @@ pub struct StoredTask {
     pub dedup_id: Option<String>,
     /// Where its dedup record is (see `crate::core::engine::dedup`).
     pub dedup_slot: i64,
+    /// The producer's deadline, in ms since the Unix epoch; `None`: none was
+    /// given, and the task goes by its creation time. Kept across retries.
+    pub deadline_unix_ms: Option<UnixMillis>,
+}
+
+impl StoredTask {
+    /// The time a queue with ordering `"deadline"` orders the task by: its
+    /// deadline, or when it was first added if it has none.
+    pub fn deadline_or_created(&self) -> UnixMillis {
+        self.deadline_unix_ms.unwrap_or(self.created_at_unix_ms)
+    }
 }

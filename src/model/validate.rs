@@ -292,6 +292,29 @@ pub fn dedup_id(field: &str, id: String) -> Result<Option<String>> {
     Ok((!id.is_empty()).then_some(id))
 }
 
+/// The earliest deadline a task may carry: 1970-01-01T00:00:00Z.
+pub const MIN_DEADLINE_UNIX_SECONDS: i64 = 0;
+/// The latest deadline a task may carry: 9999-12-31T23:59:59Z (and its
+/// last nanoseconds), the end of a protobuf Timestamp's range.
+pub const MAX_DEADLINE_UNIX_SECONDS: i64 = 253_402_300_799;
+
+/// A task's deadline, given as `seconds` and `nanos` since the Unix epoch:
+/// nanos 0 to 999 999 999, from 1970-01-01T00:00:00Z to
+/// 9999-12-31T23:59:59.999999999Z; in ms since the epoch (nanos below a
+/// millisecond dropped).
+pub fn deadline(field: &str, seconds: i64, nanos: i32) -> Result<crate::clock::UnixMillis> {
+    if !(0..1_000_000_000).contains(&nanos) {
+        return Err(ValidationError::new(field, format!("has {nanos} nanos; they must be 0 to 999999999")));
+    }
+    if !(MIN_DEADLINE_UNIX_SECONDS..=MAX_DEADLINE_UNIX_SECONDS).contains(&seconds) {
+        return Err(ValidationError::new(
+            field,
+            format!("is {seconds}s since the Unix epoch; it must be from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z"),
+        ));
+    }
+    Ok(seconds * 1000 + i64::from(nanos / 1_000_000))
+}
+
 /// A delay (of a task, or before a retry): at most `limits.max_delay`.
 pub fn delay(field: &str, delay: Option<Duration>, limits: &Limits) -> Result<Duration> {
     let delay = delay.unwrap_or(Duration::ZERO);
@@ -410,6 +433,18 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(smallest.validate(), Ok(()));
+    }
+
+    #[test]
+    fn deadlines_are_bounded_and_name_their_field() {
+        assert_eq!(deadline("task.deadline", 1_700_000_000, 123_999_999).unwrap(), 1_700_000_000_123);
+        assert_eq!(deadline("task.deadline", 0, 0).unwrap(), 0);
+        assert_eq!(deadline("task.deadline", MAX_DEADLINE_UNIX_SECONDS, 999_999_999).unwrap(), 253_402_300_799_999);
+        for (seconds, nanos) in
+            [(-1, 0), (MAX_DEADLINE_UNIX_SECONDS + 1, 0), (i64::MAX, 0), (5, -1), (5, 1_000_000_000)]
+        {
+            assert_eq!(deadline("task.deadline", seconds, nanos).unwrap_err().field, "task.deadline");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
         dedup_id: task.dedup_id.clone().unwrap_or_default(),
         task_id: task.task_id,
         dedup_slot: task.dedup_slot,
+        deadline_unix_ms: task.deadline_unix_ms,
     }
 }
 
@@ -48,6 +49,7 @@ fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> St
         task_id: if row.task_id == 0 { level.id } else { row.task_id },
         dedup_id: (!row.dedup_id.is_empty()).then_some(row.dedup_id),
         dedup_slot: row.dedup_slot,
+        deadline_unix_ms: row.deadline_unix_ms,
     }
 }
 
@@ -230,6 +232,20 @@ mod tests {
         assert_eq!(decode_meta(&encode_meta(&meta)).unwrap(), meta);
     }
 
+    /// A task row written before tasks had deadlines decodes with none; a
+    /// deadline of 0 (the epoch) is kept apart from no deadline.
+    #[test]
+    fn a_row_without_a_deadline_decodes_with_none() {
+        let older = pb::StoredTask { fairness_key: "k".into(), attempt: 2, task_id: 9, ..Default::default() };
+        let mut bytes = older.encode_to_vec();
+        let task = decode_task(FairLevel::new(3, 9), Priority::DEFAULT, &bytes).unwrap();
+        assert_eq!(task.deadline_unix_ms, None);
+        assert_eq!(task.attempt, 2);
+        let at_epoch = StoredTask { deadline_unix_ms: Some(0), ..task };
+        bytes = encode_task(&at_epoch);
+        assert_eq!(decode_task(at_epoch.level, at_epoch.priority, &bytes).unwrap().deadline_unix_ms, Some(0));
+    }
+
     #[test]
     fn garbage_is_corrupt() {
         assert!(matches!(decode_meta(&[0xff, 0xff, 0xff]), Err(StoreError::Corrupt(_))));
@@ -254,7 +270,7 @@ mod tests {
             weight,
             proptest::collection::vec(any::<u8>(), 0..64),
             (any::<i64>(), 1..20u32, 1..i64::MAX),
-            (dedup, any::<i64>()),
+            (dedup, any::<i64>(), proptest::option::of(any::<i64>())),
         )
             .prop_map(
                 |(
@@ -263,7 +279,7 @@ mod tests {
                     fairness_weight,
                     payload,
                     (created, attempt, task_id),
-                    (dedup_id, dedup_slot),
+                    (dedup_id, dedup_slot, deadline_unix_ms),
                 )| {
                     StoredTask {
                         level: FairLevel::new(pass, id),
@@ -276,6 +292,7 @@ mod tests {
                         task_id,
                         dedup_id,
                         dedup_slot,
+                        deadline_unix_ms,
                     }
                 },
             )

@@ -114,6 +114,7 @@ fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
         task_id: id,
         dedup_id: None,
         dedup_slot: 0,
+        deadline_unix_ms: None,
     }
 }
 
@@ -323,6 +324,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         task_id: 77,
         dedup_id: Some("origin https://example.org/x.git".into()),
         dedup_slot: 2,
+        deadline_unix_ms: Some(1_700_000_000_123),
     };
     let empty = StoredTask {
         level: FairLevel::new(1, 2),
@@ -332,6 +334,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         task_id: 2,
         dedup_id: None,
         dedup_slot: 0,
+        deadline_unix_ms: None,
         ..big.clone()
     };
     store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();

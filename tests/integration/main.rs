@@ -5,6 +5,7 @@ mod auth;
 mod cassandra;
 mod conformance_embedded;
 mod connections;
+mod deadline;
 mod durability;
 mod failover;
 mod failover_history;

@@ -104,6 +104,18 @@ async fn dedup_ids_and_delays_are_bounded() {
 }
 
 #[tokio::test]
+async fn deadlines_are_well_formed_and_bounded() {
+    let with_deadline = |seconds: i64, nanos: i32| pb::TaskSpec {
+        deadline: Some(prost_types::Timestamp { seconds, nanos }),
+        ..spec("k", 0.0, 0, b"")
+    };
+    rejected_add(with_deadline(1_900_000_000, -1), &["task.deadline", "nanos"]).await;
+    rejected_add(with_deadline(1_900_000_000, 1_000_000_000), &["task.deadline", "nanos"]).await;
+    rejected_add(with_deadline(-1, 0), &["task.deadline", "1970-01-01"]).await;
+    rejected_add(with_deadline(253_402_300_800, 0), &["task.deadline", "9999-12-31"]).await;
+}
+
+#[tokio::test]
 async fn batches_are_bounded_and_judged_per_item() {
     let server = TestServer::start().await;
     let mut client = server.client.clone();

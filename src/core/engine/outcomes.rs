@@ -85,7 +85,9 @@ pub struct Candidate {
     /// The task's priority level: the highest (1) goes first, whatever the pass.
     pub priority: Priority,
     /// How far the task's pass is above its subqueue's ack level pass (0 or
-    /// more): the lowest goes first.
+    /// more): the lowest goes first. With deadline ordering, the pass itself
+    /// (the task's deadline, raised to the ack pass), which compares across
+    /// partitions.
     pub pass_ahead: i64,
     /// The task's level in its subqueue (for a parked task, the level it had in
     /// the backlog).

@@ -35,9 +35,10 @@ pub struct TaskPolicy {
     /// ...with bursts of up to this many.
     pub key_burst: u32,
     /// How tasks of different fairness keys are ordered within a priority
-    /// level: `"fair"` (weighted fair, the default) or `"fifo"` (order of
+    /// level: `"fair"` (weighted fair, the default), `"fifo"` (order of
     /// arrival, as a plain queue would; for comparison and for queues whose
-    /// keys need no fairness).
+    /// keys need no fairness) or `"deadline"` (earliest deadline first,
+    /// whatever the key; a task without a deadline goes by its add time).
     pub ordering: DispatchOrder,
 }
 
@@ -50,6 +51,9 @@ pub enum DispatchOrder {
     Fair,
     /// Order of arrival, whatever the key.
     Fifo,
+    /// Earliest deadline first, whatever the key; order of arrival between
+    /// equal deadlines.
+    Deadline,
 }
 
 impl Default for TaskPolicy {
@@ -189,5 +193,16 @@ mod tests {
         assert_eq!(bad.validate("tasks").unwrap_err().field, "tasks.max_attempts");
         let bad = TaskPolicy { backoff_jitter: 2.0, ..TaskPolicy::default() };
         assert_eq!(bad.validate("queues.\"q\"").unwrap_err().field, "queues.\"q\".backoff_jitter");
+    }
+
+    #[test]
+    fn orderings_are_named_in_lowercase() {
+        for (name, ordering) in
+            [("fair", DispatchOrder::Fair), ("fifo", DispatchOrder::Fifo), ("deadline", DispatchOrder::Deadline)]
+        {
+            let policy: TaskPolicy = toml::from_str(&format!("ordering = \"{name}\"")).unwrap();
+            assert_eq!(policy.ordering, ordering);
+        }
+        assert!(toml::from_str::<TaskPolicy>("ordering = \"edf\"").is_err());
     }
 }

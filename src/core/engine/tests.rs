@@ -607,6 +607,206 @@ fn fifo_ordering_dispatches_in_order_of_arrival() {
     assert!(position_of_light(&dispatch_order(DispatchOrder::Fair)) <= 1);
 }
 
+fn with_deadline(key: &str, priority: Priority, deadline: Option<i64>) -> TaskSpec {
+    TaskSpec { deadline, ..spec(key, priority) }
+}
+
+fn deadline_config(buffer_tasks: usize, reload_at: usize) -> EngineConfig {
+    let tasks = crate::core::engine::TaskPolicy { ordering: DispatchOrder::Deadline, ..Default::default() };
+    EngineConfig { tasks, ..small_config(buffer_tasks, reload_at, Weights::default()) }
+}
+
+/// With deadline ordering a priority level goes earliest deadline first,
+/// whatever the keys and the order of arrival, in order of arrival between
+/// equal deadlines; a deadline already behind the ack level is raised to
+/// it. Adds and dispatches interleave, with a small buffer, so that tasks
+/// are written below the read level as well as above it.
+#[test]
+fn deadline_ordering_dispatches_earliest_deadline_first() {
+    let mut backlog = Backlog::new(deadline_config(4, 1));
+    let index = Priority::DEFAULT.index();
+    // Every task added and not yet dispatched, by the level it must have:
+    // (max(deadline, ack pass when it was added), id).
+    let mut waiting: std::collections::BTreeMap<(i64, i64), String> = Default::default();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut draw = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut dispatched = 0;
+    for round in 0..40 {
+        let ack_pass = backlog.engine.metadata().subqueues[index].ack_level.pass;
+        let specs: Vec<TaskSpec> = (0..1 + draw(6))
+            .map(|_| with_deadline(&format!("k{}", draw(5)), Priority::DEFAULT, Some(1_000 + draw(60) as i64)))
+            .collect();
+        let plan = backlog.engine.prepare_append(&specs, backlog.now).unwrap();
+        for (task, spec) in plan.write.tasks.iter().zip(&specs) {
+            assert_eq!(task.level.pass, spec.deadline.unwrap().max(ack_pass), "round {round}");
+            waiting.insert((task.level.pass, task.level.id), task.fairness_key.clone());
+        }
+        backlog.store.land(&plan.write);
+        backlog.engine.write_succeeded(plan, backlog.now);
+        for _ in 0..draw(5) {
+            let Some(task) = backlog.dispatch() else { break };
+            let (first, _) = waiting.pop_first().expect("a task was waiting");
+            assert_eq!((task.level.pass, task.level.id), first, "after {dispatched} dispatches");
+            dispatched += 1;
+        }
+    }
+    while let Some(task) = backlog.dispatch() {
+        assert_eq!((task.level.pass, task.level.id), waiting.pop_first().unwrap().0);
+        dispatched += 1;
+    }
+    assert!(waiting.is_empty(), "{} tasks were never dispatched", waiting.len());
+    assert!(dispatched > 100, "only {dispatched} tasks");
+}
+
+/// Priorities stay strict over deadlines; within a level, equal deadlines
+/// go in order of arrival whatever the key.
+#[test]
+fn deadline_ordering_keeps_priorities_strict_and_ties_in_order_of_arrival() {
+    let mut backlog = Backlog::new(deadline_config(64, 16));
+    backlog.add(&[
+        with_deadline("late-urgent", Priority::HIGHEST, Some(9_000)),
+        with_deadline("b", Priority::DEFAULT, Some(500)),
+        with_deadline("a", Priority::DEFAULT, Some(500)),
+        with_deadline("c", Priority::DEFAULT, Some(100)),
+        with_deadline("early-lowest", Priority::LOWEST, Some(1)),
+    ]);
+    let order: Vec<String> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.fairness_key).collect();
+    assert_eq!(order, ["late-urgent", "c", "b", "a", "early-lowest"]);
+}
+
+/// A task whose deadline is behind the ack level is written just above it
+/// (its pass the ack pass, its id fresh), so it goes next and never at or
+/// below the ack level.
+#[test]
+fn a_deadline_behind_the_ack_level_goes_next_above_it() {
+    let mut backlog = Backlog::new(deadline_config(4, 1));
+    let index = Priority::DEFAULT.index();
+    let specs: Vec<TaskSpec> =
+        (0..10).map(|i| with_deadline(&format!("k{i}"), Priority::DEFAULT, Some(2_000 + i))).collect();
+    backlog.add(&specs);
+    for _ in 0..5 {
+        backlog.dispatch().unwrap();
+    }
+    let ack = backlog.engine.metadata().subqueues[index].ack_level;
+    assert!(ack.pass >= 2_000, "the ack level moved up ({ack})");
+    let plan = backlog.engine.prepare_append(&[with_deadline("overdue", Priority::DEFAULT, Some(10))], 0).unwrap();
+    let level = plan.write.tasks[0].level;
+    assert_eq!(level.pass, ack.pass, "raised to the ack pass");
+    assert!(level > ack, "written above the ack level");
+    assert_eq!(plan.write.tasks[0].deadline_unix_ms, Some(10), "its own deadline is kept");
+    backlog.store.land(&plan.write);
+    backlog.engine.write_succeeded(plan, 0);
+    assert_eq!(backlog.dispatch().unwrap().fairness_key, "overdue");
+    let rest: Vec<i64> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.level.pass).collect();
+    assert_eq!(rest, [2_005, 2_006, 2_007, 2_008, 2_009]);
+}
+
+/// Across partitions the matcher ranks candidates by priority and
+/// `pass_ahead`; with deadline ordering that is the deadline itself, so a
+/// partition whose ack level is still low does not lose to one whose ack
+/// level has moved up to its later deadlines.
+#[test]
+fn deadline_candidates_compare_across_partitions_by_deadline() {
+    let candidate = |backlog: &mut Backlog| loop {
+        if let Some(candidate) = backlog.engine.peek(backlog.now) {
+            return candidate;
+        }
+        let requests = backlog.engine.read_requests(backlog.now);
+        assert!(!requests.is_empty(), "a task was added");
+        for request in requests {
+            let tasks = backlog.store.read(&request);
+            backlog.engine.apply_read(request, tasks);
+        }
+    };
+    let mut busy = Backlog::new(deadline_config(64, 16));
+    busy.add(&(0..10).map(|i| with_deadline("busy", Priority::DEFAULT, Some(2_000 + i))).collect::<Vec<_>>());
+    for _ in 0..5 {
+        busy.dispatch().unwrap();
+    }
+    let mut fresh = Backlog::new(deadline_config(64, 16));
+    fresh.add(&[with_deadline("fresh", Priority::DEFAULT, Some(1_500))]);
+    let (busy_next, fresh_next) = (candidate(&mut busy), candidate(&mut fresh));
+    assert_eq!(busy_next.pass_ahead, 2_005);
+    assert_eq!(fresh_next.pass_ahead, 1_500);
+    assert!((fresh_next.priority, fresh_next.pass_ahead) < (busy_next.priority, busy_next.pass_ahead));
+}
+
+/// A task added without a deadline goes by the time it was added.
+#[test]
+fn without_a_deadline_a_task_goes_by_its_add_time() {
+    let mut backlog = Backlog::new(deadline_config(64, 16));
+    backlog.now = 1_000;
+    backlog.add(&[with_deadline("added-at-1000", Priority::DEFAULT, None)]);
+    backlog.now = 2_000;
+    backlog.add(&[with_deadline("due-1500", Priority::DEFAULT, Some(1_500))]);
+    backlog.now = 3_000;
+    backlog.add(&[
+        with_deadline("added-at-3000", Priority::DEFAULT, None),
+        with_deadline("due-500", Priority::DEFAULT, Some(500)),
+        with_deadline("due-2999", Priority::DEFAULT, Some(2_999)),
+    ]);
+    let order: Vec<(String, Option<i64>)> =
+        std::iter::from_fn(|| backlog.dispatch()).map(|t| (t.fairness_key, t.deadline_unix_ms)).collect();
+    let keys: Vec<&str> = order.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["due-500", "added-at-1000", "due-1500", "due-2999", "added-at-3000"]);
+    assert_eq!(order[1].1, None, "no deadline is stored for a task added without one");
+}
+
+/// A retried task keeps its deadline, and its new level is computed from
+/// it: it goes before a task added meanwhile with a later deadline; with
+/// fair ordering the deadline is carried all the same.
+#[test]
+fn a_retried_task_keeps_its_deadline() {
+    use super::{Finish, Outcome, PlanInput};
+    for ordering in [DispatchOrder::Deadline, DispatchOrder::Fair] {
+        let tasks = crate::core::engine::TaskPolicy {
+            ordering,
+            backoff_initial: std::time::Duration::from_secs(1),
+            backoff_jitter: 0.0,
+            ..Default::default()
+        };
+        let mut engine = super::budget_tests::ready_engine(EngineConfig { tasks, ..EngineConfig::default() });
+        let write = |engine: &mut PartitionEngine, specs: &[TaskSpec], finishes: &[Finish], now: i64| {
+            let input = PlanInput { specs, finishes, ..PlanInput::default() };
+            let plan = engine.plan(input, now, &mut || 0.5).unwrap();
+            engine.write_succeeded(plan, now);
+        };
+        let late = with_deadline("late", Priority::DEFAULT, Some(10_000));
+        let soon = with_deadline("soon", Priority::DEFAULT, Some(5_000));
+        write(&mut engine, &[late, soon], &[], 0);
+        let candidate = engine.peek(0).unwrap();
+        let (first, _) = engine.take(candidate, 0).unwrap();
+        if ordering == DispatchOrder::Deadline {
+            assert_eq!(first.fairness_key, "soon");
+        }
+        write(&mut engine, &[], &[], 0);
+        let fail = Outcome::Fail { retryable: true, message: "try again".into(), retry_after: None };
+        let finish = Finish { lease_id: first.level.id, attempt: first.attempt, outcome: fail };
+        write(&mut engine, &[], &[finish], 0);
+        // The retry is due at 1 s; it is promoted by the write that adds "mid".
+        let mid = with_deadline("mid", Priority::DEFAULT, Some(7_000));
+        write(&mut engine, &[mid], &[], 2_000);
+        let mut order = Vec::new();
+        while let Some(candidate) = engine.peek(2_000) {
+            order.push(engine.take(candidate, 2_000).unwrap().0);
+        }
+        let retried = order.iter().find(|t| t.attempt == 2).expect("the failed task came back");
+        assert_eq!(retried.task_id, first.task_id);
+        assert_eq!(retried.deadline_unix_ms, first.deadline_unix_ms, "{ordering:?}");
+        if ordering == DispatchOrder::Deadline {
+            assert_eq!(retried.level.pass, 5_000, "its new level is its deadline");
+            assert!(retried.level.id > first.level.id, "with a fresh id");
+            let keys: Vec<&str> = order.iter().map(|t| t.fairness_key.as_str()).collect();
+            assert_eq!(keys, ["soon", "mid", "late"]);
+        }
+    }
+}
+
 /// A new owner starts from the saved ack level and the heaviest keys' passes.
 #[test]
 fn a_new_owner_resumes_from_saved_metadata() {

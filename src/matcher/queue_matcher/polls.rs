@@ -128,7 +128,9 @@ impl QueueMatcher {
         // Across partitions only the priority and how far a task's pass is
         // ahead of its own partition's ack level compare: passes and ids of
         // different partitions are unrelated, and comparing them would serve
-        // one backlogged partition and starve another. Ties go round.
+        // one backlogged partition and starve another. Ties go round. (With
+        // deadline ordering `pass_ahead` is the deadline itself, which every
+        // partition reads alike: earliest deadline first across them too.)
         let rank = |c: &Candidate| (c.priority, c.pass_ahead);
         loop {
             let start = self.next_dispatch.fetch_add(1, Ordering::Relaxed);

@@ -5,6 +5,7 @@ use super::PartitionEngine;
 use crate::clock::UnixMillis;
 use crate::core::engine::leases::LeaseError;
 use crate::core::engine::outcomes::Candidate;
+use crate::core::engine::policy::DispatchOrder;
 use crate::model::{Priority, StoredTask};
 
 impl PartitionEngine {
@@ -53,12 +54,21 @@ impl PartitionEngine {
     /// may hold unread tasks. A parked key's oldest task competes with the
     /// backlog at the pass it was given, or at the ack level's if that is
     /// higher: it comes back like a key that was idle.
+    ///
+    /// With deadline ordering a candidate's `pass_ahead` is its pass itself
+    /// (its deadline, or the ack pass if that is later), not the distance
+    /// from the ack level: deadlines mean the same in every partition, so
+    /// the matcher compares partitions by them.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
+        let by_deadline = self.config.tasks.ordering == DispatchOrder::Deadline;
         for subqueue in &self.subqueues {
             let priority = subqueue.priority;
+            let ahead = |pass: i64| {
+                if by_deadline { pass.max(subqueue.ack.pass) } else { pass.saturating_sub(subqueue.ack.pass).max(0) }
+            };
             let ready = subqueue.first_ready(|key| self.dispatchable(priority, key, now)).map(|task| Candidate {
                 priority,
-                pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass),
+                pass_ahead: ahead(task.level.pass),
                 level: task.level,
                 parked: false,
             });
@@ -66,12 +76,7 @@ impl PartitionEngine {
                 .parked
                 .heads(priority)
                 .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
-                .map(|task| Candidate {
-                    priority,
-                    pass_ahead: task.level.pass.saturating_sub(subqueue.ack.pass).max(0),
-                    level: task.level,
-                    parked: true,
-                })
+                .map(|task| Candidate { priority, pass_ahead: ahead(task.level.pass), level: task.level, parked: true })
                 .min();
             if let Some(candidate) = ready.into_iter().chain(parked).min() {
                 return Some(candidate);

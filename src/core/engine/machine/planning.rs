@@ -259,7 +259,7 @@ impl PartitionEngine {
         if spec.delay.is_zero() {
             let index = spec.priority.index();
             self.pin(plan, index);
-            task.level.pass = self.next_pass(index, &spec.fairness_key, spec.fairness_weight);
+            task.level.pass = self.next_pass(index, &task);
             plan.write.tasks.push(task);
         } else {
             self.plan_delayed(plan, (now + millis(spec.delay), id), task);
@@ -425,27 +425,33 @@ impl PartitionEngine {
     }
 
     /// Gives a task a new level (a fresh id, and a pass from its key's
-    /// counter: it counts against its key's share like any new task).
+    /// counter: it counts against its key's share like any new task; or,
+    /// with deadline ordering, from its deadline, which it keeps).
     fn relevel(&mut self, plan: &mut AppendPlan, mut task: StoredTask) -> StoredTask {
         let index = task.priority.index();
         self.pin(plan, index);
-        let pass = self.next_pass(index, &task.fairness_key, task.fairness_weight);
+        let pass = self.next_pass(index, &task);
         task.level = FairLevel::new(pass, self.ids.take().expect("checked the block has room"));
         task
     }
 
-    /// The pass of a new task of `key` in subqueue `index`, from the counter
-    /// of the share it counts against (its own, or its group's). With FIFO
-    /// ordering every task counts against one shared key of weight 1, so
-    /// passes follow the order of arrival.
-    fn next_pass(&mut self, index: usize, key: &str, weight_hint: Option<f64>) -> i64 {
+    /// The pass of a new level for `task` in subqueue `index` (whose ack
+    /// level is pinned), from the counter of the share its key counts
+    /// against (its own, or its group's). With FIFO ordering every task
+    /// counts against one shared key of weight 1, so passes follow the order
+    /// of arrival. With deadline ordering the pass is the task's deadline
+    /// (its creation time if it has none), raised to the ack pass: a
+    /// deadline already behind the ack level gives the lowest pass a new
+    /// level may have, and the fresh id keeps the level above the ack level.
+    fn next_pass(&mut self, index: usize, task: &StoredTask) -> i64 {
         let subqueue = &mut self.subqueues[index];
         match self.config.tasks.ordering {
             DispatchOrder::Fair => {
-                let (share, weight) = self.config.weights.share(key, weight_hint);
+                let (share, weight) = self.config.weights.share(&task.fairness_key, task.fairness_weight);
                 subqueue.counters.next_pass(share, subqueue.ack.pass, stride(weight))
             }
             DispatchOrder::Fifo => subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0)),
+            DispatchOrder::Deadline => task.deadline_or_created().max(subqueue.ack.pass),
         }
     }
 
