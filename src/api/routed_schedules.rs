@@ -11,6 +11,7 @@ use super::matching::TaskHook;
 use super::routing::{Origin, Router};
 use super::status;
 use crate::clock::UnixMillis;
+use crate::matcher::MatchError;
 use crate::model::{Priority, QueueName, TaskSpec, validate};
 use crate::schedules::lifecycle::TaskEnd;
 use crate::schedules::{AddedRun, RUN_DEDUP_PREFIX, RunQueue, RunQueueError, Schedules};
@@ -25,6 +26,16 @@ pub struct RoutedRuns {
 
 #[tonic::async_trait]
 impl RunQueue for RoutedRuns {
+    async fn prepare(&self, queue: &str) -> Result<(), RunQueueError> {
+        let queue = validate::queue_name("template.queue", queue).map_err(|e| RunQueueError::Refused(e.to_string()))?;
+        let queues = self.router.queues();
+        match queues.create(&queue, queues.settings().matcher.partitions_per_queue, None).await {
+            Ok(_) => Ok(()),
+            Err(e @ MatchError::QueueLimit { .. }) => Err(RunQueueError::Refused(e.to_string())),
+            Err(e) => Err(RunQueueError::Unavailable(e.to_string())),
+        }
+    }
+
     async fn add_run(
         &self,
         template: &RunTemplate,
@@ -32,17 +43,13 @@ impl RunQueue for RoutedRuns {
         deadline: UnixMillis,
     ) -> Result<AddedRun, RunQueueError> {
         let refused = |e: &dyn std::fmt::Display| RunQueueError::Refused(e.to_string());
+        self.prepare(&template.queue).await?;
         let queue = validate::queue_name("template.queue", &template.queue).map_err(|e| refused(&e))?;
         let priority = Priority::new(template.priority).unwrap_or(Priority::DEFAULT);
         let mut spec = TaskSpec::new(template.fairness_key.clone(), priority, template.payload.clone());
         spec.fairness_weight = template.fairness_weight;
         spec.dedup_id = Some(dedup_id.to_owned());
-        let _ = deadline; // MERGE: spec.deadline = Some(deadline);
-        let queues = self.router.queues();
-        queues
-            .create(&queue, queues.settings().matcher.partitions_per_queue, None)
-            .await
-            .map_err(|e| RunQueueError::Unavailable(e.to_string()))?;
+        spec.deadline = Some(deadline);
         match self.router.add(&queue, spec, Origin::Client, None).await {
             Ok(added) => Ok(AddedRun { task_id: added.task_id, duplicate: added.duplicate }),
             Err(status) if status.code() == tonic::Code::InvalidArgument => Err(refused(&status.message())),

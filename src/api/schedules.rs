@@ -16,7 +16,7 @@ use crate::core::schedules::{
 use crate::model::{Limits, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::schedules_server;
-use crate::schedules::{PageToken, ScheduleView, Schedules};
+use crate::schedules::{PageToken, RunQueue, RunQueueError, ScheduleView, Schedules};
 use crate::security::Caller;
 use crate::store::schedules::{MAX_LIST, ScheduleRecord};
 
@@ -335,11 +335,21 @@ fn info(view: &ScheduleView) -> pb::ScheduleInfo {
 pub struct SchedulesService {
     /// The schedules the calls read and change.
     pub schedules: Arc<Schedules>,
+    /// The queues their runs go to, created with the schedule.
+    pub runs: Arc<dyn RunQueue>,
     /// The bounds on run payloads.
     pub limits: Limits,
 }
 
 impl SchedulesService {
+    /// Creates the queue `record`'s runs go to, if it is new.
+    async fn prepare(&self, record: &ScheduleRecord) -> std::result::Result<(), Status> {
+        self.runs.prepare(&record.template.queue).await.map_err(|e| match e {
+            RunQueueError::Refused(m) => Status::resource_exhausted(format!("template.queue: {m}")),
+            RunQueueError::Unavailable(m) => Status::unavailable(format!("creating the run queue: {m}; nothing was written, retry")),
+        })
+    }
+
     /// The schedule `id`, once `caller` is found allowed `rpc` on its queue.
     async fn authorized(&self, caller: &Caller, rpc: Rpc, field: &str, id: &str) -> std::result::Result<ScheduleView, Status> {
         schedule_id(field, id).map_err(status::invalid)?;
@@ -380,6 +390,7 @@ impl schedules_server::Schedules for SchedulesService {
             record.paused =
                 Some(crate::store::schedules::Pause { note: request.paused_note, since: self.schedules.now() });
         }
+        self.prepare(&record).await?;
         let view = self.schedules.create(record).await.map_err(status::from_schedule)?;
         Ok(Response::new(pb::CreateScheduleResponse { schedule: Some(info(&view)) }))
     }
@@ -393,6 +404,7 @@ impl schedules_server::Schedules for SchedulesService {
         let record = self.record(&request.id, request.spec, request.template)?;
         self.authorized(&caller, Rpc::UpdateSchedule, "id", &request.id).await?;
         authorize(&caller, Rpc::UpdateSchedule, &record.template.queue, None)?;
+        self.prepare(&record).await?;
         let view = self.schedules.update(record).await.map_err(status::from_schedule)?;
         Ok(Response::new(pb::UpdateScheduleResponse { schedule: Some(info(&view)) }))
     }
@@ -436,6 +448,11 @@ impl schedules_server::Schedules for SchedulesService {
         request: Request<pb::ListSchedulesRequest>,
     ) -> std::result::Result<Response<pb::ListSchedulesResponse>, Status> {
         let caller = caller(&request)?;
+        if !caller.holds_anywhere(Rpc::ListSchedules.permission()) {
+            // Refused with the message every refusal has; what it shows
+            // is filtered by the queues the caller may read.
+            authorize(&caller, Rpc::ListSchedules, "the queues of schedules", None)?;
+        }
         let request = request.into_inner();
         let health = match pb::Health::try_from(request.health) {
             Ok(pb::Health::Unspecified) => None,

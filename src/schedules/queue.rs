@@ -32,6 +32,10 @@ pub enum RunQueueError {
 /// The queues runs go to.
 #[async_trait]
 pub trait RunQueue: Send + Sync + std::fmt::Debug {
+    /// Creates `queue` if it is new, so that workers may poll it before
+    /// its first run.
+    async fn prepare(&self, queue: &str) -> Result<(), RunQueueError>;
+
     /// Adds a run of `template` under `dedup_id`, ordered by `deadline` in
     /// a queue whose ordering is `deadline`.
     async fn add_run(

@@ -255,6 +255,16 @@ impl Caller {
         self.binding_grant(permission, resource, fairness_key).map(drop)
     }
 
+    /// Whether the caller holds `permission` on some resource (anyone does
+    /// when authentication is off; a node never does on its own).
+    pub fn holds_anywhere(&self, permission: Permission) -> bool {
+        match self {
+            Caller::Anyone => true,
+            Caller::Node(_) => false,
+            Caller::Principal(principal) => principal.grants.iter().any(|g| g.role.permits(permission)),
+        }
+    }
+
     /// Like [`Self::may`]; when only a tenant-bound grant allows the add, that
     /// grant, which the add is then held to ([`Grant::check_bounds`],
     /// [`Grant::scope_dedup_id`]).

@@ -202,7 +202,9 @@ pub async fn serve(
         SchedulerServer::new(scheduler_service).max_decoding_message_size(config.limits.max_request_bytes),
         gate.clone(),
     );
-    let schedules_service = SchedulesService { schedules: schedules.clone(), limits: config.limits.clone() };
+    let runs: Arc<dyn RunQueue> = Arc::new(RoutedRuns { router: router.clone() });
+    let schedules_service =
+        SchedulesService { schedules: schedules.clone(), runs: runs.clone(), limits: config.limits.clone() };
     let scheduling_recurring = InterceptedService::new(
         SchedulesServer::new(schedules_service).max_decoding_message_size(config.limits.max_request_bytes),
         gate,
@@ -214,7 +216,6 @@ pub async fn serve(
         let shards = Arc::new(move || fired_shards(&view));
         let (gauges, clock) = (gauges.clone(), clock.clone());
         let report = Arc::new(move |look: &FiringReport| gauges.record(look, clock.now_ms()));
-        let runs: Arc<dyn RunQueue> = Arc::new(RoutedRuns { router: router.clone() });
         tokio::spawn(run_firing(schedules, runs, shards, report, stop_firing.clone()))
     });
     let stop_rounds = CancellationToken::new();

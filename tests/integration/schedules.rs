@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use fairway::clock::{Clock, ManualClock, SystemClock};
 use fairway::config::Config;
+use fairway::core::engine::{DispatchOrder, TaskPolicy};
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::schedules_client::SchedulesClient;
 use tonic::Code;
@@ -90,6 +91,8 @@ fn health(info: &pb::ScheduleInfo) -> pb::Health {
 async fn start(clock: Arc<ManualClock>) -> TestServer {
     let mut config = Config::default();
     config.schedules.scan_interval = Duration::from_millis(50);
+    let deadline = TaskPolicy { ordering: DispatchOrder::Deadline, ..TaskPolicy::default() };
+    config.queues.insert(QUEUE.into(), deadline);
     TestServer::start_timed(Backend::Embedded, config, clock).await
 }
 
