@@ -19,6 +19,7 @@ from .errors import (
     Unavailable,
     Unknown,
 )
+from .schedules import Blackout, Health, Schedule, ScheduleCounts, ScheduleRun
 from .types import (
     AddResult,
     FailResult,
@@ -39,6 +40,7 @@ __all__ = [
     "AddResult",
     "AlreadyExists",
     "AsyncClient",
+    "Blackout",
     "Cancelled",
     "Client",
     "Connection",
@@ -48,6 +50,7 @@ __all__ = [
     "FailedPrecondition",
     "FairwayError",
     "Fatal",
+    "Health",
     "Internal",
     "InvalidArgument",
     "LeaseLost",
@@ -60,6 +63,9 @@ __all__ = [
     "ResourceExhausted",
     "Retry",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleCounts",
+    "ScheduleRun",
     "Task",
     "TaskContext",
     "TaskSpec",

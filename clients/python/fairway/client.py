@@ -1,7 +1,7 @@
 """The Fairway clients: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
-Both have the same methods, one per RPC of the ``Matching`` and
-``Scheduler`` services, and raise :class:`fairway.FairwayError` subclasses.
+Both have the same methods, one per RPC of the ``Matching``, ``Scheduler``
+and ``Schedules`` services, and raise :class:`fairway.FairwayError` subclasses.
 """
 
 from __future__ import annotations
@@ -10,19 +10,23 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import grpc.aio
 
 from ._proto.fairway.v1 import matching_pb2 as _m
 from ._proto.fairway.v1 import matching_pb2_grpc as _mg
+from ._proto.fairway.v1 import schedules_pb2 as _s
+from ._proto.fairway.v1 import schedules_pb2_grpc as _sg
 from ._proto.fairway.v1 import visits_pb2 as _v
 from ._proto.fairway.v1 import visits_pb2_grpc as _vg
 from .errors import Aborted, FairwayError, LeaseLost, Unavailable, classify, from_rpc_error
+from .schedules import BlackoutLike, Health, Schedule, health_pb, run_template, schedule_spec
 from .types import (
     AddResult,
     FailResult,
+    Instant,
     ListedOrigin,
     Payload,
     QueueInfo,
@@ -158,7 +162,7 @@ class Connection:
 
 @dataclass
 class _Op:
-    service: str  # "matching" or "scheduler"
+    service: str  # "matching", "scheduler" or "schedules"
     method: str  # the RPC's name
     request: Any
     idempotent: bool
@@ -281,6 +285,68 @@ class _Ops:
     def run_round(self, visit_type: str) -> _Op:
         return _Op("scheduler", "RunRound", _v.RunRoundRequest(visit_type=visit_type), False, lambda r: r)
 
+    # A create sent again after an unknown outcome would answer
+    # ALREADY_EXISTS for the schedule the first try made, a delete NOT_FOUND,
+    # a trigger may ask for a second run: those are not retried then. An
+    # update or a pause sent twice leaves the schedule as once.
+
+    def create_schedule(self, id: str, queue: str, paused_note: str, options: Dict[str, Any]) -> _Op:
+        spec, template = _schedule_parts(queue, options)
+        request = _s.CreateScheduleRequest(id=id, spec=spec, template=template, paused_note=paused_note)
+        return _Op("schedules", "CreateSchedule", request, False, lambda r: Schedule.from_pb(r.schedule))
+
+    def update_schedule(self, id: str, queue: str, options: Dict[str, Any]) -> _Op:
+        spec, template = _schedule_parts(queue, options)
+        request = _s.UpdateScheduleRequest(id=id, spec=spec, template=template)
+        return _Op("schedules", "UpdateSchedule", request, True, lambda r: Schedule.from_pb(r.schedule))
+
+    def delete_schedule(self, id: str) -> _Op:
+        return _Op("schedules", "DeleteSchedule", _s.DeleteScheduleRequest(id=id), False, lambda r: None)
+
+    def pause_schedule(self, id: str, paused: bool, note: str) -> _Op:
+        request = _s.PauseScheduleRequest(id=id, paused=paused, note=note)
+        return _Op("schedules", "PauseSchedule", request, True, lambda r: Schedule.from_pb(r.schedule))
+
+    def trigger_schedule(self, id: str) -> _Op:
+        request = _s.TriggerScheduleRequest(id=id)
+        return _Op("schedules", "TriggerSchedule", request, False, lambda r: Schedule.from_pb(r.schedule))
+
+    def describe_schedule(self, id: str) -> _Op:
+        request = _s.DescribeScheduleRequest(id=id)
+        convert = lambda r: Schedule.from_pb(r.schedule, r.next_ticks)  # noqa: E731
+        return _Op("schedules", "DescribeSchedule", request, True, convert)
+
+    def list_schedules_page(self, health: int, page_size: int, page_token: str) -> _Op:
+        request = _s.ListSchedulesRequest(health=health, page_size=page_size, page_token=page_token)
+        return _Op("schedules", "ListSchedules", request, True, lambda r: r)
+
+
+_SPEC_OPTIONS = (
+    "period",
+    "cooldown",
+    "cron",
+    "max_duration",
+    "every",
+    "phase",
+    "jitter",
+    "time_zone",
+    "blackouts",
+    "overlap",
+    "catchup_window",
+    "max_expected_duration",
+    "max_allowed_duration",
+    "remaining_runs",
+    "start_at",
+    "end_at",
+)
+
+
+def _schedule_parts(queue: str, options: Dict[str, Any]) -> Tuple[_s.ScheduleSpec, _s.RunTemplate]:
+    """The spec and run template of a create or update's keyword arguments."""
+    spec = schedule_spec(**{name: options[name] for name in _SPEC_OPTIONS})
+    template = run_template(queue, options["payload"], options["fairness_key"], options["weight"], options["priority"])
+    return spec, template
+
 
 def _connection(address: Union[str, Connection], kwargs: Any) -> Connection:
     if isinstance(address, Connection):
@@ -301,7 +367,11 @@ class Client:
         self._ops = _Ops(self.connection)
         self._metadata = self.connection.metadata()
         self._channel = self.connection.sync_channel()
-        self._stubs = {"matching": _mg.MatchingStub(self._channel), "scheduler": _vg.SchedulerStub(self._channel)}
+        self._stubs = {
+            "matching": _mg.MatchingStub(self._channel),
+            "scheduler": _vg.SchedulerStub(self._channel),
+            "schedules": _sg.SchedulesStub(self._channel),
+        }
 
     def clone(self) -> "Client":
         """A new client with the same settings, on a connection of its own."""
@@ -349,9 +419,15 @@ class Client:
         priority: int = 0,
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
+        deadline: Optional[Instant] = None,
     ) -> AddResult:
-        """Adds one task. Retried after an outcome that is not known only with a ``dedup_id``."""
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay)
+        """Adds one task. Retried after an outcome that is not known only with a ``dedup_id``.
+
+        ``deadline`` (an aware datetime or Unix seconds) is when the task
+        should start at the latest: a queue with ordering "deadline"
+        dispatches earliest first. A naive datetime raises ValueError.
+        """
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline)
         return self._invoke(self._ops.add(queue, spec))
 
     def add_many(self, queue: str, tasks: Iterable[Union[TaskSpec, Payload]]) -> List[Union[AddResult, FairwayError]]:
@@ -423,6 +499,165 @@ class Client:
     def run_round(self, visit_type: str) -> _v.RunRoundResponse:
         return self._invoke(self._ops.run_round(visit_type))
 
+    # -- Schedules -------------------------------------------------------
+
+    def create_schedule(
+        self,
+        id: str,
+        queue: str,
+        *,
+        period: Optional[Seconds] = None,
+        cooldown: Optional[Seconds] = None,
+        cron: Optional[str] = None,
+        max_duration: Optional[Seconds] = None,
+        every: Optional[Seconds] = None,
+        phase: Optional[Seconds] = None,
+        jitter: Optional[Seconds] = None,
+        time_zone: str = "UTC",
+        blackouts: Sequence[BlackoutLike] = (),
+        overlap: str = "skip",
+        catchup_window: Optional[Seconds] = None,
+        max_expected_duration: Optional[Seconds] = None,
+        max_allowed_duration: Optional[Seconds] = None,
+        remaining_runs: Optional[int] = None,
+        start_at: Optional[Instant] = None,
+        end_at: Optional[Instant] = None,
+        payload: Payload = b"",
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: Optional[int] = None,
+        paused_note: str = "",
+    ) -> Schedule:
+        """Creates a schedule whose runs are added to ``queue`` (created if new).
+
+        Exactly one cadence: ``period`` (periodic: a run must start and end
+        well within every period; the next may start ``cooldown`` after the
+        last good end), ``cron`` (an expression read in ``time_zone``; each
+        tick's run must end within ``max_duration``) or ``every`` (ticks at
+        ``phase + k * every`` after the epoch, plus a ``jitter``; each run
+        must end within ``max_duration``, default ``every``). Durations are
+        seconds or timedeltas; times aware datetimes or Unix seconds.
+        ``blackouts`` are ``("HH:MM", "HH:MM")`` pairs or :class:`Blackout`;
+        ``overlap`` is "skip", "buffer_one" or "allow_all". Each run is a task
+        with ``payload``, ``fairness_key`` (default: the id), ``weight`` and
+        ``priority``. With ``paused_note`` it is created paused.
+        ValueError for arguments that cannot make a spec; the server's
+        refusals are :class:`InvalidArgument` naming the field (e.g.
+        ``spec.cron.expression``), :class:`AlreadyExists` for an id taken.
+        """
+        options = dict(
+            period=period,
+            cooldown=cooldown,
+            cron=cron,
+            max_duration=max_duration,
+            every=every,
+            phase=phase,
+            jitter=jitter,
+            time_zone=time_zone,
+            blackouts=blackouts,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            max_expected_duration=max_expected_duration,
+            max_allowed_duration=max_allowed_duration,
+            remaining_runs=remaining_runs,
+            start_at=start_at,
+            end_at=end_at,
+            payload=payload,
+            fairness_key=fairness_key,
+            weight=weight,
+            priority=priority,
+        )
+        return self._invoke(self._ops.create_schedule(id, queue, paused_note, options))
+
+    def update_schedule(
+        self,
+        id: str,
+        queue: str,
+        *,
+        period: Optional[Seconds] = None,
+        cooldown: Optional[Seconds] = None,
+        cron: Optional[str] = None,
+        max_duration: Optional[Seconds] = None,
+        every: Optional[Seconds] = None,
+        phase: Optional[Seconds] = None,
+        jitter: Optional[Seconds] = None,
+        time_zone: str = "UTC",
+        blackouts: Sequence[BlackoutLike] = (),
+        overlap: str = "skip",
+        catchup_window: Optional[Seconds] = None,
+        max_expected_duration: Optional[Seconds] = None,
+        max_allowed_duration: Optional[Seconds] = None,
+        remaining_runs: Optional[int] = None,
+        start_at: Optional[Instant] = None,
+        end_at: Optional[Instant] = None,
+        payload: Payload = b"",
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: Optional[int] = None,
+    ) -> Schedule:
+        """Replaces a schedule's spec and run template (the arguments of
+        :meth:`create_schedule`); its statistics and pause are kept."""
+        options = dict(
+            period=period,
+            cooldown=cooldown,
+            cron=cron,
+            max_duration=max_duration,
+            every=every,
+            phase=phase,
+            jitter=jitter,
+            time_zone=time_zone,
+            blackouts=blackouts,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            max_expected_duration=max_expected_duration,
+            max_allowed_duration=max_allowed_duration,
+            remaining_runs=remaining_runs,
+            start_at=start_at,
+            end_at=end_at,
+            payload=payload,
+            fairness_key=fairness_key,
+            weight=weight,
+            priority=priority,
+        )
+        return self._invoke(self._ops.update_schedule(id, queue, options))
+
+    def delete_schedule(self, id: str) -> None:
+        """Deletes a schedule; runs already added stay in their queue."""
+        self._invoke(self._ops.delete_schedule(id))
+
+    def pause_schedule(self, id: str, note: str = "") -> Schedule:
+        """Pauses a schedule (it adds no run) with a note shown by describe and list."""
+        return self._invoke(self._ops.pause_schedule(id, True, note))
+
+    def resume_schedule(self, id: str) -> Schedule:
+        return self._invoke(self._ops.pause_schedule(id, False, ""))
+
+    def trigger_schedule(self, id: str) -> Schedule:
+        """Asks for a run now, whatever its cooldown, backoff or next tick
+        say (the overlap policy and blackouts still hold)."""
+        return self._invoke(self._ops.trigger_schedule(id))
+
+    def describe_schedule(self, id: str) -> Schedule:
+        """One schedule, with its health, runs in flight and ``next_ticks``."""
+        return self._invoke(self._ops.describe_schedule(id))
+
+    def list_schedules(self, health: Union[Health, str, None] = None, *, page_size: int = 0) -> Iterator[Schedule]:
+        """Every schedule whose queue the caller may read, optionally only
+        those of one ``health`` ("ok", "warning", "error"), page after page
+        (``page_size`` per call, 0: the server's 100) as the iterator goes."""
+        wanted = health_pb(health)
+        return self._list_schedules(wanted, page_size)
+
+    def _list_schedules(self, health: int, page_size: int) -> Iterator[Schedule]:
+        token = ""
+        while True:
+            page = self._invoke(self._ops.list_schedules_page(health, page_size, token))
+            for info in page.schedules:
+                yield Schedule.from_pb(info)
+            token = page.next_page_token
+            if not token:
+                return
+
 
 class AsyncClient:
     """The asyncio twin of :class:`Client`: the same methods, as coroutines.
@@ -435,7 +670,11 @@ class AsyncClient:
         self._ops = _Ops(self.connection)
         self._metadata = self.connection.metadata()
         self._channel = self.connection.aio_channel()
-        self._stubs = {"matching": _mg.MatchingStub(self._channel), "scheduler": _vg.SchedulerStub(self._channel)}
+        self._stubs = {
+            "matching": _mg.MatchingStub(self._channel),
+            "scheduler": _vg.SchedulerStub(self._channel),
+            "schedules": _sg.SchedulesStub(self._channel),
+        }
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -477,8 +716,9 @@ class AsyncClient:
         priority: int = 0,
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
+        deadline: Optional[Instant] = None,
     ) -> AddResult:
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay)
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline)
         return await self._invoke(self._ops.add(queue, spec))
 
     async def add_many(
@@ -539,3 +779,136 @@ class AsyncClient:
 
     async def run_round(self, visit_type: str) -> _v.RunRoundResponse:
         return await self._invoke(self._ops.run_round(visit_type))
+
+    async def create_schedule(
+        self,
+        id: str,
+        queue: str,
+        *,
+        period: Optional[Seconds] = None,
+        cooldown: Optional[Seconds] = None,
+        cron: Optional[str] = None,
+        max_duration: Optional[Seconds] = None,
+        every: Optional[Seconds] = None,
+        phase: Optional[Seconds] = None,
+        jitter: Optional[Seconds] = None,
+        time_zone: str = "UTC",
+        blackouts: Sequence[BlackoutLike] = (),
+        overlap: str = "skip",
+        catchup_window: Optional[Seconds] = None,
+        max_expected_duration: Optional[Seconds] = None,
+        max_allowed_duration: Optional[Seconds] = None,
+        remaining_runs: Optional[int] = None,
+        start_at: Optional[Instant] = None,
+        end_at: Optional[Instant] = None,
+        payload: Payload = b"",
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: Optional[int] = None,
+        paused_note: str = "",
+    ) -> Schedule:
+        options = dict(
+            period=period,
+            cooldown=cooldown,
+            cron=cron,
+            max_duration=max_duration,
+            every=every,
+            phase=phase,
+            jitter=jitter,
+            time_zone=time_zone,
+            blackouts=blackouts,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            max_expected_duration=max_expected_duration,
+            max_allowed_duration=max_allowed_duration,
+            remaining_runs=remaining_runs,
+            start_at=start_at,
+            end_at=end_at,
+            payload=payload,
+            fairness_key=fairness_key,
+            weight=weight,
+            priority=priority,
+        )
+        return await self._invoke(self._ops.create_schedule(id, queue, paused_note, options))
+
+    async def update_schedule(
+        self,
+        id: str,
+        queue: str,
+        *,
+        period: Optional[Seconds] = None,
+        cooldown: Optional[Seconds] = None,
+        cron: Optional[str] = None,
+        max_duration: Optional[Seconds] = None,
+        every: Optional[Seconds] = None,
+        phase: Optional[Seconds] = None,
+        jitter: Optional[Seconds] = None,
+        time_zone: str = "UTC",
+        blackouts: Sequence[BlackoutLike] = (),
+        overlap: str = "skip",
+        catchup_window: Optional[Seconds] = None,
+        max_expected_duration: Optional[Seconds] = None,
+        max_allowed_duration: Optional[Seconds] = None,
+        remaining_runs: Optional[int] = None,
+        start_at: Optional[Instant] = None,
+        end_at: Optional[Instant] = None,
+        payload: Payload = b"",
+        fairness_key: str = "",
+        weight: float = 0.0,
+        priority: Optional[int] = None,
+    ) -> Schedule:
+        options = dict(
+            period=period,
+            cooldown=cooldown,
+            cron=cron,
+            max_duration=max_duration,
+            every=every,
+            phase=phase,
+            jitter=jitter,
+            time_zone=time_zone,
+            blackouts=blackouts,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            max_expected_duration=max_expected_duration,
+            max_allowed_duration=max_allowed_duration,
+            remaining_runs=remaining_runs,
+            start_at=start_at,
+            end_at=end_at,
+            payload=payload,
+            fairness_key=fairness_key,
+            weight=weight,
+            priority=priority,
+        )
+        return await self._invoke(self._ops.update_schedule(id, queue, options))
+
+    async def delete_schedule(self, id: str) -> None:
+        await self._invoke(self._ops.delete_schedule(id))
+
+    async def pause_schedule(self, id: str, note: str = "") -> Schedule:
+        return await self._invoke(self._ops.pause_schedule(id, True, note))
+
+    async def resume_schedule(self, id: str) -> Schedule:
+        return await self._invoke(self._ops.pause_schedule(id, False, ""))
+
+    async def trigger_schedule(self, id: str) -> Schedule:
+        return await self._invoke(self._ops.trigger_schedule(id))
+
+    async def describe_schedule(self, id: str) -> Schedule:
+        return await self._invoke(self._ops.describe_schedule(id))
+
+    def list_schedules(
+        self, health: Union[Health, str, None] = None, *, page_size: int = 0
+    ) -> AsyncIterator[Schedule]:
+        """An async iterator over every schedule (``async for s in client.list_schedules():``)."""
+        wanted = health_pb(health)
+        return self._list_schedules(wanted, page_size)
+
+    async def _list_schedules(self, health: int, page_size: int) -> AsyncIterator[Schedule]:
+        token = ""
+        while True:
+            page = await self._invoke(self._ops.list_schedules_page(health, page_size, token))
+            for info in page.schedules:
+                yield Schedule.from_pb(info)
+            token = page.next_page_token
+            if not token:
+                return

@@ -75,7 +75,7 @@ class InvalidArgument(FairwayError):
 
 
 class NotFound(FairwayError):
-    """NOT_FOUND: the queue was never created."""
+    """NOT_FOUND: the queue was never created, or no schedule has the id."""
 
 
 class AlreadyExists(FairwayError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -12,6 +13,10 @@ from ._proto.fairway.v1 import visits_pb2 as _v
 
 Seconds = Union[int, float, _dt.timedelta]
 Payload = Union[bytes, bytearray, memoryview, str]
+#: A point in time: an aware datetime, or seconds since the Unix epoch.
+Instant = Union[_dt.datetime, int, float]
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def seconds_of(value: Optional[Seconds]) -> Optional[float]:
@@ -53,6 +58,46 @@ def timestamp_pb(value: Optional[_dt.datetime]) -> Any:
     return timestamp_pb2.Timestamp(seconds=whole, nanos=int(round((epoch - whole) * 1e9)))
 
 
+def instant_pb(value: Optional[Instant], name: str) -> Any:
+    """An aware datetime or Unix seconds as a protobuf Timestamp (None when unset).
+
+    A naive datetime is refused: whose local time it is cannot be known.
+    ``name`` is the argument's name, for the error.
+    """
+    from google.protobuf import timestamp_pb2
+
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"{name}: the datetime {value.isoformat()} is naive (no time zone); give an aware datetime "
+                "(e.g. with tzinfo=datetime.timezone.utc) or seconds since the Unix epoch"
+            )
+        # Exact to the microsecond, with no float in between.
+        delta = value - _EPOCH
+        return timestamp_pb2.Timestamp(seconds=delta.days * 86400 + delta.seconds, nanos=delta.microseconds * 1000)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected an aware datetime or Unix seconds, got {type(value).__name__}")
+    if isinstance(value, int):
+        return timestamp_pb2.Timestamp(seconds=value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name}: {value} is not a time")
+    # Rounded to the microsecond, as a datetime is: a float of today's Unix
+    # seconds holds no finer, and 1.123 stored as 1.12299999... must still
+    # be 123 ms (the server keeps milliseconds, cut down).
+    whole = math.floor(value)
+    micros = int(round((value - whole) * 1e6))
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    return timestamp_pb2.Timestamp(seconds=int(whole), nanos=micros * 1000)
+
+
+def datetime_from(timestamp: Any) -> _dt.datetime:
+    """A protobuf Timestamp that is set, as an aware UTC datetime."""
+    return _EPOCH + _dt.timedelta(seconds=timestamp.seconds, microseconds=timestamp.nanos // 1000)
+
+
 def payload_bytes(payload: Payload) -> bytes:
     if isinstance(payload, str):
         return payload.encode("utf-8")
@@ -69,6 +114,14 @@ class TaskSpec:
     priority: int = 0
     dedup_id: str = ""
     delay: Optional[Seconds] = None
+    #: When the task should start at the latest: an aware datetime or Unix
+    #: seconds. A queue with ordering "deadline" dispatches earliest first;
+    #: other queues keep it and ignore it.
+    deadline: Optional[Instant] = None
+
+    def __post_init__(self) -> None:
+        # A naive datetime is refused when the spec is made, not when it is sent.
+        instant_pb(self.deadline, "deadline")
 
     def to_pb(self) -> _m.TaskSpec:
         spec = _m.TaskSpec(
@@ -81,6 +134,9 @@ class TaskSpec:
         delay = duration_pb(self.delay)
         if delay is not None:
             spec.delay.CopyFrom(delay)
+        deadline = instant_pb(self.deadline, "deadline")
+        if deadline is not None:
+            spec.deadline.CopyFrom(deadline)
         return spec
 
 
@@ -105,6 +161,8 @@ class Task:
     attempt: int
     lease_deadline: Optional[_dt.datetime]
     partition: int
+    #: The deadline the producer gave the task (to the millisecond), or None.
+    deadline: Optional[_dt.datetime] = None
 
     @classmethod
     def from_pb(cls, task: _m.Task) -> "Task":
@@ -117,6 +175,7 @@ class Task:
             attempt=task.attempt,
             lease_deadline=datetime_of(task.lease_deadline) if task.HasField("lease_deadline") else None,
             partition=task.partition,
+            deadline=datetime_from(task.deadline) if task.HasField("deadline") else None,
         )
 
 

@@ -110,6 +110,11 @@ class TaskContext:
         return datetime.datetime.fromtimestamp(self._lease.deadline, tz=datetime.timezone.utc)
 
     @property
+    def deadline(self) -> Optional[datetime.datetime]:
+        """The deadline the producer gave the task (UTC), or None."""
+        return self._lease.task.deadline
+
+    @property
     def lease_lost(self) -> bool:
         """True once the server said the lease is gone: the result will not be reported."""
         return self._lease.state in ("lost", "handed_back")

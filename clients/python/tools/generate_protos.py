@@ -23,7 +23,7 @@ import pathlib
 import sys
 
 GRPCIO_TOOLS_VERSION = "1.49.1"
-PROTOS = ("fairway/v1/matching.proto", "fairway/v1/visits.proto")
+PROTOS = ("fairway/v1/matching.proto", "fairway/v1/schedules.proto", "fairway/v1/visits.proto")
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parent  # clients/python
 REPO_ROOT = PACKAGE_ROOT.parent.parent

@@ -329,8 +329,9 @@ class SubqueueState(_message.Message):
     def __init__(self, priority: _Optional[int] = ..., ack_level: _Optional[_Union[FairLevel, _Mapping]] = ..., read_level: _Optional[_Union[FairLevel, _Mapping]] = ..., max_level: _Optional[_Union[FairLevel, _Mapping]] = ..., buffered: _Optional[int] = ..., backlog: _Optional[int] = ..., reader_at_end: bool = ..., top_keys: _Optional[_Iterable[_Union[KeyState, _Mapping]]] = ..., tracked_keys: _Optional[int] = ..., approximate_keys: bool = ..., dispatched_above_ack: _Optional[int] = ..., parked_keys: _Optional[int] = ..., parked_tasks: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ["attempt", "fairness_key", "lease_deadline", "lease_token", "partition", "payload", "priority", "task_id"]
+    __slots__ = ["attempt", "deadline", "fairness_key", "lease_deadline", "lease_token", "partition", "payload", "priority", "task_id"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     LEASE_DEADLINE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -339,6 +340,7 @@ class Task(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    deadline: _timestamp_pb2.Timestamp
     fairness_key: str
     lease_deadline: _timestamp_pb2.Timestamp
     lease_token: str
@@ -346,20 +348,22 @@ class Task(_message.Message):
     payload: bytes
     priority: int
     task_id: int
-    def __init__(self, task_id: _Optional[int] = ..., lease_token: _Optional[str] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempt: _Optional[int] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., partition: _Optional[int] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., lease_token: _Optional[str] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempt: _Optional[int] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., partition: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ["dedup_id", "delay", "fairness_key", "fairness_weight", "payload", "priority"]
+    __slots__ = ["deadline", "dedup_id", "delay", "fairness_key", "fairness_weight", "payload", "priority"]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
     DELAY_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    deadline: _timestamp_pb2.Timestamp
     dedup_id: str
     delay: _duration_pb2.Duration
     fairness_key: str
     fairness_weight: float
     payload: bytes
     priority: int
-    def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
