@@ -21,8 +21,8 @@ use crate::core::engine::{Finished, Outcome};
 use crate::matcher::{PartitionView, Queues};
 use crate::model::{Limits, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
-use crate::schedules::RUN_DEDUP_PREFIX;
 use crate::proto::v1::matching_server::Matching;
+use crate::schedules::RUN_DEDUP_PREFIX;
 use crate::security::{Caller, ClusterKeys};
 
 /// The longest worker id, in bytes.

@@ -45,7 +45,9 @@ pub fn schedule_id(field: &str, id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_ID_BYTES || !id.bytes().all(allowed) {
         return Err(invalid(
             field,
-            format!("is {id:?}; it must be 1 to {MAX_ID_BYTES} bytes of ASCII letters, digits, '.', '_', ':', '/' or '-'"),
+            format!(
+                "is {id:?}; it must be 1 to {MAX_ID_BYTES} bytes of ASCII letters, digits, '.', '_', ':', '/' or '-'"
+            ),
         ));
     }
     Ok(())
@@ -249,7 +251,11 @@ fn proto_spec(spec: &ScheduleSpec) -> pb::ScheduleSpec {
     pb::ScheduleSpec {
         cadence: Some(cadence),
         time_zone: spec.time_zone.clone(),
-        blackouts: spec.blackouts.iter().map(|b| pb::Blackout { start: clock(b.start_s), end: clock(b.end_s) }).collect(),
+        blackouts: spec
+            .blackouts
+            .iter()
+            .map(|b| pb::Blackout { start: clock(b.start_s), end: clock(b.end_s) })
+            .collect(),
         start_at: proto_time(spec.start_at),
         end_at: proto_time(spec.end_at),
         remaining_runs: spec.remaining_runs.unwrap_or(0),
@@ -298,7 +304,8 @@ fn proto_counts(c: &ScheduleCounts) -> pb::ScheduleCounts {
 /// A schedule as a client sees it.
 fn info(view: &ScheduleView) -> pb::ScheduleInfo {
     let ScheduleView { record, health, times } = view;
-    let ScheduleStats { created_at, last_good_start, last_good_end, last_start, last_end, failures, .. } = &record.stats;
+    let ScheduleStats { created_at, last_good_start, last_good_end, last_start, last_end, failures, .. } =
+        &record.stats;
     let t = &record.template;
     pb::ScheduleInfo {
         id: record.id.clone(),
@@ -346,21 +353,35 @@ impl SchedulesService {
     async fn prepare(&self, record: &ScheduleRecord) -> std::result::Result<(), Status> {
         self.runs.prepare(&record.template.queue).await.map_err(|e| match e {
             RunQueueError::Refused(m) => Status::resource_exhausted(format!("template.queue: {m}")),
-            RunQueueError::Unavailable(m) => Status::unavailable(format!("creating the run queue: {m}; nothing was written, retry")),
+            RunQueueError::Unavailable(m) => {
+                Status::unavailable(format!("creating the run queue: {m}; nothing was written, retry"))
+            }
         })
     }
 
     /// The schedule `id`, once `caller` is found allowed `rpc` on its queue.
-    async fn authorized(&self, caller: &Caller, rpc: Rpc, field: &str, id: &str) -> std::result::Result<ScheduleView, Status> {
+    async fn authorized(
+        &self,
+        caller: &Caller,
+        rpc: Rpc,
+        field: &str,
+        id: &str,
+    ) -> std::result::Result<ScheduleView, Status> {
         schedule_id(field, id).map_err(status::invalid)?;
         let view = self.schedules.get(id).await.map_err(status::from_schedule)?;
         authorize(caller, rpc, &view.record.template.queue, None)?;
         Ok(view)
     }
 
-    fn record(&self, id: &str, request_spec: Option<pb::ScheduleSpec>, request_template: Option<pb::RunTemplate>) -> std::result::Result<ScheduleRecord, Status> {
+    fn record(
+        &self,
+        id: &str,
+        request_spec: Option<pb::ScheduleSpec>,
+        request_template: Option<pb::RunTemplate>,
+    ) -> std::result::Result<ScheduleRecord, Status> {
         schedule_id("id", id).map_err(status::invalid)?;
-        let spec = spec("spec", request_spec, self.schedules.config().default_catchup_window).map_err(status::invalid)?;
+        let spec =
+            spec("spec", request_spec, self.schedules.config().default_catchup_window).map_err(status::invalid)?;
         let template = template("template", id, request_template, &self.limits).map_err(status::invalid)?;
         Ok(ScheduleRecord {
             id: id.to_owned(),
@@ -428,7 +449,8 @@ impl schedules_server::Schedules for SchedulesService {
         let request = request.into_inner();
         note("note", &request.note).map_err(status::invalid)?;
         self.authorized(&caller, Rpc::PauseSchedule, "id", &request.id).await?;
-        let view = self.schedules.pause(&request.id, request.paused, &request.note).await.map_err(status::from_schedule)?;
+        let view =
+            self.schedules.pause(&request.id, request.paused, &request.note).await.map_err(status::from_schedule)?;
         Ok(Response::new(pb::PauseScheduleResponse { schedule: Some(info(&view)) }))
     }
 
@@ -460,7 +482,10 @@ impl schedules_server::Schedules for SchedulesService {
             Ok(pb::Health::Warning) => Some(Health::Warning),
             Ok(pb::Health::Error) => Some(Health::Error),
             Err(_) => {
-                return Err(status::invalid(invalid("health", format!("is {}; it must be a Health value", request.health))));
+                return Err(status::invalid(invalid(
+                    "health",
+                    format!("is {}; it must be a Health value", request.health),
+                )));
             }
         };
         let size = match request.page_size as usize {
@@ -555,7 +580,10 @@ mod tests {
                 }),
                 "spec.cron.expression",
             ),
-            (Some(pb::ScheduleSpec { time_zone: "Mars/Olympus".into(), ..periodic(3600, 0).unwrap() }), "spec.time_zone"),
+            (
+                Some(pb::ScheduleSpec { time_zone: "Mars/Olympus".into(), ..periodic(3600, 0).unwrap() }),
+                "spec.time_zone",
+            ),
             (
                 Some(pb::ScheduleSpec {
                     blackouts: vec![pb::Blackout { start: "25:00".into(), end: "01:00".into() }],

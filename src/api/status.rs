@@ -43,9 +43,9 @@ use crate::core::engine::LeaseError;
 use crate::matcher::MatchError;
 use crate::model::{QueueName, ValidationError};
 use crate::partition::PartitionError;
+use crate::schedules::ScheduleError;
 use crate::security::{AuthError, Denied, NODE_PROOF, NODE_PROOF_VALIDITY_SECS};
 use crate::store::StoreError;
-use crate::schedules::ScheduleError;
 use crate::visits::{SchedulerError, VisitQueueError};
 
 /// Metadata key set on errors whose write may have happened.

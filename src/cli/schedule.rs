@@ -174,7 +174,9 @@ impl SpecArgs {
             }),
             (None, Some(expression), None) => Cadence::Cron(pb::CronCadence {
                 expression: expression.clone(),
-                max_schedule_duration: Some(max.context("--cron needs --max-duration (how long after a tick a run must have finished)")?),
+                max_schedule_duration: Some(
+                    max.context("--cron needs --max-duration (how long after a tick a run must have finished)")?,
+                ),
             }),
             (None, None, Some(every)) => Cadence::Interval(pb::IntervalCadence {
                 every: Some(proto_duration(every)),
@@ -282,7 +284,11 @@ fn cadence(spec: Option<&pb::ScheduleSpec>) -> String {
     let Some(spec) = spec else { return "-".into() };
     match &spec.cadence {
         Some(Cadence::Periodic(p)) => {
-            format!("every {} at most stale, cooldown {}", length(p.scheduling_period.as_ref()), length(p.cooldown.as_ref()))
+            format!(
+                "every {} at most stale, cooldown {}",
+                length(p.scheduling_period.as_ref()),
+                length(p.cooldown.as_ref())
+            )
         }
         Some(Cadence::Cron(c)) => format!(
             "cron {:?} ({}), done within {}",
@@ -364,14 +370,21 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             println!("  first run can start {}", when(s.can_start_by.as_ref(), now_ms()));
         }
         ScheduleCommand::Update { server, spec } => {
-            let request =
-                pb::UpdateScheduleRequest { id: spec.id.clone(), spec: Some(spec.spec()?), template: Some(spec.template()) };
+            let request = pb::UpdateScheduleRequest {
+                id: spec.id.clone(),
+                spec: Some(spec.spec()?),
+                template: Some(spec.template()),
+            };
             let response = connect(&server).await?.update_schedule(request).await.map_err(status)?.into_inner();
             let s = response.schedule.context("the server sent no schedule")?;
             println!("updated {}", summary(&s));
         }
         ScheduleCommand::Delete { server, id } => {
-            connect(&server).await?.delete_schedule(pb::DeleteScheduleRequest { id: id.clone() }).await.map_err(status)?;
+            connect(&server)
+                .await?
+                .delete_schedule(pb::DeleteScheduleRequest { id: id.clone() })
+                .await
+                .map_err(status)?;
             println!("deleted schedule {id}");
         }
         ScheduleCommand::Pause { server, id, note } => {
@@ -404,7 +417,14 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             let mut client = connect(&server).await?;
             let (mut token, mut shown, now) = (String::new(), 0u32, now_ms());
             let mut table = Table::new();
-            table.load_style(NOTHING).set_header(["SCHEDULE", "HEALTH", "TURNS ERROR", "CAN START", "LAST GOOD END", "RUNS"]);
+            table.load_style(NOTHING).set_header([
+                "SCHEDULE",
+                "HEALTH",
+                "TURNS ERROR",
+                "CAN START",
+                "LAST GOOD END",
+                "RUNS",
+            ]);
             loop {
                 let request = pb::ListSchedulesRequest {
                     health: health as i32,

@@ -26,11 +26,11 @@ use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits, ValidationError};
 use crate::partition::WriterConfig;
+use crate::schedules::SchedulesConfig;
 use crate::security::SecurityConfig;
 use crate::store::cassandra::CassandraConfig;
 use crate::store::embedded::EmbeddedConfig;
 use crate::telemetry::TelemetryConfig;
-use crate::schedules::SchedulesConfig;
 use crate::visits::SchedulerConfig;
 
 /// The longest `shutdown_grace`.

@@ -153,7 +153,8 @@ impl Firing {
                 continue;
             }
             if run.started_at.is_some() && calendar.blackout_end(&spec.blackouts, now).is_some() {
-                let action = Action::FailOverTime { nominal: run.nominal, reason: "still running when a blackout began" };
+                let action =
+                    Action::FailOverTime { nominal: run.nominal, reason: "still running when a blackout began" };
                 actions.push((i64::MIN, id.clone(), action));
                 continue;
             }
@@ -269,7 +270,12 @@ async fn fail_run(schedules: &Schedules, id: &str, nominal: UnixMillis, reason: 
 /// nothing is added if it is still pending or running. If it was gone (a
 /// dead letter no hook saw, a task never added), the new task is the run's
 /// from now on, and a lost one counts as a failure. True when it was lost.
-async fn probe(schedules: &Schedules, queue: &dyn RunQueue, id: &str, nominal: UnixMillis) -> Result<bool, ScheduleError> {
+async fn probe(
+    schedules: &Schedules,
+    queue: &dyn RunQueue,
+    id: &str,
+    nominal: UnixMillis,
+) -> Result<bool, ScheduleError> {
     let fresh = schedules.get(id).await?.record;
     let Some(run) = fresh.stats.runs.iter().find(|r| r.nominal == nominal).cloned() else { return Ok(false) };
     let added = queue
@@ -331,7 +337,8 @@ pub async fn run_firing(
                 }
                 report(&look);
                 look.next_at.map_or(scan, |at| {
-                    Duration::from_millis(u64::try_from(at - schedules.now()).unwrap_or(0)).clamp(Duration::from_millis(50), scan)
+                    Duration::from_millis(u64::try_from(at - schedules.now()).unwrap_or(0))
+                        .clamp(Duration::from_millis(50), scan)
                 })
             }
             Err(error) => {

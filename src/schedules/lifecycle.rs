@@ -56,9 +56,10 @@ impl Schedules {
                 TaskEnd::Failed { will_retry } => (RunEnd::Failed, !will_retry),
             };
             if end == RunEnd::Succeeded
-                && let Some(over) = run.started_at.map(|s| now - s).filter(|d| {
-                    record.spec.max_expected_duration_ms.is_some_and(|limit| *d > limit)
-                })
+                && let Some(over) = run
+                    .started_at
+                    .map(|s| now - s)
+                    .filter(|d| record.spec.max_expected_duration_ms.is_some_and(|limit| *d > limit))
             {
                 tracing::warn!(schedule = id, nominal, duration_ms = over, "run outlived max_expected_duration");
             }

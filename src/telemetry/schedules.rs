@@ -38,7 +38,10 @@ impl ScheduleGauges {
     pub fn render(&self, out: &mut String) {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let Some((now, report)) = last.as_ref() else { return };
-        let _ = writeln!(out, "# HELP fairway_schedules Schedules this node fires, by health (paused ones counted apart too).");
+        let _ = writeln!(
+            out,
+            "# HELP fairway_schedules Schedules this node fires, by health (paused ones counted apart too)."
+        );
         let _ = writeln!(out, "# TYPE fairway_schedules gauge");
         for (health, count) in
             [("ok", report.ok), ("warning", report.warning), ("error", report.error), ("paused", report.paused)]

@@ -178,9 +178,8 @@ async fn bad_schedule_requests_are_refused_naming_the_field() {
     let mut schedules = SchedulesClient::new(server.channel());
     let mut matching = server.client.clone();
 
-    let refused = |result: Result<tonic::Response<pb::CreateScheduleResponse>, tonic::Status>| {
-        result.expect_err("refused")
-    };
+    let refused =
+        |result: Result<tonic::Response<pb::CreateScheduleResponse>, tonic::Status>| result.expect_err("refused");
     let request = |id: &str, spec: Option<pb::ScheduleSpec>, template: Option<pb::RunTemplate>| {
         pb::CreateScheduleRequest { id: id.into(), spec, template, paused_note: String::new() }
     };
@@ -227,10 +226,8 @@ async fn bad_schedule_requests_are_refused_naming_the_field() {
     assert_eq!(again.code(), Code::AlreadyExists, "{again:?}");
     let missing = schedules.trigger_schedule(pb::TriggerScheduleRequest { id: "nope".into() }).await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
-    let page = schedules
-        .list_schedules(pb::ListSchedulesRequest { page_size: 5000, ..Default::default() })
-        .await
-        .unwrap_err();
+    let page =
+        schedules.list_schedules(pb::ListSchedulesRequest { page_size: 5000, ..Default::default() }).await.unwrap_err();
     assert!(page.message().starts_with("page_size"), "{page:?}");
     let token = schedules
         .list_schedules(pb::ListSchedulesRequest { page_token: "forged".into(), ..Default::default() })

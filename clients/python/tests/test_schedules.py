@@ -186,9 +186,8 @@ def test_list_schedules_filters_by_health_over_pages(api, queue_name):
 
 # -- Deadlines --------------------------------------------------------------
 
-# One deadline-ordered queue per client kind: a queue's order holds from its
-# ack level on (a task's pass is its deadline raised to the ack pass), so
-# each test's order is checked on a queue of its own.
+# One deadline-ordered queue per client kind, each test's order checked on a
+# queue of its own.
 DEADLINE_QUEUES = {"sync": "deadline.sync", "async": "deadline.async"}
 
 
@@ -209,14 +208,15 @@ def test_deadlines_order_a_deadline_queue(deadline_server, kind):
         base = now().replace(microsecond=123000)
 
         # add_many's TaskSpec carries a deadline too; a task without one goes
-        # by its add time, so one already passed goes ahead of it.
+        # by its add time and is never late, so one whose deadline already
+        # passed goes after it (late tasks go after every task still on time).
         results = api.add_many(
-            queue, [b"none", fairway.TaskSpec(payload=b"late", deadline=base - dt.timedelta(minutes=5))]
+            queue, [fairway.TaskSpec(payload=b"late", deadline=base - dt.timedelta(minutes=5)), b"none"]
         )
         assert all(isinstance(r, fairway.AddResult) for r in results), results
         first, second = api.poll(queue, wait=5), api.poll(queue, wait=5)
-        assert (first.payload, second.payload) == (b"late", b"none")
-        assert second.deadline is None and first.deadline == base - dt.timedelta(minutes=5)
+        assert (first.payload, second.payload) == (b"none", b"late")
+        assert first.deadline is None and second.deadline == base - dt.timedelta(minutes=5)
         api.complete(first)
         api.complete(second)
 

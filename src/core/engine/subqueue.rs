@@ -232,6 +232,25 @@ impl Subqueue {
         })
     }
 
+    /// The ready task whose key `allowed` accepts that goes first by
+    /// deadline at `now` ([`deadline_rank`]): the earliest deadline not yet
+    /// passed, else the earliest passed; the lowest level among equals. The
+    /// buffer holds the oldest tasks waiting, so the choice is exact while
+    /// no more than the buffer's capacity wait. One pass over the buffer,
+    /// whose size is bounded by `engine.buffer_tasks`.
+    pub(super) fn earliest_deadline(&self, now: UnixMillis, allowed: impl Fn(&str) -> bool) -> Option<&StoredTask> {
+        if self.ready == 0 {
+            return None;
+        }
+        self.buffer
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
+                _ => None,
+            })
+            .min_by_key(|task| (deadline_rank(task, now), task.level))
+    }
+
     /// Hands out the ready task at `level`; its slot waits for its lease.
     pub(super) fn take(&mut self, level: FairLevel) -> Option<StoredTask> {
         self.take_as(level, Slot::Leasing)
@@ -439,5 +458,23 @@ impl Subqueue {
 
     pub(super) fn tracked_keys(&self) -> (usize, bool) {
         (self.counters.exact_len(), self.counters.sketch().is_some())
+    }
+}
+
+/// Added to the rank of a task whose deadline has passed, so that it ranks
+/// after every task whose deadline has not (deadlines are ms since the
+/// epoch, far below it).
+const PASSED: i64 = 1 << 61;
+
+/// How a task ranks in a queue ordered by deadline at `now`: by its
+/// deadline while that has not passed, after every such task once it has
+/// (a task past its latest useful start is late whatever comes next;
+/// serving it first would make the tasks still on time late too). A task
+/// given no deadline is due at its add time and never counted late.
+pub(crate) fn deadline_rank(task: &StoredTask, now: UnixMillis) -> i64 {
+    match task.deadline_unix_ms {
+        Some(deadline) if deadline < now => PASSED.saturating_add(deadline),
+        Some(deadline) => deadline,
+        None => task.created_at_unix_ms,
     }
 }

@@ -618,15 +618,14 @@ fn deadline_config(buffer_tasks: usize, reload_at: usize) -> EngineConfig {
 
 /// With deadline ordering a priority level goes earliest deadline first,
 /// whatever the keys and the order of arrival, in order of arrival between
-/// equal deadlines; a deadline already behind the ack level is raised to
-/// it. Adds and dispatches interleave, with a small buffer, so that tasks
-/// are written below the read level as well as above it.
+/// equal deadlines; tasks are stored in the order of arrival (the ack level
+/// never jumps ahead to a deadline). Adds and dispatches interleave, so
+/// that tasks arrive due before others already waiting and before others
+/// already dispatched.
 #[test]
 fn deadline_ordering_dispatches_earliest_deadline_first() {
-    let mut backlog = Backlog::new(deadline_config(4, 1));
-    let index = Priority::DEFAULT.index();
-    // Every task added and not yet dispatched, by the level it must have:
-    // (max(deadline, ack pass when it was added), id).
+    let mut backlog = Backlog::new(deadline_config(256, 64));
+    // Every task added and not yet dispatched, by (deadline, id).
     let mut waiting: std::collections::BTreeMap<(i64, i64), String> = Default::default();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut draw = |n: u64| {
@@ -635,32 +634,47 @@ fn deadline_ordering_dispatches_earliest_deadline_first() {
         state ^= state << 17;
         state % n
     };
-    let mut dispatched = 0;
+    let (mut dispatched, mut last_level) = (0, FairLevel::ZERO);
     for round in 0..40 {
-        let ack_pass = backlog.engine.metadata().subqueues[index].ack_level.pass;
         let specs: Vec<TaskSpec> = (0..1 + draw(6))
             .map(|_| with_deadline(&format!("k{}", draw(5)), Priority::DEFAULT, Some(1_000 + draw(60) as i64)))
             .collect();
         let plan = backlog.engine.prepare_append(&specs, backlog.now).unwrap();
         for (task, spec) in plan.write.tasks.iter().zip(&specs) {
-            assert_eq!(task.level.pass, spec.deadline.unwrap().max(ack_pass), "round {round}");
-            waiting.insert((task.level.pass, task.level.id), task.fairness_key.clone());
+            assert!(task.level > last_level, "round {round}: stored in the order of arrival");
+            last_level = task.level;
+            waiting.insert((spec.deadline.unwrap(), task.level.id), task.fairness_key.clone());
         }
         backlog.store.land(&plan.write);
         backlog.engine.write_succeeded(plan, backlog.now);
         for _ in 0..draw(5) {
             let Some(task) = backlog.dispatch() else { break };
             let (first, _) = waiting.pop_first().expect("a task was waiting");
-            assert_eq!((task.level.pass, task.level.id), first, "after {dispatched} dispatches");
+            assert_eq!((task.deadline_unix_ms.unwrap(), task.level.id), first, "after {dispatched} dispatches");
             dispatched += 1;
         }
     }
     while let Some(task) = backlog.dispatch() {
-        assert_eq!((task.level.pass, task.level.id), waiting.pop_first().unwrap().0);
+        assert_eq!((task.deadline_unix_ms.unwrap(), task.level.id), waiting.pop_first().unwrap().0);
         dispatched += 1;
     }
     assert!(waiting.is_empty(), "{} tasks were never dispatched", waiting.len());
     assert!(dispatched > 100, "only {dispatched} tasks");
+}
+
+/// The earliest deadline is chosen among the buffered tasks: the oldest
+/// `engine.buffer_tasks` waiting. A task due first but behind a full buffer
+/// waits until the buffer reaches it.
+#[test]
+fn the_earliest_deadline_is_chosen_among_the_buffered_tasks() {
+    let mut backlog = Backlog::new(deadline_config(4, 1));
+    let specs: Vec<TaskSpec> =
+        (0..8).map(|i| with_deadline(&format!("k{i}"), Priority::DEFAULT, Some(1_000 - i))).collect();
+    backlog.add(&specs);
+    let first: Vec<String> = (0..4).map(|_| backlog.dispatch().unwrap().fairness_key).collect();
+    assert_eq!(first, ["k3", "k2", "k1", "k0"], "the first four, latest arrival (earliest deadline) first");
+    let rest: Vec<String> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.fairness_key).collect();
+    assert_eq!(rest, ["k7", "k6", "k5", "k4"]);
 }
 
 /// Priorities stay strict over deadlines; within a level, equal deadlines
@@ -679,12 +693,12 @@ fn deadline_ordering_keeps_priorities_strict_and_ties_in_order_of_arrival() {
     assert_eq!(order, ["late-urgent", "c", "b", "a", "early-lowest"]);
 }
 
-/// A task whose deadline is behind the ack level is written just above it
-/// (its pass the ack pass, its id fresh), so it goes next and never at or
-/// below the ack level.
+/// A task due before tasks already dispatched is written above the ack
+/// level like any new task (in the order of arrival), and goes before
+/// every waiting task due after it.
 #[test]
-fn a_deadline_behind_the_ack_level_goes_next_above_it() {
-    let mut backlog = Backlog::new(deadline_config(4, 1));
+fn a_task_due_before_those_dispatched_goes_next() {
+    let mut backlog = Backlog::new(deadline_config(64, 16));
     let index = Priority::DEFAULT.index();
     let specs: Vec<TaskSpec> =
         (0..10).map(|i| with_deadline(&format!("k{i}"), Priority::DEFAULT, Some(2_000 + i))).collect();
@@ -693,16 +707,14 @@ fn a_deadline_behind_the_ack_level_goes_next_above_it() {
         backlog.dispatch().unwrap();
     }
     let ack = backlog.engine.metadata().subqueues[index].ack_level;
-    assert!(ack.pass >= 2_000, "the ack level moved up ({ack})");
-    let plan = backlog.engine.prepare_append(&[with_deadline("overdue", Priority::DEFAULT, Some(10))], 0).unwrap();
+    let plan = backlog.engine.prepare_append(&[with_deadline("due-early", Priority::DEFAULT, Some(10))], 0).unwrap();
     let level = plan.write.tasks[0].level;
-    assert_eq!(level.pass, ack.pass, "raised to the ack pass");
     assert!(level > ack, "written above the ack level");
     assert_eq!(plan.write.tasks[0].deadline_unix_ms, Some(10), "its own deadline is kept");
     backlog.store.land(&plan.write);
     backlog.engine.write_succeeded(plan, 0);
-    assert_eq!(backlog.dispatch().unwrap().fairness_key, "overdue");
-    let rest: Vec<i64> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.level.pass).collect();
+    assert_eq!(backlog.dispatch().unwrap().fairness_key, "due-early");
+    let rest: Vec<i64> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.deadline_unix_ms.unwrap()).collect();
     assert_eq!(rest, [2_005, 2_006, 2_007, 2_008, 2_009]);
 }
 
@@ -736,9 +748,11 @@ fn deadline_candidates_compare_across_partitions_by_deadline() {
     assert!((fresh_next.priority, fresh_next.pass_ahead) < (busy_next.priority, busy_next.pass_ahead));
 }
 
-/// A task added without a deadline goes by the time it was added.
+/// A task added without a deadline goes by the time it was added, and is
+/// never counted late; a task whose deadline has passed goes after every
+/// task whose deadline has not, the earliest passed first.
 #[test]
-fn without_a_deadline_a_task_goes_by_its_add_time() {
+fn without_a_deadline_a_task_goes_by_its_add_time_and_passed_deadlines_go_last() {
     let mut backlog = Backlog::new(deadline_config(64, 16));
     backlog.now = 1_000;
     backlog.add(&[with_deadline("added-at-1000", Priority::DEFAULT, None)]);
@@ -748,13 +762,14 @@ fn without_a_deadline_a_task_goes_by_its_add_time() {
     backlog.add(&[
         with_deadline("added-at-3000", Priority::DEFAULT, None),
         with_deadline("due-500", Priority::DEFAULT, Some(500)),
+        with_deadline("due-3500", Priority::DEFAULT, Some(3_500)),
         with_deadline("due-2999", Priority::DEFAULT, Some(2_999)),
     ]);
     let order: Vec<(String, Option<i64>)> =
         std::iter::from_fn(|| backlog.dispatch()).map(|t| (t.fairness_key, t.deadline_unix_ms)).collect();
     let keys: Vec<&str> = order.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["due-500", "added-at-1000", "due-1500", "due-2999", "added-at-3000"]);
-    assert_eq!(order[1].1, None, "no deadline is stored for a task added without one");
+    assert_eq!(keys, ["added-at-1000", "added-at-3000", "due-3500", "due-500", "due-1500", "due-2999"]);
+    assert_eq!(order[0].1, None, "no deadline is stored for a task added without one");
 }
 
 /// A retried task keeps its deadline, and its new level is computed from
@@ -799,8 +814,7 @@ fn a_retried_task_keeps_its_deadline() {
         assert_eq!(retried.task_id, first.task_id);
         assert_eq!(retried.deadline_unix_ms, first.deadline_unix_ms, "{ordering:?}");
         if ordering == DispatchOrder::Deadline {
-            assert_eq!(retried.level.pass, 5_000, "its new level is its deadline");
-            assert!(retried.level.id > first.level.id, "with a fresh id");
+            assert!(retried.level.id > first.level.id, "a fresh level, in the order of arrival");
             let keys: Vec<&str> = order.iter().map(|t| t.fairness_key.as_str()).collect();
             assert_eq!(keys, ["soon", "mid", "late"]);
         }

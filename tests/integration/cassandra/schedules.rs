@@ -6,7 +6,7 @@
 //! fired it), the paused one fired nothing after its pause, no schedule
 //! broke its constraint (the workers had room for all), and once the
 //! workers came back after a stop, the waiting runs came out earliest
-//! `should_start_by` first.
+//! `should_start_by` first (those still on time before those already late).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,17 +29,18 @@ const PAUSED: &str = "s007";
 const WORKERS: usize = 8;
 
 /// Fast membership and short leases, as the cluster tests use; looks at the
-/// schedules every 200 ms; the run queue ordered by deadline.
+/// schedules every 200 ms.
 const ENV: &[(&str, &str)] = &[
     ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
     ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
     ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
     ("FAIRWAY_CLUSTER__FORWARD_TIMEOUT", "2s"),
     ("FAIRWAY_SCHEDULES__SCAN_INTERVAL", "200ms"),
-    ("FAIRWAY_QUEUES__RUNS__ORDERING", "deadline"),
-    ("FAIRWAY_QUEUES__RUNS__LEASE_TIMEOUT", "3s"),
-    ("FAIRWAY_QUEUES__RUNS__BACKOFF_INITIAL", "100ms"),
 ];
+
+/// The run queue's section: deadline order, short leases.
+const QUEUE_CONFIG: &str =
+    "[queues.runs]\nordering = \"deadline\"\nlease_timeout = \"3s\"\nbackoff_initial = \"100ms\"\n";
 
 /// A run as a worker saw it.
 #[derive(Clone, Debug)]
@@ -52,6 +53,17 @@ struct Taken {
 
 fn ms(t: &prost_types::Timestamp) -> i64 {
     t.seconds * 1000 + i64::from(t.nanos / 1_000_000)
+}
+
+fn now_ms() -> i64 {
+    use fairway::clock::Clock;
+    fairway::clock::SystemClock.now_ms()
+}
+
+/// A run's place in a deadline-ordered queue at `now`: by deadline while it
+/// has not passed, after every such run once it has.
+fn rank(deadline: i64, now: i64) -> (bool, i64) {
+    (deadline < now, deadline)
 }
 
 /// Periods of 30, 40, 50 and 60 s, a 20 s cooldown: every schedule runs
@@ -173,7 +185,12 @@ async fn until(addr: SocketAddr, what: &str, limit: Duration, done: impl Fn(&[pb
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadline_order() {
     let keyspace = Keyspace::create().await;
-    let mut nodes: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start_on(&keyspace.store_url(), ENV)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("fairway.toml");
+    std::fs::write(&config, QUEUE_CONFIG).unwrap();
+    let config = config.display().to_string();
+    let env: Vec<(&str, &str)> = ENV.iter().copied().chain([("FAIRWAY_CONFIG", config.as_str())]).collect();
+    let mut nodes: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start_on(&keyspace.store_url(), &env)).collect();
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     let mut first = MatchingClient::new(channel(addrs[0]).await.expect("node 0"));
     let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() };
@@ -227,11 +244,13 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
             worker_id: "drain".into(),
             max_wait: wait(Duration::from_secs(5)),
         };
+        let before = now_ms();
         let Some(task) = client.poll_task(request).await.expect("poll").into_inner().task else {
             panic!("only {} of {} waiting runs came", drained.len(), SCHEDULES - 1);
         };
         let deadline = task.deadline.as_ref().map_or(i64::MAX, ms);
-        drained.push((String::from_utf8_lossy(&task.payload).into_owned(), deadline, task.task_id));
+        let at = (before, now_ms());
+        drained.push((String::from_utf8_lossy(&task.payload).into_owned(), deadline, task.task_id, at));
         let complete = pb::CompleteTaskRequest { lease_token: task.lease_token, result: Vec::new() };
         client.complete_task(complete).await.expect("complete");
     }
@@ -263,10 +282,19 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
         after_pause <= 1,
         "the paused schedule fired after its pause ({after_pause} runs; one may have been added before)"
     );
-    assert!(drained.iter().all(|(s, _, _)| s != PAUSED), "the paused schedule fired while paused");
-    let deadlines: Vec<i64> = drained.iter().map(|(_, d, _)| *d).collect();
-    let inversions: Vec<_> = deadlines.windows(2).filter(|w| w[0] > w[1]).collect();
-    assert!(inversions.is_empty(), "the waiting runs came out of deadline order: {inversions:?} in {drained:?}");
+    assert!(drained.iter().all(|(s, ..)| s != PAUSED), "the paused schedule fired while paused");
+    // Each run taken went first by deadline among those still waiting, at
+    // the time it was taken (a deadline not yet passed before every one
+    // passed): checked at the poll's start or its end.
+    for (i, (schedule, deadline, _, (before, after))) in drained.iter().enumerate() {
+        for (other, later, ..) in &drained[i + 1..] {
+            let first_at = |t: i64| rank(*deadline, t) <= rank(*later, t);
+            assert!(
+                first_at(*before) || first_at(*after),
+                "{schedule} (deadline {deadline}) was taken before {other} (deadline {later}) at {before}..{after}"
+            );
+        }
+    }
     let all = list(live[0]).await;
     let broken: Vec<&str> =
         all.iter().filter(|s| s.id != PAUSED && s.health == pb::Health::Error as i32).map(|s| s.id.as_str()).collect();
@@ -277,7 +305,7 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
     let fired: u64 = all.iter().filter_map(|s| s.counts.as_ref()).map(|c| c.fired).sum();
     let in_flight: usize = all.iter().map(|s| s.runs.len()).sum();
     let distinct: std::collections::HashSet<i64> =
-        seen.iter().map(|t| t.task_id).chain(drained.iter().map(|(_, _, id)| *id)).collect();
+        seen.iter().map(|t| t.task_id).chain(drained.iter().map(|(_, _, id, _)| *id)).collect();
     assert_eq!(fired as usize, distinct.len() + in_flight, "runs fired against runs seen and in flight");
     drop(keyspace);
 }

@@ -6,6 +6,7 @@ use crate::clock::UnixMillis;
 use crate::core::engine::leases::LeaseError;
 use crate::core::engine::outcomes::Candidate;
 use crate::core::engine::policy::DispatchOrder;
+use crate::core::engine::subqueue::deadline_rank;
 use crate::model::{Priority, StoredTask};
 
 impl PartitionEngine {
@@ -55,28 +56,34 @@ impl PartitionEngine {
     /// backlog at the pass it was given, or at the ack level's if that is
     /// higher: it comes back like a key that was idle.
     ///
-    /// With deadline ordering a candidate's `pass_ahead` is its pass itself
-    /// (its deadline, or the ack pass if that is later), not the distance
+    /// With deadline ordering the buffered task chosen is the first by
+    /// [`deadline_rank`] (earliest deadline not yet passed, then those
+    /// passed), and a candidate's `pass_ahead` is that rank, not a distance
     /// from the ack level: deadlines mean the same in every partition, so
     /// the matcher compares partitions by them.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         let by_deadline = self.config.tasks.ordering == DispatchOrder::Deadline;
         for subqueue in &self.subqueues {
             let priority = subqueue.priority;
-            let ahead = |pass: i64| {
-                if by_deadline { pass.max(subqueue.ack.pass) } else { pass.saturating_sub(subqueue.ack.pass).max(0) }
+            let ahead = |task: &StoredTask| {
+                if by_deadline {
+                    deadline_rank(task, now)
+                } else {
+                    task.level.pass.saturating_sub(subqueue.ack.pass).max(0)
+                }
             };
-            let ready = subqueue.first_ready(|key| self.dispatchable(priority, key, now)).map(|task| Candidate {
-                priority,
-                pass_ahead: ahead(task.level.pass),
-                level: task.level,
-                parked: false,
-            });
+            let allowed = |key: &str| self.dispatchable(priority, key, now);
+            let ready = match by_deadline {
+                true => subqueue.earliest_deadline(now, allowed),
+                false => subqueue.first_ready(allowed),
+            };
+            let ready =
+                ready.map(|task| Candidate { priority, pass_ahead: ahead(task), level: task.level, parked: false });
             let parked = self
                 .parked
                 .heads(priority)
                 .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
-                .map(|task| Candidate { priority, pass_ahead: ahead(task.level.pass), level: task.level, parked: true })
+                .map(|task| Candidate { priority, pass_ahead: ahead(task), level: task.level, parked: true })
                 .min();
             if let Some(candidate) = ready.into_iter().chain(parked).min() {
                 return Some(candidate);

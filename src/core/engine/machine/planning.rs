@@ -439,10 +439,11 @@ impl PartitionEngine {
     /// level is pinned), from the counter of the share its key counts
     /// against (its own, or its group's). With FIFO ordering every task
     /// counts against one shared key of weight 1, so passes follow the order
-    /// of arrival. With deadline ordering the pass is the task's deadline
-    /// (its creation time if it has none), raised to the ack pass: a
-    /// deadline already behind the ack level gives the lowest pass a new
-    /// level may have, and the fresh id keeps the level above the ack level.
+    /// of arrival. Deadline ordering stores tasks in the order of arrival
+    /// too: its order is the dispatch's, which takes the earliest deadline
+    /// among the buffered tasks (a pass that were the deadline would drag
+    /// the ack level forward to the latest deadline dispatched, and every
+    /// later task due before it would be clamped to one pass).
     fn next_pass(&mut self, index: usize, task: &StoredTask) -> i64 {
         let subqueue = &mut self.subqueues[index];
         match self.config.tasks.ordering {
@@ -450,8 +451,9 @@ impl PartitionEngine {
                 let (share, weight) = self.config.weights.share(&task.fairness_key, task.fairness_weight);
                 subqueue.counters.next_pass(share, subqueue.ack.pass, stride(weight))
             }
-            DispatchOrder::Fifo => subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0)),
-            DispatchOrder::Deadline => task.deadline_or_created().max(subqueue.ack.pass),
+            DispatchOrder::Fifo | DispatchOrder::Deadline => {
+                subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0))
+            }
         }
     }
 
