@@ -2,7 +2,7 @@
 //! periodic and cron schedules, each with a mean run duration, a history
 //! before the start (one good run, so the run begins in a steady state) and
 //! the ticks fixed-time firing uses. Every random draw is a hash of the seed,
-//! the schedule and the draw, so the three policies see the same schedules
+//! the schedule and the draw, so the policies see the same schedules
 //! and the k-th run of a schedule lasts as long (and fails or not) in each.
 
 use anyhow::Context;
@@ -46,10 +46,10 @@ pub(crate) enum Class {
 /// The classes and their shares of the schedules.
 pub(super) const MIX: [(Class, f64); 6] = [
     (Class::Every15m, 0.01),
-    (Class::Every1h, 0.05),
+    (Class::Every1h, 0.03),
     (Class::Every6h, 0.20),
-    (Class::Every24h, 0.59),
-    (Class::CronHourly, 0.05),
+    (Class::Every24h, 0.63),
+    (Class::CronHourly, 0.03),
     (Class::CronDaily, 0.10),
 ];
 
@@ -98,10 +98,23 @@ impl Class {
 /// How fixed-time firing ticks a schedule.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Fixed {
-    /// At `first + k * period`.
-    Every { first: i64, period: i64 },
+    /// A periodic schedule: at `last + k * interval` (k ≥ 1), where `last`
+    /// is the start of its last good run before the start (a random phase)
+    /// and the interval is its period, or its cooldown plus its mean
+    /// duration (the rate `decide` fires it at when workers are free).
+    Every { last: i64, period: i64, cooldown_plus_mean: i64 },
     /// At its cron ticks.
     Cron,
+}
+
+impl Fixed {
+    /// The first tick at or after `from`, and the interval (`None`: cron).
+    pub(crate) fn first(self, every_period: bool, from: i64) -> Option<(i64, i64)> {
+        let Fixed::Every { last, period, cooldown_plus_mean } = self else { return None };
+        let interval = if every_period { period } else { cooldown_plus_mean }.max(1);
+        let k = (from - last + interval - 1).div_euclid(interval).max(1);
+        Some((last + k * interval, interval))
+    }
 }
 
 /// One schedule of the mix.
@@ -212,7 +225,11 @@ impl Mix {
             Some(period) => {
                 let room = (period - mean).max(1);
                 let last = start - mean - (unit(seed, key, D_PHASE) * room as f64) as i64;
-                (last, Fixed::Every { first: last + period, period })
+                let cooldown_ms = match spec.cadence {
+                    Cadence::Periodic { cooldown_ms, .. } => cooldown_ms,
+                    _ => 0,
+                };
+                (last, Fixed::Every { last, period, cooldown_plus_mean: cooldown_ms + mean })
             }
             None => {
                 let tick = calendar

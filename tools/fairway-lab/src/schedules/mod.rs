@@ -1,6 +1,6 @@
 //! `fairway-lab simulate-schedules`: recurring schedules beyond the workers'
-//! capacity, in virtual time, fired three ways on the same schedules with
-//! the same run durations (same seed):
+//! capacity, in virtual time, fired three ways (the third in two variants)
+//! on the same schedules with the same run durations (same seed):
 //! - **EDF**: a run is fired when the product's `decide` says so
 //!   (`can_start_by` passed, no run in flight, overlap Skip) into a queue
 //!   ordered by the run's `should_start_by` (Fairway's way);
@@ -9,9 +9,13 @@
 //! - **fixed-time**: each schedule fires at fixed ticks whatever its
 //!   history (a periodic one at `phase + k * period`, a cron one at its
 //!   ticks), a tick skipped while the previous run is pending or running,
-//!   FIFO queue (Temporal-style schedules).
+//!   FIFO queue (Temporal-style schedules). A periodic schedule ticks
+//!   either every period (its staleness bound: a start delayed more than
+//!   the previous one then leaves it in ERROR until the run ends) or every
+//!   cooldown plus mean duration (the rate `decide` fires it at when
+//!   workers are free).
 //!
-//! Every schedule is scored with the same `health()` in the three: the
+//! Every schedule is scored with the same `health()` in all of them: the
 //! constraint is the schedule's, not the policy's.
 
 mod mix;
@@ -78,7 +82,7 @@ impl ScheduleSimArgs {
 /// Called with each policy's virtual time.
 type Progress<'a> = &'a mut dyn FnMut(&[i64]);
 
-/// Runs the three policies on `mix`, each on its own thread.
+/// Runs the four policies on `mix`, each on its own thread.
 pub(crate) fn simulate(mix: &Mix, frame: Frame, progress: Option<Progress<'_>>) -> anyhow::Result<Vec<PolicySummary>> {
     let clocks: Vec<AtomicI64> = Policy::ALL.iter().map(|_| AtomicI64::new(frame.start)).collect();
     std::thread::scope(|scope| {
@@ -116,13 +120,15 @@ pub(super) fn run(args: ScheduleSimArgs) -> anyhow::Result<()> {
     );
     let minutes = i64::from(args.days) * DAY_MS / MINUTE_MS;
     let total = Policy::ALL.len() as u64 * minutes as u64;
-    let mut bar =
-        crate::figures::progress::Progress::new("simulate-schedules (virtual minutes, three policies)", total);
+    let mut bar = crate::figures::progress::Progress::new("simulate-schedules (virtual minutes, four policies)", total);
     let mut show = |clocks: &[i64]| {
         let done: i64 = clocks.iter().map(|t| (t - START_MS) / MINUTE_MS).sum();
         let days: Vec<String> =
             clocks.iter().map(|t| format!("{:.1}", (t - START_MS) as f64 / DAY_MS as f64)).collect();
-        bar.update(done as u64, &format!("day {} of {} (EDF / FIFO / fixed)", days.join(" / "), args.days));
+        bar.update(
+            done as u64,
+            &format!("day {} of {} (EDF / FIFO / fixed P / fixed c+d)", days.join(" / "), args.days),
+        );
     };
     let summaries = simulate(&mix, frame, Some(&mut show))?;
     bar.update(total, "done");

@@ -1,5 +1,5 @@
 //! What `fairway-lab simulate-schedules` prints: a markdown table of the
-//! three policies (or JSON), and the plot of schedules in ERROR over time.
+//! policies (or JSON), and the plot of schedules in ERROR over time.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -91,7 +91,7 @@ impl Report {
         )
     }
 
-    /// The table of the three policies' measures.
+    /// The table of the policies' measures.
     pub(super) fn table(&self) -> String {
         let mut out = String::new();
         let names: Vec<&str> = self.policies.iter().map(|p| p.policy.as_str()).collect();

@@ -13,7 +13,7 @@ use fairway::core::schedules::{
 };
 use serde::Serialize;
 
-use super::mix::{Class, Fixed, MIX, Mix};
+use super::mix::{Class, MIX, Mix};
 
 /// How runs are fired and in which order workers take them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,18 +24,27 @@ pub(crate) enum Policy {
     /// Fired when `decide` says so; in the order they were fired (due).
     FifoDue,
     /// Fired at fixed ticks whatever the history (a tick is skipped while
-    /// the previous run is pending or running); in the order fired.
-    FixedTime,
+    /// the previous run is pending or running); in the order fired. A
+    /// periodic schedule ticks every period.
+    FixedPeriod,
+    /// The same, a periodic schedule ticking every cooldown plus mean
+    /// duration (as often as `decide` fires it when workers are free).
+    FixedCadence,
 }
 
 impl Policy {
-    pub(crate) const ALL: [Policy; 3] = [Policy::Edf, Policy::FifoDue, Policy::FixedTime];
+    pub(crate) const ALL: [Policy; 4] = [Policy::Edf, Policy::FifoDue, Policy::FixedPeriod, Policy::FixedCadence];
+
+    fn fixed(self) -> bool {
+        matches!(self, Policy::FixedPeriod | Policy::FixedCadence)
+    }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Policy::Edf => "EDF (should_start_by)",
             Policy::FifoDue => "FIFO (can_start_by)",
-            Policy::FixedTime => "fixed-time ticks",
+            Policy::FixedPeriod => "fixed ticks, every period",
+            Policy::FixedCadence => "fixed ticks, every cooldown + mean",
         }
     }
 }
@@ -196,16 +205,17 @@ pub(crate) fn run(mix: &Mix, policy: Policy, frame: Frame, clock: &AtomicI64) ->
     };
     for s in 0..mix.schedules.len() as u32 {
         sim.assess(s);
-        let first = match (policy, mix.schedules[s as usize].fixed) {
-            (Policy::FixedTime, Fixed::Every { first, .. }) => first,
-            (Policy::FixedTime, Fixed::Cron) => {
+        let fixed = mix.schedules[s as usize].fixed;
+        let first = match fixed.first(policy == Policy::FixedPeriod, frame.start) {
+            _ if !policy.fixed() => frame.start,
+            Some((first, _)) => first,
+            None => {
                 let state = &sim.states[s as usize];
                 match state.calendar.next_tick(&state.spec.cadence, &mix.schedules[s as usize].id, frame.start - 1) {
                     Some(tick) => tick,
                     None => continue,
                 }
             }
-            _ => frame.start,
         };
         sim.events.push(Reverse((first, CHECK, s, 0)));
     }
@@ -258,11 +268,11 @@ impl Sim<'_> {
         let now = self.now;
         let mix = self.mix;
         let id = &mix.schedules[s as usize].id;
-        if self.policy == Policy::FixedTime {
+        if self.policy.fixed() {
             let state = &self.states[s as usize];
-            let next = match mix.schedules[s as usize].fixed {
-                Fixed::Every { period, .. } => Some(now + period),
-                Fixed::Cron => state.calendar.next_tick(&state.spec.cadence, id, now),
+            let next = match mix.schedules[s as usize].fixed.first(self.policy == Policy::FixedPeriod, now) {
+                Some((_, interval)) => Some(now + interval),
+                None => state.calendar.next_tick(&state.spec.cadence, id, now),
             };
             if let Some(next) = next {
                 self.events.push(Reverse((next, CHECK, s, 0)));
@@ -304,7 +314,7 @@ impl Sim<'_> {
         state.runs += 1;
         let key = match self.policy {
             Policy::Edf => should_start_by,
-            Policy::FifoDue | Policy::FixedTime => now,
+            Policy::FifoDue | Policy::FixedPeriod | Policy::FixedCadence => now,
         };
         self.seq += 1;
         self.queue.push(Reverse((key, self.seq, s)));
@@ -358,7 +368,7 @@ impl Sim<'_> {
             self.failed += u64::from(failed);
         }
         self.assess(s);
-        if self.policy != Policy::FixedTime {
+        if !self.policy.fixed() {
             let generation = self.states[s as usize].check_gen;
             self.check(s, generation);
         }
