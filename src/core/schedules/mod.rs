@@ -32,7 +32,7 @@ use crate::clock::UnixMillis;
 
 pub use calendar::{Calendar, CalendarError};
 pub use health::{Health, HealthReport, health};
-pub use runs::{RunEnd, ended, fired, started};
+pub use runs::{RunEnd, ended, fired, skipped, started};
 pub use times::{Decision, StartTimes, decide, start_times};
 
 /// The weight of the last good duration in the moving average: 75% of the
