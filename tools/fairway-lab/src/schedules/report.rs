@@ -24,6 +24,7 @@ pub(super) struct Report {
     pub workers: u32,
     pub days: u32,
     pub warmup_days: u32,
+    pub sample_minutes: u32,
     pub seed: u64,
     /// Work the constraints need (one run per period or tick) over what the workers can do.
     pub needed_load: f64,
@@ -54,6 +55,7 @@ impl Report {
             workers: args.workers,
             days: args.days,
             warmup_days: args.warmup_days,
+            sample_minutes: args.sample_minutes,
             seed: args.seed,
             needed_load,
             eager_load,
@@ -107,7 +109,10 @@ impl Report {
             row(&format!("· {class} ({})", number(*total as f64)), &|p| number(p.ever_in_error_by_class[i].2 as f64));
         }
         row("schedule-hours in ERROR", &|p| number(p.error_schedule_hours));
-        row("most in ERROR at once (10-min samples)", &|p| number(p.peak_in_error as f64));
+        let measured_h = f64::from(24 * (self.days - self.warmup_days));
+        row("in ERROR on average (schedule-hours / hours)", &|p| number(p.error_schedule_hours / measured_h));
+        let peak = format!("most in ERROR at once ({}-min samples)", self.sample_minutes);
+        row(&peak, &|p| number(p.peak_in_error as f64));
         row("in ERROR at the end", &|p| number(p.in_error_at_end as f64));
         row("runs fired", &|p| number(p.runs_fired as f64));
         row("runs started", &|p| number(p.runs_started as f64));
@@ -161,13 +166,12 @@ impl Report {
         Chart {
             file,
             title: format!(
-                "{} schedules, {} workers ({:.2}× the work they can do): schedules in ERROR (warm-up: first {} h)",
+                "Schedules in ERROR: {} schedules, {} workers, {:.2}× the work they can do",
                 number(f64::from(self.schedules)),
                 self.workers,
-                self.needed_load,
-                24 * self.warmup_days
+                self.needed_load
             ),
-            x_label: "hours of virtual time".into(),
+            x_label: format!("hours of virtual time (the first {} are warm-up)", 24 * self.warmup_days),
             y_label: "schedules in ERROR".into(),
             panels: vec![(String::new(), series)],
             log_x: false,

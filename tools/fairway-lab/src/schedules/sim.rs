@@ -239,7 +239,11 @@ pub(crate) fn run(mix: &Mix, policy: Policy, frame: Frame, clock: &AtomicI64) ->
                 }
             }
         }
-        sim.dispatch();
+        // Workers take runs once everything due at this instant is done:
+        // all the runs fired together compete for them.
+        if sim.events.peek().is_none_or(|Reverse(next)| next.0 > at) {
+            sim.dispatch();
+        }
         handled += 1;
         if handled.is_multiple_of(4_096) {
             clock.store(at, Ordering::Relaxed);
@@ -396,7 +400,8 @@ impl Sim<'_> {
                 state.ever_in_error = true;
             }
         }
-        if let Some(at) = report.error_at.filter(|&at| at > now) {
+        // ERROR exactly when `now > error_at`: look again just after it.
+        if let Some(at) = report.error_at.map(|at| at.saturating_add(1)).filter(|&at| at > now) {
             state.health_gen += 1;
             self.events.push(Reverse((at, HEALTH, s, state.health_gen)));
         }
