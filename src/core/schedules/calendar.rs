@@ -173,6 +173,12 @@ impl Calendar {
     /// end of the gap; over a fall-back overlap, the first of the two
     /// occurrences that is after `after`.
     fn wall_instant_after(&self, day: NaiveDate, second: u32, after: UnixMillis) -> Option<UnixMillis> {
+        // An end of 86,400 s (or more) is the next midnight.
+        let (day, second) = if second >= 86_400 {
+            (day.checked_add_days(chrono::Days::new(u64::from(second / 86_400)))?, second % 86_400)
+        } else {
+            (day, second)
+        };
         let wall = day.and_hms_opt(second / 3600, (second / 60) % 60, second % 60)?;
         match self.tz.from_local_datetime(&wall) {
             LocalResult::Single(t) => Some(t.timestamp_millis()),
@@ -257,10 +263,4 @@ impl Interval {
         let h = splitmix64(self.seed ^ splitmix64(k as u64));
         (h % self.jitter as u64) as i64
     }
-}
-
-/// The jitter of interval tick `k` of schedule `id` (for tests and
-/// operators): in `[0, min(jitter_ms, every_ms))`.
-pub fn interval_jitter(id: &str, every_ms: i64, jitter_ms: i64, k: i64) -> i64 {
-    Interval::new(every_ms, 0, jitter_ms, id).map_or(0, |iv| iv.jitter_of(k))
 }

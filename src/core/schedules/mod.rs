@@ -7,6 +7,23 @@
 //! randomness (an interval's jitter) is a hash of the schedule id and the
 //! tick, so the same inputs always give the same answer on every node.
 //!
+//! The modules:
+//! - [`calendar`]: cron ticks in the schedule's time zone (DST as `croner`
+//!   resolves it), interval ticks with a hashed jitter, and daily blackout
+//!   windows read on the local wall clock.
+//! - [`times`]: [`start_times`] (`can_start_by`, `should_start_by` and the
+//!   nominal tick of the next run) and [`decide`] (fire now or wait, with
+//!   the overlap policy, the catch-up window, start and end times and the
+//!   remaining runs).
+//! - [`health`]: OK, WARNING or ERROR against the schedule's deadline, and
+//!   that deadline.
+//! - [`runs`]: how firing, starting and ending a run change the record.
+//!
+//! The caller's loop, per schedule: `decide`; on `Fire`, add the task to
+//! the run queue with dedup id `schedule id @ nominal` and deadline
+//! `should_start_by`, then record it with [`fired`] and [`skipped`]; report
+//! attempts with [`started`] and ends with [`ended`].
+//!
 //! Invariants kept here:
 //! 1. A schedule never has more runs pending or running than its overlap
 //!    policy allows ([`Overlap::Skip`]: one; [`Overlap::BufferOne`]: one
@@ -33,7 +50,7 @@ use crate::clock::UnixMillis;
 pub use calendar::{Calendar, CalendarError};
 pub use health::{Health, HealthReport, health};
 pub use runs::{RunEnd, ended, fired, skipped, started};
-pub use times::{Decision, StartTimes, decide, start_times};
+pub use times::{Decision, NEVER, StartTimes, decide, start_times};
 
 /// The weight of the last good duration in the moving average: 75% of the
 /// average's weight is on the last three runs (1 - (1 - 0.37)^3 ≈ 0.75).

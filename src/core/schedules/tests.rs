@@ -239,6 +239,9 @@ fn blackouts_in_utc_and_across_midnight() {
     // Windows that touch are merged.
     let two = [Blackout { start_s: 3600, end_s: 2 * 3600 }, Blackout { start_s: 2 * 3600, end_s: 3 * 3600 }];
     assert_eq!(c.blackout_end(&two, at("2026-05-01T01:15:00Z")), Some(at("2026-05-01T03:00:00Z")));
+    // An end of 86,400 s is the next midnight.
+    let evening = [Blackout { start_s: 20 * 3600, end_s: 86_400 }];
+    assert_eq!(c.blackout_end(&evening, at("2026-05-01T21:00:00Z")), Some(at("2026-05-02T00:00:00Z")));
     // An empty window holds nothing.
     let empty = [Blackout { start_s: 3600, end_s: 3600 }];
     assert_eq!(c.blackout_end(&empty, at("2026-05-01T01:00:00Z")), None);
@@ -727,6 +730,7 @@ enum Op {
     Decide,
     Start(usize, bool),
     End(usize, bool, bool),
+    Trigger(i64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -735,6 +739,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Decide),
         (0usize..32, any::<bool>()).prop_map(|(i, next)| Op::Start(i, next)),
         (0usize..32, any::<bool>(), any::<bool>()).prop_map(|(i, ok, last)| Op::End(i, ok, last)),
+        (-10 * MIN..MIN).prop_map(Op::Trigger),
     ]
 }
 
@@ -795,6 +800,7 @@ proptest! {
                         prop_assert!(started(&mut st, id, attempt, now));
                     }
                 }
+                Op::Trigger(offset) => st.triggered_at = Some(now + offset),
                 Op::End(i, ok, last) => {
                     if !st.runs.is_empty() {
                         let id = st.runs[i % st.runs.len()].task_id;

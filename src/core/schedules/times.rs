@@ -1,4 +1,17 @@
 //! `can_start_by` and `should_start_by`, and the firing decision built on them.
+//!
+//! Rules: see [`start_times`] and [`decide`]. Failure backoff after the
+//! last end: 5 minutes after one failure, 1 hour after two, 4 hours after
+//! three or more.
+//!
+//! Invariants:
+//! - Both functions read the record and `now` only, so racing nodes derive
+//!   the same nominal, hence the same dedup id `schedule id @ nominal`.
+//! - A fired nominal is always after the record's `last_nominal` and at or
+//!   before `now`: nominals fired for one schedule strictly increase, and
+//!   no tick is fired twice.
+//! - One [`decide`] call fires at most one run, and never past the overlap
+//!   policy's bound on runs in flight.
 
 use super::{Cadence, Calendar, MAX_RUNS_IN_FLIGHT, Overlap, ScheduleSpec, ScheduleStats};
 use crate::clock::UnixMillis;
@@ -93,7 +106,8 @@ fn fire_tick(calendar: &Calendar, id: &str, spec: &ScheduleSpec, stats: &Schedul
 ///
 /// - Periodic, never succeeded: `can = should = created_at`. Otherwise
 ///   `can = last_good_end + cooldown`,
-///   `should = last_good_start + period - average good duration`.
+///   `should = last_good_start + period - average good duration`. In both
+///   cases `can` is at least 1 ms after the last fired nominal.
 /// - Cron and interval: `tick` = the first tick after the last good start
 ///   (never succeeded: the first at or after creation), no earlier than
 ///   `start_at` (no tick exists before it); `can = tick`,
@@ -186,7 +200,8 @@ pub fn start_times(
 ///    the end of the last run). These waits have `until: None`: the end of
 ///    a run is what changes them.
 /// 3. `now` inside a blackout: wait until its end.
-/// 4. `can_start_by` after `now`: wait until it.
+/// 4. `can_start_by` (or the nominal, for a trigger stamped in the future)
+///    after `now`: wait until it.
 /// 5. Periodic or triggered: fire the start times' nominal.
 /// 6. Cron and interval: fire the latest tick at or before `now` (and at or
 ///    before `end_at`) when it is at or after the start times' nominal,
@@ -222,6 +237,11 @@ pub fn decide(calendar: &Calendar, id: &str, spec: &ScheduleSpec, stats: &Schedu
     }
     if times.can_start_by > now {
         return Decision::Wait { until: Some(times.can_start_by) };
+    }
+    if times.nominal > now {
+        // A trigger stamped ahead of this node's clock: never fire a
+        // nominal in the future.
+        return Decision::Wait { until: Some(times.nominal) };
     }
     if periodic || stats.triggered_at.is_some() {
         return Decision::Fire {
