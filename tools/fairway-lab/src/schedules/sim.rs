@@ -19,8 +19,13 @@ use super::mix::{Class, MIX, Mix};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Policy {
     /// Fired when `decide` says so; the earliest `should_start_by` first
-    /// (Fairway's way).
+    /// among the runs that can still start by it, then the runs already
+    /// past it, earliest first (Fairway's deadline ordering).
     Edf,
+    /// Fired when `decide` says so; the earliest `should_start_by` first,
+    /// late or not (plain EDF, which under overload serves runs already
+    /// late and makes the others late in turn).
+    EdfPlain,
     /// Fired when `decide` says so; in the order they were fired (due).
     FifoDue,
     /// Fired at fixed ticks whatever the history (a tick is skipped while
@@ -33,7 +38,8 @@ pub(crate) enum Policy {
 }
 
 impl Policy {
-    pub(crate) const ALL: [Policy; 4] = [Policy::Edf, Policy::FifoDue, Policy::FixedPeriod, Policy::FixedCadence];
+    pub(crate) const ALL: [Policy; 5] =
+        [Policy::Edf, Policy::EdfPlain, Policy::FifoDue, Policy::FixedPeriod, Policy::FixedCadence];
 
     fn fixed(self) -> bool {
         matches!(self, Policy::FixedPeriod | Policy::FixedCadence)
@@ -41,7 +47,8 @@ impl Policy {
 
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Policy::Edf => "EDF (should_start_by)",
+            Policy::Edf => "EDF, late runs last",
+            Policy::EdfPlain => "plain EDF",
             Policy::FifoDue => "FIFO (can_start_by)",
             Policy::FixedPeriod => "fixed ticks, every period",
             Policy::FixedCadence => "fixed ticks, every cooldown + mean",
@@ -139,7 +146,7 @@ struct Sim<'a> {
     states: Vec<State>,
     events: BinaryHeap<Event>,
     /// (key, sequence, schedule).
-    queue: BinaryHeap<Reverse<(i64, u64, u32)>>,
+    queue: std::collections::BTreeSet<(i64, u64, u32)>,
     free: u32,
     now: i64,
     seq: u64,
@@ -184,7 +191,7 @@ pub(crate) fn run(mix: &Mix, policy: Policy, frame: Frame, clock: &AtomicI64) ->
         frame,
         states,
         events: BinaryHeap::new(),
-        queue: BinaryHeap::new(),
+        queue: std::collections::BTreeSet::new(),
         free: frame.workers,
         now: frame.start,
         seq: 0,
@@ -317,11 +324,11 @@ impl Sim<'_> {
         state.flight = Some(Flight { task_id, k: state.runs, should_start_by, fired_at: now, started: false });
         state.runs += 1;
         let key = match self.policy {
-            Policy::Edf => should_start_by,
+            Policy::Edf | Policy::EdfPlain => should_start_by,
             Policy::FifoDue | Policy::FixedPeriod | Policy::FixedCadence => now,
         };
         self.seq += 1;
-        self.queue.push(Reverse((key, self.seq, s)));
+        self.queue.insert((key, self.seq, s));
         if now >= self.frame.measure_from {
             self.fired += 1;
         }
@@ -332,7 +339,16 @@ impl Sim<'_> {
     fn dispatch(&mut self) {
         let now = self.now;
         while self.free > 0 {
-            let Some(Reverse((_, _, s))) = self.queue.pop() else { break };
+            // Deadline order serves the runs that can still start in time
+            // first: a run past its latest safe start is late whatever
+            // comes next, and serving it first makes the others late too.
+            let on_time = match self.policy {
+                Policy::Edf => self.queue.range((now, 0, 0)..).next().copied(),
+                _ => None,
+            };
+            let Some(first) = on_time.or_else(|| self.queue.first().copied()) else { break };
+            self.queue.remove(&first);
+            let (_, _, s) = first;
             self.free -= 1;
             let state = &mut self.states[s as usize];
             let flight = state.flight.as_mut().expect("a queued run is in flight");
