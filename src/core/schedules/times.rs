@@ -106,7 +106,8 @@ fn fire_tick(calendar: &Calendar, id: &str, spec: &ScheduleSpec, stats: &Schedul
 ///
 /// - Periodic, never succeeded: `can = should = created_at`. Otherwise
 ///   `can = last_good_end + cooldown`,
-///   `should = last_good_start + period - average good duration`.
+///   `should = last_good_start + period - average good duration`. In both
+///   cases `can` is at least 1 ms after the last fired nominal.
 /// - Cron and interval: `tick` = the first tick after the last good start
 ///   (never succeeded: the first at or after creation), no earlier than
 ///   `start_at` (no tick exists before it); `can = tick`,

@@ -1,8 +1,9 @@
 //! `fairway-lab`: the tools around the Fairway service, apart from the
 //! product. Load benchmarks ([`bench`]), fault injection with a checker of
 //! what clients saw ([`chaos`]), the scheduler in virtual time
-//! ([`simulate`]), and the live demo ([`demo`]); [`figures`] holds what the
-//! measuring tools share.
+//! ([`simulate`]), recurring schedules beyond capacity ([`schedules`]),
+//! and the live demo ([`demo`]); [`figures`] holds what the measuring tools
+//! share.
 //!
 //! The servers the tools measure or fault are real `fairway serve`
 //! processes: by default the `fairway` binary next to this one (build both
@@ -13,6 +14,7 @@ mod bench;
 mod chaos;
 mod demo;
 mod figures;
+mod schedules;
 mod simulate;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,10 @@ enum Command {
     /// A synthetic forge in virtual time, scheduled by the real scheduler:
     /// Fairway's defaults against the reference scheduler's way.
     Simulate(simulate::SimulateArgs),
+    /// Recurring schedules beyond the workers' capacity, in virtual time:
+    /// deadline order (Fairway's), FIFO and fixed-time firing, scored by
+    /// the same health.
+    SimulateSchedules(schedules::ScheduleSimArgs),
     /// Fault injection: several nodes on one Cassandra keyspace, a nemesis,
     /// and a checker of what clients saw.
     #[command(subcommand)]
@@ -60,6 +66,7 @@ fn main() -> ExitCode {
             Command::Bench(command) => bench::run(command).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Simulate(args) => simulate::run(args).await,
+            Command::SimulateSchedules(args) => schedules::run(args),
             Command::Chaos(command) => chaos::run(command).await,
         }
     });
