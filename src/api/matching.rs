@@ -18,7 +18,7 @@ use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
 use super::{convert, status};
 use crate::cluster::Peers;
 use crate::core::engine::{Finished, Outcome};
-use crate::matcher::{PartitionView, Queues};
+use crate::matcher::{LeaseToken, PartitionView, QueueMatcher, Queues};
 use crate::model::{Limits, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
@@ -49,6 +49,14 @@ pub trait TaskHook: Send + Sync + std::fmt::Debug {
     /// again).
     async fn failed(&self, queue: &QueueName, dedup_id: &str, will_retry: bool) {
         let _ = (queue, dedup_id, will_retry);
+    }
+
+    /// Sees a heartbeat of a task of `queue` with dedup id `dedup_id` at the
+    /// node that holds its lease; `Some(reason)` refuses it: the task is
+    /// failed for good with `reason` (no retry), and the worker told to stop.
+    async fn heartbeating(&self, queue: &QueueName, dedup_id: &str) -> Option<String> {
+        let _ = (queue, dedup_id);
+        None
     }
 
     /// Sees attempt `attempt` of task `task_id` of `queue`, with dedup id
@@ -121,6 +129,27 @@ impl MatchingService {
         MatchingService { router: Arc::new(Router::new(queues, keys, peers, hooks)), limits, polls }
     }
 
+    /// Asks the hooks whether a heartbeat of `token`'s task may extend its
+    /// lease; when one refuses, fails the task for good with its reason (and
+    /// tells the hooks), and returns the reason.
+    async fn heartbeat_refused(&self, matcher: &QueueMatcher, token: &LeaseToken) -> Result<Option<String>, Status> {
+        if self.router.hooks().is_empty() {
+            return Ok(None);
+        }
+        let Some(dedup_id) = matcher.leased_dedup_id(token).map_err(status::from_match)? else { return Ok(None) };
+        for hook in self.router.hooks() {
+            let Some(reason) = hook.heartbeating(&token.queue, &dedup_id).await else { continue };
+            let outcome = Outcome::Fail { retryable: false, message: reason.clone(), retry_after: None };
+            let finished = matcher.finish(token, outcome).await.map_err(status::from_match)?;
+            let will_retry = matches!(finished, Finished::Retrying { .. });
+            for hook in self.router.hooks() {
+                hook.failed(&token.queue, &dedup_id, will_retry).await;
+            }
+            return Ok(Some(reason));
+        }
+        Ok(None)
+    }
+
     /// The router the service sends each call through, to this node's queues or
     /// to their owners.
     pub fn router(&self) -> &Arc<Router> {
@@ -191,7 +220,7 @@ fn admit_add(caller: &Caller, rpc: Rpc, queue: &QueueName, mut spec: TaskSpec) -
     {
         return Err(status::invalid(ValidationError::new(
             format!("{field}.dedup_id"),
-            format!("is {dedup_id:?}; dedup ids starting with {RUN_DEDUP_PREFIX:?} are the runs of schedules'"),
+            format!("is {dedup_id:?}; dedup ids starting with {RUN_DEDUP_PREFIX:?} are for the runs of schedules"),
         )));
     }
     if let Some(grant) = authorize_add(caller, rpc, queue.as_str(), &spec)? {
@@ -362,6 +391,9 @@ impl Matching for MatchingService {
         let origin = Origin::of(&caller);
         match self.router.lease_target(&token, origin).await? {
             Target::Here(matcher) => {
+                if let Some(reason) = self.heartbeat_refused(&matcher, &token).await? {
+                    return Err(Status::failed_precondition(format!("lease_token: the task was failed: {reason}")));
+                }
                 let deadline = matcher.heartbeat(&token).map_err(status::from_match)?;
                 Ok(Response::new(pb::HeartbeatTaskResponse { lease_deadline: Some(convert::timestamp(deadline)) }))
             }

@@ -85,6 +85,19 @@ impl TaskHook for ScheduleRuns {
         }
     }
 
+    async fn heartbeating(&self, _queue: &QueueName, dedup_id: &str) -> Option<String> {
+        if !is_run(dedup_id) {
+            return None;
+        }
+        match self.schedules.run_may_go_on(dedup_id).await {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                tracing::warn!(dedup_id, %error, "checking a run's heartbeat against its schedule: let through");
+                None
+            }
+        }
+    }
+
     fn dispatched(&self, _queue: &QueueName, dedup_id: &str, task_id: i64, attempt: u32) {
         if !is_run(dedup_id) {
             return;

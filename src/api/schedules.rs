@@ -30,6 +30,9 @@ pub const MAX_BLACKOUTS: usize = 16;
 pub const MAX_NOTE_BYTES: usize = 1024;
 /// The longest period, interval, window or duration a schedule may name.
 pub const MAX_SPAN: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The largest payload of a schedule's runs, in bytes: the run template is
+/// stored in the schedule's record, which must fit the store.
+pub const MAX_TEMPLATE_PAYLOAD_BYTES: usize = 64 * 1024;
 /// The page size of a ListSchedules that names none.
 const DEFAULT_PAGE: usize = 100;
 
@@ -199,6 +202,15 @@ fn template(
     let t = template.ok_or_else(|| invalid(field, "is missing"))?;
     validate::queue_name(&format!("{field}.queue"), &t.queue)?;
     validate::payload(&format!("{field}.payload"), t.payload.len(), limits)?;
+    if t.payload.len() > MAX_TEMPLATE_PAYLOAD_BYTES {
+        return Err(invalid(
+            &format!("{field}.payload"),
+            format!(
+                "is {} bytes; the limit is {MAX_TEMPLATE_PAYLOAD_BYTES} (the template lives in the schedule's record)",
+                t.payload.len()
+            ),
+        ));
+    }
     let fairness_key = if t.fairness_key.is_empty() { id.to_owned() } else { t.fairness_key };
     validate::fairness_key(&format!("{field}.fairness_key"), &fairness_key)?;
     let fairness_weight = validate::fairness_weight(&format!("{field}.fairness_weight"), t.fairness_weight)?;
@@ -334,6 +346,7 @@ fn info(view: &ScheduleView) -> pb::ScheduleInfo {
         runs: record.stats.runs.iter().map(proto_run).collect(),
         counts: Some(proto_counts(&record.stats.counts)),
         created_by: record.created_by.clone(),
+        out_of_runs: record.spec.remaining_runs == Some(0),
     }
 }
 

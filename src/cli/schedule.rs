@@ -1,6 +1,5 @@
 //! `fairway schedule …`: recurring schedules from the command line. Times
-//! are shown as local dates with how far they are ("in 3 h", "5 min ago"),
-//! durations as "1h30m".
+//! are shown as local dates with how far they are ("in 3 h", "5 min ago").
 
 use std::time::Duration;
 
@@ -61,14 +60,15 @@ pub(super) enum ScheduleCommand {
         server: ServerArg,
         id: String,
     },
-    /// List schedules, the most urgent health first in each page.
+    /// List schedules (with their health, when they turn ERROR and when
+    /// they can start next).
     List {
         #[command(flatten)]
         server: ServerArg,
         /// Only schedules of this health.
         #[arg(long, value_enum)]
         health: Option<HealthArg>,
-        /// At most this many (1 to 1000).
+        /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
@@ -341,6 +341,9 @@ fn describe(s: &pb::ScheduleInfo, next_ticks: &[prost_types::Timestamp]) {
             c.overlap_skipped,
             c.over_expected_duration
         );
+    }
+    if s.out_of_runs {
+        println!("  runs left      none: it adds no more runs (update it with --runs to give it more)");
     }
     for tick in next_ticks {
         println!("  next tick      {}", when(Some(tick), now));

@@ -5,10 +5,18 @@
 //! dedup ids cost one prefix check.
 //!
 //! A start is recorded after the worker has its task and a failure after
-//! the task failed, best effort: a start or failure lost here is found by
-//! the next probe of the run ([`super::firing`]). A good end is recorded
+//! the task failed, best effort: a failure lost here is found by the next
+//! probe of the run ([`super::firing`]) once the task is gone; a start lost
+//! here leaves the run counted as waiting (no `max_allowed_duration` or
+//! blackout check until its next attempt starts). A good end is recorded
 //! before the completion (invariant 3 of [`super`]): when it cannot be
 //! written, the completion is refused and the worker tries again.
+//!
+//! Each heartbeat of a run asks [`Schedules::run_may_go_on`]: a run its
+//! schedule failed (outlived `max_allowed_duration`, met a blackout) or
+//! that outlived `max_allowed_duration` since its start is failed for good
+//! there, so its lease cannot be extended past the limit and its task is
+//! not delivered again.
 
 use crate::core::schedules::{RunEnd, ended, started};
 
@@ -66,6 +74,33 @@ impl Schedules {
             Ok(ended(&record.spec, &mut record.stats, task_id, end, final_end, now))
         })
         .await
+    }
+
+    /// Whether the run of dedup id `dedup_id` may go on (`None`), or why not:
+    /// its schedule no longer counts it in flight (failed for outliving
+    /// `max_allowed_duration` or meeting a blackout), it outlived
+    /// `max_allowed_duration`, or a blackout began while it runs. A run of a
+    /// deleted schedule goes on.
+    pub async fn run_may_go_on(&self, dedup_id: &str) -> Result<Option<String>, ScheduleError> {
+        let Some((id, nominal)) = parse_run_dedup_id(dedup_id) else { return Ok(None) };
+        let Some(record) = self.store().schedule(id).await? else { return Ok(None) };
+        let Some(run) = record.stats.runs.iter().find(|r| r.nominal == nominal) else {
+            return Ok(Some(format!(
+                "schedule {id:?} no longer counts this run (it outlived max_allowed_duration or met a blackout)"
+            )));
+        };
+        let now = self.now();
+        if let (Some(start), Some(limit)) = (run.started_at, record.spec.max_allowed_duration_ms)
+            && now - start > limit
+        {
+            return Ok(Some(format!("the run of schedule {id:?} outlived max_allowed_duration ({limit} ms)")));
+        }
+        let calendar = crate::core::schedules::Calendar::new(&record.spec.cadence, &record.spec.time_zone)
+            .map_err(|e| ScheduleError::Invalid(crate::model::ValidationError::new("spec", e.to_string())))?;
+        if run.started_at.is_some() && calendar.blackout_end(&record.spec.blackouts, now).is_some() {
+            return Ok(Some(format!("a blackout of schedule {id:?} began while its run was running")));
+        }
+        Ok(None)
     }
 
     /// [`Schedules::modify`], quiet when the schedule was deleted.

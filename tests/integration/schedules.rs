@@ -173,6 +173,37 @@ async fn a_periodic_schedule_fires_runs_and_learns_from_their_ends() {
 }
 
 #[tokio::test]
+async fn a_run_that_outlives_max_allowed_duration_is_failed_at_its_next_heartbeat() {
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let server = start(clock.clone()).await;
+    let mut schedules = SchedulesClient::new(server.channel());
+    let mut matching = server.client.clone();
+    let spec = pb::ScheduleSpec { max_allowed_duration: duration(10 * MINUTE), ..periodic(60 * MINUTE, MINUTE) };
+    create(&mut schedules, "bounded", spec).await;
+    let run = next_run(&mut matching).await;
+    described_until(&mut schedules, "bounded", "the run's start", |i| i.runs.iter().any(|r| r.started_at.is_some()))
+        .await;
+    let heartbeat = || pb::HeartbeatTaskRequest { lease_token: run.lease_token.clone() };
+    matching.heartbeat_task(heartbeat()).await.expect("within its allowance, the lease is extended");
+
+    clock.advance(11 * MINUTE);
+    let refused = matching.heartbeat_task(heartbeat()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("max_allowed_duration"), "{}", refused.message());
+    let info = described_until(&mut schedules, "bounded", "the failure", |i| i.consecutive_failures == 1).await;
+    assert!(info.runs.is_empty(), "{info:#?}");
+    // Failed for good: a dead letter, never delivered again.
+    let dead = matching
+        .list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10 })
+        .await
+        .expect("dead letters")
+        .into_inner();
+    assert_eq!(dead.dead_letters.len(), 1, "{dead:?}");
+    assert!(dead.dead_letters[0].message.contains("max_allowed_duration"), "{dead:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn bad_schedule_requests_are_refused_naming_the_field() {
     let server = TestServer::start().await;
     let mut schedules = SchedulesClient::new(server.channel());
@@ -213,6 +244,10 @@ async fn bad_schedule_requests_are_refused_naming_the_field() {
             "template.queue",
         ),
         (request("s", good(), Some(pb::RunTemplate { priority: 9, ..template("x") })), "template.priority"),
+        (
+            request("s", good(), Some(pb::RunTemplate { payload: vec![0; 64 * 1024 + 1], ..template("x") })),
+            "template.payload",
+        ),
     ] {
         let status = refused(schedules.create_schedule(req.clone()).await);
         assert_eq!(status.code(), Code::InvalidArgument, "{req:?}: {status:?}");

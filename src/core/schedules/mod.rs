@@ -138,13 +138,17 @@ pub struct ScheduleSpec {
     pub end_at: Option<UnixMillis>,
     /// Runs it may still fire (`None`: no limit); each run fired takes one.
     pub remaining_runs: Option<u64>,
-    /// Ticks missed by more than this are skipped and counted, not run.
+    /// After an outage one run is fired, for the latest tick due; the ticks
+    /// before it are skipped and counted: as missed when older than this
+    /// window, as overlap-skipped otherwise.
     pub catchup_window_ms: i64,
     /// What a tick does while another run is pending or running.
     pub overlap: Overlap,
     /// A run longer than this logs and counts a warning.
     pub max_expected_duration_ms: Option<i64>,
-    /// A run longer than this is failed (its lease cannot be extended past it).
+    /// A run longer than this is failed: the firing loop fails it in its
+    /// schedule, and its next heartbeat fails its task for good (its lease
+    /// cannot be extended past the limit by more than a heartbeat interval).
     pub max_allowed_duration_ms: Option<i64>,
 }
 

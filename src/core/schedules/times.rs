@@ -193,8 +193,10 @@ pub fn start_times(
 /// 1. No runs left, no tick left, or `can_start_by` past `end_at`: wait for
 ///    nothing (`until: None`).
 /// 2. Runs in flight: [`Overlap::Skip`] waits while one is; [`Overlap::BufferOne`]
-///    fires a due tick while one is (the run queue holds it behind the
-///    running one) and waits while two are; [`Overlap::AllowAll`] waits at
+///    fires a due tick while one is (both runs are in the queue: they may
+///    run at once unless the run queue's `key_concurrency` is 1, the
+///    schedule id being the runs' default fairness key) and waits while two
+///    are; [`Overlap::AllowAll`] waits at
 ///    [`MAX_RUNS_IN_FLIGHT`]. A periodic schedule has no ticks to buffer: it
 ///    waits while any of its runs is in flight (its cooldown counts from
 ///    the end of the last run). These waits have `until: None`: the end of
