@@ -21,6 +21,8 @@ pub mod config;
 pub mod firing;
 pub mod lifecycle;
 pub mod queue;
+#[cfg(test)]
+mod two_nodes_tests;
 
 use std::sync::Arc;
 
