@@ -125,9 +125,9 @@ async fn two_nodes_firing_at_once_add_each_tick_once() {
         clock.advance(Duration::from_secs(50));
     }
 
-    let state = queue.state.lock().unwrap();
+    let added = queue.state.lock().unwrap().added.clone();
     let mut per_tick: HashMap<(&str, UnixMillis), usize> = HashMap::new();
-    for (_, dedup_id) in &state.added {
+    for (_, dedup_id) in &added {
         let (id, nominal) = parse_run_dedup_id(dedup_id).expect("a run's dedup id");
         *per_tick.entry((id, nominal)).or_default() += 1;
     }
@@ -140,7 +140,7 @@ async fn two_nodes_firing_at_once_add_each_tick_once() {
         fired += record.stats.counts.fired;
         assert!(record.stats.counts.fired >= 1, "{} never fired", record.id);
     }
-    assert_eq!(fired as usize, state.added.len(), "every task added is a run its schedule counts");
+    assert_eq!(fired as usize, added.len(), "every task added is a run its schedule counts");
     // 25 ticks passed; a failure backs its schedule off by 5 min, two by 1 h.
     assert!(fired > 40 * 5, "only {fired} runs fired");
 }
