@@ -8,6 +8,7 @@ use clap::Subcommand;
 
 use fairway::proto::v1 as pb;
 use fairway::proto::v1::scheduler_client::SchedulerClient;
+use fairway::proto::v1::schedules_client::SchedulesClient;
 
 use super::client::ServerArg;
 
@@ -55,6 +56,30 @@ pub(super) enum OriginCommand {
         server: ServerArg,
         lister: String,
     },
+    /// Run a lister on a schedule: its listings become runs of the schedule
+    /// `listers/<LISTER>` on queue `--queue`, fired earliest deadline first,
+    /// with a health that says when the forge's listing is late. A worker
+    /// runs them: `fairway worker --queue listers -- ./list-forge.sh` (the
+    /// payload, on stdin, is `{"lister": NAME, "visit_type": TYPE}`).
+    /// Creates the schedule, or updates it if it exists.
+    ScheduleLister {
+        #[command(flatten)]
+        server: ServerArg,
+        /// The lister's name and instance, e.g. `gitlab/framagit`.
+        lister: String,
+        #[arg(long, default_value = "git")]
+        visit_type: String,
+        /// The forge may be listed at most this long ago (e.g. `24h`).
+        #[arg(long, value_parser = super::schedule::parse_duration)]
+        period: std::time::Duration,
+        /// The wait after a good listing before the next may start (default:
+        /// a quarter of the period).
+        #[arg(long, value_parser = super::schedule::parse_duration)]
+        cooldown: Option<std::time::Duration>,
+        /// The queue the listings go to.
+        #[arg(long, default_value = "listers")]
+        queue: String,
+    },
     /// Run one scheduling round of a visit type now.
     Round {
         #[command(flatten)]
@@ -62,6 +87,11 @@ pub(super) enum OriginCommand {
         #[arg(long, default_value = "git")]
         visit_type: String,
     },
+}
+
+/// The schedule a lister runs on (`fairway origin schedule-lister`).
+fn lister_schedule_id(lister: &str) -> String {
+    format!("listers/{lister}")
 }
 
 fn status(error: tonic::Status) -> anyhow::Error {
@@ -157,11 +187,59 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
             let what = if response.duplicate { "already queued as" } else { "queued as" };
             println!("{url}: {what} task {} on visits.{visit_type}", response.task_id);
         }
+        OriginCommand::ScheduleLister { server, lister, visit_type, period, cooldown, queue } => {
+            let id = lister_schedule_id(&lister);
+            let cooldown = cooldown.unwrap_or(period / 4);
+            let seconds = |d: std::time::Duration| prost_types::Duration { seconds: d.as_secs() as i64, nanos: 0 };
+            let spec = pb::ScheduleSpec {
+                cadence: Some(pb::schedule_spec::Cadence::Periodic(pb::PeriodicCadence {
+                    scheduling_period: Some(seconds(period)),
+                    cooldown: Some(seconds(cooldown)),
+                })),
+                ..Default::default()
+            };
+            let payload = serde_json::json!({ "lister": lister, "visit_type": visit_type });
+            let template = pb::RunTemplate {
+                queue,
+                payload: payload.to_string().into_bytes(),
+                fairness_key: lister.clone(),
+                ..Default::default()
+            };
+            let mut schedules = SchedulesClient::new(server.channel().await?);
+            let request = pb::CreateScheduleRequest {
+                id: id.clone(),
+                spec: Some(spec.clone()),
+                template: Some(template.clone()),
+                paused_note: String::new(),
+            };
+            let what = match schedules.create_schedule(request).await {
+                Ok(_) => "created",
+                Err(e) if e.code() == tonic::Code::AlreadyExists => {
+                    let update =
+                        pb::UpdateScheduleRequest { id: id.clone(), spec: Some(spec), template: Some(template) };
+                    schedules.update_schedule(update).await.map_err(status)?;
+                    "updated"
+                }
+                Err(e) => return Err(status(e)),
+            };
+            println!(
+                "lister {lister}: schedule {id} {what}; listed at most every {} (`fairway schedule describe {id}`)",
+                super::schedule::human(period)
+            );
+        }
         OriginCommand::Metrics { server, lister } => {
             let mut client = connect(&server).await?;
             let request = pb::GetListerMetricsRequest { lister: lister.clone() };
             let response = client.get_lister_metrics(request).await.map_err(status)?.into_inner();
             println!("lister {lister}: last listing finished {}", time(response.listing_finished));
+            let mut schedules = SchedulesClient::new(server.channel().await?);
+            let request = pb::DescribeScheduleRequest { id: lister_schedule_id(&lister) };
+            if let Ok(described) = schedules.describe_schedule(request).await
+                && let Some(s) = described.into_inner().schedule
+            {
+                let health = pb::Health::try_from(s.health).map_or("?", |h| h.as_str_name());
+                println!("  listing schedule {}: {} ({})", s.id, health.trim_start_matches("HEALTH_"), s.health_reason);
+            }
             println!(
                 "  {:<16} {:>10} {:>10} {:>14} {:>16}",
                 "visit type", "known", "enabled", "never visited", "pending changes"

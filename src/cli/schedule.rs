@@ -103,25 +103,25 @@ pub(super) struct SpecArgs {
     #[arg(long)]
     queue: String,
     /// Periodic: the data may be at most this stale (e.g. `6h`).
-    #[arg(long, value_parser = duration, conflicts_with_all = ["cron", "every"])]
+    #[arg(long, value_parser = parse_duration, conflicts_with_all = ["cron", "every"])]
     period: Option<Duration>,
     /// Periodic: the wait after a good run before the next may start.
-    #[arg(long, value_parser = duration, requires = "period")]
+    #[arg(long, value_parser = parse_duration, requires = "period")]
     cooldown: Option<Duration>,
     /// Cron: an expression, five fields (or six with seconds first).
     #[arg(long, conflicts_with = "every")]
     cron: Option<String>,
     /// Interval: a tick every this long (e.g. `15m`).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = parse_duration)]
     every: Option<Duration>,
     /// Interval: the ticks' offset from the epoch.
-    #[arg(long, value_parser = duration, requires = "every")]
+    #[arg(long, value_parser = parse_duration, requires = "every")]
     phase: Option<Duration>,
     /// Interval: a random delay of each tick, up to this.
-    #[arg(long, value_parser = duration, requires = "every")]
+    #[arg(long, value_parser = parse_duration, requires = "every")]
     jitter: Option<Duration>,
     /// Cron and interval: how long after its tick a run must have finished.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = parse_duration)]
     max_duration: Option<Duration>,
     /// The IANA time zone of the cron expression and blackouts.
     #[arg(long, default_value = "UTC")]
@@ -133,13 +133,13 @@ pub(super) struct SpecArgs {
     #[arg(long, value_enum, default_value = "skip")]
     overlap: OverlapArg,
     /// Ticks missed by more than this are skipped (default: the server's, 1 day).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = parse_duration)]
     catchup_window: Option<Duration>,
     /// A run longer than this counts a warning.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = parse_duration)]
     max_expected_duration: Option<Duration>,
     /// A run longer than this is failed.
-    #[arg(long, value_parser = duration)]
+    #[arg(long, value_parser = parse_duration)]
     max_allowed_duration: Option<Duration>,
     /// Stop after this many runs.
     #[arg(long)]
@@ -155,7 +155,8 @@ pub(super) struct SpecArgs {
     priority: u32,
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
+/// A duration as the config writes them (`90s`, `15m`, `6h`).
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
     duration_serde::parse(text)
 }
 
@@ -267,7 +268,21 @@ fn when(t: Option<&prost_types::Timestamp>, now: i64) -> String {
 }
 
 fn length(d: Option<&prost_types::Duration>) -> String {
-    d.map_or("-".into(), |d| duration_serde::format(Duration::new(d.seconds.max(0) as u64, d.nanos.max(0) as u32)))
+    d.map_or("-".into(), |d| human(Duration::new(d.seconds.max(0) as u64, d.nanos.max(0) as u32)))
+}
+
+/// `d` in its largest whole unit: "24h", "90m", "45s", "1.5s".
+pub(super) fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if d.subsec_nanos() != 0 || s == 0 {
+        return duration_serde::format(d);
+    }
+    match () {
+        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        _ if s % 3_600 == 0 => format!("{}h", s / 3_600),
+        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
 }
 
 fn health_name(health: i32) -> &'static str {
@@ -480,6 +495,10 @@ mod tests {
         assert_eq!(relative(0, 5 * 60_000 + 2_000), "5 min 2 s ago");
         assert_eq!(relative(0, 3 * 86_400_000), "3 d 0 h ago");
         assert_eq!(span(999), "0 s");
+        assert_eq!(human(Duration::from_secs(86_400)), "1d");
+        assert_eq!(human(Duration::from_secs(5_400)), "90m");
+        assert_eq!(human(Duration::from_secs(43_200)), "12h");
+        assert_eq!(human(Duration::from_secs(61)), "61s");
         let t = prost_types::Timestamp { seconds: 1_764_000_000, nanos: 0 };
         let shown = when(Some(&t), 1_764_000_000_000 - 60_000);
         assert!(shown.ends_with("(in 1 min 0 s)") && shown.starts_with("2025-11-"), "{shown}");

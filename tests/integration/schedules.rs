@@ -16,7 +16,7 @@ use fairway::proto::v1::schedules_client::SchedulesClient;
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::support::{Backend, Client, TestServer, add, poll, spec};
+use crate::support::{Backend, Client, TestServer, add, fairway_command, poll, spec};
 
 const QUEUE: &str = "runs";
 const MINUTE: Duration = Duration::from_secs(60);
@@ -319,5 +319,43 @@ async fn list_pages_through_every_schedule_and_filters_by_health() {
         page = schedules.list_schedules(next).await.expect("list").into_inner();
     }
     assert_eq!(errors, 25);
+    server.stop().await;
+}
+
+/// `fairway origin schedule-lister` puts a lister on a schedule, and again
+/// with another period updates it.
+#[tokio::test]
+async fn a_lister_is_put_on_a_schedule_from_the_command_line() {
+    let server = TestServer::start().await;
+    let mut schedules = SchedulesClient::new(server.channel());
+    let address = format!("http://{}", server.addr);
+    let run = |period: &'static str| {
+        let address = address.clone();
+        tokio::task::spawn_blocking(move || {
+            fairway_command()
+                .args(["origin", "schedule-lister", "gitlab/framagit", "--period", period, "--server", &address])
+                .output()
+                .expect("run fairway origin schedule-lister")
+        })
+    };
+    let output = run("24h").await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("schedule listers/gitlab/framagit created") && stdout.contains("every 1d"), "{stdout}");
+    let info = describe(&mut schedules, "listers/gitlab/framagit").await;
+    let template = info.template.expect("a template");
+    assert_eq!((template.queue.as_str(), template.fairness_key.as_str()), ("listers", "gitlab/framagit"));
+    let payload: serde_json::Value = serde_json::from_slice(&template.payload).expect("a JSON payload");
+    assert_eq!(payload, serde_json::json!({"lister": "gitlab/framagit", "visit_type": "git"}));
+
+    let output = run("12h").await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("updated") && stdout.contains("every 12h"), "{stdout}");
+    let info = describe(&mut schedules, "listers/gitlab/framagit").await;
+    let Some(pb::schedule_spec::Cadence::Periodic(periodic)) = info.spec.and_then(|s| s.cadence) else {
+        panic!("a periodic cadence")
+    };
+    assert_eq!(periodic.scheduling_period.map(|d| d.seconds), Some(12 * 3600));
+    assert_eq!(periodic.cooldown.map(|d| d.seconds), Some(3 * 3600), "a quarter of the period by default");
     server.stop().await;
 }
