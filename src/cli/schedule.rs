@@ -278,9 +278,9 @@ pub(super) fn human(d: Duration) -> String {
         return duration_serde::format(d);
     }
     match () {
-        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s % 3_600 == 0 => format!("{}h", s / 3_600),
-        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{s}s"),
     }
 }
