@@ -144,6 +144,12 @@ pub(super) struct SpecArgs {
     /// Stop after this many runs.
     #[arg(long)]
     runs: Option<u64>,
+    /// No tick before this time (RFC 3339, e.g. `2026-12-01T08:00:00+01:00`).
+    #[arg(long, value_parser = parse_time)]
+    start_at: Option<prost_types::Timestamp>,
+    /// No tick after this time (RFC 3339).
+    #[arg(long, value_parser = parse_time)]
+    end_at: Option<prost_types::Timestamp>,
     /// The runs' payload (text).
     #[arg(long, default_value = "")]
     payload: String,
@@ -158,6 +164,13 @@ pub(super) struct SpecArgs {
 /// A duration as the config writes them (`90s`, `15m`, `6h`).
 pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
     duration_serde::parse(text)
+}
+
+/// An RFC 3339 date and time, with its offset.
+fn parse_time(text: &str) -> Result<prost_types::Timestamp, String> {
+    let at = chrono::DateTime::parse_from_rfc3339(text)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-01T08:00:00+01:00 ({e})"))?;
+    Ok(prost_types::Timestamp { seconds: at.timestamp(), nanos: at.timestamp_subsec_nanos() as i32 })
 }
 
 fn proto_duration(d: Duration) -> prost_types::Duration {
@@ -200,8 +213,8 @@ impl SpecArgs {
             cadence: Some(cadence),
             time_zone: self.time_zone.clone(),
             blackouts,
-            start_at: None,
-            end_at: None,
+            start_at: self.start_at,
+            end_at: self.end_at,
             remaining_runs: self.runs.unwrap_or(0),
             catchup_window: self.catchup_window.map(proto_duration),
             overlap: match self.overlap {
@@ -523,5 +536,9 @@ mod tests {
         let spec = periodic.spec().unwrap();
         assert_eq!(spec.blackouts[0].end, "02:30");
         assert!(parse(&["s", "--queue", "q", "--period", "soon"]).is_err());
+        let bounded =
+            parse(&["s", "--queue", "q", "--every", "1h", "--start-at", "2026-12-01T08:00:00+01:00"]).unwrap();
+        assert_eq!(bounded.spec().unwrap().start_at.map(|t| t.seconds), Some(1_796_108_400));
+        assert!(parse(&["s", "--queue", "q", "--every", "1h", "--end-at", "tomorrow"]).is_err());
     }
 }
