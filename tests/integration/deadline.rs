@@ -17,9 +17,10 @@ fn at(seconds: i64, millis: i32) -> Option<prost_types::Timestamp> {
 
 /// Tasks added one by one latest deadline first come back earliest deadline
 /// first, whatever their keys; a task without a deadline goes by its add
-/// time (now, before them all), a deadline already passed after every
-/// deadline still ahead, and a higher priority before everything. Each
-/// comes back with the deadline it was given.
+/// time (now, before them all); a deadline already passed ranks as due
+/// `tasks.late_slack` (15 min) from now, so after the task due now and
+/// before the deadlines of 2030; a higher priority goes before everything.
+/// Each comes back with the deadline it was given.
 #[tokio::test]
 async fn tasks_come_back_in_deadline_order() {
     let mut config = Config::default();
@@ -49,9 +50,12 @@ async fn tasks_come_back_in_deadline_order() {
             break;
         }
     }
-    let mut expected = vec![("urgent".to_owned(), Some((base + 3600, 0))), ("no-deadline".to_owned(), None)];
+    let mut expected = vec![
+        ("urgent".to_owned(), Some((base + 3600, 0))),
+        ("no-deadline".to_owned(), None),
+        ("overdue".to_owned(), Some((1_000_000_000, 0))),
+    ];
     expected.extend((0..12).map(|i| (format!("k{}", i % 5), Some((base + 60 * i, i as i32)))));
-    expected.push(("overdue".to_owned(), Some((1_000_000_000, 0))));
     assert_eq!(order, expected);
     assert!(poll(&mut client, QUEUE, WAIT.min(Duration::from_millis(100))).await.is_none());
     server.stop().await;

@@ -40,6 +40,13 @@ pub struct TaskPolicy {
     /// keys need no fairness) or `"deadline"` (earliest deadline first,
     /// whatever the key; a task without a deadline goes by its add time).
     pub ordering: DispatchOrder,
+    /// With `"deadline"` ordering: a task whose deadline has passed goes
+    /// after the tasks due within this much of now, and before those due
+    /// later. Late tasks wait while work on time is urgent (so that one late
+    /// task does not make the others late in turn), and are not starved by
+    /// work that could wait.
+    #[serde(with = "crate::clock::duration_serde")]
+    pub late_slack: Duration,
 }
 
 /// The order of dispatch within a priority level.
@@ -68,6 +75,7 @@ impl Default for TaskPolicy {
             key_rate_per_second: 0.0,
             key_burst: 1,
             ordering: DispatchOrder::Fair,
+            late_slack: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -112,6 +120,9 @@ impl TaskPolicy {
         }
         if self.key_burst == 0 {
             return fail("key_burst", "is 0; it must be at least 1".to_owned());
+        }
+        if self.late_slack > Duration::from_secs(7 * 24 * 3600) {
+            return fail("late_slack", format!("is {:?}; it must be at most 7 days", self.late_slack));
         }
         Ok(())
     }

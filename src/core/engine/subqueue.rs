@@ -233,12 +233,17 @@ impl Subqueue {
     }
 
     /// The ready task whose key `allowed` accepts that goes first by
-    /// deadline at `now` ([`deadline_rank`]): the earliest deadline not yet
-    /// passed, else the earliest passed; the lowest level among equals. The
-    /// buffer holds the oldest tasks waiting, so the choice is exact while
-    /// no more than the buffer's capacity wait. One pass over the buffer,
-    /// whose size is bounded by `engine.buffer_tasks`.
-    pub(super) fn earliest_deadline(&self, now: UnixMillis, allowed: impl Fn(&str) -> bool) -> Option<&StoredTask> {
+    /// deadline at `now` ([`deadline_rank`] with `late_slack`, then the
+    /// deadline, then the level). The buffer holds the oldest tasks waiting,
+    /// so the choice is exact while no more than the buffer's capacity
+    /// wait. One pass over the buffer, whose size is bounded by
+    /// `engine.buffer_tasks`.
+    pub(super) fn earliest_deadline(
+        &self,
+        now: UnixMillis,
+        late_slack: i64,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Option<&StoredTask> {
         if self.ready == 0 {
             return None;
         }
@@ -248,7 +253,7 @@ impl Subqueue {
                 Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
                 _ => None,
             })
-            .min_by_key(|task| (deadline_rank(task, now), task.level))
+            .min_by_key(|task| (deadline_rank(task, now, late_slack), task.deadline_or_created(), task.level))
     }
 
     /// Hands out the ready task at `level`; its slot waits for its lease.
@@ -461,19 +466,17 @@ impl Subqueue {
     }
 }
 
-/// Added to the rank of a task whose deadline has passed, so that it ranks
-/// after every task whose deadline has not (deadlines are ms since the
-/// epoch, far below it).
-const PASSED: i64 = 1 << 61;
-
 /// How a task ranks in a queue ordered by deadline at `now`: by its
-/// deadline while that has not passed, after every such task once it has
-/// (a task past its latest useful start is late whatever comes next;
-/// serving it first would make the tasks still on time late too). A task
-/// given no deadline is due at its add time and never counted late.
-pub(crate) fn deadline_rank(task: &StoredTask, now: UnixMillis) -> i64 {
+/// deadline while that has not passed; once it has, as if it were due
+/// `late_slack` from now. A late task thus waits behind the tasks due
+/// within `late_slack` (serving it first would make them late in turn: the
+/// domino of plain earliest-deadline-first under overload) and goes before
+/// those that can wait longer (so that work on time but not urgent does
+/// not starve it). A task given no deadline is due at its add time and
+/// never counted late.
+pub(crate) fn deadline_rank(task: &StoredTask, now: UnixMillis, late_slack: i64) -> i64 {
     match task.deadline_unix_ms {
-        Some(deadline) if deadline < now => PASSED.saturating_add(deadline),
+        Some(deadline) if deadline < now => now.saturating_add(late_slack),
         Some(deadline) => deadline,
         None => task.created_at_unix_ms,
     }

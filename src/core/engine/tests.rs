@@ -749,8 +749,9 @@ fn deadline_candidates_compare_across_partitions_by_deadline() {
 }
 
 /// A task added without a deadline goes by the time it was added, and is
-/// never counted late; a task whose deadline has passed goes after every
-/// task whose deadline has not, the earliest passed first.
+/// never counted late; a task whose deadline has passed ranks as due
+/// `late_slack` (15 min by default) from now: after the tasks due sooner,
+/// the earliest passed first, and before the tasks due later.
 #[test]
 fn without_a_deadline_a_task_goes_by_its_add_time_and_passed_deadlines_go_last() {
     let mut backlog = Backlog::new(deadline_config(64, 16));
@@ -770,6 +771,15 @@ fn without_a_deadline_a_task_goes_by_its_add_time_and_passed_deadlines_go_last()
     let keys: Vec<&str> = order.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["added-at-1000", "added-at-3000", "due-3500", "due-500", "due-1500", "due-2999"]);
     assert_eq!(order[0].1, None, "no deadline is stored for a task added without one");
+
+    // Due in an hour: a late task goes first, it can wait no longer.
+    backlog.add(&[
+        with_deadline("due-in-1h", Priority::DEFAULT, Some(3_000 + 3_600_000)),
+        with_deadline("late", Priority::DEFAULT, Some(2_000)),
+        with_deadline("due-in-5min", Priority::DEFAULT, Some(3_000 + 300_000)),
+    ]);
+    let keys: Vec<String> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.fairness_key).collect();
+    assert_eq!(keys, ["due-in-5min", "late", "due-in-1h"]);
 }
 
 /// A retried task keeps its deadline, and its new level is computed from

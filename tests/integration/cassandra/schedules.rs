@@ -6,7 +6,7 @@
 //! fired it), the paused one fired nothing after its pause, no schedule
 //! broke its constraint (the workers had room for all), and once the
 //! workers came back after a stop, the waiting runs came out earliest
-//! `should_start_by` first (those still on time before those already late).
+//! `should_start_by` first (a late one ranked as due 15 minutes from now).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -61,9 +61,10 @@ fn now_ms() -> i64 {
 }
 
 /// A run's place in a deadline-ordered queue at `now`: by deadline while it
-/// has not passed, after every such run once it has.
-fn rank(deadline: i64, now: i64) -> (bool, i64) {
-    (deadline < now, deadline)
+/// has not passed; once it has, as if due `tasks.late_slack` (15 min) from now.
+fn rank(deadline: i64, now: i64) -> (i64, i64) {
+    const LATE_SLACK_MS: i64 = 15 * 60 * 1000;
+    (if deadline < now { now + LATE_SLACK_MS } else { deadline }, deadline)
 }
 
 /// Periods of 30, 40, 50 and 60 s, a 20 s cooldown: every schedule runs

@@ -57,24 +57,25 @@ impl PartitionEngine {
     /// higher: it comes back like a key that was idle.
     ///
     /// With deadline ordering the buffered task chosen is the first by
-    /// [`deadline_rank`] (earliest deadline not yet passed, then those
-    /// passed), and a candidate's `pass_ahead` is that rank, not a distance
+    /// [`deadline_rank`] (its deadline, or for a late task now plus
+    /// `tasks.late_slack`), and a candidate's `pass_ahead` is that rank, not a distance
     /// from the ack level: deadlines mean the same in every partition, so
     /// the matcher compares partitions by them.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         let by_deadline = self.config.tasks.ordering == DispatchOrder::Deadline;
+        let late_slack = crate::clock::millis(self.config.tasks.late_slack);
         for subqueue in &self.subqueues {
             let priority = subqueue.priority;
             let ahead = |task: &StoredTask| {
                 if by_deadline {
-                    deadline_rank(task, now)
+                    deadline_rank(task, now, late_slack)
                 } else {
                     task.level.pass.saturating_sub(subqueue.ack.pass).max(0)
                 }
             };
             let allowed = |key: &str| self.dispatchable(priority, key, now);
             let ready = match by_deadline {
-                true => subqueue.earliest_deadline(now, allowed),
+                true => subqueue.earliest_deadline(now, late_slack, allowed),
                 false => subqueue.first_ready(allowed),
             };
             let ready =

@@ -15,12 +15,15 @@ use serde::Serialize;
 
 use super::mix::{Class, MIX, Mix};
 
+/// `tasks.late_slack`'s default: a late run ranks as due this long from now.
+const LATE_SLACK_MS: i64 = 15 * 60 * 1000;
+
 /// How runs are fired and in which order workers take them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Policy {
-    /// Fired when `decide` says so; the earliest `should_start_by` first
-    /// among the runs that can still start by it, then the runs already
-    /// past it, earliest first (Fairway's deadline ordering).
+    /// Fired when `decide` says so; the earliest `should_start_by` first,
+    /// a run already past it ranked as due 15 minutes from now (Fairway's
+    /// deadline ordering, `late_slack` at its default).
     Edf,
     /// Fired when `decide` says so; the earliest `should_start_by` first,
     /// late or not (plain EDF, which under overload serves runs already
@@ -47,7 +50,7 @@ impl Policy {
 
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Policy::Edf => "EDF, late runs last",
+            Policy::Edf => "deadline order (Fairway)",
             Policy::EdfPlain => "plain EDF",
             Policy::FifoDue => "FIFO (can_start_by)",
             Policy::FixedPeriod => "fixed ticks, every period",
@@ -339,14 +342,22 @@ impl Sim<'_> {
     fn dispatch(&mut self) {
         let now = self.now;
         while self.free > 0 {
-            // Deadline order serves the runs that can still start in time
-            // first: a run past its latest safe start is late whatever
-            // comes next, and serving it first makes the others late too.
-            let on_time = match self.policy {
-                Policy::Edf => self.queue.range((now, 0, 0)..).next().copied(),
-                _ => None,
+            // Deadline order as the engine does it (`deadline_rank`): a run
+            // past its latest safe start ranks as due `late_slack` from now,
+            // behind the runs due sooner (serving it first would make them
+            // late too) and before those that can wait.
+            let first = match self.policy {
+                Policy::Edf => {
+                    let on_time = self.queue.range((now, 0, 0)..).next().copied();
+                    let late = self.queue.first().copied().filter(|f| f.0 < now);
+                    match (on_time, late) {
+                        (Some(o), Some(l)) => Some(if o.0 > now.saturating_add(LATE_SLACK_MS) { l } else { o }),
+                        (o, l) => o.or(l),
+                    }
+                }
+                _ => self.queue.first().copied(),
             };
-            let Some(first) = on_time.or_else(|| self.queue.first().copied()) else { break };
+            let Some(first) = first else { break };
             self.queue.remove(&first);
             let (_, _, s) = first;
             self.free -= 1;

@@ -161,7 +161,7 @@ class ScheduleCounts(_message.Message):
     def __init__(self, fired: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., started_late: _Optional[int] = ..., missed_catchup_window: _Optional[int] = ..., overlap_skipped: _Optional[int] = ..., over_expected_duration: _Optional[int] = ...) -> None: ...
 
 class ScheduleInfo(_message.Message):
-    __slots__ = ["average_good_duration", "can_start_by", "consecutive_failures", "counts", "created_at", "created_by", "error_at", "health", "health_reason", "id", "last_end", "last_good_end", "last_good_start", "last_start", "paused", "paused_note", "runs", "should_start_by", "spec", "template"]
+    __slots__ = ["average_good_duration", "can_start_by", "consecutive_failures", "counts", "created_at", "created_by", "error_at", "health", "health_reason", "id", "last_end", "last_good_end", "last_good_start", "last_start", "out_of_runs", "paused", "paused_note", "runs", "should_start_by", "spec", "template"]
     AVERAGE_GOOD_DURATION_FIELD_NUMBER: _ClassVar[int]
     CAN_START_BY_FIELD_NUMBER: _ClassVar[int]
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class ScheduleInfo(_message.Message):
     LAST_GOOD_END_FIELD_NUMBER: _ClassVar[int]
     LAST_GOOD_START_FIELD_NUMBER: _ClassVar[int]
     LAST_START_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_RUNS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_NOTE_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
@@ -196,13 +197,14 @@ class ScheduleInfo(_message.Message):
     last_good_end: _timestamp_pb2.Timestamp
     last_good_start: _timestamp_pb2.Timestamp
     last_start: _timestamp_pb2.Timestamp
+    out_of_runs: bool
     paused: bool
     paused_note: str
     runs: _containers.RepeatedCompositeFieldContainer[ScheduleRun]
     should_start_by: _timestamp_pb2.Timestamp
     spec: ScheduleSpec
     template: RunTemplate
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., template: _Optional[_Union[RunTemplate, _Mapping]] = ..., paused: bool = ..., paused_note: _Optional[str] = ..., health: _Optional[_Union[Health, str]] = ..., health_reason: _Optional[str] = ..., error_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., can_start_by: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., should_start_by: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_good_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_good_end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., consecutive_failures: _Optional[int] = ..., average_good_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[ScheduleRun, _Mapping]]] = ..., counts: _Optional[_Union[ScheduleCounts, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., template: _Optional[_Union[RunTemplate, _Mapping]] = ..., paused: bool = ..., paused_note: _Optional[str] = ..., health: _Optional[_Union[Health, str]] = ..., health_reason: _Optional[str] = ..., error_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., can_start_by: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., should_start_by: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_good_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_good_end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., consecutive_failures: _Optional[int] = ..., average_good_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., runs: _Optional[_Iterable[_Union[ScheduleRun, _Mapping]]] = ..., counts: _Optional[_Union[ScheduleCounts, _Mapping]] = ..., created_by: _Optional[str] = ..., out_of_runs: bool = ...) -> None: ...
 
 class ScheduleRun(_message.Message):
     __slots__ = ["added_at", "attempt", "nominal", "should_start_by", "started_at", "task_id"]
