@@ -215,18 +215,21 @@ fn item_error(status: Status) -> pb::AddTaskResult {
 /// allows it.
 fn admit_add(caller: &Caller, rpc: Rpc, queue: &QueueName, mut spec: TaskSpec) -> Result<TaskSpec, Status> {
     let field = if rpc == Rpc::AddTasks { "tasks[]" } else { "task" };
-    if !matches!(caller, Caller::Node(_))
-        && let Some(dedup_id) = spec.dedup_id.as_deref().filter(|d| d.starts_with(RUN_DEDUP_PREFIX))
-    {
-        return Err(status::invalid(ValidationError::new(
+    // Run dedup ids are the schedules' own: a client's, as sent or as a
+    // tenant grant scopes it, may not look like one.
+    let not_a_run = |spec: &TaskSpec| match spec.dedup_id.as_deref().filter(|d| d.starts_with(RUN_DEDUP_PREFIX)) {
+        Some(dedup_id) if !matches!(caller, Caller::Node(_)) => Err(status::invalid(ValidationError::new(
             format!("{field}.dedup_id"),
             format!("is {dedup_id:?}; dedup ids starting with {RUN_DEDUP_PREFIX:?} are for the runs of schedules"),
-        )));
-    }
+        ))),
+        _ => Ok(()),
+    };
+    not_a_run(&spec)?;
     if let Some(grant) = authorize_add(caller, rpc, queue.as_str(), &spec)? {
         grant
             .scope_dedup_id(&mut spec)
             .map_err(|e| status::invalid(ValidationError::new(format!("{field}.dedup_id"), e)))?;
+        not_a_run(&spec)?;
     }
     Ok(spec)
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunQueue, ScheduleError, Schedules, run_dedup_id};
+use super::{RunQueue, RunQueueError, ScheduleError, Schedules, run_dedup_id};
 use crate::clock::{UnixMillis, millis};
 use crate::core::schedules::{Calendar, Decision, Health, RunEnd, decide, ended, fired, health};
 use crate::store::schedules::ScheduleRecord;
@@ -81,7 +81,15 @@ impl Firing {
         let probe_after = millis(schedules.config().probe_after);
         for &shard in shards {
             let now = schedules.now();
-            for record in schedules.shard_records(shard).await? {
+            let records = match schedules.shard_records(shard).await {
+                Ok(records) => records,
+                Err(error) => {
+                    // The other shards are looked at all the same.
+                    tracing::warn!(shard, %error, "reading a shard of schedules");
+                    continue;
+                }
+            };
+            for record in records {
                 let calendar = match Calendar::new(&record.spec.cadence, &record.spec.time_zone) {
                     Ok(calendar) => calendar,
                     Err(error) => {
@@ -104,7 +112,8 @@ impl Firing {
                     fired.map(drop)
                 }
                 Action::FailOverTime { nominal, reason } => {
-                    let failed = fail_run(schedules, &id, nominal, reason).await;
+                    let still = |record: &ScheduleRecord, now| over_time(record, nominal, now);
+                    let failed = fail_run(schedules, &id, nominal, reason, still).await;
                     report.failed_over_time += usize::from(matches!(failed, Ok(true)));
                     failed.map(drop)
                 }
@@ -224,10 +233,16 @@ async fn fire(
     if !written {
         return Ok(false);
     }
-    let added = queue
-        .add_run(&record.template, &run_dedup_id(id, nominal), should_start_by)
-        .await
-        .map_err(|e| ScheduleError::Store(crate::store::StoreError::Unavailable(e.to_string())))?;
+    let added = match queue.add_run(&record.template, &run_dedup_id(id, nominal), should_start_by).await {
+        Ok(added) => added,
+        Err(RunQueueError::Refused(reason)) => {
+            fail_run(schedules, id, nominal, &format!("its queue refused it: {reason}"), |_, _| true).await?;
+            return Ok(false);
+        }
+        Err(error @ RunQueueError::Unavailable(_)) => {
+            return Err(ScheduleError::Store(crate::store::StoreError::Unavailable(error.to_string())));
+        }
+    };
     set_task(schedules, id, nominal, added.task_id).await?;
     tracing::debug!(schedule = id, nominal, task_id = added.task_id, "fired");
     Ok(true)
@@ -247,15 +262,27 @@ async fn set_task(schedules: &Schedules, id: &str, nominal: UnixMillis, task_id:
         .map(drop)
 }
 
-/// Fails the run of `id` for `nominal` for `reason`. Its task is not
-/// stopped: a worker that goes on with it finds its later news ignored.
-async fn fail_run(schedules: &Schedules, id: &str, nominal: UnixMillis, reason: &str) -> Result<bool, ScheduleError> {
+/// Fails the run of `id` for `nominal` for `reason`, if `still(record,
+/// now)` holds of the record as it is when written (the look that decided
+/// it may be stale). Its task is failed for good at its next heartbeat
+/// ([`super::Schedules::run_may_go_on`]).
+async fn fail_run(
+    schedules: &Schedules,
+    id: &str,
+    nominal: UnixMillis,
+    reason: &str,
+    still: impl Fn(&ScheduleRecord, UnixMillis) -> bool,
+) -> Result<bool, ScheduleError> {
     let mut failed = false;
     schedules
         .modify(id, |record, now| {
+            failed = false;
             let Some(task_id) = record.stats.runs.iter().find(|r| r.nominal == nominal).map(|r| r.task_id) else {
                 return Ok(false);
             };
+            if !still(record, now) {
+                return Ok(false);
+            }
             failed = ended(&record.spec, &mut record.stats, task_id, RunEnd::Failed, true, now);
             Ok(failed)
         })
@@ -264,6 +291,19 @@ async fn fail_run(schedules: &Schedules, id: &str, nominal: UnixMillis, reason: 
         tracing::warn!(schedule = id, nominal, reason, "run failed");
     }
     Ok(failed)
+}
+
+/// Whether the run of `nominal` in `record` is over its time at `now`:
+/// started longer ago than `max_allowed_duration`, or running while a
+/// blackout holds.
+fn over_time(record: &ScheduleRecord, nominal: UnixMillis, now: UnixMillis) -> bool {
+    let Some(run) = record.stats.runs.iter().find(|r| r.nominal == nominal) else { return false };
+    let Some(start) = run.started_at else { return false };
+    if record.spec.max_allowed_duration_ms.is_some_and(|limit| now - start > limit) {
+        return true;
+    }
+    Calendar::new(&record.spec.cadence, &record.spec.time_zone)
+        .is_ok_and(|calendar| calendar.blackout_end(&record.spec.blackouts, now).is_some())
 }
 
 /// Adds the task of the run of `id` for `nominal` again under its dedup id:
@@ -278,10 +318,16 @@ async fn probe(
 ) -> Result<bool, ScheduleError> {
     let fresh = schedules.get(id).await?.record;
     let Some(run) = fresh.stats.runs.iter().find(|r| r.nominal == nominal).cloned() else { return Ok(false) };
-    let added = queue
-        .add_run(&fresh.template, &run_dedup_id(id, nominal), run.should_start_by)
-        .await
-        .map_err(|e| ScheduleError::Store(crate::store::StoreError::Unavailable(e.to_string())))?;
+    let added = match queue.add_run(&fresh.template, &run_dedup_id(id, nominal), run.should_start_by).await {
+        Ok(added) => added,
+        Err(RunQueueError::Refused(reason)) => {
+            fail_run(schedules, id, nominal, &format!("its queue refused it: {reason}"), |_, _| true).await?;
+            return Ok(true);
+        }
+        Err(error @ RunQueueError::Unavailable(_)) => {
+            return Err(ScheduleError::Store(crate::store::StoreError::Unavailable(error.to_string())));
+        }
+    };
     if added.duplicate && (run.task_id == 0 || run.task_id == added.task_id) {
         if run.task_id == 0 {
             set_task(schedules, id, nominal, added.task_id).await?;

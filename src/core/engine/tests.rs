@@ -677,6 +677,29 @@ fn the_earliest_deadline_is_chosen_among_the_buffered_tasks() {
     assert_eq!(rest, ["k7", "k6", "k5", "k4"]);
 }
 
+/// A task that never wins on deadline (due in two days) while urgent tasks
+/// keep coming holds the ack level back: once `park_after` tasks are
+/// dispatched above it, it goes next, so the marks above the ack level stay
+/// bounded and it is not starved.
+#[test]
+fn a_task_that_never_wins_on_deadline_goes_once_park_after_tasks_passed_it() {
+    const PARK_AFTER: usize = 8;
+    let mut backlog = Backlog::new(EngineConfig { park_after: PARK_AFTER, ..deadline_config(64, 16) });
+    let index = Priority::DEFAULT.index();
+    backlog.add(&[with_deadline("far", Priority::DEFAULT, Some(2 * 86_400_000))]);
+    let (mut most_marks, mut far_at) = (0, None);
+    for i in 0..100 {
+        backlog.add(&[with_deadline(&format!("urgent{i}"), Priority::DEFAULT, Some(60_000 + i))]);
+        let task = backlog.dispatch().expect("a task");
+        if task.fairness_key == "far" {
+            far_at = Some(i);
+        }
+        most_marks = most_marks.max(backlog.engine.metadata().subqueues[index].dispatched_above_ack.len());
+    }
+    assert_eq!(far_at, Some(PARK_AFTER as i64), "it went once {PARK_AFTER} tasks had passed it");
+    assert!(most_marks <= PARK_AFTER, "at most {most_marks} tasks dispatched above the ack level");
+}
+
 /// Priorities stay strict over deadlines; within a level, equal deadlines
 /// go in order of arrival whatever the key.
 #[test]

@@ -237,6 +237,13 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
     for worker in crew {
         worker.await.unwrap();
     }
+    // Paused, the schedules fire nothing new during the drain: the runs
+    // taken are those that waited, whatever the drain's pace.
+    let mut client = SchedulesClient::new(channel(live[0]).await.unwrap());
+    for i in (0..SCHEDULES).filter(|i| format!("s{i:03}") != PAUSED) {
+        let pause = pb::PauseScheduleRequest { id: format!("s{i:03}"), paused: true, note: "the drain".into() };
+        client.pause_schedule(pause).await.expect("pause for the drain");
+    }
     let mut drained = Vec::new();
     let mut client = MatchingClient::new(channel(live[1]).await.unwrap());
     while drained.len() < SCHEDULES - 1 {

@@ -58,7 +58,9 @@ impl PartitionEngine {
     ///
     /// With deadline ordering the buffered task chosen is the first by
     /// [`deadline_rank`] (its deadline, or for a late task now plus
-    /// `tasks.late_slack`), and a candidate's `pass_ahead` is that rank, not a distance
+    /// `tasks.late_slack`) while fewer than `engine.park_after` tasks are
+    /// dispatched above the ack level, the oldest waiting one past that;
+    /// and a candidate's `pass_ahead` is that rank, not a distance
     /// from the ack level: deadlines mean the same in every partition, so
     /// the matcher compares partitions by them.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
@@ -74,7 +76,11 @@ impl PartitionEngine {
                 }
             };
             let allowed = |key: &str| self.dispatchable(priority, key, now);
-            let ready = match by_deadline {
+            // The oldest waiting task holds the ack level: past `park_after`
+            // tasks dispatched above it, it goes next whatever its deadline,
+            // so that the ack level moves and the marks above it stay
+            // bounded (and no task waits for ever behind urgent ones).
+            let ready = match by_deadline && subqueue.dispatched_above_ack() < self.config.park_after {
                 true => subqueue.earliest_deadline(now, late_slack, allowed),
                 false => subqueue.first_ready(allowed),
             };
