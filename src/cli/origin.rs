@@ -57,8 +57,9 @@ pub(super) enum OriginCommand {
         lister: String,
     },
     /// Run a lister on a schedule: its listings become runs of the schedule
-    /// `listers/<LISTER>` on queue `--queue`, fired earliest deadline first,
-    /// with a health that says when the forge's listing is late. A worker
+    /// `listers/<LISTER>` on queue `--queue` (give that queue `ordering =
+    /// "deadline"` in the server's config for the most urgent listing to go
+    /// first), with a health that says when the forge's listing is late. A worker
     /// runs them: `fairway worker --queue listers -- ./list-forge.sh` (the
     /// payload, on stdin, is `{"lister": NAME, "visit_type": TYPE}`).
     /// Creates the schedule, or updates it if it exists.

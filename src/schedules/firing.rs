@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunQueue, RunQueueError, ScheduleError, Schedules, run_dedup_id};
+use super::{AddedRun, RunQueue, RunQueueError, ScheduleError, Schedules, run_dedup_id};
 use crate::clock::{UnixMillis, millis};
 use crate::core::schedules::{Calendar, Decision, Health, RunEnd, decide, ended, fired, health};
 use crate::store::schedules::ScheduleRecord;
@@ -233,19 +233,33 @@ async fn fire(
     if !written {
         return Ok(false);
     }
-    let added = match queue.add_run(&record.template, &run_dedup_id(id, nominal), should_start_by).await {
-        Ok(added) => added,
-        Err(RunQueueError::Refused(reason)) => {
-            fail_run(schedules, id, nominal, &format!("its queue refused it: {reason}"), |_, _| true).await?;
-            return Ok(false);
-        }
-        Err(error @ RunQueueError::Unavailable(_)) => {
-            return Err(ScheduleError::Store(crate::store::StoreError::Unavailable(error.to_string())));
-        }
-    };
+    let Some(added) = add_or_fail(schedules, queue, &record, nominal, should_start_by).await? else { return Ok(false) };
     set_task(schedules, id, nominal, added.task_id).await?;
     tracing::debug!(schedule = id, nominal, task_id = added.task_id, "fired");
     Ok(true)
+}
+
+/// Adds the task of `record`'s run for `nominal` (under its dedup id, with
+/// deadline `should_start_by`). A queue that refuses it for good fails the
+/// run (`None`), rather than being asked again at every look.
+async fn add_or_fail(
+    schedules: &Schedules,
+    queue: &dyn RunQueue,
+    record: &ScheduleRecord,
+    nominal: UnixMillis,
+    should_start_by: UnixMillis,
+) -> Result<Option<AddedRun>, ScheduleError> {
+    let id = &record.id;
+    match queue.add_run(&record.template, &run_dedup_id(id, nominal), should_start_by).await {
+        Ok(added) => Ok(Some(added)),
+        Err(RunQueueError::Refused(reason)) => {
+            fail_run(schedules, id, nominal, &format!("its queue refused it: {reason}"), |_, _| true).await?;
+            Ok(None)
+        }
+        Err(error @ RunQueueError::Unavailable(_)) => {
+            Err(ScheduleError::Store(crate::store::StoreError::Unavailable(error.to_string())))
+        }
+    }
 }
 
 /// Records the task id of the run of `id` for `nominal`, if it has none.
@@ -318,15 +332,8 @@ async fn probe(
 ) -> Result<bool, ScheduleError> {
     let fresh = schedules.get(id).await?.record;
     let Some(run) = fresh.stats.runs.iter().find(|r| r.nominal == nominal).cloned() else { return Ok(false) };
-    let added = match queue.add_run(&fresh.template, &run_dedup_id(id, nominal), run.should_start_by).await {
-        Ok(added) => added,
-        Err(RunQueueError::Refused(reason)) => {
-            fail_run(schedules, id, nominal, &format!("its queue refused it: {reason}"), |_, _| true).await?;
-            return Ok(true);
-        }
-        Err(error @ RunQueueError::Unavailable(_)) => {
-            return Err(ScheduleError::Store(crate::store::StoreError::Unavailable(error.to_string())));
-        }
+    let Some(added) = add_or_fail(schedules, queue, &fresh, nominal, run.should_start_by).await? else {
+        return Ok(true);
     };
     if added.duplicate && (run.task_id == 0 || run.task_id == added.task_id) {
         if run.task_id == 0 {

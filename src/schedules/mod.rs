@@ -248,16 +248,21 @@ impl Schedules {
         self.view_now(record)
     }
 
-    /// Deletes `id`.
+    /// Deletes `id`. A delete whose outcome was uncertain and that did land
+    /// is a success, not a missing schedule.
     pub async fn delete(&self, id: &str) -> Result<(), ScheduleError> {
+        let mut maybe_deleted = false;
         for _ in 0..MAX_CAS_TRIES {
             let Some(stored) = self.store.schedule(id).await? else {
-                return Err(ScheduleError::NotFound(id.to_owned()));
+                return match maybe_deleted {
+                    true => Ok(()),
+                    false => Err(ScheduleError::NotFound(id.to_owned())),
+                };
             };
             match self.store.delete_schedule(id, stored.version).await {
                 Ok(true) => return Ok(()),
                 Ok(false) => continue,
-                Err(StoreError::Uncertain(_)) => continue,
+                Err(StoreError::Uncertain(_)) => maybe_deleted = true,
                 Err(e) => return Err(e.into()),
             }
         }
