@@ -78,7 +78,11 @@ def test_sigterm_mid_run_loses_nothing(server, client, tmp_path):
     assert set(done) == {str(i) for i in range(total)}
     assert [p for p, n in done.items() if n != 1] == [], "every task completed exactly once overall"
     info = client.describe_queue(queue)
-    assert (info.completed, info.failed, info.backlog, info.leased) == (total, 0, 0, 0)
+    assert (info.completed, info.backlog, info.leased) == (total, 0, 0)
+    # A poll in flight when the signal came may be answered with a task the
+    # stopping worker can only give back by failing it (or by letting its
+    # lease run out): at most one such failure per slot that was polling.
+    assert info.failed <= 4, info
     assert client.dead_letters(queue) == []
 
 
