@@ -224,6 +224,13 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
     })
     .await;
 
+    // While the workers had room (before they stop on purpose below), no
+    // schedule broke its constraint, the killed node's included.
+    let all = list(live[0]).await;
+    let broken: Vec<&str> =
+        all.iter().filter(|s| s.id != PAUSED && s.health == pb::Health::Error as i32).map(|s| s.id.as_str()).collect();
+    assert!(broken.is_empty(), "schedules broke their constraint though the workers had room: {broken:?}");
+
     // The workers stop until every schedule has a run waiting again; then
     // one worker takes them all, and they come earliest deadline first.
     working.store(false, Ordering::SeqCst);
@@ -304,9 +311,6 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
         }
     }
     let all = list(live[0]).await;
-    let broken: Vec<&str> =
-        all.iter().filter(|s| s.id != PAUSED && s.health == pb::Health::Error as i32).map(|s| s.id.as_str()).collect();
-    assert!(broken.is_empty(), "schedules broke their constraint though the workers had room: {broken:?}");
     // Every task a worker saw is a run some schedule fired, and every run
     // fired was seen or is still in flight: a tick added twice would be a
     // task no fire accounts for.
