@@ -15,6 +15,8 @@ mod startup;
 mod tombstones;
 mod visit_tombstones;
 
+use std::fs::File;
+use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
 use fairway::store::cassandra::{CassandraConfig, CassandraStore, apply_schema, connect_session};
@@ -30,10 +32,22 @@ async fn shared() -> OwnedRwLockReadGuard<()> {
     NODE.clone().read_owned().await
 }
 
-/// Held by a test that pauses or kills the node.
-pub(crate) async fn exclusive() -> OwnedRwLockWriteGuard<()> {
-    NODE.clone().write_owned().await
+/// Held by a test that pauses or kills the node: every other test of this
+/// binary waits, and so do the lab's chaos runs on the same node (another
+/// process, `tools/fairway-lab/tests/chaos.rs`), through a lock file.
+pub(crate) async fn exclusive() -> (File, OwnedRwLockWriteGuard<()>) {
+    let lock = Path::new(env!("CARGO_TARGET_TMPDIR")).join(SINGLE_NODE_LOCK);
+    let file = tokio::task::spawn_blocking(move || fairway::test_util::take_turn(&lock))
+        .await
+        .expect("the lock file's thread")
+        .expect("the lock of the runs that pause or kill the single node");
+    (file, NODE.clone().write_owned().await)
 }
+
+/// The lock file, in the workspace's target directory, that the tests which
+/// pause or kill the single test node take: this binary's outage test and
+/// the lab's chaos runs of Fairway faults, which use the same node.
+const SINGLE_NODE_LOCK: &str = "single-node-runs.lock";
 
 /// Where the test node listens.
 pub(crate) fn contact_point() -> String {

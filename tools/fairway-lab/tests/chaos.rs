@@ -45,6 +45,14 @@ fn one_run_at_a_time() -> File {
     fairway::test_util::take_turn(&lock).expect("the lock of the three-node runs")
 }
 
+/// The Fairway-fault runs use the single test node, which the root's outage
+/// test (tests/integration/cassandra/outage.rs, another test binary) pauses
+/// and kills: they take turns through this lock file, the one that test takes.
+fn single_node_to_ourselves() -> File {
+    let lock = Path::new(env!("CARGO_TARGET_TMPDIR")).join("single-node-runs.lock");
+    fairway::test_util::take_turn(&lock).expect("the lock of the runs that pause or kill the single node")
+}
+
 /// The `fairway-lab` binary, with none of this process's `FAIRWAY_*`
 /// variables: the run's nodes get the settings the run gives them, whatever
 /// the environment of the test run (`scripts/test.sh` exports its own knobs).
@@ -98,6 +106,7 @@ fn a_short_run_of_every_fairway_fault_and_network_partition_passes_the_checker()
          partitions root and iptables (Debian's package iptables)."
     );
     for scenario in ["kill", "pause", "pause-owner", "cut-store", "cut-peers"] {
+        let _node = single_node_to_ourselves();
         run_briefly(scenario, &store, &needs, &[]);
     }
 }
