@@ -162,7 +162,7 @@ pub async fn serve(
     clock: SharedClock,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let Stores { tasks: store, visits: visit_store, schedules: schedule_store } = stores;
+    let Stores { tasks: store, visits: visit_store, schedules: schedule_store, leases: lease_store } = stores;
     let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
     settings.node = node_name(config, &listener);
@@ -221,7 +221,9 @@ pub async fn serve(
     let stop_rounds = CancellationToken::new();
     let rounds = config.scheduler.rounds.then(|| {
         let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
-        tokio::spawn(run_rounds(scheduler, visits, clock, stop_rounds.clone()))
+        // Held under the name the cluster's membership knows this node by.
+        let (node, region) = (queues.view().node().to_owned(), config.cluster.region.clone());
+        tokio::spawn(run_rounds(scheduler, visits, clock, lease_store, node, region, stop_rounds.clone()))
     });
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MatchingServer<MatchingService>>().await;

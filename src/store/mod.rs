@@ -33,6 +33,7 @@ mod codec;
 pub mod conformance;
 pub mod embedded;
 mod error;
+pub mod leases;
 mod members;
 mod partitions;
 pub mod schedules;
@@ -56,11 +57,12 @@ pub use crate::core::engine::rows::{
     RecordTask, RecordValue, RowRef, Section, StoredRow, SubqueueMeta, stored_task_bytes,
 };
 
-/// One backend under the three contracts a node serves from: the tasks'
-/// ([`Store`]), the visit scheduler's ([`visits::VisitStore`]) and the
-/// schedules' ([`schedules::ScheduleStore`]). All are the same instance (a
-/// data directory has one opener; a Cassandra keyspace, one session per
-/// node).
+/// One backend under the four contracts a node serves from: the tasks'
+/// ([`Store`]), the visit scheduler's ([`visits::VisitStore`]), the
+/// schedules' ([`schedules::ScheduleStore`]) and the named leases'
+/// ([`leases::LeaseStore`], which the rounds of the visit scheduler run
+/// under). All are the same instance (a data directory has one opener; a
+/// Cassandra keyspace, one session per node).
 #[derive(Clone, Debug)]
 pub struct Stores {
     /// The backend as the tasks' store.
@@ -69,12 +71,14 @@ pub struct Stores {
     pub visits: Arc<dyn visits::VisitStore>,
     /// The same backend as the schedules' store.
     pub schedules: Arc<dyn schedules::ScheduleStore>,
+    /// The same backend as the named leases' store.
+    pub leases: Arc<dyn leases::LeaseStore>,
 }
 
 impl Stores {
-    /// A backend that keeps the three contracts.
-    pub fn of<S: Store + visits::VisitStore + schedules::ScheduleStore>(store: Arc<S>) -> Stores {
-        Stores { tasks: store.clone(), visits: store.clone(), schedules: store }
+    /// A backend that keeps the four contracts.
+    pub fn of<S: Store + visits::VisitStore + schedules::ScheduleStore + leases::LeaseStore>(store: Arc<S>) -> Stores {
+        Stores { tasks: store.clone(), visits: store.clone(), schedules: store.clone(), leases: store }
     }
 }
 

@@ -39,9 +39,11 @@ pub enum BlindVisits {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
-    /// Whether this node runs scheduling rounds. The service (recording
-    /// origins and outcomes) runs on every node; on a cluster, let one
-    /// node run the rounds.
+    /// Whether this node may run scheduling rounds: it runs those of a
+    /// visit type while it holds that type's lease (`rounds_lease`), so one
+    /// node at a time does, and another takes over when it dies; leave it
+    /// on every node. The service (recording origins and outcomes) runs on
+    /// every node.
     pub rounds: bool,
     /// Time between rounds of a visit type while they send visits.
     #[serde(with = "crate::clock::duration_serde")]
@@ -84,6 +86,16 @@ pub struct SchedulerConfig {
     /// Per lister, the hosts its origins may be on: names, or `*.suffix`
     /// for the hosts under a domain; a lister not listed may record any host.
     pub origin_hosts: BTreeMap<String, Vec<String>>,
+    /// How long a node's hold on the rounds of a visit type lasts unless it
+    /// renews it (every third of it): the lease `rounds/<visit type>` in the
+    /// store. A node runs a visit type's rounds only while it holds that
+    /// lease with a third of this left; another node takes the lease over
+    /// within about this plus a third of it after the holder dies.
+    #[serde(with = "crate::clock::duration_serde")]
+    pub rounds_lease: Duration,
+    /// The region (`cluster.region`) whose nodes alone may hold the rounds'
+    /// leases; none: any node with `rounds = true`.
+    pub rounds_region: Option<String>,
 }
 
 impl Default for SchedulerConfig {
@@ -104,9 +116,15 @@ impl Default for SchedulerConfig {
             policies: BTreeMap::new(),
             origin_schemes: super::origin_url::default_schemes(),
             origin_hosts: BTreeMap::new(),
+            rounds_lease: Duration::from_secs(6),
+            rounds_region: None,
         }
     }
 }
+
+/// The shortest `rounds_lease`: renewed every third of it, it must outlast
+/// a store's round trip several times over.
+pub const MIN_ROUNDS_LEASE: Duration = Duration::from_secs(1);
 
 /// The reference scheduler's weights (in the order of [`Policy`], as a
 /// configured table is): one-shot visit types stop after a
@@ -192,6 +210,22 @@ impl SchedulerConfig {
                 );
             }
         }
+        if self.rounds_lease < MIN_ROUNDS_LEASE || self.rounds_lease > crate::store::leases::MAX_TTL {
+            return fail(
+                "rounds_lease",
+                format!(
+                    "is {:?}; it must be {MIN_ROUNDS_LEASE:?} to {:?}",
+                    self.rounds_lease,
+                    crate::store::leases::MAX_TTL
+                ),
+            );
+        }
+        if let Some(region) = &self.rounds_region {
+            if region.is_empty() {
+                return fail("rounds_region", "is empty; name a region, or leave it out for any".into());
+            }
+            crate::model::validate::region("scheduler.rounds_region", region)?;
+        }
         Ok(())
     }
 }
@@ -222,5 +256,29 @@ mod tests {
         let ValidationError { field: key, message } = bad.validate().unwrap_err();
         assert_eq!(key, "scheduler.policies.hg.stop_after_success");
         assert!(message.contains("-1"), "{message}");
+    }
+
+    /// The rounds' lease settings: the default is 6 s and any region; a
+    /// lease out of bounds or an empty or bad region is refused, naming the
+    /// field and the limit.
+    #[test]
+    fn rounds_lease_settings_are_checked() {
+        let config = SchedulerConfig::default();
+        assert_eq!((config.rounds_lease, config.rounds_region.as_deref()), (Duration::from_secs(6), None));
+        let parsed: SchedulerConfig = toml::from_str("rounds_lease = \"9s\"\nrounds_region = \"eu-west\"").unwrap();
+        assert_eq!((parsed.rounds_lease, parsed.rounds_region.as_deref()), (Duration::from_secs(9), Some("eu-west")));
+        assert!(parsed.validate().is_ok());
+        let refused = |config: SchedulerConfig, field: &str, needle: &str| {
+            let ValidationError { field: key, message } = config.validate().unwrap_err();
+            assert_eq!(key, field);
+            assert!(message.contains(needle), "{message}");
+        };
+        let lease = |ms: u64| SchedulerConfig { rounds_lease: Duration::from_millis(ms), ..SchedulerConfig::default() };
+        refused(lease(999), "scheduler.rounds_lease", "1s to 3600s");
+        refused(lease(3_600_001), "scheduler.rounds_lease", "1s to 3600s");
+        assert!(lease(1_000).validate().is_ok());
+        let region = |r: &str| SchedulerConfig { rounds_region: Some(r.into()), ..SchedulerConfig::default() };
+        refused(region(""), "scheduler.rounds_region", "leave it out");
+        refused(region("eu west"), "scheduler.rounds_region", "48");
     }
 }

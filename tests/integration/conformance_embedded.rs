@@ -27,3 +27,9 @@ mod schedules {
 
     fairway::schedule_store_conformance_suite!(embedded_store);
 }
+
+mod leases {
+    use super::embedded_store;
+
+    fairway::lease_store_conformance_suite!(embedded_store);
+}

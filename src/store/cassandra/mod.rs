@@ -14,6 +14,7 @@
 mod catalog;
 mod config;
 mod error;
+mod leases;
 mod members;
 mod partitions;
 mod schedules;
@@ -51,6 +52,7 @@ pub struct CassandraStore {
     statements: Statements,
     visit_statements: visits::VisitStatements,
     schedule_statements: schedules::ScheduleStatements,
+    lease_statements: leases::LeaseStatements,
     visit_heads: visits::HeadPruner,
     visit_batch_bytes: usize,
     keyspace: String,
@@ -80,11 +82,13 @@ impl CassandraStore {
         let statements = Statements::prepare(&session, keyspace, config).await?;
         let visit_statements = visits::VisitStatements::prepare(&session, keyspace).await?;
         let schedule_statements = schedules::ScheduleStatements::prepare(&session, keyspace, config).await?;
+        let lease_statements = leases::LeaseStatements::prepare(&session, keyspace).await?;
         Ok(CassandraStore {
             session,
             statements,
             visit_statements,
             schedule_statements,
+            lease_statements,
             visit_heads: visits::HeadPruner::new(config.visit_prune_margin),
             visit_batch_bytes: config.visit_batch_bytes,
             keyspace: keyspace.to_owned(),

@@ -6,6 +6,7 @@
 //! locked: a second process opening the same directory is refused.
 
 mod catalog;
+mod leases;
 mod members;
 mod partitions;
 mod schedules;
@@ -157,6 +158,7 @@ impl EmbeddedStore {
         txn.open_table(QUEUE_CREATORS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         schedules::create_tables(&txn).map_err(|e| io(e.to_string()))?;
+        leases::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         txn.commit().map_err(|e| io(e.to_string()))?;
         Ok(EmbeddedStore { db: Arc::new(db), path })
     }

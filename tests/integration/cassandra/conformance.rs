@@ -16,3 +16,9 @@ mod schedules {
 
     fairway::schedule_store_conformance_suite!(cassandra_store);
 }
+
+mod leases {
+    use super::cassandra_store;
+
+    fairway::lease_store_conformance_suite!(cassandra_store);
+}

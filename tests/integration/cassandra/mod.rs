@@ -9,6 +9,7 @@ mod end_to_end;
 mod faulty;
 mod outage;
 mod ownership;
+mod rounds_lease;
 mod schedules;
 mod secure;
 mod startup;
