@@ -5,17 +5,26 @@
 //! killed (SIGKILL: no release); another node must hold the lease and send
 //! visits of origins listed after the kill within 10 s.
 //!
-//! Checked over the whole run: no origin was queued twice. Every visit is
-//! completed as soon as a poller takes it, which frees its dedup id, and an
-//! origin scheduled once waits 12 hours before it may be scheduled again;
-//! so a second task (another task id) for one URL is a second queueing,
-//! which two nodes running rounds at once would make (both read the same
-//! index heads; the visit one queued is done before the other queues it).
+//! Checked: until the kill, the holder alone took the lease and ran rounds
+//! (each node logs the rounds that sent visits, and its takes of the
+//! lease); after it, the new holder alone; the third node never.
+//!
+//! Checked over the whole run too: no origin was queued twice, as the
+//! pollers see it. Every visit is completed as soon as a poller takes it,
+//! which frees its dedup id, and an origin scheduled once waits 12 hours
+//! before it may be scheduled again; so a second task (another task id)
+//! for one URL is a second queueing, which two nodes running rounds at once
+//! could make (both read the same index heads; the visit one queued is
+//! done before the other queues it). Rarely, though: the dedup id absorbs
+//! the second queueing while the first visit is still queued or running,
+//! so the logs above are the sharper check (with the lease bypassed, all
+//! three nodes ran rounds and no origin was seen queued twice).
+//!
 //! One exception is allowed, the one a crash makes by design: the killed
 //! node's last round may have queued visits and died before it marked the
-//! origins scheduled; the new holder queues those again. So an origin whose
-//! first task was seen in the last seconds before the kill may have a
-//! second one after it, as many as one round sends.
+//! origins scheduled; the new holder queues those again. So an origin
+//! listed before the kill, first seen in its last seconds or after it, may
+//! have a second task after it, as many as one round sends.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -52,6 +61,17 @@ const ENV: &[(&str, &str)] = &[
     ("FAIRWAY_SCHEDULER__IDLE_INTERVAL", "300ms"),
     ("FAIRWAY_SCHEDULER__QUEUE_LENGTH", "5"),
 ];
+
+/// What a node logs when it takes the rounds' lease.
+const TOOK: &str = "took the rounds' lease";
+
+/// The rounds that sent visits a node's log tells of (`visits::runner`
+/// logs each).
+fn rounds_in(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("fairway::visits::runner") && l.contains(" sent=") && l.contains(" slots="))
+        .count()
+}
 
 /// A visit as a poller saw it.
 #[derive(Clone, Debug)]
@@ -183,6 +203,15 @@ async fn another_node_takes_the_rounds_over_within_ten_seconds_and_no_origin_is_
         panic!("the lease names {}, not one of the nodes {addrs:?}", held.holder);
     });
 
+    // Until now, the holder alone ran rounds: the others never took the
+    // lease, and logged no round (a node logs each round that sent visits).
+    for node in nodes.iter().filter(|n| n.addr != addrs[holder]) {
+        let log = node.log();
+        assert!(!log.contains(TOOK), "{} took the lease while {} held it:\n{log}", node.addr, held.holder);
+        assert_eq!(rounds_in(&log), 0, "{} ran rounds while {} held the lease:\n{log}", node.addr, held.holder);
+    }
+    assert!(rounds_in(&nodes[holder].log()) > 0, "the holder logged its rounds");
+
     // SIGKILL the holder: no release; the lease runs out on its own.
     nodes.remove(holder).kill();
     let killed = Instant::now();
@@ -225,6 +254,16 @@ async fn another_node_takes_the_rounds_over_within_ten_seconds_and_no_origin_is_
     }
     let still = lease(&store).await.expect("the lease");
     assert_eq!(still.token, taken_over.token, "held without a gap since the takeover: {still:?}");
+    // The third node never held the lease nor ran a round; the new holder did.
+    for node in &nodes {
+        let log = node.log();
+        if node.addr.to_string() == taken_over.holder {
+            assert!(rounds_in(&log) > 0, "the new holder logged its rounds");
+        } else {
+            assert!(!log.contains(TOOK), "{} took the lease too:\n{log}", node.addr);
+            assert_eq!(rounds_in(&log), 0, "{} ran rounds without the lease:\n{log}", node.addr);
+        }
+    }
 
     // No origin queued twice, but as a crash of the holder mid-round may.
     let seen = seen.lock().unwrap().clone();
