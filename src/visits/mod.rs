@@ -18,19 +18,21 @@ mod runner;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
 
-pub use config::{BlindVisits, FairnessKeyOf, SchedulerConfig};
-pub use queue::{Visit, VisitQueue, VisitQueueError};
+pub use config::{BlindVisits, FairnessKeyOf, RoundMode, SchedulerConfig};
+pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
-use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats, plan_round};
+use crate::core::visits::{
+    Heads, IndexEntry, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats, plan_round,
+};
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
 
@@ -101,13 +103,49 @@ pub struct Scheduler {
     store: Arc<dyn VisitStore>,
     config: SchedulerConfig,
     /// Held across every read-modify-write of origins (invariant 1).
-    lock: Mutex<StdRng>,
+    lock: Mutex<Locked>,
 }
+
+/// What the scheduler's lock guards besides the origins' writes.
+#[derive(Debug)]
+struct Locked {
+    rng: StdRng,
+    /// Each (lister, visit type)'s mean change rate, and when it was read.
+    priors: HashMap<(String, String), (f64, UnixMillis)>,
+}
+
+/// How long a lister's mean change rate is used before it is read again.
+const PRIOR_REFRESH_MS: i64 = 60_000;
 
 impl Scheduler {
     /// `seed` drives the ±10% jitter of the intervals.
     pub fn new(store: Arc<dyn VisitStore>, config: SchedulerConfig, seed: u64) -> Scheduler {
-        Scheduler { store, config, lock: Mutex::new(StdRng::seed_from_u64(seed)) }
+        let locked = Locked { rng: StdRng::seed_from_u64(seed), priors: HashMap::new() };
+        Scheduler { store, config, lock: Mutex::new(locked) }
+    }
+
+    /// The change rate (per day) taken for `lister`'s origins of
+    /// `visit_type` before their own evidence: the mean of its origins'
+    /// estimates, read at most once a minute, or `prior_rate`.
+    async fn prior(
+        &self,
+        locked: &mut Locked,
+        lister: &str,
+        visit_type: &str,
+        now: UnixMillis,
+    ) -> Result<f64, StoreError> {
+        let key = (lister.to_owned(), visit_type.to_owned());
+        if let Some(&(rate, read)) = locked.priors.get(&key)
+            && now - read < PRIOR_REFRESH_MS
+            && now >= read
+        {
+            return Ok(rate);
+        }
+        let metrics = self.store.metrics(lister).await?;
+        let mean = metrics.iter().find(|(t, _)| t == visit_type).and_then(|(_, m)| m.mean_rate());
+        let rate = mean.unwrap_or(self.config.prior_rate);
+        locked.priors.insert(key, (rate, now));
+        Ok(rate)
     }
 
     /// The settings it runs with.
@@ -129,7 +167,7 @@ impl Scheduler {
         batch: &[ListedReport],
         now: UnixMillis,
     ) -> Result<usize, StoreError> {
-        let _guard = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let mut by_type: BTreeMap<&str, Vec<&ListedReport>> = BTreeMap::new();
         for report in batch {
             by_type.entry(&report.visit_type).or_default().push(report);
@@ -141,6 +179,7 @@ impl Scheduler {
             let urls: Vec<String> = reports.iter().map(|r| r.url.clone()).collect();
             let olds = self.store.read_origins(visit_type, &urls).await?;
             let mut writes = Vec::with_capacity(reports.len());
+            let prior = self.prior(&mut locked, lister, visit_type, now).await?;
             // A URL given twice in one batch: the last report wins.
             let mut seen = BTreeSet::new();
             for (report, old) in reports.iter().zip(&olds).rev() {
@@ -160,6 +199,10 @@ impl Scheduler {
                 };
                 let mut stats = old.as_ref().map_or_else(VisitStats::default, |o| o.stats.clone());
                 stats.relisted();
+                if let Some(update) = report.last_update {
+                    stats.evidence.listed(update, now);
+                }
+                stats.rate = Some(stats.evidence.estimate(prior) as f32);
                 writes.push(OriginWrite::new(old.as_ref(), origin, stats, &self.config.cooldowns, now));
             }
             self.store.apply(&writes).await?;
@@ -183,15 +226,18 @@ impl Scheduler {
         outcome: &VisitResult,
         now: UnixMillis,
     ) -> Result<bool, StoreError> {
-        let mut rng = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let Some(Some(old)) = self.store.read_origins(visit_type, &[url.to_owned()]).await?.pop() else {
             return Ok(false);
         };
         let clock = self.queue_clock(visit_type, now).await?;
+        let prior = self.prior(&mut locked, &old.origin.lister, visit_type, now).await?;
         let mut stats = old.stats.clone();
-        if !stats.record(outcome, clock, rng.random::<f64>()) {
+        stats.learn(outcome, now, old.origin.last_update.is_some());
+        if !stats.record(outcome, clock, locked.rng.random::<f64>()) {
             return Ok(false);
         }
+        stats.rate = Some(stats.evidence.estimate(prior) as f32);
         let write = OriginWrite::new(Some(&old), old.origin.clone(), stats, &self.config.cooldowns, now);
         self.store.apply(&[write]).await?;
         Ok(true)
@@ -224,9 +270,10 @@ impl Scheduler {
         queue: &dyn VisitQueue,
         now: UnixMillis,
     ) -> Result<RoundReport, SchedulerError> {
-        let mut rng = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let mut report = RoundReport { woken: self.wake(visit_type, now).await?, ..RoundReport::default() };
-        report.slots = self.config.queue_length.saturating_sub(queue.backlog(visit_type).await?);
+        let backlog = queue.backlog(visit_type).await?;
+        report.slots = self.config.queue_length.saturating_sub(backlog.total);
         let policies = self.config.policies_for(visit_type);
         if report.slots == 0 || policies.is_empty() {
             return Ok(report);
@@ -253,7 +300,22 @@ impl Scheduler {
                 }
             }
         }
-        let choices = plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>());
+        // At most `queued_key_limit` visits of a key wait in the queue.
+        let mut waiting = backlog.by_key;
+        let limit = self.config.queued_key_limit();
+        let fairness_key = self.config.fairness_key;
+        let mut room = |entry: &IndexEntry| {
+            let Some(limit) = limit else { return true };
+            let count = waiting.entry(key_of(fairness_key, &entry.lister, &entry.url)).or_default();
+            *count += 1;
+            *count <= limit || {
+                *count -= 1;
+                false
+            }
+        };
+        let rng = &mut locked.rng;
+        let choices =
+            plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
         if choices.is_empty() {
             return Ok(report);
         }

@@ -22,8 +22,13 @@ struct ModelQueue {
 
 #[async_trait]
 impl VisitQueue for ModelQueue {
-    async fn backlog(&self, _: &str) -> Result<u64, VisitQueueError> {
-        Ok(self.queued.lock().unwrap().len() as u64)
+    async fn backlog(&self, _: &str) -> Result<Backlog, VisitQueueError> {
+        let queued = self.queued.lock().unwrap();
+        let mut by_key = std::collections::HashMap::new();
+        for visit in queued.iter() {
+            *by_key.entry(visit.fairness_key.clone()).or_default() += 1;
+        }
+        Ok(Backlog { total: queued.len() as u64, by_key })
     }
 
     async fn enqueue(&self, _: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {

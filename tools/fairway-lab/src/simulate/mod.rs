@@ -26,7 +26,7 @@ use anyhow::bail;
 use clap::Args;
 
 use fairway::core::visits::{DAY_MS, Sharing};
-use fairway::visits::{BlindVisits, SchedulerConfig};
+use fairway::visits::{BlindVisits, RoundMode, SchedulerConfig};
 
 use arm::{ArmSpec, Capacity};
 use forge::{Forge, ForgeParams};
@@ -99,6 +99,8 @@ pub(super) fn arms() -> [ArmSpec; 2] {
     let baseline = SchedulerConfig {
         sharing: Sharing::PolicyWeights,
         blind_visits: BlindVisits::QueueClock,
+        mode: RoundMode::ReferenceWeights,
+        queued_per_key: 0,
         ..SchedulerConfig::default()
     };
     [
