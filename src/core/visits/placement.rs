@@ -271,7 +271,16 @@ mod tests {
         assert!(write.unindex.is_empty() && write.wake.is_none());
         assert_eq!(
             write.metrics,
-            vec![("l".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, pending_changes: 0 })]
+            vec![(
+                "l".into(),
+                ListerMetrics {
+                    known: 1,
+                    enabled: 1,
+                    never_visited: 1,
+                    pending_changes: 0,
+                    ..ListerMetrics::default()
+                }
+            )]
         );
     }
 
@@ -333,6 +342,9 @@ mod tests {
         let off = OriginWrite::new(Some(&first.state), first.state.origin.clone(), disabled, &cooldowns, NOW);
         assert_eq!(off.unindex.len(), first.index.len());
         assert!(off.index.is_empty() && off.wake.is_none());
-        assert_eq!(off.metrics[0].1, ListerMetrics { known: 0, enabled: -1, never_visited: -1, pending_changes: 0 });
+        assert_eq!(
+            off.metrics[0].1,
+            ListerMetrics { known: 0, enabled: -1, never_visited: -1, pending_changes: 0, ..ListerMetrics::default() }
+        );
     }
 }
