@@ -67,13 +67,18 @@ fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<MemoryVisitStore>) {
     (Scheduler::new(store.clone(), config, 7), store)
 }
 
+/// The defaults, with the reference scheduler's policy weights.
+fn reference() -> SchedulerConfig {
+    SchedulerConfig { mode: RoundMode::ReferenceWeights, ..SchedulerConfig::default() }
+}
+
 fn failure(at: i64) -> VisitResult {
     VisitResult { status: VisitStatus::Failed, snapshot: None, visit_date: at }
 }
 
 #[tokio::test]
 async fn a_round_shares_slots_equally_among_listers_and_marks_only_what_was_queued() {
-    let config = SchedulerConfig { queue_length: 10, ..SchedulerConfig::default() };
+    let config = SchedulerConfig { queue_length: 10, ..reference() };
     let (scheduler, _) = scheduler(config);
     let big: Vec<ListedReport> =
         (0..100).map(|i| report(&format!("https://big/{i:03}"), Some(NOW - i * 1000))).collect();
@@ -144,7 +149,7 @@ async fn a_wake_up_row_its_origin_no_longer_holds_is_deleted_alone() {
 
 #[tokio::test]
 async fn the_queue_clock_follows_the_blind_origins_scheduled() {
-    let config = SchedulerConfig { blind_visits: BlindVisits::QueueClock, ..SchedulerConfig::default() };
+    let config = SchedulerConfig { blind_visits: BlindVisits::QueueClock, ..reference() };
     let (scheduler, store) = scheduler(config);
     scheduler.record_origins("l", &[report("a", None), report("b", None)], NOW).await.unwrap();
     let queue = ModelQueue::default();

@@ -266,7 +266,12 @@ mod tests {
             OriginWrite::new(None, origin("l", Some(NOW - DAY_MS)), VisitStats::default(), &Cooldowns::default(), NOW);
         assert_eq!(
             policies(&write),
-            vec![Policy::NeverVisitedOldestUpdateFirst, Policy::OldestScheduledFirst, Policy::StopAfterSuccess]
+            vec![
+                Policy::NeverVisitedOldestUpdateFirst,
+                Policy::OldestScheduledFirst,
+                Policy::StopAfterSuccess,
+                Policy::ExpectedValue
+            ]
         );
         assert!(write.unindex.is_empty() && write.wake.is_none());
         assert_eq!(
@@ -308,7 +313,7 @@ mod tests {
             (Some(NOW + 7 * DAY_MS), None),
             "answered and past 12 h: back in the indexes"
         );
-        assert_eq!(policies(&after), vec![Policy::OldestScheduledFirst]);
+        assert_eq!(policies(&after), vec![Policy::OldestScheduledFirst, Policy::ExpectedValue]);
         assert_eq!(after.index[0].key, NOW);
         assert_eq!(after.metrics[0].1.never_visited, -1);
     }
