@@ -84,6 +84,11 @@ pub struct SchedulerConfig {
     /// The change rate (changes per day) taken for an origin of a lister
     /// whose origins have no estimate yet.
     pub prior_rate: f64,
+    /// Slots the origins due leave go to origins not due yet whose chance
+    /// of holding something new is at least this (1: none do).
+    pub spare_chance: f64,
+    /// Priority of those visits.
+    pub spare_priority: u32,
     /// The fairness key of visit tasks: `lister` or `host`.
     pub fairness_key: FairnessKeyOf,
     /// Politeness: visits of one fairness key (a lister's forge, or a host)
@@ -123,6 +128,8 @@ impl Default for SchedulerConfig {
             mode: RoundMode::ExpectedValue,
             queued_per_key: 3,
             prior_rate: crate::core::visits::value::DEFAULT_RATE,
+            spare_chance: 0.2,
+            spare_priority: 4,
             fairness_key: FairnessKeyOf::Lister,
             key_concurrency: 10,
             priority: 3,
@@ -206,6 +213,9 @@ impl SchedulerConfig {
         if !(self.prior_rate.is_finite() && (1e-5..=100.0).contains(&self.prior_rate)) {
             return fail("prior_rate", format!("is {}; it must be 0.00001 to 100 changes per day", self.prior_rate));
         }
+        if !(self.spare_chance.is_finite() && (0.0..=1.0).contains(&self.spare_chance)) {
+            return fail("spare_chance", format!("is {}; it must be 0 to 1", self.spare_chance));
+        }
         if self.queued_per_key > 1000 {
             return fail("queued_per_key", format!("is {}; it must be 0 to 1000", self.queued_per_key));
         }
@@ -216,6 +226,7 @@ impl SchedulerConfig {
             ("priority", self.priority),
             ("first_visits_priority", self.first_visits_priority),
             ("save_code_now_priority", self.save_code_now_priority),
+            ("spare_priority", self.spare_priority),
         ] {
             if crate::model::Priority::new(value).is_none() {
                 return fail(key, format!("is {value}; it must be 1 to {}", crate::model::PRIORITY_LEVELS));

@@ -18,7 +18,7 @@ mod runner;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -30,8 +30,10 @@ pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
+use crate::core::visits::value::{Spare, pick_spares};
 use crate::core::visits::{
-    Heads, IndexEntry, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats, plan_round,
+    Choice, Freshness, Heads, IndexEntry, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats,
+    plan_round,
 };
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
@@ -113,6 +115,9 @@ struct Locked {
     /// Each (lister, visit type)'s mean change rate, and when it was read.
     priors: HashMap<(String, String), (f64, UnixMillis)>,
 }
+
+/// The duration taken for a visit of an origin never visited (seconds).
+const DEFAULT_VISIT_SECONDS: f32 = 100.0;
 
 /// How long a lister's mean change rate is used before it is read again.
 const PRIOR_REFRESH_MS: i64 = 60_000;
@@ -281,9 +286,23 @@ impl Scheduler {
         let listers: Vec<_> =
             self.store.listers().await?.into_iter().filter(|l| l.visit_types.contains(visit_type)).collect();
         let limit = usize::try_from(report.slots).unwrap_or(MAX_READ).min(MAX_READ);
+        let key_limit = self.config.queued_key_limit();
+        // A lister that is its visits' fairness key needs no more entries
+        // than its key has room for.
+        let read_limit = |lister: &str| match (self.config.fairness_key, key_limit) {
+            (FairnessKeyOf::Lister, Some(key_limit)) => {
+                let waiting = backlog.by_key.get(&key_of(FairnessKeyOf::Lister, lister, "")).copied();
+                limit.min(usize::try_from(key_limit.saturating_sub(waiting.unwrap_or(0))).unwrap_or(limit))
+            }
+            _ => limit,
+        };
         let mut heads = Heads::new();
         for (policy, _) in &policies {
             for lister in &listers {
+                let limit = read_limit(&lister.name);
+                if limit == 0 {
+                    continue;
+                }
                 let below = match policy {
                     Policy::FirstVisitsAfterListing => match lister.listing_finished {
                         Some(finished) => Some(finished),
@@ -292,6 +311,8 @@ impl Scheduler {
                     Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
                         Some(now.saturating_add(1))
                     }
+                    // Due: the chance of something new reached DUE_CHANCE.
+                    Policy::ExpectedValue => Some(now.saturating_add(1)),
                     _ => None,
                 };
                 let entries = self.store.read_index(visit_type, policy.index(), &lister.name, below, limit).await?;
@@ -301,11 +322,10 @@ impl Scheduler {
             }
         }
         // At most `queued_key_limit` visits of a key wait in the queue.
-        let mut waiting = backlog.by_key;
-        let limit = self.config.queued_key_limit();
+        let mut waiting = backlog.by_key.clone();
         let fairness_key = self.config.fairness_key;
         let mut room = |entry: &IndexEntry| {
-            let Some(limit) = limit else { return true };
+            let Some(limit) = key_limit else { return true };
             let count = waiting.entry(key_of(fairness_key, &entry.lister, &entry.url)).or_default();
             *count += 1;
             *count <= limit || {
@@ -314,8 +334,38 @@ impl Scheduler {
             }
         };
         let rng = &mut locked.rng;
-        let choices =
+        let mut choices =
             plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
+        // Slots the due origins left: to the origins not due yet most worth
+        // a visit, at a lower priority, so that due ones go first.
+        let left = usize::try_from(report.slots).unwrap_or(MAX_READ).saturating_sub(choices.len()).min(MAX_READ);
+        let mut spares = HashSet::new();
+        if left > 0 && policies.iter().any(|(p, _)| *p == Policy::ExpectedValue) && self.config.spare_chance < 1.0 {
+            let taken: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
+            let mut candidates = Vec::new();
+            for lister in &listers {
+                let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
+                let wanted = read_limit(&lister.name).min(left);
+                if wanted == 0 {
+                    continue;
+                }
+                let entries =
+                    self.store.read_index(visit_type, Policy::ExpectedValue, &lister.name, None, due + wanted).await?;
+                candidates.extend(entries.into_iter().skip(due).filter(|e| !taken.contains(e.url.as_str())));
+            }
+            let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
+            let states = self.store.read_origins(visit_type, &urls).await?;
+            let worth = candidates.into_iter().zip(states).filter_map(|(entry, state)| {
+                let state = state?;
+                let chance = Freshness::of(&state.origin, &state.stats).chance(state.stats.rate.map(f64::from), now);
+                let seconds = f64::from(state.stats.visit_seconds.unwrap_or(DEFAULT_VISIT_SECONDS));
+                Some(Spare { item: entry, chance, seconds })
+            });
+            for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
+                spares.insert(entry.url.clone());
+                choices.push(Choice { policy: Policy::ExpectedValue, entry });
+            }
+        }
         if choices.is_empty() {
             return Ok(report);
         }
@@ -332,6 +382,8 @@ impl Scheduler {
             };
             let priority = if choice.policy == Policy::FirstVisitsAfterListing {
                 self.config.first_visits_priority
+            } else if spares.contains(&choice.entry.url) {
+                self.config.spare_priority
             } else {
                 self.config.priority
             };

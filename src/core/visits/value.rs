@@ -78,6 +78,41 @@ impl Freshness {
     }
 }
 
+/// An origin not due yet that spare capacity could visit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spare<T> {
+    /// What names it (an index entry, say).
+    pub item: T,
+    /// The chance a visit now finds something new.
+    pub chance: f64,
+    /// Its visits' mean duration in seconds.
+    pub seconds: f64,
+}
+
+/// Up to `slots` of `spares` whose chance is at least `min_chance`, most
+/// expected new content per loader-second first; `room` is asked before
+/// one is taken, as in a round.
+pub fn pick_spares<T>(
+    mut spares: Vec<Spare<T>>,
+    slots: usize,
+    min_chance: f64,
+    room: &mut dyn FnMut(&T) -> bool,
+) -> Vec<T> {
+    spares.retain(|s| s.chance >= min_chance);
+    let worth = |s: &Spare<T>| s.chance / s.seconds.max(1.0);
+    spares.sort_by(|a, b| worth(b).total_cmp(&worth(a)));
+    let mut picked = Vec::new();
+    for spare in spares {
+        if picked.len() == slots {
+            break;
+        }
+        if room(&spare.item) {
+            picked.push(spare.item);
+        }
+    }
+    picked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +155,16 @@ mod tests {
             "the last listing saw no change after the visit"
         );
         assert_eq!(Freshness::of(&origin(None, 10 * day), &visited(day)), Freshness::Known { since: day });
+    }
+
+    #[test]
+    fn spares_go_by_chance_per_second_above_the_floor() {
+        let spare = |item, chance, seconds| Spare { item, chance, seconds };
+        let spares =
+            vec![spare("slow", 0.4, 400.0), spare("fast", 0.3, 30.0), spare("low", 0.05, 1.0), spare("b", 0.35, 60.0)];
+        assert_eq!(pick_spares(spares.clone(), 10, 0.1, &mut |_| true), vec!["fast", "b", "slow"]);
+        assert_eq!(pick_spares(spares.clone(), 1, 0.1, &mut |_| true), vec!["fast"]);
+        assert_eq!(pick_spares(spares, 10, 0.1, &mut |s| *s != "fast"), vec!["b", "slow"], "no room for fast");
     }
 
     #[test]

@@ -211,7 +211,14 @@ mod tests {
     }
 
     fn setup(order: Order) -> (Arc<Forge>, SimQueue) {
-        let forge = Arc::new(Forge::new(ForgeParams { origins: 2_000, listers: 3, start: 0, days: 1, seed: 1, undated_share: 0.0 }));
+        let forge = Arc::new(Forge::new(ForgeParams {
+            origins: 2_000,
+            listers: 3,
+            start: 0,
+            days: 1,
+            seed: 1,
+            undated_share: 0.0,
+        }));
         let queue = SimQueue::new(forge.clone(), order, 2);
         (forge, queue)
     }
