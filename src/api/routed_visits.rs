@@ -13,7 +13,11 @@ use super::routing::{Origin, Router};
 use super::status;
 use crate::matcher::MatchError;
 use crate::model::{Priority, QueueName, TaskSpec, validate};
-use crate::visits::{Visit, VisitQueue, VisitQueueError, queue_name};
+use crate::visits::{Backlog, Visit, VisitQueue, VisitQueueError, queue_name};
+
+/// The fairness keys per partition and priority level whose backlog a
+/// round reads.
+const BACKLOG_KEYS: usize = 1000;
 
 /// The `visits.*` queues as this node's router sees them.
 #[derive(Debug)]
@@ -39,15 +43,27 @@ impl RoutedVisits {
 impl VisitQueue for RoutedVisits {
     /// The held partitions' backlog as this node counts it; the others' as
     /// their owners last wrote it in their metadata (on a cluster, the
-    /// rounds' node need not hold the queue's partitions).
-    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError> {
+    /// rounds' node need not hold the queue's partitions). Per fairness
+    /// key: the tasks in the held partitions' buffers (on one node, every
+    /// partition's; a buffer holds the head of a partition's backlog).
+    async fn backlog(&self, visit_type: &str) -> Result<Backlog, VisitQueueError> {
         let unavailable = |e: &dyn std::fmt::Display| VisitQueueError::Unavailable(e.to_string());
         let queue = validate::queue_name("visit_type", &queue_name(visit_type)).map_err(|e| unavailable(&e))?;
-        match self.router.queues().get(&queue).await {
-            Ok(matcher) => matcher.backlog().await.map_err(|e| unavailable(&e)),
-            Err(MatchError::UnknownQueue(_)) => Ok(0),
-            Err(e) => Err(unavailable(&e)),
+        let matcher = match self.router.queues().get(&queue).await {
+            Ok(matcher) => matcher,
+            Err(MatchError::UnknownQueue(_)) => return Ok(Backlog::default()),
+            Err(e) => return Err(unavailable(&e)),
+        };
+        let total = matcher.backlog().await.map_err(|e| unavailable(&e))?;
+        let mut by_key = std::collections::HashMap::new();
+        for report in matcher.describe(BACKLOG_KEYS) {
+            for subqueue in report.snapshot.iter().flat_map(|s| &s.subqueues) {
+                for key in &subqueue.top_keys {
+                    *by_key.entry(key.fairness_key.clone()).or_default() += key.buffered;
+                }
+            }
         }
+        Ok(Backlog { total, by_key })
     }
 
     async fn enqueue(&self, visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {

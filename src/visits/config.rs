@@ -35,6 +35,19 @@ pub enum BlindVisits {
     QueueClock,
 }
 
+/// What the policies of a visit type are when the configuration does not say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoundMode {
+    /// `expected_value` alone for recurring visit types: rounds take the
+    /// origins whose chance of holding something new has been worth a visit
+    /// the longest.
+    #[default]
+    ExpectedValue,
+    /// The reference scheduler's weights ([`default_policies`]).
+    ReferenceWeights,
+}
+
 /// The origin-visit scheduler (section `[scheduler]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -59,8 +72,25 @@ pub struct SchedulerConfig {
     /// (the reference scheduler's way).
     pub sharing: Sharing,
     /// When origins without an update date are visited: `when_due` or
-    /// `queue_clock`.
+    /// `queue_clock` (policy `origins_without_last_update`).
     pub blind_visits: BlindVisits,
+    /// What the policies of a visit type with no `[scheduler.policies.<type>]`
+    /// table are: `expected_value` (one policy, by the chance that a visit
+    /// finds something new) or `reference_weights` (the reference
+    /// scheduler's weighted policies, see [`default_policies`]).
+    pub mode: RoundMode,
+    /// Visits of one fairness key a round lets wait in the queue, in
+    /// multiples of `key_concurrency` (0: no bound): the rest of the queue
+    /// is left to keys that can run visits now.
+    pub queued_per_key: u32,
+    /// The change rate (changes per day) taken for an origin of a lister
+    /// whose origins have no estimate yet.
+    pub prior_rate: f64,
+    /// Slots the origins due leave go to origins not due yet whose chance
+    /// of holding something new is at least this (1: none do).
+    pub spare_chance: f64,
+    /// Priority of those visits.
+    pub spare_priority: u32,
     /// The fairness key of visit tasks: `lister` or `host`.
     pub fairness_key: FairnessKeyOf,
     /// Politeness: visits of one fairness key (a lister's forge, or a host)
@@ -107,6 +137,11 @@ impl Default for SchedulerConfig {
             queue_length: 1000,
             sharing: Sharing::Fair,
             blind_visits: BlindVisits::WhenDue,
+            mode: RoundMode::ExpectedValue,
+            queued_per_key: 3,
+            prior_rate: crate::core::visits::value::DEFAULT_RATE,
+            spare_chance: 0.2,
+            spare_priority: 4,
             fairness_key: FairnessKeyOf::Lister,
             key_concurrency: 10,
             priority: 3,
@@ -153,8 +188,22 @@ impl SchedulerConfig {
     pub fn policies_for(&self, visit_type: &str) -> Vec<(Policy, f64)> {
         match self.policies.get(visit_type) {
             Some(weights) => weights.iter().filter(|(_, w)| **w > 0.0).map(|(p, w)| (*p, *w)).collect(),
-            None => default_policies(visit_type),
+            None => {
+                let reference = default_policies(visit_type);
+                let one_shot = reference.iter().any(|(p, _)| *p == Policy::StopAfterSuccess);
+                match self.mode {
+                    RoundMode::ExpectedValue if !one_shot => vec![(Policy::ExpectedValue, 100.0)],
+                    _ => reference,
+                }
+            }
         }
+    }
+
+    /// The most visits of one fairness key a round lets wait in the queue
+    /// (`None`: no bound).
+    pub fn queued_key_limit(&self) -> Option<u64> {
+        (self.queued_per_key > 0 && self.key_concurrency > 0)
+            .then(|| u64::from(self.queued_per_key) * u64::from(self.key_concurrency))
     }
 
     /// Checks the settings; the error names the key.
@@ -179,6 +228,15 @@ impl SchedulerConfig {
                 );
             }
         }
+        if !(self.prior_rate.is_finite() && (1e-5..=100.0).contains(&self.prior_rate)) {
+            return fail("prior_rate", format!("is {}; it must be 0.00001 to 100 changes per day", self.prior_rate));
+        }
+        if !(self.spare_chance.is_finite() && (0.0..=1.0).contains(&self.spare_chance)) {
+            return fail("spare_chance", format!("is {}; it must be 0 to 1", self.spare_chance));
+        }
+        if self.queued_per_key > 1000 {
+            return fail("queued_per_key", format!("is {}; it must be 0 to 1000", self.queued_per_key));
+        }
         if self.round_interval.is_zero() || self.idle_interval.is_zero() {
             return fail("round_interval", "round_interval and idle_interval must be above zero".into());
         }
@@ -186,6 +244,7 @@ impl SchedulerConfig {
             ("priority", self.priority),
             ("first_visits_priority", self.first_visits_priority),
             ("save_code_now_priority", self.save_code_now_priority),
+            ("spare_priority", self.spare_priority),
         ] {
             if crate::model::Priority::new(value).is_none() {
                 return fail(key, format!("is {value}; it must be 1 to {}", crate::model::PRIORITY_LEVELS));

@@ -18,19 +18,23 @@ mod runner;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
 
-pub use config::{BlindVisits, FairnessKeyOf, SchedulerConfig};
-pub use queue::{Visit, VisitQueue, VisitQueueError};
+pub use config::{BlindVisits, FairnessKeyOf, RoundMode, SchedulerConfig};
+pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
-use crate::core::visits::{Heads, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats, plan_round};
+use crate::core::visits::value::{Spare, pick_spares};
+use crate::core::visits::{
+    Choice, Freshness, Heads, IndexEntry, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats,
+    plan_round,
+};
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
 
@@ -101,13 +105,52 @@ pub struct Scheduler {
     store: Arc<dyn VisitStore>,
     config: SchedulerConfig,
     /// Held across every read-modify-write of origins (invariant 1).
-    lock: Mutex<StdRng>,
+    lock: Mutex<Locked>,
 }
+
+/// What the scheduler's lock guards besides the origins' writes.
+#[derive(Debug)]
+struct Locked {
+    rng: StdRng,
+    /// Each (lister, visit type)'s mean change rate, and when it was read.
+    priors: HashMap<(String, String), (f64, UnixMillis)>,
+}
+
+/// The duration taken for a visit of an origin never visited (seconds).
+const DEFAULT_VISIT_SECONDS: f32 = 100.0;
+
+/// How long a lister's mean change rate is used before it is read again.
+const PRIOR_REFRESH_MS: i64 = 60_000;
 
 impl Scheduler {
     /// `seed` drives the ±10% jitter of the intervals.
     pub fn new(store: Arc<dyn VisitStore>, config: SchedulerConfig, seed: u64) -> Scheduler {
-        Scheduler { store, config, lock: Mutex::new(StdRng::seed_from_u64(seed)) }
+        let locked = Locked { rng: StdRng::seed_from_u64(seed), priors: HashMap::new() };
+        Scheduler { store, config, lock: Mutex::new(locked) }
+    }
+
+    /// The change rate (per day) taken for `lister`'s origins of
+    /// `visit_type` before their own evidence: the mean of its origins'
+    /// estimates, read at most once a minute, or `prior_rate`.
+    async fn prior(
+        &self,
+        locked: &mut Locked,
+        lister: &str,
+        visit_type: &str,
+        now: UnixMillis,
+    ) -> Result<f64, StoreError> {
+        let key = (lister.to_owned(), visit_type.to_owned());
+        if let Some(&(rate, read)) = locked.priors.get(&key)
+            && now - read < PRIOR_REFRESH_MS
+            && now >= read
+        {
+            return Ok(rate);
+        }
+        let metrics = self.store.metrics(lister).await?;
+        let mean = metrics.iter().find(|(t, _)| t == visit_type).and_then(|(_, m)| m.mean_rate());
+        let rate = mean.unwrap_or(self.config.prior_rate);
+        locked.priors.insert(key, (rate, now));
+        Ok(rate)
     }
 
     /// The settings it runs with.
@@ -129,7 +172,7 @@ impl Scheduler {
         batch: &[ListedReport],
         now: UnixMillis,
     ) -> Result<usize, StoreError> {
-        let _guard = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let mut by_type: BTreeMap<&str, Vec<&ListedReport>> = BTreeMap::new();
         for report in batch {
             by_type.entry(&report.visit_type).or_default().push(report);
@@ -141,6 +184,7 @@ impl Scheduler {
             let urls: Vec<String> = reports.iter().map(|r| r.url.clone()).collect();
             let olds = self.store.read_origins(visit_type, &urls).await?;
             let mut writes = Vec::with_capacity(reports.len());
+            let prior = self.prior(&mut locked, lister, visit_type, now).await?;
             // A URL given twice in one batch: the last report wins.
             let mut seen = BTreeSet::new();
             for (report, old) in reports.iter().zip(&olds).rev() {
@@ -160,6 +204,10 @@ impl Scheduler {
                 };
                 let mut stats = old.as_ref().map_or_else(VisitStats::default, |o| o.stats.clone());
                 stats.relisted();
+                if let Some(update) = report.last_update {
+                    stats.evidence.listed(update, now);
+                }
+                stats.rate = Some(stats.evidence.estimate(prior) as f32);
                 writes.push(OriginWrite::new(old.as_ref(), origin, stats, &self.config.cooldowns, now));
             }
             self.store.apply(&writes).await?;
@@ -183,15 +231,18 @@ impl Scheduler {
         outcome: &VisitResult,
         now: UnixMillis,
     ) -> Result<bool, StoreError> {
-        let mut rng = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let Some(Some(old)) = self.store.read_origins(visit_type, &[url.to_owned()]).await?.pop() else {
             return Ok(false);
         };
         let clock = self.queue_clock(visit_type, now).await?;
+        let prior = self.prior(&mut locked, &old.origin.lister, visit_type, now).await?;
         let mut stats = old.stats.clone();
-        if !stats.record(outcome, clock, rng.random::<f64>()) {
+        stats.learn(outcome, now, old.origin.last_update.is_some());
+        if !stats.record(outcome, clock, locked.rng.random::<f64>()) {
             return Ok(false);
         }
+        stats.rate = Some(stats.evidence.estimate(prior) as f32);
         let write = OriginWrite::new(Some(&old), old.origin.clone(), stats, &self.config.cooldowns, now);
         self.store.apply(&[write]).await?;
         Ok(true)
@@ -224,9 +275,10 @@ impl Scheduler {
         queue: &dyn VisitQueue,
         now: UnixMillis,
     ) -> Result<RoundReport, SchedulerError> {
-        let mut rng = self.lock.lock().await;
+        let mut locked = self.lock.lock().await;
         let mut report = RoundReport { woken: self.wake(visit_type, now).await?, ..RoundReport::default() };
-        report.slots = self.config.queue_length.saturating_sub(queue.backlog(visit_type).await?);
+        let backlog = queue.backlog(visit_type).await?;
+        report.slots = self.config.queue_length.saturating_sub(backlog.total);
         let policies = self.config.policies_for(visit_type);
         if report.slots == 0 || policies.is_empty() {
             return Ok(report);
@@ -234,9 +286,23 @@ impl Scheduler {
         let listers: Vec<_> =
             self.store.listers().await?.into_iter().filter(|l| l.visit_types.contains(visit_type)).collect();
         let limit = usize::try_from(report.slots).unwrap_or(MAX_READ).min(MAX_READ);
+        let key_limit = self.config.queued_key_limit();
+        // A lister that is its visits' fairness key needs no more entries
+        // than its key has room for.
+        let read_limit = |lister: &str| match (self.config.fairness_key, key_limit) {
+            (FairnessKeyOf::Lister, Some(key_limit)) => {
+                let waiting = backlog.by_key.get(&key_of(FairnessKeyOf::Lister, lister, "")).copied();
+                limit.min(usize::try_from(key_limit.saturating_sub(waiting.unwrap_or(0))).unwrap_or(limit))
+            }
+            _ => limit,
+        };
         let mut heads = Heads::new();
         for (policy, _) in &policies {
             for lister in &listers {
+                let limit = read_limit(&lister.name);
+                if limit == 0 {
+                    continue;
+                }
                 let below = match policy {
                     Policy::FirstVisitsAfterListing => match lister.listing_finished {
                         Some(finished) => Some(finished),
@@ -245,6 +311,8 @@ impl Scheduler {
                     Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
                         Some(now.saturating_add(1))
                     }
+                    // Due: the chance of something new reached DUE_CHANCE.
+                    Policy::ExpectedValue => Some(now.saturating_add(1)),
                     _ => None,
                 };
                 let entries = self.store.read_index(visit_type, policy.index(), &lister.name, below, limit).await?;
@@ -253,7 +321,51 @@ impl Scheduler {
                 }
             }
         }
-        let choices = plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>());
+        // At most `queued_key_limit` visits of a key wait in the queue.
+        let mut waiting = backlog.by_key.clone();
+        let fairness_key = self.config.fairness_key;
+        let mut room = |entry: &IndexEntry| {
+            let Some(limit) = key_limit else { return true };
+            let count = waiting.entry(key_of(fairness_key, &entry.lister, &entry.url)).or_default();
+            *count += 1;
+            *count <= limit || {
+                *count -= 1;
+                false
+            }
+        };
+        let rng = &mut locked.rng;
+        let mut choices =
+            plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
+        // Slots the due origins left: to the origins not due yet most worth
+        // a visit, at a lower priority, so that due ones go first.
+        let left = usize::try_from(report.slots).unwrap_or(MAX_READ).saturating_sub(choices.len()).min(MAX_READ);
+        let mut spares = HashSet::new();
+        if left > 0 && policies.iter().any(|(p, _)| *p == Policy::ExpectedValue) && self.config.spare_chance < 1.0 {
+            let taken: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
+            let mut candidates = Vec::new();
+            for lister in &listers {
+                let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
+                let wanted = read_limit(&lister.name).min(left);
+                if wanted == 0 {
+                    continue;
+                }
+                let entries =
+                    self.store.read_index(visit_type, Policy::ExpectedValue, &lister.name, None, due + wanted).await?;
+                candidates.extend(entries.into_iter().skip(due).filter(|e| !taken.contains(e.url.as_str())));
+            }
+            let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
+            let states = self.store.read_origins(visit_type, &urls).await?;
+            let worth = candidates.into_iter().zip(states).filter_map(|(entry, state)| {
+                let state = state?;
+                let chance = Freshness::of(&state.origin, &state.stats).chance(state.stats.rate.map(f64::from), now);
+                let seconds = f64::from(state.stats.visit_seconds.unwrap_or(DEFAULT_VISIT_SECONDS));
+                Some(Spare { item: entry, chance, seconds })
+            });
+            for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
+                spares.insert(entry.url.clone());
+                choices.push(Choice { policy: Policy::ExpectedValue, entry });
+            }
+        }
         if choices.is_empty() {
             return Ok(report);
         }
@@ -270,6 +382,8 @@ impl Scheduler {
             };
             let priority = if choice.policy == Policy::FirstVisitsAfterListing {
                 self.config.first_visits_priority
+            } else if spares.contains(&choice.entry.url) {
+                self.config.spare_priority
             } else {
                 self.config.priority
             };

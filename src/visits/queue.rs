@@ -50,19 +50,24 @@ impl Visit {
             arguments: serde_json::from_str(&origin.extra_loader_arguments)
                 .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
         };
-        let fairness_key = match key {
-            FairnessKeyOf::Lister => origin.lister.clone(),
-            FairnessKeyOf::Host => host_of(&origin.url).to_owned(),
-        };
-        let fairness_key = prefix(&fairness_key, MAX_FAIRNESS_KEY_BYTES).to_owned();
         Visit {
             url: origin.url.clone(),
-            fairness_key,
+            fairness_key: key_of(key, &origin.lister, &origin.url),
             dedup_id: dedup_id(&origin.visit_type, &origin.url),
             priority,
             payload: serde_json::to_vec(&payload).expect("a payload serializes"),
         }
     }
+}
+
+/// The fairness key of a visit of the origin at `url` listed by `lister`,
+/// as `key` says, cut to at most 256 bytes.
+pub fn key_of(key: FairnessKeyOf, lister: &str, url: &str) -> String {
+    let whole = match key {
+        FairnessKeyOf::Lister => lister,
+        FairnessKeyOf::Host => host_of(url),
+    };
+    prefix(whole, MAX_FAIRNESS_KEY_BYTES).to_owned()
 }
 
 /// The dedup id of a visit: one queued visit per origin and visit type.
@@ -122,11 +127,21 @@ pub enum VisitQueueError {
     Unavailable(String),
 }
 
+/// Visits waiting in a queue (not yet dispatched).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// All of them.
+    pub total: u64,
+    /// Per fairness key, as far as the queue can tell (a key not here may
+    /// still have visits waiting).
+    pub by_key: std::collections::HashMap<String, u64>,
+}
+
 /// The queues a round fills: one `visits.<type>` queue per visit type.
 #[async_trait]
 pub trait VisitQueue: Send + Sync {
-    /// Visits of the visit type waiting in its queue (not yet dispatched).
-    async fn backlog(&self, visit_type: &str) -> Result<u64, VisitQueueError>;
+    /// Visits of the visit type waiting in its queue.
+    async fn backlog(&self, visit_type: &str) -> Result<Backlog, VisitQueueError>;
 
     /// Queues the visits; for each, whether it is in the queue now (added,
     /// or already there).

@@ -22,8 +22,13 @@ struct ModelQueue {
 
 #[async_trait]
 impl VisitQueue for ModelQueue {
-    async fn backlog(&self, _: &str) -> Result<u64, VisitQueueError> {
-        Ok(self.queued.lock().unwrap().len() as u64)
+    async fn backlog(&self, _: &str) -> Result<Backlog, VisitQueueError> {
+        let queued = self.queued.lock().unwrap();
+        let mut by_key = std::collections::HashMap::new();
+        for visit in queued.iter() {
+            *by_key.entry(visit.fairness_key.clone()).or_default() += 1;
+        }
+        Ok(Backlog { total: queued.len() as u64, by_key })
     }
 
     async fn enqueue(&self, _: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
@@ -62,13 +67,18 @@ fn scheduler(config: SchedulerConfig) -> (Scheduler, Arc<MemoryVisitStore>) {
     (Scheduler::new(store.clone(), config, 7), store)
 }
 
+/// The defaults, with the reference scheduler's policy weights.
+fn reference() -> SchedulerConfig {
+    SchedulerConfig { mode: RoundMode::ReferenceWeights, ..SchedulerConfig::default() }
+}
+
 fn failure(at: i64) -> VisitResult {
     VisitResult { status: VisitStatus::Failed, snapshot: None, visit_date: at }
 }
 
 #[tokio::test]
 async fn a_round_shares_slots_equally_among_listers_and_marks_only_what_was_queued() {
-    let config = SchedulerConfig { queue_length: 10, ..SchedulerConfig::default() };
+    let config = SchedulerConfig { queue_length: 10, ..reference() };
     let (scheduler, _) = scheduler(config);
     let big: Vec<ListedReport> =
         (0..100).map(|i| report(&format!("https://big/{i:03}"), Some(NOW - i * 1000))).collect();
@@ -139,7 +149,7 @@ async fn a_wake_up_row_its_origin_no_longer_holds_is_deleted_alone() {
 
 #[tokio::test]
 async fn the_queue_clock_follows_the_blind_origins_scheduled() {
-    let config = SchedulerConfig { blind_visits: BlindVisits::QueueClock, ..SchedulerConfig::default() };
+    let config = SchedulerConfig { blind_visits: BlindVisits::QueueClock, ..reference() };
     let (scheduler, store) = scheduler(config);
     scheduler.record_origins("l", &[report("a", None), report("b", None)], NOW).await.unwrap();
     let queue = ModelQueue::default();
@@ -247,4 +257,79 @@ async fn a_round_reads_rows_in_proportion_to_its_slots_not_to_the_origins() {
     // 3 policies × 2 listers × at most 50 head rows, plus 50 point reads.
     assert!(read.iter().all(|&rows| rows <= 3 * 2 * 50 + 50), "{read:?}");
     assert_eq!(read[0], read[1], "twenty times the origins, the same reads");
+}
+
+fn success(snapshot: &[u8], at: i64) -> VisitResult {
+    VisitResult { status: VisitStatus::Successful, snapshot: Some(snapshot.to_vec()), visit_date: at }
+}
+
+/// Visits `url` every `gap` from `from`, `changes` of them finding a new
+/// snapshot (the first visits), the others the same one; returns when the
+/// last one ended.
+async fn history(scheduler: &Scheduler, url: &str, from: i64, gap: i64, visits: i64, changes: i64) -> i64 {
+    let mut at = from;
+    for i in 0..visits {
+        let snapshot = i.min(changes).to_be_bytes();
+        scheduler.record_outcome("git", url, &success(&snapshot, at), at + 60_000).await.unwrap();
+        at += gap;
+    }
+    at
+}
+
+#[tokio::test]
+async fn rounds_by_expected_value_take_what_most_likely_changed_first() {
+    let config = SchedulerConfig { queue_length: 3, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config);
+    let start = NOW - 200 * DAY_MS;
+    let urls = ["https://h/busy", "https://h/quiet", "https://h/dated", "https://h/new"];
+    let undated: Vec<ListedReport> = urls[..2].iter().map(|u| report(u, None)).collect();
+    scheduler.record_origins("blind", &undated, start).await.unwrap();
+    scheduler.record_origins("dated", &[report(urls[2], Some(start - DAY_MS))], start).await.unwrap();
+    // Every other day: "busy" changed each time, "quiet" never after its first.
+    history(&scheduler, urls[0], start, 2 * DAY_MS, 40, 40).await;
+    history(&scheduler, urls[1], start, 2 * DAY_MS, 40, 0).await;
+    let last = history(&scheduler, urls[2], start, 2 * DAY_MS, 40, 0).await;
+    let busy = scheduler.origin("git", urls[0]).await.unwrap().unwrap();
+    let quiet = scheduler.origin("git", urls[1]).await.unwrap().unwrap();
+    assert!(busy.stats.rate.unwrap() > 0.5, "changed at every visit 2 days apart: {:?}", busy.stats.rate);
+    assert!(quiet.stats.rate.unwrap() < 0.02, "no change in 80 days: {:?}", quiet.stats.rate);
+
+    // A day after the last visits, with a listed change of "dated" and a new origin.
+    let now = last + DAY_MS;
+    scheduler.record_origins("dated", &[report(urls[2], Some(now - 1000))], now).await.unwrap();
+    scheduler.record_origins("blind", &[report(urls[3], None)], now).await.unwrap();
+    let queue = ModelQueue::default();
+    let round = scheduler.run_round("git", &queue, now).await.unwrap();
+    assert_eq!(round.by_policy, BTreeMap::from([(Policy::ExpectedValue, 3)]));
+    let sent: BTreeSet<String> = queue.take().into_iter().map(|v| v.url).collect();
+    let expected: BTreeSet<String> = [urls[0], urls[2], urls[3]].map(String::from).into();
+    assert_eq!(sent, expected, "the likely change, the listed change and the new origin; not the quiet one");
+}
+
+#[tokio::test]
+async fn a_key_with_enough_visits_waiting_leaves_the_queue_to_the_others() {
+    // key_concurrency 2 × queued_per_key 3: at most 6 of a lister's visits wait.
+    let config =
+        SchedulerConfig { queue_length: 100, key_concurrency: 2, queued_per_key: 3, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config);
+    let big: Vec<ListedReport> = (0..50).map(|i| report(&format!("https://big/{i:02}"), Some(NOW))).collect();
+    let small: Vec<ListedReport> = (0..50).map(|i| report(&format!("https://small/{i:02}"), Some(NOW))).collect();
+    scheduler.record_origins("big", &big, NOW).await.unwrap();
+    scheduler.record_origins("small", &small, NOW).await.unwrap();
+    let queue = ModelQueue::default();
+    let round = scheduler.run_round("git", &queue, NOW).await.unwrap();
+    assert_eq!(round.by_lister, BTreeMap::from([("big".into(), 6), ("small".into(), 6)]));
+    // Two of big's visits leave the queue: two more may wait.
+    let mut waiting = queue.take();
+    for _ in 0..2 {
+        let first_big = waiting.iter().position(|v| v.fairness_key == "big").unwrap();
+        waiting.remove(first_big);
+    }
+    *queue.queued.lock().unwrap() = waiting;
+    let round = scheduler.run_round("git", &queue, NOW + 1).await.unwrap();
+    assert_eq!(round.by_lister, BTreeMap::from([("big".into(), 2)]));
+    let unbounded = SchedulerConfig { queued_per_key: 0, queue_length: 100, ..SchedulerConfig::default() };
+    let (scheduler, _) = self::scheduler(unbounded);
+    scheduler.record_origins("big", &big, NOW).await.unwrap();
+    assert_eq!(scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap().sent(), 50, "0: no bound");
 }

@@ -10,7 +10,7 @@
 
 use crate::clock::UnixMillis;
 
-use super::DAY_MS;
+use super::{ChangeEvidence, DAY_MS};
 
 /// The largest interval index (4,096 days).
 pub const MAX_OFFSET: u8 = 10;
@@ -56,7 +56,7 @@ pub struct VisitResult {
 }
 
 /// What the scheduler knows of one (origin, visit type).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VisitStats {
     /// When the last visit recorded happened (its `visit_date`).
     pub last_visit: Option<UnixMillis>,
@@ -79,6 +79,16 @@ pub struct VisitStats {
     pub next_visit_queue_position: Option<i64>,
     /// False once disabled; a lister reporting the origin again enables it.
     pub enabled: bool,
+    /// What its visits and listings said of how often it changes.
+    #[serde(default)]
+    pub evidence: ChangeEvidence,
+    /// Its change rate (changes per day) as estimated at its last write
+    /// from `evidence` and its lister's mean (see [`super::rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f32>,
+    /// Its visits' mean duration in seconds (moving average).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visit_seconds: Option<f32>,
 }
 
 impl Default for VisitStats {
@@ -93,6 +103,9 @@ impl Default for VisitStats {
             successive_visits: 1,
             next_visit_queue_position: None,
             enabled: true,
+            evidence: ChangeEvidence::default(),
+            rate: None,
+            visit_seconds: None,
         }
     }
 }
@@ -142,6 +155,25 @@ impl VisitStats {
     /// A lister reported the origin again: it is enabled whatever happened.
     pub fn relisted(&mut self) {
         self.enabled = true;
+    }
+
+    /// Learns from a visit's outcome, recorded at `now` (its end), what
+    /// it says of the origin's change rate and of its visits' duration.
+    /// Only for an origin whose lister gives no update date: the listings
+    /// of the others are their evidence (both would count one span twice).
+    /// Call before [`VisitStats::record`], which moves the last snapshot.
+    pub fn learn(&mut self, outcome: &VisitResult, now: UnixMillis, dated: bool) {
+        if self.last_visit.is_some_and(|last| outcome.visit_date <= last) {
+            return;
+        }
+        let seconds = ((now - outcome.visit_date) as f64 / 1000.0).clamp(1.0, 86_400.0) as f32;
+        if outcome.status == VisitStatus::Successful && outcome.snapshot.is_some() {
+            self.visit_seconds = Some(self.visit_seconds.map_or(seconds, |mean| mean + (seconds - mean) / 8.0));
+            if !dated {
+                let changed = outcome.snapshot != self.last_snapshot;
+                self.evidence.visited(changed, outcome.visit_date);
+            }
+        }
     }
 }
 

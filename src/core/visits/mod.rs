@@ -16,15 +16,19 @@ pub mod cooldown;
 pub mod feedback;
 pub mod placement;
 pub mod policy;
+pub mod rate;
 pub mod round;
 pub mod slots;
+pub mod value;
 
 pub use cooldown::Cooldowns;
 pub use feedback::{MAX_OFFSET, VisitResult, VisitStats, VisitStatus, interval_days};
 pub use placement::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Placement};
 pub use policy::{Candidate, ListedOrigin, Policy};
+pub use rate::{ChangeEvidence, chance_of_change, time_to_chance};
 pub use round::{Choice, Heads, Sharing, plan_round};
 pub use slots::share_slots;
+pub use value::Freshness;
 
 /// Milliseconds in a day.
 pub const DAY_MS: i64 = 24 * 3600 * 1000;

@@ -12,7 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cooldowns, ListedOrigin, Policy, VisitStats};
+use super::value::Freshness;
+use super::{Cooldowns, DAY_MS, ListedOrigin, Policy, VisitStats};
 use crate::clock::UnixMillis;
 
 /// One row of a policy index: `(visit type, policy, lister)` names the
@@ -65,7 +66,7 @@ impl Placement {
 }
 
 /// Everything the scheduler keeps for one (origin, visit type).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OriginState {
     /// The origin as last listed.
     pub origin: ListedOrigin,
@@ -86,21 +87,56 @@ pub struct ListerMetrics {
     pub never_visited: i64,
     /// Enabled, and updated since the last successful visit.
     pub pending_changes: i64,
+    /// The sum of those updates' dates, in seconds since the Unix epoch:
+    /// with `pending_changes`, their mean age.
+    #[serde(default)]
+    pub pending_since_s: i64,
+    /// Enabled origins with a change-rate estimate...
+    #[serde(default)]
+    pub rated: i64,
+    /// ...and the sum of their estimates, in millionths of a change per day.
+    #[serde(default)]
+    pub rate_micro: i64,
+    /// Enabled, visited, with no listed change since: the sum of their rate
+    /// estimates (millionths per day)...
+    #[serde(default)]
+    pub known_rate_micro: i64,
+    /// ...and of each estimate times the day (since the Unix epoch) up to
+    /// which its content is known: with `known_rate_micro`, the changes
+    /// expected since.
+    #[serde(default)]
+    pub known_rate_days: i64,
 }
+
+/// Millionths of a change per day.
+const MICRO: f64 = 1e6;
 
 impl ListerMetrics {
     fn of(state: &OriginState) -> ListerMetrics {
         let (origin, stats) = (&state.origin, &state.stats);
         let enabled = stats.enabled;
-        let pending = match (origin.last_update, stats.last_successful) {
-            (Some(update), Some(success)) => update > success,
-            _ => false,
+        let freshness = Freshness::of(origin, stats);
+        let pending = stats.last_successful.is_some() && matches!(freshness, Freshness::Changed { .. });
+        let rate = stats.rate.filter(|_| enabled).map(|r| (f64::from(r) * MICRO).round() as i64);
+        let known = match (freshness, rate) {
+            (Freshness::Known { since }, Some(rate)) => {
+                (rate, (rate as f64 * since as f64 / DAY_MS as f64).round() as i64)
+            }
+            _ => (0, 0),
         };
         ListerMetrics {
             known: 1,
             enabled: i64::from(enabled),
             never_visited: i64::from(enabled && stats.last_snapshot.is_none()),
             pending_changes: i64::from(enabled && pending),
+            pending_since_s: match freshness {
+                Freshness::Changed { since } if enabled && pending => since.div_euclid(1000),
+                _ => 0,
+            },
+            rated: i64::from(rate.is_some()),
+            rate_micro: rate.unwrap_or(0),
+            known_rate_micro: known.0,
+            known_rate_days: known.1,
         }
     }
 
@@ -115,6 +151,29 @@ impl ListerMetrics {
         self.enabled += sign * other.enabled;
         self.never_visited += sign * other.never_visited;
         self.pending_changes += sign * other.pending_changes;
+        self.pending_since_s += sign * other.pending_since_s;
+        self.rated += sign * other.rated;
+        self.rate_micro += sign * other.rate_micro;
+        self.known_rate_micro += sign * other.known_rate_micro;
+        self.known_rate_days += sign * other.known_rate_days;
+    }
+
+    /// The lister's mean change rate (per day), if any origin has an estimate.
+    pub fn mean_rate(&self) -> Option<f64> {
+        (self.rated > 0).then(|| self.rate_micro as f64 / MICRO / self.rated as f64)
+    }
+
+    /// The mean age at `now` of the changes listed and not yet visited.
+    pub fn pending_age_ms(&self, now: UnixMillis) -> Option<i64> {
+        (self.pending_changes > 0).then(|| now - self.pending_since_s * 1000 / self.pending_changes)
+    }
+
+    /// Changes expected at `now` that no visit picked up: those listed, and
+    /// those the rate estimates expect since each origin's content was known.
+    pub fn estimated_pending(&self, now: UnixMillis) -> f64 {
+        let expected =
+            (self.known_rate_micro as f64 * now as f64 / DAY_MS as f64 - self.known_rate_days as f64) / MICRO;
+        self.pending_changes as f64 + expected.max(0.0)
     }
 }
 
@@ -207,12 +266,26 @@ mod tests {
             OriginWrite::new(None, origin("l", Some(NOW - DAY_MS)), VisitStats::default(), &Cooldowns::default(), NOW);
         assert_eq!(
             policies(&write),
-            vec![Policy::NeverVisitedOldestUpdateFirst, Policy::OldestScheduledFirst, Policy::StopAfterSuccess]
+            vec![
+                Policy::NeverVisitedOldestUpdateFirst,
+                Policy::OldestScheduledFirst,
+                Policy::StopAfterSuccess,
+                Policy::ExpectedValue
+            ]
         );
         assert!(write.unindex.is_empty() && write.wake.is_none());
         assert_eq!(
             write.metrics,
-            vec![("l".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, pending_changes: 0 })]
+            vec![(
+                "l".into(),
+                ListerMetrics {
+                    known: 1,
+                    enabled: 1,
+                    never_visited: 1,
+                    pending_changes: 0,
+                    ..ListerMetrics::default()
+                }
+            )]
         );
     }
 
@@ -240,7 +313,7 @@ mod tests {
             (Some(NOW + 7 * DAY_MS), None),
             "answered and past 12 h: back in the indexes"
         );
-        assert_eq!(policies(&after), vec![Policy::OldestScheduledFirst]);
+        assert_eq!(policies(&after), vec![Policy::OldestScheduledFirst, Policy::ExpectedValue]);
         assert_eq!(after.index[0].key, NOW);
         assert_eq!(after.metrics[0].1.never_visited, -1);
     }
@@ -274,6 +347,9 @@ mod tests {
         let off = OriginWrite::new(Some(&first.state), first.state.origin.clone(), disabled, &cooldowns, NOW);
         assert_eq!(off.unindex.len(), first.index.len());
         assert!(off.index.is_empty() && off.wake.is_none());
-        assert_eq!(off.metrics[0].1, ListerMetrics { known: 0, enabled: -1, never_visited: -1, pending_changes: 0 });
+        assert_eq!(
+            off.metrics[0].1,
+            ListerMetrics { known: 0, enabled: -1, never_visited: -1, pending_changes: 0, ..ListerMetrics::default() }
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use super::value::Freshness;
 use super::{Cooldowns, VisitStats, VisitStatus};
 use crate::clock::UnixMillis;
 
@@ -51,6 +52,10 @@ pub enum Policy {
     OldestScheduledFirst,
     /// Until one visit succeeds, then never again (one-shot visit types).
     StopAfterSuccess,
+    /// Every origin, by when its chance of holding something new reached
+    /// [`super::value::DUE_CHANCE`] (never visited, or a listed change: when
+    /// that became known; else from its estimated change rate).
+    ExpectedValue,
 }
 
 /// What a policy looks at for one origin.
@@ -66,24 +71,26 @@ pub struct Candidate<'a> {
 
 impl Policy {
     /// Every policy, in order of declaration.
-    pub const ALL: [Policy; 6] = [
+    pub const ALL: [Policy; 7] = [
         Policy::NeverVisitedOldestUpdateFirst,
         Policy::AlreadyVisitedOrderByLag,
         Policy::OriginsWithoutLastUpdate,
         Policy::FirstVisitsAfterListing,
         Policy::OldestScheduledFirst,
         Policy::StopAfterSuccess,
+        Policy::ExpectedValue,
     ];
 
     /// The policies with an index of their own. `FirstVisitsAfterListing`
     /// reads the lister's `OldestScheduledFirst` index below the time its
     /// listing finished.
-    pub const INDEXED: [Policy; 5] = [
+    pub const INDEXED: [Policy; 6] = [
         Policy::NeverVisitedOldestUpdateFirst,
         Policy::AlreadyVisitedOrderByLag,
         Policy::OriginsWithoutLastUpdate,
         Policy::OldestScheduledFirst,
         Policy::StopAfterSuccess,
+        Policy::ExpectedValue,
     ];
 
     /// The name used in configuration and on the wire.
@@ -95,6 +102,7 @@ impl Policy {
             Policy::FirstVisitsAfterListing => "first_visits_after_listing",
             Policy::OldestScheduledFirst => "oldest_scheduled_first",
             Policy::StopAfterSuccess => "stop_after_success",
+            Policy::ExpectedValue => "expected_value",
         }
     }
 
@@ -139,6 +147,7 @@ impl Policy {
             }
             Policy::StopAfterSuccess => (stats.last_visit_status != Some(VisitStatus::Successful))
                 .then(|| origin.last_update.unwrap_or(i64::MAX)),
+            Policy::ExpectedValue => Some(Freshness::of(origin, stats).due(stats.rate.map(f64::from))),
         }
     }
 

@@ -51,15 +51,18 @@ pub type Heads = BTreeMap<(Policy, String), Vec<IndexEntry>>;
 
 /// Chooses up to `slots` origins from `heads` for `policies` (with weights).
 /// `unit` gives random numbers in `[0, 1)` for the odd slots of fair shares
-/// (see [`share_slots`]).
+/// (see [`share_slots`]). `room` is asked before an entry is taken, and
+/// counts it if it answers yes: an entry it refuses (its fairness key has
+/// enough visits waiting) is passed over and takes no slot.
 pub fn plan_round(
     slots: u64,
     policies: &[(Policy, f64)],
     heads: &Heads,
     sharing: Sharing,
     unit: &mut dyn FnMut() -> f64,
+    room: &mut dyn FnMut(&IndexEntry) -> bool,
 ) -> Vec<Choice> {
-    let mut taken = Taken::default();
+    let mut taken = Taken { room, choices: Vec::new(), urls: HashSet::new() };
     match sharing {
         Sharing::Fair => {
             // Each policy's candidates, dealt one lister at a time from a
@@ -115,13 +118,13 @@ fn deal(lists: &[&Vec<IndexEntry>], unit: &mut dyn FnMut() -> f64) -> Vec<IndexE
     dealt
 }
 
-#[derive(Default)]
-struct Taken {
+struct Taken<'r> {
+    room: &'r mut dyn FnMut(&IndexEntry) -> bool,
     choices: Vec<Choice>,
     urls: HashSet<String>,
 }
 
-impl Taken {
+impl Taken<'_> {
     /// Takes up to `slots` origins from `lists` (one per policy, best first)
     /// by weight; with `redistribute`, a policy's unfilled share goes to the
     /// others, else it is lost (the reference's floor of each share).
@@ -153,7 +156,8 @@ impl Taken {
                 while got < share && cursor[i] < lists[i].len() {
                     let entry = &lists[i][cursor[i]];
                     cursor[i] += 1;
-                    if self.urls.insert(entry.url.clone()) {
+                    if !self.urls.contains(&entry.url) && (self.room)(entry) {
+                        self.urls.insert(entry.url.clone());
                         self.choices.push(Choice { policy: policies[i].0, entry: entry.clone() });
                         got += 1;
                     }
@@ -195,7 +199,7 @@ mod tests {
     #[test]
     fn fair_rounds_share_equally_among_listers_whatever_their_size() {
         let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(NEVER, "tiny", 3)].into();
-        let choices = plan_round(60, &[(NEVER, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
+        let choices = plan_round(60, &[(NEVER, 1.0)], &heads, Sharing::Fair, &mut || 0.5, &mut |_| true);
         assert_eq!(choices.len(), 60);
         assert_eq!(count(&choices, |c| c.entry.lister == "tiny"), 3);
         let (big, small) =
@@ -211,17 +215,18 @@ mod tests {
         const BLIND: Policy = Policy::OriginsWithoutLastUpdate;
         let heads: Heads = [entries(NEVER, "dated", 100), entries(BLIND, "blind", 100)].into();
         let weights = [(NEVER, 49.0), (BLIND, 2.0)];
-        let choices = plan_round(51, &weights, &heads, Sharing::Fair, &mut || 0.5);
+        let choices = plan_round(51, &weights, &heads, Sharing::Fair, &mut || 0.5, &mut |_| true);
         assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == BLIND)), (49, 2));
         let short: Heads = [entries(NEVER, "dated", 10), entries(BLIND, "blind", 100)].into();
-        let choices = plan_round(51, &weights, &short, Sharing::Fair, &mut || 0.5);
+        let choices = plan_round(51, &weights, &short, Sharing::Fair, &mut || 0.5, &mut |_| true);
         assert_eq!(count(&choices, |c| c.policy == BLIND), 41, "what the dated lister cannot fill goes on");
     }
 
     #[test]
     fn policy_weights_alone_follow_the_merged_order_and_leave_unfilled_shares_empty() {
         let heads: Heads = [entries(NEVER, "big", 100), entries(NEVER, "small", 100), entries(LAG, "big", 2)].into();
-        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::PolicyWeights, &mut || 0.5);
+        let choices =
+            plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::PolicyWeights, &mut || 0.5, &mut |_| true);
         assert_eq!(count(&choices, |c| c.policy == NEVER), 5);
         assert_eq!(count(&choices, |c| c.policy == LAG), 2, "the lag share's other three slots stay empty");
         let never: Vec<(i64, &str)> =
@@ -232,7 +237,7 @@ mod tests {
     #[test]
     fn a_fair_round_gives_a_short_policy_share_to_the_others() {
         let heads: Heads = [entries(NEVER, "l", 100), entries(LAG, "l", 2)].into();
-        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
+        let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5, &mut |_| true);
         assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == LAG)), (8, 2));
     }
 
@@ -241,11 +246,11 @@ mod tests {
         let ((_, l), never) = entries(NEVER, "l", 5);
         let lag: Vec<IndexEntry> = never.iter().map(|e| IndexEntry { policy: LAG, ..e.clone() }).collect();
         let heads: Heads = [((NEVER, l.clone()), never), ((LAG, l), lag)].into();
-        let choices = plan_round(4, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5);
+        let choices = plan_round(4, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5, &mut |_| true);
         let urls: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
         assert_eq!((choices.len(), urls.len()), (4, 4));
         assert_eq!(
-            plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5).len(),
+            plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5, &mut |_| true).len(),
             5,
             "all there is"
         );

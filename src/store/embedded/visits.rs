@@ -45,7 +45,7 @@ fn metrics_tuple(m: ListerMetrics) -> (i64, i64, i64, i64) {
 }
 
 fn metrics_of((known, enabled, never_visited, pending_changes): (i64, i64, i64, i64)) -> ListerMetrics {
-    ListerMetrics { known, enabled, never_visited, pending_changes }
+    ListerMetrics { known, enabled, never_visited, pending_changes, ..ListerMetrics::default() }
 }
 
 fn apply_one(txn: &WriteTransaction, write: &OriginWrite) -> StoreResult<()> {

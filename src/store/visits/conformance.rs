@@ -209,8 +209,26 @@ pub async fn counts_follow_the_writes(store: &dyn VisitStore) {
     assert_eq!(
         metrics,
         vec![
-            ("git".into(), ListerMetrics { known: 2, enabled: 1, never_visited: 1, pending_changes: 0 }),
-            ("hg".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, pending_changes: 0 }),
+            (
+                "git".into(),
+                ListerMetrics {
+                    known: 2,
+                    enabled: 1,
+                    never_visited: 1,
+                    pending_changes: 0,
+                    ..ListerMetrics::default()
+                }
+            ),
+            (
+                "hg".into(),
+                ListerMetrics {
+                    known: 1,
+                    enabled: 1,
+                    never_visited: 1,
+                    pending_changes: 0,
+                    ..ListerMetrics::default()
+                }
+            ),
         ]
     );
     assert!(store.metrics("nobody").await.unwrap().is_empty());

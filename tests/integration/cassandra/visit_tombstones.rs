@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fairway::store::cassandra::CassandraConfig;
-use fairway::visits::{ListedReport, Scheduler, SchedulerConfig, Visit, VisitQueue, VisitQueueError};
+use fairway::visits::{Backlog, ListedReport, Scheduler, SchedulerConfig, Visit, VisitQueue, VisitQueueError};
 
 use super::Keyspace;
 use super::tombstones::{TOMBSTONE_BUDGET, check_warn_threshold};
@@ -31,8 +31,8 @@ struct Sink {
 
 #[async_trait]
 impl VisitQueue for Sink {
-    async fn backlog(&self, _: &str) -> Result<u64, VisitQueueError> {
-        Ok(0)
+    async fn backlog(&self, _: &str) -> Result<Backlog, VisitQueueError> {
+        Ok(Backlog::default())
     }
 
     async fn enqueue(&self, _: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {

@@ -259,6 +259,7 @@ impl VisitStore for CassandraStore {
                     enabled: n(enabled),
                     never_visited: n(never_visited),
                     pending_changes: n(pending),
+                    ..ListerMetrics::default()
                 },
             ));
         }

@@ -16,6 +16,8 @@ pub(crate) struct ForgeParams {
     pub start: i64,
     pub days: u32,
     pub seed: u64,
+    /// Share of the listers that give no update date.
+    pub undated_share: f64,
 }
 
 /// Share of origins that are dead: every visit finds nothing.
@@ -111,8 +113,12 @@ impl Forge {
                 hosts.push(format!("{name}.example"));
             }
             let host_count = hosts.len() as u32 - first_host;
-            // A third of the listers give no update date.
-            let dated = rank % 3 != 1;
+            // `undated_share` of the listers give no update date, spread
+            // over the sizes (a third: ranks 1, 4, 7…).
+            let offset = 1.0 / 3.0;
+            let undated = ((rank + 1) as f64 * params.undated_share + offset).floor()
+                > (rank as f64 * params.undated_share + offset).floor();
+            let dated = !undated;
             let period_days = 1.0 + 6.0 * unit(seed, rank as u64, 1);
             let period_ms = (period_days * 24.0).round() as i64 * 3600 * 1000;
             let first = origins.len() as u32;
@@ -216,7 +222,7 @@ mod tests {
     use super::*;
 
     fn forge(origins: u32, listers: usize) -> Forge {
-        Forge::new(ForgeParams { origins, listers, start: 0, days: 10, seed: 7 })
+        Forge::new(ForgeParams { origins, listers, start: 0, days: 10, seed: 7, undated_share: 1.0 / 3.0 })
     }
 
     #[test]

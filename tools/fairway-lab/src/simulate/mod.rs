@@ -26,7 +26,7 @@ use anyhow::bail;
 use clap::Args;
 
 use fairway::core::visits::{DAY_MS, Sharing};
-use fairway::visits::{BlindVisits, SchedulerConfig};
+use fairway::visits::{BlindVisits, RoundMode, SchedulerConfig};
 
 use arm::{ArmSpec, Capacity};
 use forge::{Forge, ForgeParams};
@@ -54,6 +54,9 @@ pub(super) struct SimulateArgs {
     /// Visits that may run at once on one host (politeness).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     host_limit: u32,
+    /// Share of the listers that give no update date (0 to 1).
+    #[arg(long, default_value_t = 1.0 / 3.0)]
+    undated_share: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Where report.md, report.json and the plots go.
@@ -80,8 +83,12 @@ impl SimulateArgs {
                 self.origins / 50
             );
         }
+        if !(0.0..=1.0).contains(&self.undated_share) {
+            bail!("--undated-share: {} is not a share; give 0 to 1", self.undated_share);
+        }
         Ok(Scenario {
             forge: ForgeParams {
+                undated_share: self.undated_share,
                 origins: self.origins,
                 listers: self.listers as usize,
                 start: START_MS,
@@ -99,6 +106,8 @@ pub(super) fn arms() -> [ArmSpec; 2] {
     let baseline = SchedulerConfig {
         sharing: Sharing::PolicyWeights,
         blind_visits: BlindVisits::QueueClock,
+        mode: RoundMode::ReferenceWeights,
+        queued_per_key: 0,
         ..SchedulerConfig::default()
     };
     [

@@ -11,13 +11,13 @@
 //! queue. The base of a new pass is the ack level, here approximated by the
 //! highest pass dispatched that is not above the lowest waiting one.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use fairway::core::fairness::{CounterConfig, KeyCounters, stride};
-use fairway::visits::{Visit, VisitQueue, VisitQueueError};
+use fairway::visits::{Backlog, Visit, VisitQueue, VisitQueueError};
 
 use super::forge::Forge;
 
@@ -46,7 +46,7 @@ struct State {
     arrivals: u64,
     /// Every waiting visit, and its origin.
     waiting: BTreeSet<Level>,
-    origin_of: std::collections::HashMap<u64, u32>,
+    origin_of: HashMap<u64, u32>,
     /// Waiting visits per host.
     by_host: Vec<BTreeSet<Level>>,
     /// The first waiting visit of each host below its limit, and which
@@ -57,6 +57,9 @@ struct State {
     peak: Vec<u32>,
     /// Origins queued or running (the dedup ids).
     present: HashSet<u32>,
+    /// Waiting visits per fairness key, and each waiting visit's key.
+    waiting_by_key: HashMap<String, u64>,
+    key_of: HashMap<u64, String>,
 }
 
 impl SimQueue {
@@ -69,13 +72,15 @@ impl SimQueue {
             ack_pass: 0,
             arrivals: 0,
             waiting: BTreeSet::new(),
-            origin_of: std::collections::HashMap::new(),
+            origin_of: HashMap::new(),
             by_host: vec![BTreeSet::new(); hosts],
             heads: BTreeSet::new(),
             head_of: vec![None; hosts],
             running: vec![0; hosts],
             peak: vec![0; hosts],
             present: HashSet::new(),
+            waiting_by_key: HashMap::new(),
+            key_of: HashMap::new(),
         };
         SimQueue { forge, state: Mutex::new(state) }
     }
@@ -92,6 +97,13 @@ impl SimQueue {
         s.waiting.remove(&level);
         s.by_host[host as usize].remove(&level);
         let origin = s.origin_of.remove(&level.2).expect("a waiting visit has an origin");
+        let key = s.key_of.remove(&level.2).expect("a waiting visit has a key");
+        if let Some(count) = s.waiting_by_key.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                s.waiting_by_key.remove(&key);
+            }
+        }
         s.running[host as usize] += 1;
         let running = s.running[host as usize];
         assert!(running <= s.host_limit, "host {host} runs {running} visits, above its limit");
@@ -111,6 +123,7 @@ impl SimQueue {
         s.refresh_head(host);
     }
 
+    #[cfg(test)]
     pub(super) fn waiting(&self) -> u64 {
         self.lock().waiting.len() as u64
     }
@@ -141,8 +154,9 @@ impl State {
 
 #[async_trait]
 impl VisitQueue for SimQueue {
-    async fn backlog(&self, _visit_type: &str) -> Result<u64, VisitQueueError> {
-        Ok(self.waiting())
+    async fn backlog(&self, _visit_type: &str) -> Result<Backlog, VisitQueueError> {
+        let s = self.lock();
+        Ok(Backlog { total: s.waiting.len() as u64, by_key: s.waiting_by_key.clone() })
     }
 
     async fn enqueue(&self, _visit_type: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {
@@ -166,6 +180,8 @@ impl VisitQueue for SimQueue {
             let host = self.forge.origins[origin as usize].host;
             s.waiting.insert(level);
             s.origin_of.insert(level.2, origin);
+            s.key_of.insert(level.2, visit.fairness_key.clone());
+            *s.waiting_by_key.entry(visit.fairness_key.clone()).or_default() += 1;
             s.by_host[host as usize].insert(level);
             s.refresh_head(host);
             result.push(true);
@@ -195,7 +211,14 @@ mod tests {
     }
 
     fn setup(order: Order) -> (Arc<Forge>, SimQueue) {
-        let forge = Arc::new(Forge::new(ForgeParams { origins: 2_000, listers: 3, start: 0, days: 1, seed: 1 }));
+        let forge = Arc::new(Forge::new(ForgeParams {
+            origins: 2_000,
+            listers: 3,
+            start: 0,
+            days: 1,
+            seed: 1,
+            undated_share: 0.0,
+        }));
         let queue = SimQueue::new(forge.clone(), order, 2);
         (forge, queue)
     }
