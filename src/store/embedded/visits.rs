@@ -34,8 +34,10 @@ const METRICS: TableDefinition<(&str, &str), (i64, i64, i64, i64)> = TableDefini
 /// can half-happen). The one step taken when this table is new in a file
 /// that has origins is [`backfill_rate_metrics`], so that these counts agree
 /// with the origins from the start.
-const RATE_METRICS: TableDefinition<(&str, &str), (i64, i64, i64, i64, i64)> =
-    TableDefinition::new("visit_metrics_rates");
+const RATE_METRICS: TableDefinition<(&str, &str), Rates> = TableDefinition::new("visit_metrics_rates");
+
+/// A row of `visit_metrics_rates`.
+type Rates = (i64, i64, i64, i64, i64);
 /// visit type → queue-position clock.
 const POSITIONS: TableDefinition<&str, i64> = TableDefinition::new("visit_positions");
 
@@ -95,7 +97,7 @@ fn metrics_tuple(m: ListerMetrics) -> (i64, i64, i64, i64) {
     (m.known, m.enabled, m.never_visited, m.pending_changes)
 }
 
-fn rates_tuple(m: ListerMetrics) -> (i64, i64, i64, i64, i64) {
+fn rates_tuple(m: ListerMetrics) -> Rates {
     (m.pending_since_s, m.rated, m.rate_micro, m.known_rate_micro, m.known_rate_days)
 }
 
@@ -103,7 +105,7 @@ fn rates_tuple(m: ListerMetrics) -> (i64, i64, i64, i64, i64) {
 /// `visit_metrics_rates` (none: 0).
 fn metrics_of(
     (known, enabled, never_visited, pending_changes): (i64, i64, i64, i64),
-    rates: Option<(i64, i64, i64, i64, i64)>,
+    rates: Option<Rates>,
 ) -> ListerMetrics {
     let (pending_since_s, rated, rate_micro, known_rate_micro, known_rate_days) = rates.unwrap_or_default();
     ListerMetrics {
