@@ -14,7 +14,7 @@ use super::matching::TaskHook;
 use super::routing::Origin;
 use super::{convert, status};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::visits::{ListedOrigin, VisitResult, VisitStatus};
+use crate::core::visits::{ListedOrigin, ListerMetrics, VisitResult, VisitStatus};
 use crate::model::{Limits, Priority, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::scheduler_server;
@@ -62,6 +62,24 @@ fn visit_type(field: &str, visit_type: &str) -> Result<(), Status> {
 
 fn unix_ms(field: &str, at: &prost_types::Timestamp) -> Result<UnixMillis, Status> {
     convert::unix_ms(field, at).map_err(status::invalid)
+}
+
+/// A lister's counts for one visit type as the API gives them, at `now`:
+/// the counts, and the coverage they say (lag, updates pending, rate).
+fn lister_metrics(visit_type: String, m: &ListerMetrics, now: UnixMillis) -> pb::ListerMetrics {
+    pb::ListerMetrics {
+        visit_type,
+        known: m.known,
+        enabled: m.enabled,
+        never_visited: m.never_visited,
+        pending_changes: m.pending_changes,
+        // A change dated after the server's clock (a forge's clock ahead) is
+        // no lag.
+        pending_lag_seconds: m.pending_age_ms(now).map_or(0, |ms| ms.max(0) / 1000),
+        estimated_pending_updates: m.estimated_pending(now).max(0.0),
+        mean_change_rate_per_day: m.mean_rate().unwrap_or(0.0),
+        rated_origins: m.rated,
+    }
 }
 
 fn listed_report(field: &str, origin: pb::ListedOrigin) -> Result<ListedReport, Status> {
@@ -330,18 +348,38 @@ impl scheduler_server::Scheduler for SchedulerService {
         let listers = store.listers().await.map_err(status::from_store)?;
         let listing_finished =
             listers.iter().find(|l| l.name == request.lister).and_then(|l| l.listing_finished).map(convert::timestamp);
+        let now = self.clock.now_ms();
         Ok(Response::new(pb::GetListerMetricsResponse {
-            metrics: metrics
-                .into_iter()
-                .map(|(visit_type, m)| pb::ListerMetrics {
-                    visit_type,
-                    known: m.known,
-                    enabled: m.enabled,
-                    never_visited: m.never_visited,
-                    pending_changes: m.pending_changes,
-                })
-                .collect(),
+            metrics: metrics.into_iter().map(|(visit_type, m)| lister_metrics(visit_type, &m, now)).collect(),
             listing_finished,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::visits::DAY_MS;
+
+    #[test]
+    fn coverage_reads_in_seconds_and_per_day_and_none_reads_as_zero() {
+        let now = 20_000 * DAY_MS;
+        let none = lister_metrics("git".into(), &ListerMetrics { known: 3, enabled: 3, ..Default::default() }, now);
+        assert_eq!(
+            (none.pending_lag_seconds, none.estimated_pending_updates, none.mean_change_rate_per_day),
+            (0, 0.0, 0.0)
+        );
+        let m = ListerMetrics {
+            pending_changes: 2,
+            pending_since_s: (now - DAY_MS) / 1000 + (now - 3 * DAY_MS) / 1000,
+            rated: 2,
+            rate_micro: 1_500_000,
+            ..Default::default()
+        };
+        let pb = lister_metrics("git".into(), &m, now);
+        assert_eq!(pb.pending_lag_seconds, 2 * 24 * 3600, "the mean age of the two changes");
+        assert_eq!((pb.estimated_pending_updates, pb.mean_change_rate_per_day, pb.rated_origins), (2.0, 0.75, 2));
+        let ahead = ListerMetrics { pending_changes: 1, pending_since_s: (now + DAY_MS) / 1000, ..Default::default() };
+        assert_eq!(lister_metrics("git".into(), &ahead, now).pending_lag_seconds, 0, "a change dated ahead is no lag");
     }
 }

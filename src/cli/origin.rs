@@ -129,6 +129,58 @@ fn time(t: Option<prost_types::Timestamp>) -> String {
     t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
 }
 
+/// A lag as people read it: "45 min", "3.2 h", "3.2 d"; "-" without one.
+fn lag(seconds: i64) -> String {
+    match seconds {
+        s if s <= 0 => "-".into(),
+        s if s < 3_600 => format!("{} min", s / 60),
+        s if s < 86_400 => format!("{:.1} h", s as f64 / 3_600.0),
+        s => format!("{:.1} d", s as f64 / 86_400.0),
+    }
+}
+
+/// A change rate as people read it: "0.12/day"; "-" without one.
+fn rate(per_day: f64, rated: i64) -> String {
+    if rated <= 0 {
+        return "-".into();
+    }
+    match per_day {
+        r if r >= 10.0 => format!("{r:.0}/day"),
+        r if r >= 0.01 => format!("{r:.2}/day"),
+        r => format!("{:.2}/month", r * 30.0),
+    }
+}
+
+/// A lister's counts per visit type, and the coverage they say.
+fn metrics_table(metrics: &[pb::ListerMetrics]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING).set_header([
+        "VISIT TYPE",
+        "KNOWN",
+        "ENABLED",
+        "NEVER VISITED",
+        "PENDING CHANGES",
+        "VISIT LAG",
+        "EST. UPDATES PENDING",
+        "MEAN CHANGE RATE",
+        "RATED",
+    ]);
+    for m in metrics {
+        table.add_row([
+            m.visit_type.clone(),
+            m.known.to_string(),
+            m.enabled.to_string(),
+            m.never_visited.to_string(),
+            m.pending_changes.to_string(),
+            lag(m.pending_lag_seconds),
+            format!("{:.1}", m.estimated_pending_updates),
+            rate(m.mean_change_rate_per_day, m.rated_origins),
+            m.rated_origins.to_string(),
+        ]);
+    }
+    table
+}
+
 pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
     match command {
         OriginCommand::Record { server, lister, visit_type, finished, urls } => {
@@ -241,16 +293,7 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
                 let health = pb::Health::try_from(s.health).map_or("?", |h| h.as_str_name());
                 println!("  listing schedule {}: {} ({})", s.id, health.trim_start_matches("HEALTH_"), s.health_reason);
             }
-            println!(
-                "  {:<16} {:>10} {:>10} {:>14} {:>16}",
-                "visit type", "known", "enabled", "never visited", "pending changes"
-            );
-            for m in response.metrics {
-                println!(
-                    "  {:<16} {:>10} {:>10} {:>14} {:>16}",
-                    m.visit_type, m.known, m.enabled, m.never_visited, m.pending_changes
-                );
-            }
+            println!("{}", metrics_table(&response.metrics));
         }
         OriginCommand::Round { server, visit_type } => {
             let mut client = connect(&server).await?;
@@ -289,5 +332,31 @@ mod tests {
         assert_eq!(dated.visit_type, "hg");
         assert!(listed("https://a.example/z yesterday", "git").unwrap_err().to_string().contains("yesterday"));
         assert!(listed("a 1 2", "git").is_err());
+    }
+
+    #[test]
+    fn coverage_reads_in_units_people_use() {
+        assert_eq!(lag(0), "-");
+        assert_eq!(lag(45 * 60), "45 min");
+        assert_eq!(lag(3 * 3_600 + 720), "3.2 h");
+        assert_eq!(lag(3 * 86_400 + 17_280), "3.2 d");
+        assert_eq!(rate(0.12, 4), "0.12/day");
+        assert_eq!(rate(0.001, 4), "0.03/month");
+        assert_eq!(rate(24.0, 1), "24/day");
+        assert_eq!(rate(0.0, 0), "-");
+        let m = pb::ListerMetrics {
+            visit_type: "git".into(),
+            known: 3,
+            enabled: 3,
+            never_visited: 1,
+            pending_changes: 1,
+            pending_lag_seconds: 2 * 86_400,
+            estimated_pending_updates: 1.25,
+            mean_change_rate_per_day: 0.5,
+            rated_origins: 2,
+        };
+        let shown = metrics_table(&[m]).to_string();
+        assert!(shown.contains("VISIT LAG") && shown.contains("2.0 d"), "{shown}");
+        assert!(shown.contains("1.2") && shown.contains("0.50/day"), "{shown}");
     }
 }

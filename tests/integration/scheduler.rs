@@ -182,6 +182,65 @@ async fn origins_are_visited_and_rounds_follow_the_outcomes(backend: Backend) {
 }
 
 #[tokio::test]
+async fn lister_metrics_say_the_visit_lag_and_the_updates_pending() {
+    lister_metrics_say_the_coverage(Backend::Embedded).await;
+}
+
+#[tokio::test]
+async fn lister_metrics_say_the_visit_lag_and_the_updates_pending_on_cassandra() {
+    lister_metrics_say_the_coverage(Backend::Cassandra).await;
+}
+
+async fn lister_metrics_say_the_coverage(backend: Backend) {
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let mut config = Config::default();
+    config.scheduler.rounds = false;
+    let server = TestServer::start_timed(backend, config, clock.clone()).await;
+    let address = format!("http://{}", server.addr);
+    let mut scheduler = SchedulerClient::new(server.channel());
+    let start = clock.now_ms();
+    let day = 24 * 3600 * 1000;
+    let lister = "gitlab/c";
+
+    // A dated forge: both origins are visited once.
+    let forge = vec![
+        listed("https://c.example/x", Some(start - 3 * day)),
+        listed("https://c.example/y", Some(start - 2 * day)),
+    ];
+    assert_eq!(record(&mut scheduler, lister, forge).await, 2);
+    assert_eq!(sent(&round(&mut scheduler).await).values().sum::<u64>(), 2);
+    visit(address.clone(), 2).await;
+
+    // A day on, the forge lists a change of x six hours old, and a new origin.
+    clock.advance(DAY);
+    let changed = clock.now_ms() - 6 * HOUR.as_millis() as i64;
+    let listing = vec![listed("https://c.example/x", Some(changed)), listed("https://c.example/z", Some(changed))];
+    assert_eq!(record(&mut scheduler, lister, listing).await, 1);
+
+    let request = pb::GetListerMetricsRequest { lister: lister.into() };
+    let response = scheduler.get_lister_metrics(request).await.unwrap().into_inner();
+    assert_eq!(response.metrics.len(), 1);
+    let git = &response.metrics[0];
+    assert_eq!((git.known, git.enabled, git.never_visited, git.pending_changes), (3, 3, 1, 1), "{git:?}");
+    // Dates are counted in whole seconds: the lag is 6 h, give or take one.
+    let six_hours = 6 * 3600;
+    assert!((six_hours..=six_hours + 1).contains(&git.pending_lag_seconds), "lag: {git:?}");
+    assert!(git.estimated_pending_updates >= 1.0, "x's change at least: {git:?}");
+    assert!(git.rated_origins >= 0 && (git.rated_origins > 0) == (git.mean_change_rate_per_day > 0.0), "{git:?}");
+
+    // The CLI shows them in the units people read.
+    let output = tokio::task::spawn_blocking(move || {
+        fairway_command().args(["origin", "metrics", "--server", &address, lister]).output().expect("run fairway")
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "origin metrics: {}", String::from_utf8_lossy(&output.stderr));
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("VISIT LAG") && shown.contains("6.0 h"), "{shown}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn bad_scheduler_requests_name_the_field_and_write_nothing() {
     let server = TestServer::start().await;
     let mut scheduler = SchedulerClient::new(server.channel());

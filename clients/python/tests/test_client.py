@@ -165,6 +165,9 @@ def test_scheduler_calls(api, queue_name):
     api.finish_listing(lister)
     metrics = api.lister_metrics(lister)
     assert [(m.visit_type, m.known) for m in metrics.metrics] == [(visit_type, 2)]
+    coverage = metrics.metrics[0]
+    assert (coverage.never_visited, coverage.pending_changes, coverage.pending_lag_seconds) == (2, 0, 0)
+    assert coverage.estimated_pending_updates == 0.0 and coverage.rated_origins >= 0
     assert metrics.HasField("listing_finished")
     stats = api.visit_stats(url, visit_type)
     assert stats is not None and stats.lister == lister and stats.enabled

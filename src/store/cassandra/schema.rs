@@ -66,7 +66,12 @@ mod tests {
     #[test]
     fn statements_are_filled_in() {
         let statements = schema_statements("fw", "{'class': 'SimpleStrategy', 'replication_factor': 3}").unwrap();
-        assert_eq!(statements.len(), 21, "17, the 3 columns of a rotated secret and the creator of a queue");
+        assert_eq!(
+            statements.len(),
+            26,
+            "17 (the leases included), the 3 columns of a rotated secret, the creator of a queue, 5 counts of \
+             visit_metrics"
+        );
         assert!(statements[0].starts_with("CREATE KEYSPACE IF NOT EXISTS fw"));
         assert!(statements[0].contains("'replication_factor': 3"));
         assert!(statements[1].contains("fw.tasks"));

@@ -5,11 +5,11 @@
 use std::ops::Bound;
 
 use async_trait::async_trait;
-use redb::{ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use super::{EmbeddedStore, unavailable, uncertain};
 use crate::clock::UnixMillis;
-use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{Cooldowns, IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state};
 
@@ -25,18 +25,71 @@ const LISTERS: TableDefinition<&str, i64> = TableDefinition::new("visit_listers"
 const LISTER_TYPES: TableDefinition<(&str, &str), ()> = TableDefinition::new("visit_lister_types");
 /// (lister, visit type) → (known, enabled, never visited, pending changes).
 const METRICS: TableDefinition<(&str, &str), (i64, i64, i64, i64)> = TableDefinition::new("visit_metrics");
+/// (lister, visit type) → (pending since, rated, rate, known rate, known
+/// rate days): the counts [`ListerMetrics`] gained after `visit_metrics`.
+///
+/// A second table rather than a new version of `visit_metrics`: redb fixes a
+/// table's value type under its name, and a table beside it leaves the rows
+/// of a data file written before as they are (no migration moves them, none
+/// can half-happen). The one step taken when this table is new in a file
+/// that has origins is [`backfill_rate_metrics`], so that these counts agree
+/// with the origins from the start.
+const RATE_METRICS: TableDefinition<(&str, &str), Rates> = TableDefinition::new("visit_metrics_rates");
+
+/// A row of `visit_metrics_rates`.
+type Rates = (i64, i64, i64, i64, i64);
 /// visit type → queue-position clock.
 const POSITIONS: TableDefinition<&str, i64> = TableDefinition::new("visit_positions");
 
-/// Creates the tables, so that reads find them.
-pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), redb::TableError> {
-    txn.open_table(ORIGINS)?;
-    txn.open_table(INDEXES)?;
-    txn.open_table(WAKES)?;
-    txn.open_table(LISTERS)?;
-    txn.open_table(LISTER_TYPES)?;
-    txn.open_table(METRICS)?;
-    txn.open_table(POSITIONS)?;
+/// Creates the tables, so that reads find them (and fills
+/// `visit_metrics_rates` the first time, see [`RATE_METRICS`]).
+pub(super) fn create_tables(txn: &WriteTransaction) -> Result<(), String> {
+    let had_rate_metrics = txn.list_tables().map_err(|e| e.to_string())?.any(|t| t.name() == RATE_METRICS.name());
+    let create = |e: redb::TableError| e.to_string();
+    txn.open_table(ORIGINS).map_err(create)?;
+    txn.open_table(INDEXES).map_err(create)?;
+    txn.open_table(WAKES).map_err(create)?;
+    txn.open_table(LISTERS).map_err(create)?;
+    txn.open_table(LISTER_TYPES).map_err(create)?;
+    txn.open_table(METRICS).map_err(create)?;
+    txn.open_table(RATE_METRICS).map_err(create)?;
+    txn.open_table(POSITIONS).map_err(create)?;
+    if !had_rate_metrics {
+        backfill_rate_metrics(txn)?;
+    }
+    Ok(())
+}
+
+/// Fills `visit_metrics_rates` from the origins' states: in a data file
+/// written before the table existed, the origins counted in `visit_metrics`
+/// had no such counts kept, and each one's next write takes its share
+/// away. One pass over `visit_origins`, in the transaction that creates the
+/// table (so it happens once, whole). A state that does not decode is
+/// skipped (its counts stay out, as they would on any store).
+fn backfill_rate_metrics(txn: &WriteTransaction) -> Result<(), String> {
+    let origins = txn.open_table(ORIGINS).map_err(|e| e.to_string())?;
+    let mut sums: std::collections::BTreeMap<(String, String), ListerMetrics> = std::collections::BTreeMap::new();
+    for row in origins.iter().map_err(|e| e.to_string())? {
+        let (key, value) = row.map_err(|e| e.to_string())?;
+        let Ok(state) = decode_state(value.value()) else {
+            let (visit_type, url) = key.value();
+            tracing::warn!(visit_type, url, "visit_metrics_rates: an origin state that does not decode is not counted");
+            continue;
+        };
+        // The counts an origin contributes are those of its first write.
+        let first = OriginWrite::new(None, state.origin, state.stats, &Cooldowns::default(), 0);
+        let visit_type = first.state.origin.visit_type.clone();
+        for (lister, delta) in first.metrics {
+            sums.entry((lister, visit_type.clone())).or_default().add(delta, 1);
+        }
+    }
+    let mut table = txn.open_table(RATE_METRICS).map_err(|e| e.to_string())?;
+    for ((lister, visit_type), m) in sums {
+        let rates = rates_tuple(m);
+        if rates != (0, 0, 0, 0, 0) {
+            table.insert((lister.as_str(), visit_type.as_str()), rates).map_err(|e| e.to_string())?;
+        }
+    }
     Ok(())
 }
 
@@ -44,8 +97,28 @@ fn metrics_tuple(m: ListerMetrics) -> (i64, i64, i64, i64) {
     (m.known, m.enabled, m.never_visited, m.pending_changes)
 }
 
-fn metrics_of((known, enabled, never_visited, pending_changes): (i64, i64, i64, i64)) -> ListerMetrics {
-    ListerMetrics { known, enabled, never_visited, pending_changes, ..ListerMetrics::default() }
+fn rates_tuple(m: ListerMetrics) -> Rates {
+    (m.pending_since_s, m.rated, m.rate_micro, m.known_rate_micro, m.known_rate_days)
+}
+
+/// The counts of a row of `visit_metrics` and its row of
+/// `visit_metrics_rates` (none: 0).
+fn metrics_of(
+    (known, enabled, never_visited, pending_changes): (i64, i64, i64, i64),
+    rates: Option<Rates>,
+) -> ListerMetrics {
+    let (pending_since_s, rated, rate_micro, known_rate_micro, known_rate_days) = rates.unwrap_or_default();
+    ListerMetrics {
+        known,
+        enabled,
+        never_visited,
+        pending_changes,
+        pending_since_s,
+        rated,
+        rate_micro,
+        known_rate_micro,
+        known_rate_days,
+    }
 }
 
 fn apply_one(txn: &WriteTransaction, write: &OriginWrite) -> StoreResult<()> {
@@ -74,11 +147,15 @@ fn apply_one(txn: &WriteTransaction, write: &OriginWrite) -> StoreResult<()> {
     }
     {
         let mut metrics = txn.open_table(METRICS).map_err(unavailable)?;
+        let mut rate_metrics = txn.open_table(RATE_METRICS).map_err(unavailable)?;
         for (lister, delta) in &write.metrics {
             let key = (lister.as_str(), visit_type);
-            let mut current = metrics.get(key).map_err(unavailable)?.map(|v| metrics_of(v.value())).unwrap_or_default();
+            let counts = metrics.get(key).map_err(unavailable)?.map(|v| v.value()).unwrap_or_default();
+            let rates = rate_metrics.get(key).map_err(unavailable)?.map(|v| v.value());
+            let mut current = metrics_of(counts, rates);
             current.add(*delta, 1);
             metrics.insert(key, metrics_tuple(current)).map_err(unavailable)?;
+            rate_metrics.insert(key, rates_tuple(current)).map_err(unavailable)?;
         }
     }
     let mut origins = txn.open_table(ORIGINS).map_err(unavailable)?;
@@ -244,6 +321,7 @@ impl VisitStore for EmbeddedStore {
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(METRICS).map_err(unavailable)?;
+            let rate_table = txn.open_table(RATE_METRICS).map_err(unavailable)?;
             let mut all = Vec::new();
             for row in table.range::<(&str, &str)>((lister.as_str(), "")..).map_err(unavailable)? {
                 let (key, value) = row.map_err(unavailable)?;
@@ -251,7 +329,8 @@ impl VisitStore for EmbeddedStore {
                 if row_lister != lister {
                     break;
                 }
-                all.push((visit_type.to_owned(), metrics_of(value.value())));
+                let rates = rate_table.get((row_lister, visit_type)).map_err(unavailable)?.map(|v| v.value());
+                all.push((visit_type.to_owned(), metrics_of(value.value(), rates)));
             }
             Ok(all)
         })
@@ -279,5 +358,79 @@ impl VisitStore for EmbeddedStore {
             txn.commit().map_err(uncertain)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::visits::{DAY_MS, ListedOrigin, VisitStats, VisitStatus};
+
+    const NOW: i64 = 20_000 * DAY_MS;
+
+    fn write(url: &str, last_update: Option<i64>, stats: VisitStats) -> OriginWrite {
+        let origin = ListedOrigin {
+            url: url.into(),
+            visit_type: "git".into(),
+            lister: "l".into(),
+            last_update,
+            first_seen: NOW - DAY_MS,
+            last_seen: NOW,
+            is_fork: false,
+            extra_loader_arguments: String::new(),
+        };
+        OriginWrite::new(None, origin, stats, &Cooldowns::default(), NOW)
+    }
+
+    /// A data file written before `visit_metrics_rates` existed opens with
+    /// its counts as they were, and the new ones computed from its origins.
+    #[tokio::test]
+    async fn a_data_file_without_the_rate_counts_keeps_its_counts_and_gains_the_others() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let visited = VisitStats {
+            last_visit: Some(NOW - 10 * DAY_MS),
+            last_successful: Some(NOW - 10 * DAY_MS),
+            last_visit_status: Some(VisitStatus::Successful),
+            last_snapshot: Some(b"s".to_vec()),
+            rate: Some(0.25),
+            ..VisitStats::default()
+        };
+        let writes = vec![
+            write("a", Some(NOW - 2 * DAY_MS), visited.clone()),
+            write("b", Some(NOW - 20 * DAY_MS), visited),
+            write("c", None, VisitStats { rate: Some(1.0), ..VisitStats::default() }),
+        ];
+        let mut expected = ListerMetrics::default();
+        for w in &writes {
+            expected.add(w.metrics[0].1, 1);
+        }
+        assert!(expected.pending_since_s != 0 && expected.known_rate_days != 0 && expected.rated == 3);
+        {
+            let store = EmbeddedStore::open(dir.path()).expect("open");
+            store.apply(&writes).await.unwrap();
+            // As a file of the version before: the counts of visit_metrics only.
+            store
+                .blocking(|db| {
+                    let txn = db.begin_write().map_err(unavailable)?;
+                    assert!(txn.delete_table(RATE_METRICS).map_err(unavailable)?);
+                    txn.commit().map_err(uncertain)
+                })
+                .await
+                .unwrap();
+            let counts = store
+                .blocking(|db| {
+                    let txn = db.begin_read().map_err(unavailable)?;
+                    let table = txn.open_table(METRICS).map_err(unavailable)?;
+                    Ok(table.get(("l", "git")).map_err(unavailable)?.map(|v| v.value()))
+                })
+                .await
+                .unwrap();
+            assert_eq!(counts, Some((3, 3, 1, 1)));
+        }
+        let store = EmbeddedStore::open(dir.path()).expect("open again");
+        assert_eq!(store.metrics("l").await.unwrap(), vec![("git".into(), expected)]);
+        drop(store);
+        let store = EmbeddedStore::open(dir.path()).expect("a third time: nothing counted twice");
+        assert_eq!(store.metrics("l").await.unwrap(), vec![("git".into(), expected)]);
     }
 }

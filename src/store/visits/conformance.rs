@@ -195,41 +195,68 @@ pub async fn listers_gather_visit_types_and_their_last_listing(store: &dyn Visit
     );
 }
 
-/// The counts per lister and visit type follow each write's deltas; an unknown
-/// lister has none.
+/// The counts per lister and visit type follow each write's deltas, every
+/// field of [`ListerMetrics`] (the rate sums too); an unknown lister has none.
 pub async fn counts_follow_the_writes(store: &dyn VisitStore) {
     let cooldowns = Cooldowns::default();
-    let a = record(store, origin("git", "l", "a", Some(NOW)), VisitStats::default()).await;
-    record(store, origin("git", "l", "b", None), VisitStats::default()).await;
-    record(store, origin("hg", "l", "c", None), VisitStats::default()).await;
+    let visited = |days_ago: i64, rate: f32| VisitStats {
+        last_visit: Some(NOW - days_ago * DAY_MS),
+        last_successful: Some(NOW - days_ago * DAY_MS),
+        last_visit_status: Some(VisitStatus::Successful),
+        last_snapshot: Some(b"s".to_vec()),
+        rate: Some(rate),
+        ..VisitStats::default()
+    };
+    let mut writes = vec![
+        record(store, origin("git", "l", "a", Some(NOW)), VisitStats::default()).await,
+        record(store, origin("git", "l", "b", None), VisitStats::default()).await,
+        record(store, origin("hg", "l", "c", None), VisitStats::default()).await,
+        // Rated and never visited.
+        record(
+            store,
+            origin("git", "l", "r", Some(NOW - DAY_MS)),
+            VisitStats { rate: Some(0.5), ..VisitStats::default() },
+        )
+        .await,
+        // Visited, with a change listed after: pending since 2 and 4 days.
+        record(store, origin("git", "l", "v", Some(NOW - 2 * DAY_MS)), visited(10, 0.25)).await,
+        record(store, origin("git", "l", "w", Some(NOW - 4 * DAY_MS)), visited(10, 0.125)).await,
+        // Visited, no change listed since: known up to its last listing.
+        record(store, origin("git", "l", "k", Some(NOW - 20 * DAY_MS)), visited(5, 2.0)).await,
+    ];
+    let a = writes[0].clone();
     let disabled = VisitStats { enabled: false, ..a.state.stats.clone() };
-    store.apply(&[OriginWrite::new(Some(&a.state), a.state.origin.clone(), disabled, &cooldowns, NOW)]).await.unwrap();
+    writes.push(OriginWrite::new(Some(&a.state), a.state.origin.clone(), disabled, &cooldowns, NOW));
+    // `w` is visited again: its change is no longer pending, its content known.
+    let w = writes[5].clone();
+    let seen = VisitStats { last_successful: Some(NOW), last_visit: Some(NOW), ..w.state.stats.clone() };
+    writes.push(OriginWrite::new(Some(&w.state), w.state.origin.clone(), seen, &cooldowns, NOW));
+    store.apply(&writes[7..]).await.unwrap();
+
+    let mut expected: std::collections::BTreeMap<String, ListerMetrics> = std::collections::BTreeMap::new();
+    for write in &writes {
+        for (lister, delta) in &write.metrics {
+            assert_eq!(lister, "l");
+            expected.entry(write.state.origin.visit_type.clone()).or_default().add(*delta, 1);
+        }
+    }
     let mut metrics = store.metrics("l").await.unwrap();
     metrics.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(metrics, expected.into_iter().collect::<Vec<_>>(), "the sum of the writes' deltas");
+    let git = metrics[0].1;
     assert_eq!(
-        metrics,
-        vec![
-            (
-                "git".into(),
-                ListerMetrics {
-                    known: 2,
-                    enabled: 1,
-                    never_visited: 1,
-                    pending_changes: 0,
-                    ..ListerMetrics::default()
-                }
-            ),
-            (
-                "hg".into(),
-                ListerMetrics {
-                    known: 1,
-                    enabled: 1,
-                    never_visited: 1,
-                    pending_changes: 0,
-                    ..ListerMetrics::default()
-                }
-            ),
-        ]
+        (git.known, git.enabled, git.never_visited, git.pending_changes, git.rated),
+        (6, 5, 2, 1, 4),
+        "a disabled; b and r never visited; v pending; r, v, w, k rated"
+    );
+    assert_eq!(git.pending_age_ms(NOW), Some(2 * DAY_MS), "v's change, listed 2 days ago");
+    assert!((git.mean_rate().unwrap() - (0.5 + 0.25 + 0.125 + 2.0) / 4.0).abs() < 1e-9);
+    // w (0.125/day) known up to now, k (2/day) up to its last listing (now):
+    // a day on, 2.125 changes expected beside v's.
+    assert!((git.estimated_pending(NOW + DAY_MS) - 3.125).abs() < 1e-3, "{}", git.estimated_pending(NOW + DAY_MS));
+    assert_eq!(
+        metrics[1],
+        ("hg".into(), ListerMetrics { known: 1, enabled: 1, never_visited: 1, ..ListerMetrics::default() })
     );
     assert!(store.metrics("nobody").await.unwrap().is_empty());
 }

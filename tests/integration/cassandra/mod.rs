@@ -14,6 +14,7 @@ mod schedules;
 mod secure;
 mod startup;
 mod tombstones;
+mod visit_metrics;
 mod visit_tombstones;
 
 use std::fs::File;

@@ -119,11 +119,14 @@ impl VisitStatements {
             listers: prepare(format!("SELECT lister, listing_finished, visit_types FROM {ks}.visit_listers")).await?,
             count: prepare(format!(
                 "UPDATE {ks}.visit_metrics SET known = known + ?, enabled = enabled + ?, never_visited = never_visited + ?, \
-                 pending_changes = pending_changes + ? WHERE lister = ? AND visit_type = ?"
+                 pending_changes = pending_changes + ?, pending_since_s = pending_since_s + ?, rated = rated + ?, \
+                 rate_micro = rate_micro + ?, known_rate_micro = known_rate_micro + ?, \
+                 known_rate_days = known_rate_days + ? WHERE lister = ? AND visit_type = ?"
             ))
             .await?,
             metrics: prepare(format!(
-                "SELECT visit_type, known, enabled, never_visited, pending_changes FROM {ks}.visit_metrics WHERE lister = ?"
+                "SELECT visit_type, known, enabled, never_visited, pending_changes, pending_since_s, rated, rate_micro, \
+                 known_rate_micro, known_rate_days FROM {ks}.visit_metrics WHERE lister = ?"
             ))
             .await?,
             position: prepare(format!("SELECT position FROM {ks}.visit_positions WHERE visit_type = ?")).await?,
@@ -246,12 +249,13 @@ impl VisitStore for CassandraStore {
             self.session().execute_unpaged(&self.visit_statements().metrics, (lister,)).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(corrupt)?;
         let mut all = Vec::new();
-        for row in rows
-            .rows::<(String, Option<Counter>, Option<Counter>, Option<Counter>, Option<Counter>)>()
-            .map_err(corrupt)?
-        {
-            let (visit_type, known, enabled, never_visited, pending) = row.map_err(corrupt)?;
-            let n = |c: Option<Counter>| c.map_or(0, |c| c.0);
+        type C = Option<Counter>;
+        for row in rows.rows::<(String, C, C, C, C, C, C, C, C, C)>().map_err(corrupt)? {
+            let (visit_type, known, enabled, never_visited, pending, since, rated, rate, known_rate, known_days) =
+                row.map_err(corrupt)?;
+            // A counter never incremented (a column added to an older
+            // keyspace) reads as null: 0.
+            let n = |c: C| c.map_or(0, |c| c.0);
             all.push((
                 visit_type,
                 ListerMetrics {
@@ -259,7 +263,11 @@ impl VisitStore for CassandraStore {
                     enabled: n(enabled),
                     never_visited: n(never_visited),
                     pending_changes: n(pending),
-                    ..ListerMetrics::default()
+                    pending_since_s: n(since),
+                    rated: n(rated),
+                    rate_micro: n(rate),
+                    known_rate_micro: n(known_rate),
+                    known_rate_days: n(known_days),
                 },
             ));
         }

@@ -164,6 +164,11 @@ impl CassandraStore {
                 CqlValue::Counter(Counter(m.enabled)),
                 CqlValue::Counter(Counter(m.never_visited)),
                 CqlValue::Counter(Counter(m.pending_changes)),
+                CqlValue::Counter(Counter(m.pending_since_s)),
+                CqlValue::Counter(Counter(m.rated)),
+                CqlValue::Counter(Counter(m.rate_micro)),
+                CqlValue::Counter(Counter(m.known_rate_micro)),
+                CqlValue::Counter(Counter(m.known_rate_days)),
                 CqlValue::Text(lister.clone()),
                 CqlValue::Text(visit_type.to_owned()),
             ]);

@@ -65,18 +65,26 @@ class ListedOrigin(_message.Message):
     def __init__(self, url: _Optional[str] = ..., visit_type: _Optional[str] = ..., last_update: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., is_fork: bool = ..., extra_loader_arguments: _Optional[str] = ...) -> None: ...
 
 class ListerMetrics(_message.Message):
-    __slots__ = ["enabled", "known", "never_visited", "pending_changes", "visit_type"]
+    __slots__ = ["enabled", "estimated_pending_updates", "known", "mean_change_rate_per_day", "never_visited", "pending_changes", "pending_lag_seconds", "rated_origins", "visit_type"]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_PENDING_UPDATES_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FIELD_NUMBER: _ClassVar[int]
+    MEAN_CHANGE_RATE_PER_DAY_FIELD_NUMBER: _ClassVar[int]
     NEVER_VISITED_FIELD_NUMBER: _ClassVar[int]
     PENDING_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RATED_ORIGINS_FIELD_NUMBER: _ClassVar[int]
     VISIT_TYPE_FIELD_NUMBER: _ClassVar[int]
     enabled: int
+    estimated_pending_updates: float
     known: int
+    mean_change_rate_per_day: float
     never_visited: int
     pending_changes: int
+    pending_lag_seconds: int
+    rated_origins: int
     visit_type: str
-    def __init__(self, visit_type: _Optional[str] = ..., known: _Optional[int] = ..., enabled: _Optional[int] = ..., never_visited: _Optional[int] = ..., pending_changes: _Optional[int] = ...) -> None: ...
+    def __init__(self, visit_type: _Optional[str] = ..., known: _Optional[int] = ..., enabled: _Optional[int] = ..., never_visited: _Optional[int] = ..., pending_changes: _Optional[int] = ..., pending_lag_seconds: _Optional[int] = ..., estimated_pending_updates: _Optional[float] = ..., mean_change_rate_per_day: _Optional[float] = ..., rated_origins: _Optional[int] = ...) -> None: ...
 
 class RecordOriginsRequest(_message.Message):
     __slots__ = ["lister", "origins"]
