@@ -86,8 +86,9 @@ pub struct SchedulerConfig {
     /// The change rate (changes per day) taken for an origin of a lister
     /// whose origins have no estimate yet.
     pub prior_rate: f64,
-    /// Slots the origins due leave go to origins not due yet whose chance
-    /// of holding something new is at least this (1: none do).
+    /// While fewer than a tenth of `queue_length` visits wait and no origin
+    /// is due, origins not due yet whose chance of holding something new is
+    /// at least this are sent (1: none are).
     pub spare_chance: f64,
     /// Priority of those visits.
     pub spare_priority: u32,

@@ -336,9 +336,12 @@ impl Scheduler {
         let rng = &mut locked.rng;
         let mut choices =
             plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
-        // Slots the due origins left: to the origins not due yet most worth
-        // a visit, at a lower priority, so that due ones go first.
-        let left = usize::try_from(report.slots).unwrap_or(MAX_READ).saturating_sub(choices.len()).min(MAX_READ);
+        // While the queue runs short (below a tenth of its length), to the
+        // origins not due yet most worth a visit, at a lower priority, so
+        // that due ones go first.
+        let short = usize::try_from(self.config.queue_length / 10).unwrap_or(MAX_READ);
+        let queued = usize::try_from(backlog.total).unwrap_or(usize::MAX).saturating_add(choices.len());
+        let left = short.saturating_sub(queued).min(MAX_READ);
         let mut spares = HashSet::new();
         if left > 0 && policies.iter().any(|(p, _)| *p == Policy::ExpectedValue) && self.config.spare_chance < 1.0 {
             let taken: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();

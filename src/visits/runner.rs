@@ -284,7 +284,7 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, SystemClock};
     use crate::store::embedded::EmbeddedStore;
-    use crate::visits::{ListedReport, SchedulerConfig, Visit, VisitQueueError};
+    use crate::visits::{Backlog, ListedReport, SchedulerConfig, Visit, VisitQueueError};
 
     /// A queue that remembers when each round asked it for its backlog.
     #[derive(Default)]
@@ -292,9 +292,9 @@ mod tests {
 
     #[async_trait]
     impl VisitQueue for Asked {
-        async fn backlog(&self, _: &str) -> Result<u64, VisitQueueError> {
+        async fn backlog(&self, _: &str) -> Result<Backlog, VisitQueueError> {
             self.0.lock().unwrap().push(Instant::now());
-            Ok(0)
+            Ok(Backlog::default())
         }
 
         async fn enqueue(&self, _: &str, visits: &[Visit]) -> Result<Vec<bool>, VisitQueueError> {

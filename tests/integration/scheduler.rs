@@ -91,6 +91,9 @@ async fn origins_are_visited_and_rounds_follow_the_outcomes(backend: Backend) {
     let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
     let mut config = Config::default();
     config.scheduler.rounds = false;
+    // The reference's weighted policies, whose choices this test follows
+    // (rounds by expected value: src/visits/tests.rs).
+    config.scheduler.mode = fairway::visits::RoundMode::ReferenceWeights;
     let server = TestServer::start_timed(backend, config, clock.clone()).await;
     let address = format!("http://{}", server.addr);
     let mut scheduler = SchedulerClient::new(server.channel());
