@@ -2,8 +2,8 @@
 //! one keyspace of a real Cassandra, all three with `scheduler.rounds` on:
 //! a lister records origins while pollers take the `visits.git` tasks and
 //! report each visit at once. The node holding the lease `rounds/git` is
-//! killed (SIGKILL: no release); another node must hold the lease and send
-//! visits of origins listed after the kill within 10 s.
+//! killed (SIGKILL: no release); another node must hold the lease within
+//! 10 s, and send visits of origins listed after the kill within 20 s.
 //!
 //! Checked: until the kill, the holder alone took the lease and ran rounds
 //! (each node logs the rounds that sent visits, and its takes of the
@@ -216,28 +216,39 @@ async fn another_node_takes_the_rounds_over_within_ten_seconds_and_no_origin_is_
     nodes.remove(holder).kill();
     let killed = Instant::now();
     live.lock().unwrap().retain(|a| *a != addrs[holder]);
+    // Another node holds the lease within 10 s of the kill...
+    let taken_over = loop {
+        let now_held = lease(&store).await;
+        if let Some(now_held) = now_held.clone().filter(|l| l.holder != held.holder) {
+            assert!(addrs.iter().any(|a| a.to_string() == now_held.holder), "{now_held:?}");
+            assert!(now_held.token > held.token, "a new holding, a new token: {now_held:?} after {held:?}");
+            break now_held;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(10), "10 s after the kill the lease is still {now_held:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let took = killed.elapsed();
+    // ...and its rounds send visits of origins listed after the kill (the
+    // bound is looser: it adds a listing, a round and a poll, on a machine
+    // the rest of the test suite loads).
     let mut after = 0;
-    let (taken_over, first_new_visit) = loop {
-        let elapsed = killed.elapsed();
-        assert!(
-            elapsed < Duration::from_secs(10),
-            "10 s after the kill: lease {:?}; visits of origins listed after it: none",
-            lease(&store).await
-        );
+    let first_new_visit = loop {
         record(&live, "after", after).await;
         after += 1;
         let new_visit = seen.lock().unwrap().iter().find(|s| s.url.contains("/after/") && s.at > killed).map(|s| s.at);
         if let Some(at) = new_visit {
-            let now_held = lease(&store).await.expect("the lease");
-            assert_ne!(now_held.holder, held.holder, "the dead node cannot hold it");
-            assert!(addrs.iter().any(|a| a.to_string() == now_held.holder), "{now_held:?}");
-            assert!(now_held.token > held.token, "a new holding, a new token: {now_held:?} after {held:?}");
-            break (now_held, at - killed);
+            break at - killed;
         }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "20 s after the kill, no visit of an origin listed after it; lease {:?}",
+            lease(&store).await
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    assert_eq!(lease(&store).await.map(|l| l.token), Some(taken_over.token), "the new holder sent them");
     eprintln!(
-        "taken over by {} (token {}); first new visit {first_new_visit:?} after the kill",
+        "taken over by {} (token {}) {took:?} after the kill; first new visit {first_new_visit:?} after it",
         taken_over.holder, taken_over.token
     );
 
