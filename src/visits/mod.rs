@@ -10,6 +10,11 @@
 //! 2. An origin is marked scheduled only after its visit is in the queue
 //!    (or already was: the dedup id is the origin). A crash between the
 //!    two leaves a queued visit whose outcome is recorded as usual.
+//! 3. A round adds no visit of a fairness key that already has
+//!    `queued_per_key × key_concurrency` visits waiting, as far as the
+//!    queue's backlog per key tells.
+//! 4. An origin's change-rate estimate is refreshed at each of its writes
+//!    from its evidence and its lister's mean (read at most once a minute).
 
 pub mod config;
 pub mod origin_url;

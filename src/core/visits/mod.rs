@@ -2,7 +2,9 @@
 //! origin's statistics and next visit (`feedback`), when an origin may be
 //! scheduled again (`cooldown`), where it stands in the policy indexes
 //! (`placement`), how a round's free slots are shared among listers and
-//! weighted policies (`slots`, `round`). No I/O; time is an argument.
+//! weighted policies (`slots`, `round`), how often an origin changes
+//! (`rate`) and what a visit of it is worth now (`value`). No I/O; time is
+//! an argument.
 //!
 //! Invariants kept here:
 //! 1. An outcome older than the last one recorded for the origin changes
@@ -11,6 +13,9 @@
 //!    names only grows with the index.
 //! 3. A round never hands out more slots than it has, and a slot a policy
 //!    cannot fill goes to the others in proportion to their weights.
+//! 4. An origin's change evidence stays bounded (see `rate`), and the chance
+//!    that a visit finds something new is 1 when that is known, else
+//!    grows with the time since its content was last known.
 
 pub mod cooldown;
 pub mod feedback;
