@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fairway::store::cassandra::CassandraConfig;
-use fairway::visits::{Backlog, ListedReport, Scheduler, SchedulerConfig, Visit, VisitQueue, VisitQueueError};
+use fairway::visits::{
+    Backlog, ListedReport, RoundMode, Scheduler, SchedulerConfig, Visit, VisitQueue, VisitQueueError,
+};
 
 use super::Keyspace;
 use super::tombstones::{TOMBSTONE_BUDGET, check_warn_threshold};
@@ -70,7 +72,14 @@ async fn schedule_history(config: CassandraConfig) -> u64 {
     let keyspace = Keyspace::create().await;
     check_warn_threshold(keyspace.session()).await;
     let cassandra = Arc::new(keyspace.store_with(&config).await);
-    let scheduler_config = SchedulerConfig { queue_length: ROUND, ..SchedulerConfig::default() };
+    // The reference's weighted policies, whose index heads this follows, and
+    // no bound per key (the one lister would get 30 a round).
+    let scheduler_config = SchedulerConfig {
+        queue_length: ROUND,
+        mode: RoundMode::ReferenceWeights,
+        queued_per_key: 0,
+        ..SchedulerConfig::default()
+    };
     let scheduler = Scheduler::new(cassandra.clone(), scheduler_config.clone(), 7);
     let sink = Sink::default();
     for chunk in reports(0, ORIGINS, DAY_MS).chunks(500) {

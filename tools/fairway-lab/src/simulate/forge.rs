@@ -115,7 +115,8 @@ impl Forge {
             let host_count = hosts.len() as u32 - first_host;
             // `undated_share` of the listers give no update date, spread
             // over the sizes (a third: ranks 1, 4, 7…).
-            let offset = 1.0 / 3.0;
+            // (A hair above a third, so that rounding keeps the thirds exact.)
+            let offset = 1.0 / 3.0 + 1e-9;
             let undated = ((rank + 1) as f64 * params.undated_share + offset).floor()
                 > (rank as f64 * params.undated_share + offset).floor();
             let dated = !undated;
