@@ -7,13 +7,16 @@
 //!   failed or not found);
 //! - **first-visit delay** of the origins created during the run: first
 //!   listing to first visit (never visited: `end − listing`, counted too);
-//! - each lister's visits, useful visits and mean lag; visits per day.
+//! - each lister's visits, useful visits and mean lag; visits per day;
+//! - the same per true change rate (the forge's [`RATE_MIX`] classes), with
+//!   the lag of updates made before the origin's first visit apart: where
+//!   the lag comes from.
 
 use serde::Serialize;
 
 use fairway::core::visits::DAY_MS;
 
-use super::forge::{Cursor, Forge};
+use super::forge::{Cursor, Forge, RATE_MIX};
 use crate::figures::stats::{cdf, quantile, sorted};
 
 const HOUR_MS: f64 = 3_600_000.0;
@@ -41,6 +44,7 @@ pub(super) struct Tracker<'f> {
     /// Lag of each update picked up, in hours.
     lags: Vec<f32>,
     by_lister: Vec<ListerFigures>,
+    by_rate: Vec<RateFigures>,
     daily: Vec<Day>,
     counts: Counts,
     /// Loader time spent visiting, within the run.
@@ -79,6 +83,31 @@ pub(crate) struct ListerFigures {
     pub updates: u64,
     pub lag_sum_h: f64,
     pub mean_lag_h: f64,
+}
+
+/// The figures of the origins that change at one rate (dead ones apart).
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct RateFigures {
+    /// Changes per day.
+    pub rate: f64,
+    pub visits: u64,
+    pub useful: u64,
+    pub updates: u64,
+    pub lag_sum_h: f64,
+    /// Updates made before the origin's first successful visit, and their lag.
+    pub before_first: u64,
+    pub before_first_lag_sum_h: f64,
+}
+
+impl RateFigures {
+    fn add(&mut self, lag_h: f64, before_first: bool) {
+        self.updates += 1;
+        self.lag_sum_h += lag_h;
+        if before_first {
+            self.before_first += 1;
+            self.before_first_lag_sum_h += lag_h;
+        }
+    }
 }
 
 /// Quantiles of a measure in hours.
@@ -129,6 +158,7 @@ pub(crate) struct ArmSummary {
     pub worst_lister_lag_h: f64,
     pub listers_unvisited: u64,
     pub listers: Vec<ListerFigures>,
+    pub rates: Vec<RateFigures>,
     pub daily: Vec<Day>,
     #[serde(skip)]
     pub lag_cdf: Vec<(f64, f64)>,
@@ -159,6 +189,7 @@ impl<'f> Tracker<'f> {
             first_visit: vec![NONE; n],
             lags: Vec::new(),
             by_lister,
+            by_rate: RATE_MIX.iter().map(|&(_, rate)| RateFigures { rate, ..RateFigures::default() }).collect(),
             daily: vec![Day::default(); forge.params.days as usize],
             counts: Counts::default(),
             busy_ms: 0,
@@ -184,15 +215,21 @@ impl<'f> Tracker<'f> {
         if self.first_visit[i] == NONE {
             self.first_visit[i] = at;
         }
+        let class = rate_class(self.forge.origins[i].rate);
         let found = match outcome {
             Some(found) => found,
             None => {
+                let before_first = self.version[i] == u32::MAX;
                 let (lags, figures) = (&mut self.lags, &mut self.by_lister[lister]);
+                let mut by_rate = class.map(|c| &mut self.by_rate[c]);
                 self.forge.advance(id, &mut self.visited[i], at, |update| {
                     let hours = (at - update) as f64 / HOUR_MS;
                     lags.push(hours as f32);
                     figures.updates += 1;
                     figures.lag_sum_h += hours;
+                    if let Some(rate) = by_rate.as_mut() {
+                        rate.add(hours, before_first);
+                    }
                 });
                 Ending::Version(self.visited[i].count)
             }
@@ -220,6 +257,10 @@ impl<'f> Tracker<'f> {
         let figures = &mut self.by_lister[lister];
         figures.visits += 1;
         figures.useful += u64::from(useful);
+        if let Some(c) = class {
+            self.by_rate[c].visits += 1;
+            self.by_rate[c].useful += u64::from(useful);
+        }
         // A visit dispatched at the very end starts just after it: the last day's.
         let day = (((at - self.forge.params.start) / DAY_MS) as usize).min(self.daily.len() - 1);
         self.daily[day].visits += 1;
@@ -242,12 +283,17 @@ impl<'f> Tracker<'f> {
         for id in 0..self.forge.origins.len() as u32 {
             let i = id as usize;
             let lister = self.forge.origins[i].lister as usize;
+            let before_first = self.version[i] == u32::MAX;
             let (lags, figures) = (&mut self.lags, &mut self.by_lister[lister]);
+            let mut by_rate = rate_class(self.forge.origins[i].rate).map(|c| &mut self.by_rate[c]);
             self.forge.advance(id, &mut self.visited[i], end, |update| {
                 let hours = (end - update) as f64 / HOUR_MS;
                 lags.push(hours as f32);
                 figures.updates += 1;
                 figures.lag_sum_h += hours;
+                if let Some(rate) = by_rate.as_mut() {
+                    rate.add(hours, before_first);
+                }
                 unpicked += 1;
             });
             let listed_at = self.first_listed[i];
@@ -301,8 +347,14 @@ impl<'f> Tracker<'f> {
             worst_lister_lag_h: worst,
             listers_unvisited: unvisited,
             listers: self.by_lister,
+            rates: self.by_rate,
             daily: self.daily,
             lag_cdf: cdf(&all),
         }
     }
+}
+
+/// The [`RATE_MIX`] class of a live origin's rate.
+fn rate_class(rate: f32) -> Option<usize> {
+    RATE_MIX.iter().position(|&(_, r)| r as f32 == rate)
 }

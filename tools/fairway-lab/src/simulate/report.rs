@@ -139,6 +139,35 @@ impl SimReport {
         out
     }
 
+    /// Per true change rate: each arm's visits, useless share and lag, and
+    /// the part of the lag from updates made before the first visit.
+    pub(super) fn rate_table(&self) -> String {
+        let mut out = String::new();
+        let _ = write!(out, "| changes per day | updates |");
+        for arm in &self.arms {
+            let _ =
+                write!(out, " {0} visits | {0} useless | {0} lag (h) | {0} of it before the first visit |", arm.arm);
+        }
+        let _ = writeln!(out, "\n|---:|---:|{}", "---:|---:|---:|---:|".repeat(self.arms.len()));
+        for (i, class) in self.arms[0].rates.iter().enumerate() {
+            let _ = write!(out, "| {:.3} | {} |", class.rate, number(class.updates as f64));
+            for arm in &self.arms {
+                let f = &arm.rates[i];
+                let per_update = |sum: f64| if f.updates == 0 { 0.0 } else { sum / f.updates as f64 };
+                let _ = write!(
+                    out,
+                    " {} | {:.1}% | {:.1} | {:.1} |",
+                    number(f.visits as f64),
+                    100.0 * (1.0 - f.useful as f64 / f.visits.max(1) as f64),
+                    per_update(f.lag_sum_h),
+                    per_update(f.before_first_lag_sum_h),
+                );
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     pub(super) fn markdown(&self) -> String {
         let mut out = format!(
             "## `{}`\n\nmachine: {} · wall time: {:.0} s\n\n\
@@ -166,6 +195,8 @@ impl SimReport {
         out.push_str(&self.table());
         out.push('\n');
         out.push_str(&self.lister_table());
+        out.push('\n');
+        out.push_str(&self.rate_table());
         for plot in &self.plots {
             let name = plot.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
             let _ = writeln!(out, "\n![{name}]({name})");
