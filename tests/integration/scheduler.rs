@@ -43,8 +43,19 @@ async fn record(client: &mut SchedulerClient<Channel>, lister: &str, origins: Ve
     client.record_origins(request).await.expect("record origins").into_inner().new_origins
 }
 
+/// A round; one refused as retryable (a queue partition changing owner on
+/// a loaded node: nothing was written) is retried for up to 30 s.
 async fn round(client: &mut SchedulerClient<Channel>) -> pb::RunRoundResponse {
-    client.run_round(pb::RunRoundRequest { visit_type: "git".into() }).await.expect("round").into_inner()
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.run_round(pb::RunRoundRequest { visit_type: "git".into() }).await {
+            Ok(response) => return response.into_inner(),
+            Err(status) if status.code() == tonic::Code::Unavailable && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(status) => panic!("round: {status:?}"),
+        }
+    }
 }
 
 fn sent(response: &pb::RunRoundResponse) -> HashMap<&str, u64> {
