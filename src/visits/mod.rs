@@ -35,10 +35,10 @@ pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
-use crate::core::visits::value::{Spare, pick_spares};
+use crate::core::visits::value::{BANDS, Spare, Worth, pick_spares, rank_by_worth};
 use crate::core::visits::{
-    Choice, Freshness, Heads, IndexEntry, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult, VisitStats,
-    plan_round,
+    Choice, Freshness, Heads, IndexEntry, KeyRange, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult,
+    VisitStats, plan_round,
 };
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
@@ -120,9 +120,6 @@ struct Locked {
     /// Each (lister, visit type)'s mean change rate, and when it was read.
     priors: HashMap<(String, String), (f64, UnixMillis)>,
 }
-
-/// The duration taken for a visit of an origin never visited (seconds).
-const DEFAULT_VISIT_SECONDS: f32 = 100.0;
 
 /// How long a lister's mean change rate is used before it is read again.
 const PRIOR_REFRESH_MS: i64 = 60_000;
@@ -308,19 +305,21 @@ impl Scheduler {
                 if limit == 0 {
                     continue;
                 }
-                let below = match policy {
+                let keys = match policy {
                     Policy::FirstVisitsAfterListing => match lister.listing_finished {
-                        Some(finished) => Some(finished),
+                        Some(finished) => KeyRange::below(finished),
                         None => continue,
                     },
                     Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
-                        Some(now.saturating_add(1))
+                        KeyRange::below(now.saturating_add(1))
                     }
-                    // Due: the chance of something new reached DUE_CHANCE.
-                    Policy::ExpectedValue => Some(now.saturating_add(1)),
-                    _ => None,
+                    _ => KeyRange::ALL,
                 };
-                let entries = self.store.read_index(visit_type, policy.index(), &lister.name, below, limit).await?;
+                let entries = match policy {
+                    // The due ones, most worth first.
+                    Policy::ExpectedValue => self.read_by_worth(visit_type, &lister.name, true, limit, now).await?,
+                    _ => self.store.read_index(visit_type, policy.index(), &lister.name, keys, limit).await?,
+                };
                 if !entries.is_empty() {
                     heads.insert((*policy, lister.name.clone()), entries);
                 }
@@ -352,22 +351,22 @@ impl Scheduler {
             let taken: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
             let mut candidates = Vec::new();
             for lister in &listers {
-                let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
                 let wanted = read_limit(&lister.name).min(left);
                 if wanted == 0 {
                     continue;
                 }
-                let entries =
-                    self.store.read_index(visit_type, Policy::ExpectedValue, &lister.name, None, due + wanted).await?;
-                candidates.extend(entries.into_iter().skip(due).filter(|e| !taken.contains(e.url.as_str())));
+                let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
+                let ranked = self.read_by_worth(visit_type, &lister.name, false, due + wanted, now).await?;
+                let later = ranked.into_iter().filter(|e| !Worth::of_key(e.key).is_due(now));
+                candidates.extend(later.filter(|e| !taken.contains(e.url.as_str())).take(wanted));
             }
             let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
             let states = self.store.read_origins(visit_type, &urls).await?;
             let worth = candidates.into_iter().zip(states).filter_map(|(entry, state)| {
                 let state = state?;
                 let chance = Freshness::of(&state.origin, &state.stats).chance(state.stats.rate.map(f64::from), now);
-                let seconds = f64::from(state.stats.visit_seconds.unwrap_or(DEFAULT_VISIT_SECONDS));
-                Some(Spare { item: entry, chance, seconds })
+                let worth = Worth::of_key(entry.key).at(now);
+                Some(Spare { item: entry, chance, worth })
             });
             for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
                 spares.insert(entry.url.clone());
@@ -422,6 +421,26 @@ impl Scheduler {
             }
         }
         Ok(report)
+    }
+
+    /// Up to `limit` entries of `lister`'s `expected_value` index, most worth
+    /// at `now` first: the head of each band of growth (only its due
+    /// entries if `due_only`), ranked together.
+    async fn read_by_worth(
+        &self,
+        visit_type: &str,
+        lister: &str,
+        due_only: bool,
+        limit: usize,
+        now: UnixMillis,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        let reads = (0..BANDS).map(|band| {
+            let (from, below) = Worth::band_keys(band);
+            let below = if due_only { below.min(from.saturating_add(now).saturating_add(1)) } else { below };
+            self.store.read_index(visit_type, Policy::ExpectedValue, lister, KeyRange::between(from, below), limit)
+        });
+        let entries = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        Ok(rank_by_worth(entries, now).into_iter().take(limit).map(|(entry, _)| entry).collect())
     }
 
     /// Puts back into the indexes the origins whose cooldowns ended.

@@ -197,10 +197,10 @@ impl VisitStore for CountingStore {
         visit_type: &str,
         policy: Policy,
         lister: &str,
-        below: Option<i64>,
+        keys: crate::core::visits::KeyRange,
         limit: usize,
     ) -> StoreResult<Vec<crate::core::visits::IndexEntry>> {
-        let rows = self.inner.read_index(visit_type, policy, lister, below, limit).await?;
+        let rows = self.inner.read_index(visit_type, policy, lister, keys, limit).await?;
         self.count(rows.len());
         Ok(rows)
     }
@@ -254,9 +254,11 @@ async fn a_round_reads_rows_in_proportion_to_its_slots_not_to_the_origins() {
         assert_eq!(round.sent(), 50);
         read.push(store.take());
     }
-    // 3 policies × 2 listers × at most 50 head rows, plus 50 point reads.
-    assert!(read.iter().all(|&rows| rows <= 3 * 2 * 50 + 50), "{read:?}");
-    assert_eq!(read[0], read[1], "twenty times the origins, the same reads");
+    // 2 listers × (the due heads and the spare heads) × at most 50 rows of
+    // each band, plus the point reads of 50 sent and up to 50 spares.
+    let bound = 2 * 2 * usize::from(BANDS) * 50 + 2 * 50;
+    assert!(read.iter().all(|&rows| rows <= bound), "{read:?} rows, above {bound}");
+    assert!(read[1] < 2 * read[0], "twenty times the origins, about the same reads: {read:?}");
 }
 
 fn success(snapshot: &[u8], at: i64) -> VisitResult {
@@ -304,6 +306,40 @@ async fn rounds_by_expected_value_take_what_most_likely_changed_first() {
     let sent: BTreeSet<String> = queue.take().into_iter().map(|v| v.url).collect();
     let expected: BTreeSet<String> = [urls[0], urls[2], urls[3]].map(String::from).into();
     assert_eq!(sent, expected, "the likely change, the listed change and the new origin; not the quiet one");
+}
+
+/// When more origins are due than a round has slots, it sends the one whose
+/// visit is expected to find the most, not the one due the longest.
+#[tokio::test]
+async fn under_contention_a_round_takes_the_most_expected_changes_first() {
+    let config = SchedulerConfig { queue_length: 1, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config);
+    let (slow, fast) = ("https://h/slow", "https://h/fast");
+    let start = NOW - 300 * DAY_MS;
+    scheduler.record_origins("blind", &[report(slow, None), report(fast, None)], start).await.unwrap();
+    // "slow": 40 visits two days apart found nothing new; its last was 150
+    // days ago. "fast": changed at each of 40 visits half a day apart; its
+    // last was half a day ago.
+    history(&scheduler, slow, start, 2 * DAY_MS, 40, 0).await;
+    history(&scheduler, fast, NOW - 20 * DAY_MS, DAY_MS / 2, 40, 40).await;
+    let (slow_state, fast_state) =
+        (scheduler.origin("git", slow).await.unwrap().unwrap(), scheduler.origin("git", fast).await.unwrap().unwrap());
+    let (slow_rate, fast_rate) = (f64::from(slow_state.stats.rate.unwrap()), f64::from(fast_state.stats.rate.unwrap()));
+    let (slow_known, fast_known) =
+        (Freshness::of(&slow_state.origin, &slow_state.stats), Freshness::of(&fast_state.origin, &fast_state.stats));
+    let seconds = |s: &OriginState| s.stats.visit_seconds.map(f64::from);
+    let slow_due = Worth::of(slow_known, Some(slow_rate), seconds(&slow_state)).due;
+    let fast_due = Worth::of(fast_known, Some(fast_rate), seconds(&fast_state)).due;
+    assert!(slow_due < fast_due && fast_due <= NOW, "both due, the slow one for longer: {slow_due} {fast_due}");
+    assert!(
+        fast_known.pending(Some(fast_rate), NOW) > 2.0 * slow_known.pending(Some(slow_rate), NOW),
+        "the fast one holds more changes: {fast_rate}/day, {slow_rate}/day"
+    );
+    let queue = ModelQueue::default();
+    assert_eq!(scheduler.run_round("git", &queue, NOW).await.unwrap().sent(), 1);
+    assert_eq!(queue.take().into_iter().map(|v| v.url).collect::<Vec<_>>(), vec![fast]);
+    assert_eq!(scheduler.run_round("git", &queue, NOW).await.unwrap().sent(), 1);
+    assert_eq!(queue.take().into_iter().map(|v| v.url).collect::<Vec<_>>(), vec![slow], "then the other");
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ pub mod value;
 
 pub use cooldown::Cooldowns;
 pub use feedback::{MAX_OFFSET, VisitResult, VisitStats, VisitStatus, interval_days};
-pub use placement::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Placement};
+pub use placement::{IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Placement};
 pub use policy::{Candidate, ListedOrigin, Policy};
 pub use rate::{ChangeEvidence, chance_of_change, time_to_chance};
 pub use round::{Choice, Heads, Sharing, plan_round};

@@ -32,6 +32,36 @@ pub struct IndexEntry {
     pub url: String,
 }
 
+/// The keys an index read covers: from `from` (inclusive) if given, up to
+/// `below` (exclusive) if given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyRange {
+    /// The lowest key read.
+    pub from: Option<i64>,
+    /// The first key not read.
+    pub below: Option<i64>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub const ALL: KeyRange = KeyRange { from: None, below: None };
+
+    /// The keys strictly below `below`.
+    pub fn below(below: i64) -> KeyRange {
+        KeyRange { from: None, below: Some(below) }
+    }
+
+    /// The keys `from..below`.
+    pub fn between(from: i64, below: i64) -> KeyRange {
+        KeyRange { from: Some(from), below: Some(below) }
+    }
+
+    /// Whether `key` is in the range.
+    pub fn contains(self, key: i64) -> bool {
+        self.from.is_none_or(|from| key >= from) && self.below.is_none_or(|below| key < below)
+    }
+}
+
 /// Where an origin was placed by its last write.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {

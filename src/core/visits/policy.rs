@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::value::Freshness;
+use super::value::{Freshness, Worth};
 use super::{Cooldowns, VisitStats, VisitStatus};
 use crate::clock::UnixMillis;
 
@@ -52,9 +52,9 @@ pub enum Policy {
     OldestScheduledFirst,
     /// Until one visit succeeds, then never again (one-shot visit types).
     StopAfterSuccess,
-    /// Every origin, by when its chance of holding something new reached
-    /// [`super::value::DUE_CHANCE`] (never visited, or a listed change: when
-    /// that became known; else from its estimated change rate).
+    /// Every origin, by the changes a visit is expected to find per
+    /// loader-second ([`super::value`]): a key of band of growth, then the
+    /// time that worth reaches [`super::value::DUE_WORTH`].
     ExpectedValue,
 }
 
@@ -147,7 +147,10 @@ impl Policy {
             }
             Policy::StopAfterSuccess => (stats.last_visit_status != Some(VisitStatus::Successful))
                 .then(|| origin.last_update.unwrap_or(i64::MAX)),
-            Policy::ExpectedValue => Some(Freshness::of(origin, stats).due(stats.rate.map(f64::from))),
+            Policy::ExpectedValue => {
+                let seconds = stats.visit_seconds.map(f64::from);
+                Some(Worth::of(Freshness::of(origin, stats), stats.rate.map(f64::from), seconds).key())
+            }
         }
     }
 

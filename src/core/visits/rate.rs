@@ -15,10 +15,15 @@
 //!   doubling length (count and total days per bin), so the likelihood can
 //!   be maximised again at any time within a few percent of the exact one.
 //!
-//! A prior (a Gamma of shape [`PRIOR_SHAPE`] whose mode is the origin's
-//! lister's mean rate) gives new and rarely visited origins a sensible
-//! value. The estimate is the posterior mode: the root of a function that
-//! decreases in `λ`, found by bisection on `log λ`.
+//! A prior gives new and rarely visited origins a sensible value: `log λ`
+//! normal around the log of the origin's lister's mean rate, of standard
+//! deviation [`PRIOR_SPREAD`]. It is scale-free: it pulls an estimate by a
+//! factor, not by a number of days, so five listings that each show a
+//! change a few hours old move an origin from a lister's monthly mean to
+//! about its own rate (a Gamma prior of one observation weighed as a month
+//! of quiet, and kept it near the mean). The estimate is the posterior mode
+//! of `log λ`: the root of a function that decreases in `λ`, found by
+//! bisection on `log λ`.
 //!
 //! Invariants: the evidence has at most [`BINS`] bins, at most
 //! [`MAX_CHANGES`] changes and [`MAX_QUIET_DAYS`] (older evidence is halved
@@ -36,8 +41,9 @@ pub const BINS: u8 = 18;
 pub const MAX_CHANGES: f32 = 32.0;
 /// Quiet days kept as evidence: past it, every count and span is halved.
 pub const MAX_QUIET_DAYS: f32 = 3650.0;
-/// The prior's weight, in observations of a change (its shape is this + 1).
-pub const PRIOR_SHAPE: f64 = 1.0;
+/// The prior's standard deviation of `ln λ`: a factor of e² ≈ 7.4 is one
+/// deviation.
+pub const PRIOR_SPREAD: f64 = 2.0;
 /// The lowest rate the estimate takes (changes per day), and the highest.
 pub const MIN_RATE: f64 = 1e-5;
 /// See [`MIN_RATE`].
@@ -137,21 +143,22 @@ impl ChangeEvidence {
     /// being `prior` (the lister's mean rate, say).
     pub fn estimate(&self, prior: f64) -> f64 {
         let prior = prior.clamp(MIN_RATE, MAX_RATE);
-        // Gamma(PRIOR_SHAPE + 1, PRIOR_SHAPE / prior): mode `prior`.
-        let shape = PRIOR_SHAPE + f64::from(self.dated);
-        let exposure = PRIOR_SHAPE / prior + f64::from(self.quiet_days);
-        // d/dλ of the log posterior: shape/λ − exposure + Σ n·t/(e^{λt} − 1),
-        // with t each bin's mean interval; it decreases in λ.
+        // d/d(ln λ) of the log posterior: dated − λ·quiet + Σ n·x/(e^x − 1)
+        // (x = λ·t, t each bin's mean interval) − (ln λ − ln prior)/σ²; every
+        // term decreases in λ.
+        let (dated, quiet) = (f64::from(self.dated), f64::from(self.quiet_days));
+        let spread = PRIOR_SPREAD * PRIOR_SPREAD;
         let slope = |rate: f64| {
             let changed: f64 = self
                 .changed
                 .iter()
                 .map(|&(_, n, total)| {
                     let t = f64::from(total) / f64::from(n).max(f64::MIN_POSITIVE);
-                    f64::from(n) * t / (rate * t).exp_m1().max(f64::MIN_POSITIVE)
+                    let x = rate * t;
+                    f64::from(n) * if x < 1e-12 { 1.0 } else { x / x.exp_m1() }
                 })
                 .sum();
-            shape / rate - exposure + changed
+            dated - rate * quiet + changed - (rate / prior).ln() / spread
         };
         let (mut low, mut high) = (MIN_RATE.ln(), MAX_RATE.ln());
         if slope(MIN_RATE) <= 0.0 {

@@ -1,27 +1,50 @@
-//! What a visit of an origin is worth now: the chance that it finds
-//! something new, from what is known of the origin and its change rate
-//! ([`super::rate`]).
+//! What a visit of an origin is worth now: the changes it is expected to
+//! find, per loader-second of it, from what is known of the origin, its
+//! change rate ([`super::rate`]) and its visits' mean duration.
 //!
 //! - Never visited successfully: a visit finds something new for certain.
 //! - A lister gave a change after the last successful visit: certain too.
 //! - Otherwise the content is known up to the last successful visit (or the
-//!   last listing that gave no later change), and the chance is that of a
-//!   Poisson change since: `1 − e^{−λ·t}`.
+//!   last listing that gave no later change), and changes since are a
+//!   Poisson process: `λ·t` of them expected, at least one with chance
+//!   `1 − e^{−λ·t}`.
 //!
-//! The `expected_value` index orders origins by when that chance reached
-//! [`DUE_CHANCE`] (for the certain ones, by when they became certain), so a
-//! round reading its head takes the origins that have been worth a visit
-//! the longest; past the origins due now come the ones closest to due,
-//! which is where spare capacity goes.
+//! The worth grows linearly in time, at `λ / duration` (its *growth*). The
+//! `expected_value` index is split in [`BANDS`] bands of growth (a factor
+//! of 4 apart); within a band an origin's key is the time its worth
+//! reaches [`DUE_WORTH`]. So within a band ascending keys are descending
+//! worths, and the worth of any entry at any time is known from its key
+//! alone (within the band's factor): a round reads the head of each band,
+//! ranks the entries by worth now, and sends the best. Ordering by due time
+//! alone would send, under contention, a slow origin overdue for days
+//! before a fast one that became due an hour ago and holds more changes.
+//!
+//! Invariant: an entry whose key is at or below now has a worth at or
+//! above [`DUE_WORTH`] (it is *due*); an origin known to hold a change is
+//! due from the time that became known.
 
-use super::{ListedOrigin, VisitStats, chance_of_change, time_to_chance};
+use super::rate::{MAX_RATE, MIN_RATE};
+use super::{DAY_MS, IndexEntry, ListedOrigin, VisitStats, chance_of_change};
 use crate::clock::UnixMillis;
 
-/// The chance of a change at which an origin is due for a visit.
-pub const DUE_CHANCE: f64 = 0.5;
 /// The rate taken for an origin without an estimate (changes per day):
 /// about once a month.
 pub const DEFAULT_RATE: f64 = 1.0 / 30.0;
+/// The duration taken for a visit of an origin never visited (seconds).
+pub const DEFAULT_VISIT_SECONDS: f64 = 100.0;
+/// The worth (expected changes per loader-second) at which an origin is
+/// due: for a visit of the default duration, a chance of change of 50%.
+pub const DUE_WORTH: f64 = std::f64::consts::LN_2 / DEFAULT_VISIT_SECONDS;
+/// Bands of growth in the `expected_value` index.
+pub const BANDS: u8 = 16;
+/// The growth (per day) at the top of band 0: 100 changes a day for a visit
+/// of 100 s. Band `b` holds growths in `(TOP / 4^(b+1), TOP / 4^b]`; the
+/// last band, everything slower.
+const TOP_GROWTH: f64 = 1.0;
+/// Bits of an index key below its band: the key time, in ms since the
+/// Unix epoch (up to year 142,000).
+const TIME_BITS: u32 = 52;
+const TIME_MAX: i64 = (1 << TIME_BITS) - 1;
 
 /// What is known of an origin's content since its last successful visit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,16 +89,96 @@ impl Freshness {
         }
     }
 
-    /// When the chance reached [`DUE_CHANCE`], or will: the origin's key in
-    /// the `expected_value` index.
-    pub fn due(self, rate: Option<f64>) -> UnixMillis {
+    /// The changes a visit at `now` is expected to find.
+    pub fn pending(self, rate: Option<f64>, now: UnixMillis) -> f64 {
+        let rate = rate.unwrap_or(DEFAULT_RATE);
         match self {
-            Freshness::New { since } | Freshness::Changed { since } => since,
-            Freshness::Known { since } => {
-                since.saturating_add(time_to_chance(rate.unwrap_or(DEFAULT_RATE), DUE_CHANCE))
+            Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since } => {
+                self.certain() + rate * days(now - since)
             }
         }
     }
+
+    /// The changes a visit finds for certain: one when never visited or
+    /// a change was listed (a first visit weighted more, 4 or 16 changes,
+    /// gave more lag in simulation), else none.
+    pub fn certain(self) -> f64 {
+        match self {
+            Freshness::New { .. } | Freshness::Changed { .. } => 1.0,
+            Freshness::Known { .. } => 0.0,
+        }
+    }
+}
+
+fn days(ms: i64) -> f64 {
+    (ms.max(0)) as f64 / DAY_MS as f64
+}
+
+/// An origin's place in the `expected_value` index: its band of growth and
+/// the time its worth reaches [`DUE_WORTH`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Worth {
+    /// Its band of growth, `0..BANDS`.
+    pub band: u8,
+    /// When its worth reaches [`DUE_WORTH`] (clamped to `0..2^52` ms).
+    pub due: UnixMillis,
+}
+
+impl Worth {
+    /// Where an origin with `freshness`, change rate `rate` (per day) and
+    /// visits of `seconds` on average stands (`None`: the defaults).
+    pub fn of(freshness: Freshness, rate: Option<f64>, seconds: Option<f64>) -> Worth {
+        let rate = rate.unwrap_or(DEFAULT_RATE).clamp(MIN_RATE, MAX_RATE);
+        let seconds = seconds.unwrap_or(DEFAULT_VISIT_SECONDS).max(1.0);
+        let growth = rate / seconds;
+        let band = ((TOP_GROWTH / growth).log(4.0).floor().max(0.0) as u64).min(u64::from(BANDS) - 1) as u8;
+        // Days from `since` until the worth reaches DUE_WORTH.
+        let base = freshness.certain();
+        let (Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since }) = freshness;
+        let days = (DUE_WORTH * seconds - base) / rate;
+        let due = since.saturating_add((days * DAY_MS as f64).clamp(-(TIME_MAX as f64), TIME_MAX as f64) as i64);
+        // Known to hold a change: due from when that became known.
+        let due = if base > 0.0 { due.min(since) } else { due };
+        Worth { band, due: due.clamp(0, TIME_MAX) }
+    }
+
+    /// The index key: the band above the time, so that each band is a
+    /// range of keys ([`Worth::band_keys`]).
+    pub fn key(self) -> i64 {
+        (i64::from(self.band) << TIME_BITS) | self.due
+    }
+
+    /// The place a key names.
+    pub fn of_key(key: i64) -> Worth {
+        let band = (key >> TIME_BITS).clamp(0, i64::from(BANDS) - 1) as u8;
+        Worth { band, due: key & TIME_MAX }
+    }
+
+    /// The keys of band `band`: `from..below`.
+    pub fn band_keys(band: u8) -> (i64, i64) {
+        (i64::from(band) << TIME_BITS, (i64::from(band) + 1) << TIME_BITS)
+    }
+
+    /// Whether it is due at `now`.
+    pub fn is_due(self, now: UnixMillis) -> bool {
+        self.due <= now
+    }
+
+    /// Its worth at `now`, taking its band's middle growth: within a factor
+    /// of 2 of its own growth's contribution.
+    pub fn at(self, now: UnixMillis) -> f64 {
+        let growth = TOP_GROWTH / 4f64.powf(f64::from(self.band) + 0.5);
+        DUE_WORTH + growth * (now - self.due) as f64 / DAY_MS as f64
+    }
+}
+
+/// Entries of the `expected_value` index (of any bands), most worth at `now`
+/// first (ties by URL), each with that worth.
+pub fn rank_by_worth(entries: Vec<IndexEntry>, now: UnixMillis) -> Vec<(IndexEntry, f64)> {
+    let mut ranked: Vec<(IndexEntry, f64)> =
+        entries.into_iter().map(|e| (Worth::of_key(e.key).at(now), e)).map(|(w, e)| (e, w)).collect();
+    ranked.sort_by(|(a, wa), (b, wb)| wb.total_cmp(wa).then_with(|| a.url.cmp(&b.url)));
+    ranked
 }
 
 /// An origin not due yet that spare capacity could visit.
@@ -85,13 +188,12 @@ pub struct Spare<T> {
     pub item: T,
     /// The chance a visit now finds something new.
     pub chance: f64,
-    /// Its visits' mean duration in seconds.
-    pub seconds: f64,
+    /// Its worth now (expected changes per loader-second).
+    pub worth: f64,
 }
 
 /// Up to `slots` of `spares` whose chance is at least `min_chance`, most
-/// expected new content per loader-second first; `room` is asked before
-/// one is taken, as in a round.
+/// worth first; `room` is asked before one is taken, as in a round.
 pub fn pick_spares<T>(
     mut spares: Vec<Spare<T>>,
     slots: usize,
@@ -99,8 +201,7 @@ pub fn pick_spares<T>(
     room: &mut dyn FnMut(&T) -> bool,
 ) -> Vec<T> {
     spares.retain(|s| s.chance >= min_chance);
-    let worth = |s: &Spare<T>| s.chance / s.seconds.max(1.0);
-    spares.sort_by(|a, b| worth(b).total_cmp(&worth(a)));
+    spares.sort_by(|a, b| b.worth.total_cmp(&a.worth));
     let mut picked = Vec::new();
     for spare in spares {
         if picked.len() == slots {
@@ -158,24 +259,63 @@ mod tests {
     }
 
     #[test]
-    fn spares_go_by_chance_per_second_above_the_floor() {
-        let spare = |item, chance, seconds| Spare { item, chance, seconds };
+    fn spares_go_by_worth_above_the_chance_floor() {
+        let spare = |item, chance, worth| Spare { item, chance, worth };
         let spares =
-            vec![spare("slow", 0.4, 400.0), spare("fast", 0.3, 30.0), spare("low", 0.05, 1.0), spare("b", 0.35, 60.0)];
+            vec![spare("slow", 0.4, 1.0), spare("fast", 0.3, 10.0), spare("low", 0.05, 50.0), spare("b", 0.35, 5.0)];
         assert_eq!(pick_spares(spares.clone(), 10, 0.1, &mut |_| true), vec!["fast", "b", "slow"]);
         assert_eq!(pick_spares(spares.clone(), 1, 0.1, &mut |_| true), vec!["fast"]);
         assert_eq!(pick_spares(spares, 10, 0.1, &mut |s| *s != "fast"), vec!["b", "slow"], "no room for fast");
     }
 
     #[test]
-    fn the_chance_grows_with_time_and_rate_and_the_due_time_follows() {
+    fn the_chance_and_the_pending_changes_grow_with_time_and_rate() {
         let known = Freshness::Known { since: 0 };
         assert!(known.chance(Some(1.0), DAY_MS) > known.chance(Some(0.1), DAY_MS));
         assert!(known.chance(Some(0.1), 10 * DAY_MS) > known.chance(Some(0.1), DAY_MS));
-        let due = known.due(Some(0.5));
-        assert!((known.chance(Some(0.5), due) - DUE_CHANCE).abs() < 1e-6);
-        assert!(known.due(Some(2.0)) < known.due(Some(0.5)), "a faster origin is due sooner");
+        assert!((known.pending(Some(0.5), 4 * DAY_MS) - 2.0).abs() < 1e-9);
         assert_eq!(Freshness::New { since: 3 }.chance(None, 3), 1.0);
-        assert_eq!(Freshness::Changed { since: 7 }.due(Some(0.01)), 7);
+        assert!((Freshness::Changed { since: 0 }.pending(Some(0.5), 2 * DAY_MS) - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_known_origin_is_due_when_its_worth_reaches_the_due_worth() {
+        let known = Freshness::Known { since: 10 * DAY_MS };
+        for (rate, seconds) in [(0.5, 100.0), (2.0, 30.0), (0.01, 600.0), (1.0 / 365.0, 5.0)] {
+            let worth = Worth::of(known, Some(rate), Some(seconds));
+            let at_due = known.pending(Some(rate), worth.due) / seconds;
+            assert!((at_due - DUE_WORTH).abs() < 1e-6 * DUE_WORTH, "{rate}/{seconds}: {at_due}");
+            // The worth read back from the key is within the band's factor.
+            let later = worth.due + 3 * DAY_MS;
+            let exact = known.pending(Some(rate), later) / seconds;
+            let from_key = Worth::of_key(worth.key()).at(later);
+            assert!(from_key / exact < 2.0 && exact / from_key < 2.0, "{rate}/{seconds}: {from_key} vs {exact}");
+        }
+        let default = Worth::of(known, None, None);
+        assert!((known.chance(None, default.due) - 0.5).abs() < 1e-6, "the default visit: a 50% chance");
+    }
+
+    #[test]
+    fn a_known_change_is_due_at_once_and_bands_split_the_keys() {
+        let changed = Worth::of(Freshness::Changed { since: 7 * DAY_MS }, Some(0.001), Some(5_000.0));
+        assert_eq!(changed.due, 7 * DAY_MS, "due when the change became known, however slow");
+        let fast = Worth::of(Freshness::Known { since: 0 }, Some(2.0), Some(60.0));
+        let slow = Worth::of(Freshness::Known { since: 0 }, Some(0.01), Some(60.0));
+        assert!(fast.band < slow.band && fast.due < slow.due);
+        for worth in [changed, fast, slow] {
+            assert_eq!(Worth::of_key(worth.key()), worth);
+            let (from, below) = Worth::band_keys(worth.band);
+            assert!((from..below).contains(&worth.key()));
+        }
+        let slowest = Worth::of(Freshness::Known { since: 0 }, Some(1e-5), Some(1e6));
+        assert_eq!(slowest.band, BANDS - 1, "the last band holds everything slower");
+        let fastest = Worth::of(Freshness::Known { since: 0 }, Some(100.0), Some(1.0));
+        assert_eq!(fastest.band, 0);
+        // An origin overdue for a week at a slow rate is worth less than a
+        // fast one due an hour ago: the order a due-time index got wrong.
+        let now = 100 * DAY_MS;
+        let overdue_slow = Worth { band: slow.band, due: now - 7 * DAY_MS };
+        let just_due_fast = Worth { band: fast.band, due: now - DAY_MS / 24 };
+        assert!(just_due_fast.at(now) > overdue_slow.at(now));
     }
 }

@@ -9,7 +9,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteT
 
 use super::{EmbeddedStore, unavailable, uncertain};
 use crate::clock::UnixMillis;
-use crate::core::visits::{Cooldowns, IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{Cooldowns, IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 use crate::store::visits::{ListerRecord, VisitStore, decode_state, encode_state};
 
@@ -203,7 +203,7 @@ impl VisitStore for EmbeddedStore {
         visit_type: &str,
         policy: Policy,
         lister: &str,
-        below: Option<i64>,
+        keys: KeyRange,
         limit: usize,
     ) -> StoreResult<Vec<IndexEntry>> {
         let (visit_type, lister) = (visit_type.to_owned(), lister.to_owned());
@@ -211,8 +211,8 @@ impl VisitStore for EmbeddedStore {
             let txn = db.begin_read().map_err(unavailable)?;
             let table = txn.open_table(INDEXES).map_err(unavailable)?;
             let (vt, name) = (visit_type.as_str(), policy.name());
-            let lower = (vt, name, lister.as_str(), i64::MIN, "");
-            let upper = match below {
+            let lower = (vt, name, lister.as_str(), keys.from.unwrap_or(i64::MIN), "");
+            let upper = match keys.below {
                 Some(below) => Bound::Excluded((vt, name, lister.as_str(), below, "")),
                 None => Bound::Unbounded,
             };

@@ -7,7 +7,8 @@
 use super::{VisitStore, encode_state};
 use crate::api::scheduler::MAX_LOADER_ARGUMENTS_BYTES;
 use crate::core::visits::{
-    Cooldowns, DAY_MS, ListedOrigin, ListerMetrics, OriginWrite, Policy, VisitResult, VisitStats, VisitStatus,
+    Cooldowns, DAY_MS, IndexEntry, KeyRange, ListedOrigin, ListerMetrics, OriginWrite, Policy, VisitResult, VisitStats,
+    VisitStatus,
 };
 use crate::model::Limits;
 use crate::visits::origin_url::MAX_URL_BYTES;
@@ -65,7 +66,7 @@ async fn record(store: &dyn VisitStore, origin: ListedOrigin, stats: VisitStats)
 }
 
 async fn index(store: &dyn VisitStore, visit_type: &str, policy: Policy, lister: &str) -> Vec<(i64, String)> {
-    let entries = store.read_index(visit_type, policy, lister, None, 100).await.expect("read index");
+    let entries = store.read_index(visit_type, policy, lister, KeyRange::ALL, 100).await.expect("read index");
     entries.into_iter().map(|e| (e.key, e.url)).collect()
 }
 
@@ -140,11 +141,21 @@ pub async fn index_reads_ascend_by_key_then_url_below_a_bound(store: &dyn VisitS
         (NOW - 30 * DAY_MS, "a".into()),
     ];
     assert_eq!(all, expected);
-    let limited = store.read_index("git", Policy::OldestScheduledFirst, "l", None, 2).await.unwrap();
+    let limited = store.read_index("git", Policy::OldestScheduledFirst, "l", KeyRange::ALL, 2).await.unwrap();
     assert_eq!(limited.iter().map(|e| e.url.as_str()).collect::<Vec<_>>(), vec!["b", "c"]);
-    let below = store.read_index("git", Policy::OldestScheduledFirst, "l", Some(NOW - 40 * DAY_MS), 100).await.unwrap();
-    assert_eq!(below.iter().map(|e| e.url.as_str()).collect::<Vec<_>>(), vec!["b", "c", "d"], "strictly below");
+    let read = |keys| store.read_index("git", Policy::OldestScheduledFirst, "l", keys, 100);
+    let urls = |entries: Vec<IndexEntry>| entries.into_iter().map(|e| e.url).collect::<Vec<_>>();
+    let below = read(KeyRange::below(NOW - 40 * DAY_MS)).await.unwrap();
     assert!(below.iter().all(|e| e.policy == Policy::OldestScheduledFirst && e.lister == "l"));
+    assert_eq!(urls(below), vec!["b", "c", "d"], "strictly below");
+    let between = read(KeyRange::between(-DAY_MS, NOW - 30 * DAY_MS)).await.unwrap();
+    assert_eq!(urls(between), vec!["d", "e"], "from a key, inclusive, below another");
+    let from = read(KeyRange { from: Some(-DAY_MS + 1), below: None }).await.unwrap();
+    assert_eq!(urls(from), vec!["e", "a"], "from a key, to the end");
+    let empty = read(KeyRange::between(NOW, NOW + DAY_MS)).await.unwrap();
+    assert!(empty.is_empty());
+    let again = read(KeyRange::ALL).await.unwrap();
+    assert_eq!(urls(again), vec!["b", "c", "d", "e", "a"], "reading a range of keys removed nothing outside it");
 }
 
 /// Each (visit type, policy, lister) has an index of its own.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{ListerRecord, VisitStore};
 use crate::clock::UnixMillis;
-use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::store::StoreResult;
 
 /// A [`VisitStore`] kept in memory, behind one lock; nothing survives the process.
@@ -83,7 +83,7 @@ impl VisitStore for MemoryVisitStore {
         visit_type: &str,
         policy: Policy,
         lister: &str,
-        below: Option<i64>,
+        keys: KeyRange,
         limit: usize,
     ) -> StoreResult<Vec<IndexEntry>> {
         let inner = self.lock();
@@ -91,8 +91,8 @@ impl VisitStore for MemoryVisitStore {
             return Ok(Vec::new());
         };
         Ok(rows
-            .iter()
-            .take_while(|(key, _)| below.is_none_or(|below| *key < below))
+            .range((keys.from.unwrap_or(i64::MIN), String::new())..)
+            .take_while(|(key, _)| keys.contains(*key))
             .take(limit)
             .map(|(key, url)| IndexEntry { policy, lister: lister.to_owned(), key: *key, url: url.clone() })
             .collect())

@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | [`VisitStore::read_origins`] | one state per URL asked, in order | retry |
 //! | [`VisitStore::apply`] | each write whole: state, index entries, wake-up; counts best effort | some writes may have applied: re-read before writing those origins again |
-//! | [`VisitStore::read_index`] | ascending `(key, url)`, keys strictly below `below` if given, at most `limit` | retry |
+//! | [`VisitStore::read_index`] | ascending `(key, url)`, keys in the range asked (from a key, inclusive; below one, exclusive), at most `limit` | retry |
 //! | [`VisitStore::read_wakes`] | ascending `(at, url)`, `at` at or below `through`, at most `limit` | retry |
 //! | [`VisitStore::add_lister`] | adds visit types to a lister (creating it); idempotent | retry |
 //! | [`VisitStore::finish_listing`] | last write wins | retry |
@@ -38,7 +38,7 @@ use async_trait::async_trait;
 
 use super::StoreResult;
 use crate::clock::UnixMillis;
-use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Policy};
 
 /// A lister, as the scheduler knows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,14 +68,13 @@ pub trait VisitStore: Send + Sync + std::fmt::Debug {
     async fn apply(&self, writes: &[OriginWrite]) -> StoreResult<()>;
 
     /// Up to `limit` entries of the index of (`visit_type`, `policy`,
-    /// `lister`), ascending by `(key, url)`, with keys strictly below `below`
-    /// if given.
+    /// `lister`), ascending by `(key, url)`, with keys in `keys`.
     async fn read_index(
         &self,
         visit_type: &str,
         policy: Policy,
         lister: &str,
-        below: Option<i64>,
+        keys: KeyRange,
         limit: usize,
     ) -> StoreResult<Vec<IndexEntry>>;
 

@@ -7,8 +7,8 @@
 //! scheduling rate, past Cassandra's failure threshold of 100,000.
 //!
 //! So each head read is followed by one range delete of everything below
-//! the first live row it returned (of its whole range when it returned
-//! none), written with a timestamp [`HeadPruner::margin`] before the read
+//! the first live row it returned, down to the start of the range it read
+//! (of its whole range when it returned none), written with a timestamp [`HeadPruner::margin`] before the read
 //! began. Cassandra drops the point tombstones under it when it reads, so
 //! the next read crosses one range tombstone instead of them.
 //!
@@ -33,6 +33,7 @@ use scylla::value::CqlValue;
 
 use super::{SHARDS, VisitStatements, limit_value};
 use crate::clock::UnixMillis;
+use crate::core::visits::KeyRange;
 use crate::store::StoreResult;
 use crate::store::cassandra::CassandraStore;
 
@@ -43,8 +44,8 @@ const REMEMBERED_HEADS: usize = 65_536;
 /// One partition family whose head a scheduler read takes.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Head<'a> {
-    /// One index, read from its start, below `below` if given.
-    Index { visit_type: &'a str, policy: &'a str, lister: &'a str, below: Option<i64> },
+    /// One index, the keys in `keys`.
+    Index { visit_type: &'a str, policy: &'a str, lister: &'a str, keys: KeyRange },
     /// One visit type's wake-ups, at or before `through`.
     Wakes { visit_type: &'a str, through: UnixMillis },
 }
@@ -129,25 +130,39 @@ impl Head<'_> {
         }
     }
 
+    /// Where the read starts, if the head is a range of its partition
+    /// (an index's rows below it are another head's).
+    fn start(&self) -> Option<i64> {
+        match *self {
+            Head::Index { keys, .. } => Some(keys.from.unwrap_or(i64::MIN)),
+            Head::Wakes { .. } => None,
+        }
+    }
+
     /// Where the read stops, besides its limit.
     fn end(&self) -> Option<i64> {
         match *self {
-            Head::Index { below, .. } => below,
+            Head::Index { keys, .. } => keys.below,
             Head::Wakes { through, .. } => Some(through),
         }
     }
 
     fn name(&self, shard: i32) -> String {
         match *self {
-            Head::Index { visit_type, policy, lister, .. } => format!("index/{visit_type}/{policy}/{lister}/{shard}"),
+            Head::Index { visit_type, policy, lister, keys: KeyRange { from: None, .. } } => {
+                format!("index/{visit_type}/{policy}/{lister}/{shard}")
+            }
+            Head::Index { visit_type, policy, lister, keys: KeyRange { from: Some(from), .. } } => {
+                format!("index/{visit_type}/{policy}/{lister}/{shard}/{from}")
+            }
             Head::Wakes { visit_type, .. } => format!("wakes/{visit_type}/{shard}"),
         }
     }
 
     fn read<'s>(&self, s: &'s VisitStatements) -> &'s PreparedStatement {
         match *self {
-            Head::Index { below: None, .. } => &s.read_index,
-            Head::Index { below: Some(_), .. } => &s.read_index_below,
+            Head::Index { keys: KeyRange { below: None, .. }, .. } => &s.read_index,
+            Head::Index { keys: KeyRange { below: Some(_), .. }, .. } => &s.read_index_below,
             Head::Wakes { .. } => &s.read_wakes,
         }
     }
@@ -155,7 +170,7 @@ impl Head<'_> {
     fn prune<'s>(&self, s: &'s VisitStatements, pruned: &Pruned) -> &'s PreparedStatement {
         match (self, pruned) {
             (Head::Index { .. }, Pruned::BelowRow(..)) => &s.prune_index_below_row,
-            (Head::Index { .. }, Pruned::WholeRead(None)) => &s.prune_index_all,
+            (Head::Index { .. }, Pruned::WholeRead(None)) => &s.prune_index_from,
             (Head::Index { .. }, Pruned::WholeRead(Some(_))) => &s.prune_index_below_key,
             (Head::Wakes { .. }, Pruned::BelowRow(..)) => &s.prune_wakes_below_row,
             (Head::Wakes { .. }, Pruned::WholeRead(_)) => &s.prune_wakes_through,
@@ -177,7 +192,7 @@ impl CassandraStore {
     async fn read_head_shard(&self, head: Head<'_>, shard: i32, limit: usize) -> StoreResult<Vec<(i64, String)>> {
         let began = SystemTime::now();
         let mut values = head.partition(shard);
-        values.extend(head.end().map(CqlValue::BigInt));
+        values.extend(head.start().into_iter().chain(head.end()).map(CqlValue::BigInt));
         values.push(CqlValue::Int(limit_value(limit)));
         let name = head.name(shard);
         let rows: Vec<(i64, String)> =
@@ -197,6 +212,7 @@ impl CassandraStore {
         };
         let mut values = vec![CqlValue::BigInt(pruning.covered)];
         values.extend(head.partition(shard));
+        values.extend(head.start().map(CqlValue::BigInt));
         match &pruned {
             Pruned::BelowRow(key, url) => values.extend([CqlValue::BigInt(*key), CqlValue::Text(url.clone())]),
             Pruned::WholeRead(end) => values.extend(end.map(CqlValue::BigInt)),

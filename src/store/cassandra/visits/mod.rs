@@ -30,7 +30,7 @@ use super::CassandraStore;
 use super::error::{ConnectError, read_error, write_error};
 use super::statements::prepare;
 use crate::clock::UnixMillis;
-use crate::core::visits::{IndexEntry, ListerMetrics, OriginState, OriginWrite, Policy};
+use crate::core::visits::{IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Policy};
 use crate::hash::fnv1a;
 use crate::store::visits::{ListerRecord, VisitStore, decode_state};
 use crate::store::{StoreError, StoreResult};
@@ -59,7 +59,7 @@ pub(super) struct VisitStatements {
     read_wakes: PreparedStatement,
     prune_index_below_row: PreparedStatement,
     prune_index_below_key: PreparedStatement,
-    prune_index_all: PreparedStatement,
+    prune_index_from: PreparedStatement,
     prune_wakes_below_row: PreparedStatement,
     prune_wakes_through: PreparedStatement,
     add_lister: PreparedStatement,
@@ -84,9 +84,12 @@ impl VisitStatements {
             ))
             .await?,
             delete_index: prepare(format!("DELETE FROM {ks}.visit_indexes WHERE {index_key} AND key = ? AND url = ?")).await?,
-            read_index: prepare(format!("SELECT key, url FROM {ks}.visit_indexes WHERE {index_key} LIMIT ?")).await?,
-            read_index_below: prepare(format!("SELECT key, url FROM {ks}.visit_indexes WHERE {index_key} AND key < ? LIMIT ?"))
+            read_index: prepare(format!("SELECT key, url FROM {ks}.visit_indexes WHERE {index_key} AND key >= ? LIMIT ?"))
                 .await?,
+            read_index_below: prepare(format!(
+                "SELECT key, url FROM {ks}.visit_indexes WHERE {index_key} AND key >= ? AND key < ? LIMIT ?"
+            ))
+            .await?,
             insert_wake: prepare(format!("INSERT INTO {ks}.visit_wakes (visit_type, shard, at, url) VALUES (?, ?, ?, ?)")).await?,
             delete_wake: prepare(format!(
                 "DELETE FROM {ks}.visit_wakes WHERE {wake_key} AND at = ? AND url = ?"
@@ -97,15 +100,17 @@ impl VisitStatements {
             ))
             .await?,
             prune_index_below_row: prepare(format!(
-                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND (key, url) < (?, ?)"
+                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND (key, url) >= (?, '') AND (key, url) < (?, ?)"
             ))
             .await?,
             prune_index_below_key: prepare(format!(
-                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND key < ?"
+                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND key >= ? AND key < ?"
             ))
             .await?,
-            prune_index_all: prepare(format!("DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key}"))
-                .await?,
+            prune_index_from: prepare(format!(
+                "DELETE FROM {ks}.visit_indexes USING TIMESTAMP ? WHERE {index_key} AND key >= ?"
+            ))
+            .await?,
             prune_wakes_below_row: prepare(format!(
                 "DELETE FROM {ks}.visit_wakes USING TIMESTAMP ? WHERE {wake_key} AND (at, url) < (?, ?)"
             ))
@@ -195,10 +200,10 @@ impl VisitStore for CassandraStore {
         visit_type: &str,
         policy: Policy,
         lister: &str,
-        below: Option<i64>,
+        keys: KeyRange,
         limit: usize,
     ) -> StoreResult<Vec<IndexEntry>> {
-        let head = Head::Index { visit_type, policy: policy.name(), lister, below };
+        let head = Head::Index { visit_type, policy: policy.name(), lister, keys };
         let rows = self.read_head(head, limit).await?;
         Ok(rows.into_iter().map(|(key, url)| IndexEntry { policy, lister: lister.to_owned(), key, url }).collect())
     }
