@@ -40,8 +40,8 @@ pub enum BlindVisits {
 #[serde(rename_all = "snake_case")]
 pub enum RoundMode {
     /// `expected_value` alone for recurring visit types: rounds take the
-    /// origins whose chance of holding something new has been worth a visit
-    /// the longest.
+    /// origins whose visits are expected to find the most changes per
+    /// loader-second.
     #[default]
     ExpectedValue,
     /// The reference scheduler's weights ([`default_policies`]).
@@ -90,6 +90,10 @@ pub struct SchedulerConfig {
     /// is due, origins not due yet whose chance of holding something new is
     /// at least this are sent (1: none are).
     pub spare_chance: f64,
+    /// The chance of a change, for a visit of 100 s, at which an origin is
+    /// due in `expected_value` rounds (its worth: the same changes expected
+    /// per loader-second); higher sends fewer, surer visits.
+    pub due_chance: f64,
     /// Priority of those visits.
     pub spare_priority: u32,
     /// The fairness key of visit tasks: `lister` or `host`.
@@ -142,6 +146,7 @@ impl Default for SchedulerConfig {
             queued_per_key: 3,
             prior_rate: crate::core::visits::value::DEFAULT_RATE,
             spare_chance: 0.2,
+            due_chance: 0.5,
             spare_priority: 4,
             fairness_key: FairnessKeyOf::Lister,
             key_concurrency: 10,
@@ -185,6 +190,11 @@ pub fn default_policies(visit_type: &str) -> Vec<(Policy, f64)> {
 }
 
 impl SchedulerConfig {
+    /// The worth at which an origin is due (see [`SchedulerConfig::due_chance`]).
+    pub fn due_worth(&self) -> f64 {
+        crate::core::visits::value::worth_of_chance(self.due_chance)
+    }
+
     /// The policies and weights of a visit type (weights above zero only).
     pub fn policies_for(&self, visit_type: &str) -> Vec<(Policy, f64)> {
         match self.policies.get(visit_type) {
@@ -231,6 +241,9 @@ impl SchedulerConfig {
         }
         if !(self.prior_rate.is_finite() && (1e-5..=100.0).contains(&self.prior_rate)) {
             return fail("prior_rate", format!("is {}; it must be 0.00001 to 100 changes per day", self.prior_rate));
+        }
+        if !(self.due_chance.is_finite() && self.due_chance > 0.0 && self.due_chance < 1.0) {
+            return fail("due_chance", format!("is {}; it must be above 0 and below 1", self.due_chance));
         }
         if !(self.spare_chance.is_finite() && (0.0..=1.0).contains(&self.spare_chance)) {
             return fail("spare_chance", format!("is {}; it must be 0 to 1", self.spare_chance));

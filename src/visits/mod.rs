@@ -357,7 +357,8 @@ impl Scheduler {
                 }
                 let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
                 let ranked = self.read_by_worth(visit_type, &lister.name, false, due + wanted, now).await?;
-                let later = ranked.into_iter().filter(|e| !Worth::of_key(e.key).is_due(now));
+                let due_worth = self.config.due_worth();
+                let later = ranked.into_iter().filter(|e| Worth::of_key(e.key).at(now) < due_worth);
                 candidates.extend(later.filter(|e| !taken.contains(e.url.as_str())).take(wanted));
             }
             let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
@@ -434,9 +435,9 @@ impl Scheduler {
         limit: usize,
         now: UnixMillis,
     ) -> Result<Vec<IndexEntry>, StoreError> {
+        let due_worth = self.config.due_worth();
         let reads = (0..BANDS).map(|band| {
-            let (from, below) = Worth::band_keys(band);
-            let below = if due_only { below.min(from.saturating_add(now).saturating_add(1)) } else { below };
+            let (from, below) = if due_only { Worth::keys_worth(band, due_worth, now) } else { Worth::band_keys(band) };
             self.store.read_index(visit_type, Policy::ExpectedValue, lister, KeyRange::between(from, below), limit)
         });
         let entries = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();

@@ -35,6 +35,12 @@ pub const DEFAULT_VISIT_SECONDS: f64 = 100.0;
 /// The worth (expected changes per loader-second) at which an origin is
 /// due: for a visit of the default duration, a chance of change of 50%.
 pub const DUE_WORTH: f64 = std::f64::consts::LN_2 / DEFAULT_VISIT_SECONDS;
+/// The worth of a visit of the default duration with chance `chance` of
+/// finding a change.
+pub fn worth_of_chance(chance: f64) -> f64 {
+    -(-chance).ln_1p() / DEFAULT_VISIT_SECONDS
+}
+
 /// Bands of growth in the `expected_value` index.
 pub const BANDS: u8 = 16;
 /// The growth (per day) at the top of band 0: 100 changes a day for a visit
@@ -110,6 +116,11 @@ impl Freshness {
     }
 }
 
+/// The middle growth of band `band` (per day).
+fn band_growth(band: u8) -> f64 {
+    TOP_GROWTH / 4f64.powf(f64::from(band) + 0.5)
+}
+
 fn days(ms: i64) -> f64 {
     (ms.max(0)) as f64 / DAY_MS as f64
 }
@@ -159,16 +170,19 @@ impl Worth {
         (i64::from(band) << TIME_BITS, (i64::from(band) + 1) << TIME_BITS)
     }
 
-    /// Whether it is due at `now`.
-    pub fn is_due(self, now: UnixMillis) -> bool {
-        self.due <= now
-    }
-
     /// Its worth at `now`, taking its band's middle growth: within a factor
     /// of 2 of its own growth's contribution.
     pub fn at(self, now: UnixMillis) -> f64 {
-        let growth = TOP_GROWTH / 4f64.powf(f64::from(self.band) + 0.5);
-        DUE_WORTH + growth * (now - self.due) as f64 / DAY_MS as f64
+        DUE_WORTH + band_growth(self.band) * (now - self.due) as f64 / DAY_MS as f64
+    }
+
+    /// The keys of band `band` whose worth at `now` is at least `worth`
+    /// (by [`Worth::at`]): `from..below`.
+    pub fn keys_worth(band: u8, worth: f64, now: UnixMillis) -> (i64, i64) {
+        let (from, end) = Worth::band_keys(band);
+        let lead = ((worth - DUE_WORTH) / band_growth(band) * DAY_MS as f64).clamp(-(TIME_MAX as f64), TIME_MAX as f64);
+        let latest = now.saturating_sub(lead.ceil() as i64).clamp(-1, TIME_MAX);
+        (from, end.min(from + latest + 1))
     }
 }
 
@@ -293,6 +307,24 @@ mod tests {
         }
         let default = Worth::of(known, None, None);
         assert!((known.chance(None, default.due) - 0.5).abs() < 1e-6, "the default visit: a 50% chance");
+    }
+
+    #[test]
+    fn the_keys_worth_a_threshold_are_a_range_of_each_band() {
+        let now = 300 * DAY_MS;
+        for band in [0, 5, BANDS - 1] {
+            for chance in [0.3, 0.5, 0.8] {
+                let worth = worth_of_chance(chance);
+                let (from, below) = Worth::keys_worth(band, worth, now);
+                assert_eq!(from, Worth::band_keys(band).0);
+                for hours in (-2_000..2_000).step_by(7) {
+                    let key = Worth { band, due: (now + hours * 3_600_000).max(0) }.key();
+                    let in_range = (from..below).contains(&key);
+                    assert_eq!(in_range, Worth::of_key(key).at(now) >= worth * (1.0 - 1e-9), "{band} {chance} {hours}");
+                }
+            }
+        }
+        assert!((worth_of_chance(0.5) - DUE_WORTH).abs() < 1e-12);
     }
 
     #[test]

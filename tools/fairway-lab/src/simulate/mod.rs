@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 
 use fairway::core::visits::{DAY_MS, Sharing};
@@ -62,6 +62,10 @@ pub(super) struct SimulateArgs {
     /// Where report.md, report.json and the plots go.
     #[arg(long, default_value = "simulate-results")]
     out: PathBuf,
+    /// A node's configuration file: the fairway arm runs its `[scheduler]`
+    /// section instead of the defaults (the baseline is unchanged).
+    #[arg(long)]
+    fairway_config: Option<PathBuf>,
 }
 
 /// A scenario, as the arms run it.
@@ -69,6 +73,8 @@ pub(super) struct SimulateArgs {
 pub(super) struct Scenario {
     pub forge: ForgeParams,
     pub capacity: Capacity,
+    /// The fairway arm's settings.
+    pub fairway: SchedulerConfig,
 }
 
 impl SimulateArgs {
@@ -86,7 +92,16 @@ impl SimulateArgs {
         if !(0.0..=1.0).contains(&self.undated_share) {
             bail!("--undated-share: {} is not a share; give 0 to 1", self.undated_share);
         }
+        let fairway = match &self.fairway_config {
+            Some(path) => {
+                fairway::config::Config::load(Some(path), Vec::new(), &[])
+                    .with_context(|| format!("--fairway-config {}", path.display()))?
+                    .scheduler
+            }
+            None => SchedulerConfig::default(),
+        };
         Ok(Scenario {
+            fairway,
             forge: ForgeParams {
                 undated_share: self.undated_share,
                 origins: self.origins,
@@ -100,9 +115,8 @@ impl SimulateArgs {
     }
 }
 
-/// The two arms.
-pub(super) fn arms() -> [ArmSpec; 2] {
-    let fairway = SchedulerConfig::default();
+/// The two arms, the first with `fairway`'s settings.
+pub(super) fn arms(fairway: SchedulerConfig) -> [ArmSpec; 2] {
     let baseline = SchedulerConfig {
         sharing: Sharing::PolicyWeights,
         blind_visits: BlindVisits::QueueClock,
@@ -127,7 +141,7 @@ pub(super) fn simulate(
     progress: Option<Progress<'_>>,
 ) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
     let forge = Arc::new(Forge::new(scenario.forge.clone()));
-    let specs = arms();
+    let specs = arms(scenario.fairway.clone());
     let clocks: Vec<AtomicI64> = specs.iter().map(|_| AtomicI64::new(scenario.forge.start)).collect();
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = specs
