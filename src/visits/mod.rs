@@ -436,8 +436,11 @@ impl Scheduler {
         now: UnixMillis,
     ) -> Result<Vec<IndexEntry>, StoreError> {
         let due_worth = self.config.due_worth();
-        let reads = (0..BANDS).map(|band| {
-            let (from, below) = if due_only { Worth::keys_worth(band, due_worth, now) } else { Worth::band_keys(band) };
+        // A band where nothing can be due yet is not read.
+        let ranges = (0..BANDS)
+            .map(|band| if due_only { Worth::keys_worth(band, due_worth, now) } else { Worth::band_keys(band) })
+            .filter(|(from, below)| below > from);
+        let reads = ranges.map(|(from, below)| {
             self.store.read_index(visit_type, Policy::ExpectedValue, lister, KeyRange::between(from, below), limit)
         });
         let entries = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
