@@ -35,7 +35,7 @@ pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
-use crate::core::visits::value::{BANDS, Spare, Worth, pick_spares, rank_by_worth};
+use crate::core::visits::value::{Spare, Worth, pick_spares, rank_by_worth};
 use crate::core::visits::{
     Choice, Freshness, Heads, IndexEntry, KeyRange, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult,
     VisitStats, plan_round,
@@ -358,16 +358,19 @@ impl Scheduler {
                 let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
                 let ranked = self.read_by_worth(visit_type, &lister.name, false, due + wanted, now).await?;
                 let due_worth = self.config.due_worth();
-                let later = ranked.into_iter().filter(|e| Worth::of_key(e.key).at(now) < due_worth);
+                let later = ranked.into_iter().filter(|e| Worth::of_key(e.key).at(now, due_worth) < due_worth);
                 candidates.extend(later.filter(|e| !taken.contains(e.url.as_str())).take(wanted));
             }
             let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
             let states = self.store.read_origins(visit_type, &urls).await?;
+            let due_worth = self.config.due_worth();
             let worth = candidates.into_iter().zip(states).filter_map(|(entry, state)| {
                 let state = state?;
-                let chance = Freshness::of(&state.origin, &state.stats).chance(state.stats.rate.map(f64::from), now);
-                let worth = Worth::of_key(entry.key).at(now);
-                Some(Spare { item: entry, chance, worth })
+                let freshness = Freshness::of(&state.origin, &state.stats);
+                let chance = freshness.chance(state.stats.rate.map(f64::from), now);
+                let worth = Worth::of_key(entry.key).at(now, due_worth);
+                // One whose lister gives dates waits for its listing below that.
+                (chance >= freshness.least_chance()).then_some(Spare { item: entry, chance, worth })
             });
             for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
                 spares.insert(entry.url.clone());
@@ -437,14 +440,12 @@ impl Scheduler {
     ) -> Result<Vec<IndexEntry>, StoreError> {
         let due_worth = self.config.due_worth();
         // A band where nothing can be due yet is not read.
-        let ranges = (0..BANDS)
-            .map(|band| if due_only { Worth::keys_worth(band, due_worth, now) } else { Worth::band_keys(band) })
-            .filter(|(from, below)| below > from);
-        let reads = ranges.map(|(from, below)| {
+        let ranges = Worth::ranges(due_only.then_some(due_worth), now);
+        let reads = ranges.into_iter().map(|(from, below)| {
             self.store.read_index(visit_type, Policy::ExpectedValue, lister, KeyRange::between(from, below), limit)
         });
         let entries = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
-        Ok(rank_by_worth(entries, now).into_iter().take(limit).map(|(entry, _)| entry).collect())
+        Ok(rank_by_worth(entries, now, due_worth).into_iter().take(limit).map(|(entry, _)| entry).collect())
     }
 
     /// Puts back into the indexes the origins whose cooldowns ended.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
+use crate::core::visits::value::BANDS;
 use crate::core::visits::{DAY_MS, VisitStatus};
 use crate::store::StoreResult;
 use crate::store::visits::memory::MemoryVisitStore;
@@ -255,8 +256,9 @@ async fn a_round_reads_rows_in_proportion_to_its_slots_not_to_the_origins() {
         read.push(store.take());
     }
     // 2 listers × (the due heads and the spare heads) × at most 50 rows of
-    // each band, plus the point reads of 50 sent and up to 50 spares.
-    let bound = 2 * 2 * usize::from(BANDS) * 50 + 2 * 50;
+    // each band of each kind, plus the point reads of 50 sent and up to 50
+    // spares.
+    let bound = 2 * 2 * 2 * usize::from(BANDS) * 50 + 2 * 50;
     assert!(read.iter().all(|&rows| rows <= bound), "{read:?} rows, above {bound}");
     assert!(read[1] < 2 * read[0], "twenty times the origins, about the same reads: {read:?}");
 }
@@ -312,7 +314,8 @@ async fn rounds_by_expected_value_take_what_most_likely_changed_first() {
 /// visit is expected to find the most, not the one due the longest.
 #[tokio::test]
 async fn under_contention_a_round_takes_the_most_expected_changes_first() {
-    let config = SchedulerConfig { queue_length: 1, ..SchedulerConfig::default() };
+    // Due at a 50% chance, so that the slow one is due too.
+    let config = SchedulerConfig { queue_length: 1, due_chance: 0.5, ..SchedulerConfig::default() };
     let (scheduler, _) = scheduler(config);
     let (slow, fast) = ("https://h/slow", "https://h/fast");
     let start = NOW - 300 * DAY_MS;
@@ -368,4 +371,49 @@ async fn a_key_with_enough_visits_waiting_leaves_the_queue_to_the_others() {
     let (scheduler, _) = self::scheduler(unbounded);
     scheduler.record_origins("big", &big, NOW).await.unwrap();
     assert_eq!(scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap().sent(), 50, "0: no bound");
+}
+
+/// New origins and listed changes hold a change for certain: whatever the
+/// chance at which the others are due, they are due from when it became
+/// known, and go as due visits, not as spares.
+#[tokio::test]
+async fn new_origins_and_listed_changes_are_due_at_once_at_any_due_chance() {
+    for due_chance in [0.1, 0.5, 0.7, 0.95] {
+        let config = SchedulerConfig { queue_length: 5, spare_chance: 1.0, due_chance, ..SchedulerConfig::default() };
+        let (scheduler, _) = scheduler(config.clone());
+        let (dated, new) = ("https://h/dated", "https://h/new");
+        let start = NOW - 100 * DAY_MS;
+        scheduler.record_origins("dated", &[report(dated, Some(start - DAY_MS))], start).await.unwrap();
+        history(&scheduler, dated, start, 2 * DAY_MS, 10, 0).await;
+        scheduler.record_origins("dated", &[report(dated, Some(NOW - 1000))], NOW).await.unwrap();
+        scheduler.record_origins("blind", &[report(new, None)], NOW).await.unwrap();
+        let queue = ModelQueue::default();
+        let round = scheduler.run_round("git", &queue, NOW).await.unwrap();
+        assert_eq!(round.by_policy, BTreeMap::from([(Policy::ExpectedValue, 2)]), "at due_chance {due_chance}");
+        let sent = queue.take();
+        assert!(sent.iter().all(|v| v.priority == config.priority), "as due visits at due_chance {due_chance}");
+    }
+}
+
+/// Spare capacity goes to origins whose lister gives no dates; one whose
+/// lister gives dates waits for its listing to report a change, below an
+/// all but certain chance.
+#[tokio::test]
+async fn spare_capacity_does_not_speculate_on_an_origin_whose_lister_gives_dates() {
+    let config = SchedulerConfig { queue_length: 100, spare_chance: 0.01, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config.clone());
+    let (dated, blind) = ("https://h/dated", "https://h/blind");
+    let start = NOW - 40 * DAY_MS;
+    scheduler.record_origins("dated", &[report(dated, Some(start - DAY_MS))], start).await.unwrap();
+    scheduler.record_origins("blind", &[report(blind, None)], start).await.unwrap();
+    // Both changed at each of 10 visits a day apart, the last ones an hour
+    // ago: a chance of change of some percent, not due.
+    for url in [dated, blind] {
+        history(&scheduler, url, NOW - 9 * DAY_MS - 3_600_000, DAY_MS, 10, 10).await;
+    }
+    let queue = ModelQueue::default();
+    let round = scheduler.run_round("git", &queue, NOW).await.unwrap();
+    let sent = queue.take();
+    assert_eq!(sent.iter().map(|v| v.url.as_str()).collect::<Vec<_>>(), vec![blind], "{round:?}");
+    assert_eq!(sent[0].priority, config.spare_priority);
 }

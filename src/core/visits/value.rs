@@ -19,9 +19,13 @@
 //! alone would send, under contention, a slow origin overdue for days
 //! before a fast one that became due an hour ago and holds more changes.
 //!
+//! An origin known to hold a change (never visited, or a change listed) is
+//! *certain*: its entry sits in a band of its own kind, read up to now
+//! whatever the due threshold, so it is due from the time the change became
+//! known, and it ranks from there at the due threshold plus its growth.
+//!
 //! Invariant: an entry whose key is at or below now has a worth at or
-//! above [`DUE_WORTH`] (it is *due*); an origin known to hold a change is
-//! due from the time that became known.
+//! above [`DUE_WORTH`] (it is *due*); a certain one is due at any threshold.
 
 use super::rate::{MAX_RATE, MIN_RATE};
 use super::{DAY_MS, IndexEntry, ListedOrigin, VisitStats, chance_of_change};
@@ -32,6 +36,15 @@ use crate::clock::UnixMillis;
 pub const DEFAULT_RATE: f64 = 1.0 / 30.0;
 /// The duration taken for a visit of an origin never visited (seconds).
 pub const DEFAULT_VISIT_SECONDS: f64 = 100.0;
+/// The least duration a visit is charged (seconds): a visit that ends at
+/// once still takes a loader's slot, a queue round trip and the archive's
+/// work; charged less, fast-failing origins would rank above everything.
+pub const MIN_VISIT_SECONDS: f64 = 100.0;
+/// The chance of a change below which an origin whose lister gives update
+/// dates is not due: its listing reports the change anyway, so a visit
+/// before that is mostly wasted, and the visit at that chance is only the
+/// safety net for a lister whose dates lag or stop.
+pub const DATED_LEAST_CHANCE: f64 = 0.99;
 /// The worth (expected changes per loader-second) at which an origin is
 /// due: for a visit of the default duration, a chance of change of 50%.
 pub const DUE_WORTH: f64 = std::f64::consts::LN_2 / DEFAULT_VISIT_SECONDS;
@@ -41,8 +54,9 @@ pub fn worth_of_chance(chance: f64) -> f64 {
     -(-chance).ln_1p() / DEFAULT_VISIT_SECONDS
 }
 
-/// Bands of growth in the `expected_value` index.
-pub const BANDS: u8 = 16;
+/// Bands of growth in the `expected_value` index, of each kind (certain or
+/// not).
+pub const BANDS: u8 = 1 << BAND_BITS;
 /// The growth (per day) at the top of band 0: 100 changes a day for a visit
 /// of 100 s. Band `b` holds growths in `(TOP / 4^(b+1), TOP / 4^b]`; the
 /// last band, everything slower.
@@ -50,6 +64,9 @@ const TOP_GROWTH: f64 = 1.0;
 /// Bits of an index key below its band: the key time, in ms since the
 /// Unix epoch (up to year 142,000).
 const TIME_BITS: u32 = 52;
+/// Bits of an index key for the band, above the time; the bit above them
+/// tells a certain entry.
+const BAND_BITS: u32 = 4;
 const TIME_MAX: i64 = (1 << TIME_BITS) - 1;
 
 /// What is known of an origin's content since its last successful visit.
@@ -69,6 +86,8 @@ pub enum Freshness {
     Known {
         /// Up to when its content is known.
         since: UnixMillis,
+        /// Whether its lister gives update dates (and will list a change).
+        dated: bool,
     },
 }
 
@@ -81,8 +100,8 @@ impl Freshness {
         match origin.last_update {
             Some(update) if update > success => Freshness::Changed { since: update },
             // The last listing gave no change after the visit.
-            Some(_) => Freshness::Known { since: success.max(origin.last_seen) },
-            None => Freshness::Known { since: success },
+            Some(_) => Freshness::Known { since: success.max(origin.last_seen), dated: true },
+            None => Freshness::Known { since: success, dated: false },
         }
     }
 
@@ -91,17 +110,29 @@ impl Freshness {
     pub fn chance(self, rate: Option<f64>, now: UnixMillis) -> f64 {
         match self {
             Freshness::New { .. } | Freshness::Changed { .. } => 1.0,
-            Freshness::Known { since } => chance_of_change(rate.unwrap_or(DEFAULT_RATE), now - since),
+            Freshness::Known { since, .. } => chance_of_change(rate.unwrap_or(DEFAULT_RATE), now - since),
         }
     }
 
     /// The changes a visit at `now` is expected to find.
     pub fn pending(self, rate: Option<f64>, now: UnixMillis) -> f64 {
-        let rate = rate.unwrap_or(DEFAULT_RATE);
+        self.certain() + rate.unwrap_or(DEFAULT_RATE) * days(now - self.since())
+    }
+
+    /// From when what is known of it holds.
+    pub fn since(self) -> UnixMillis {
         match self {
-            Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since } => {
-                self.certain() + rate * days(now - since)
-            }
+            Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since, .. } => since,
+        }
+    }
+
+    /// The least chance of a change at which a visit is worth sending
+    /// before a listing reports one: [`DATED_LEAST_CHANCE`] when its lister
+    /// gives dates, else none.
+    pub fn least_chance(self) -> f64 {
+        match self {
+            Freshness::Known { dated: true, .. } => DATED_LEAST_CHANCE,
+            _ => 0.0,
         }
     }
 
@@ -125,10 +156,13 @@ fn days(ms: i64) -> f64 {
     (ms.max(0)) as f64 / DAY_MS as f64
 }
 
-/// An origin's place in the `expected_value` index: its band of growth and
-/// the time its worth reaches [`DUE_WORTH`].
+/// An origin's place in the `expected_value` index: whether it is certain to
+/// hold a change, its band of growth, and the time its worth reaches
+/// [`DUE_WORTH`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Worth {
+    /// Known to hold a change (never visited, or a change listed).
+    pub certain: bool,
     /// Its band of growth, `0..BANDS`.
     pub band: u8,
     /// When its worth reaches [`DUE_WORTH`] (clamped to `0..2^52` ms).
@@ -140,57 +174,87 @@ impl Worth {
     /// visits of `seconds` on average stands (`None`: the defaults).
     pub fn of(freshness: Freshness, rate: Option<f64>, seconds: Option<f64>) -> Worth {
         let rate = rate.unwrap_or(DEFAULT_RATE).clamp(MIN_RATE, MAX_RATE);
-        let seconds = seconds.unwrap_or(DEFAULT_VISIT_SECONDS).max(1.0);
+        let seconds = seconds.unwrap_or(DEFAULT_VISIT_SECONDS).max(MIN_VISIT_SECONDS);
         let growth = rate / seconds;
         let band = ((TOP_GROWTH / growth).log(4.0).floor().max(0.0) as u64).min(u64::from(BANDS) - 1) as u8;
-        // Days from `since` until the worth reaches DUE_WORTH.
-        let base = freshness.certain();
-        let (Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since }) = freshness;
-        let days = (DUE_WORTH * seconds - base) / rate;
-        let due = since.saturating_add((days * DAY_MS as f64).clamp(-(TIME_MAX as f64), TIME_MAX as f64) as i64);
-        // Known to hold a change: due from when that became known.
-        let due = if base > 0.0 { due.min(since) } else { due };
-        Worth { band, due: due.clamp(0, TIME_MAX) }
+        let since = freshness.since();
+        let after = |days: f64| since.saturating_add((days * DAY_MS as f64).clamp(0.0, TIME_MAX as f64) as i64);
+        let certain = freshness.certain() > 0.0;
+        let due = if certain {
+            // Due from when the change became known.
+            since
+        } else {
+            // When the worth reaches DUE_WORTH, and not before the chance
+            // reaches the least worth a visit.
+            let least_days = -(-freshness.least_chance()).ln_1p() / rate;
+            after(DUE_WORTH * seconds / rate).max(after(least_days))
+        };
+        Worth { certain, band, due: due.clamp(0, TIME_MAX) }
     }
 
-    /// The index key: the band above the time, so that each band is a
-    /// range of keys ([`Worth::band_keys`]).
+    /// The index key: the kind and the band above the time, so that each
+    /// band of each kind is a range of keys ([`Worth::band_keys`]).
     pub fn key(self) -> i64 {
-        (i64::from(self.band) << TIME_BITS) | self.due
+        (i64::from(self.certain) << (TIME_BITS + BAND_BITS)) | (i64::from(self.band) << TIME_BITS) | self.due
     }
 
     /// The place a key names.
     pub fn of_key(key: i64) -> Worth {
-        let band = (key >> TIME_BITS).clamp(0, i64::from(BANDS) - 1) as u8;
-        Worth { band, due: key & TIME_MAX }
+        let certain = (key >> (TIME_BITS + BAND_BITS)) & 1 == 1;
+        let band = ((key >> TIME_BITS) & (i64::from(BANDS) - 1)) as u8;
+        Worth { certain, band, due: key & TIME_MAX }
     }
 
-    /// The keys of band `band`: `from..below`.
-    pub fn band_keys(band: u8) -> (i64, i64) {
-        (i64::from(band) << TIME_BITS, (i64::from(band) + 1) << TIME_BITS)
+    /// The keys of band `band` of the certain entries or of the others:
+    /// `from..below`.
+    pub fn band_keys(certain: bool, band: u8) -> (i64, i64) {
+        let from = Worth { certain, band, due: 0 }.key();
+        (from, from + TIME_MAX + 1)
     }
 
-    /// Its worth at `now`, taking its band's middle growth: within a factor
-    /// of 2 of its own growth's contribution.
-    pub fn at(self, now: UnixMillis) -> f64 {
-        DUE_WORTH + band_growth(self.band) * (now - self.due) as f64 / DAY_MS as f64
+    /// Its worth at `now`, taking its band's middle growth (within a factor
+    /// of 2 of its own growth's contribution), where `threshold` is the
+    /// worth at which origins are due: a certain entry is worth at least
+    /// that from its key's time on.
+    pub fn at(self, now: UnixMillis, threshold: f64) -> f64 {
+        let lift = if self.certain { (threshold - DUE_WORTH).max(0.0) } else { 0.0 };
+        DUE_WORTH + lift + band_growth(self.band) * (now - self.due) as f64 / DAY_MS as f64
     }
 
-    /// The keys of band `band` whose worth at `now` is at least `worth`
-    /// (by [`Worth::at`]): `from..below`.
-    pub fn keys_worth(band: u8, worth: f64, now: UnixMillis) -> (i64, i64) {
-        let (from, end) = Worth::band_keys(band);
-        let lead = ((worth - DUE_WORTH) / band_growth(band) * DAY_MS as f64).clamp(-(TIME_MAX as f64), TIME_MAX as f64);
-        let latest = now.saturating_sub(lead.ceil() as i64).clamp(-1, TIME_MAX);
-        (from, end.min(from + latest + 1))
+    /// The key ranges to read for the entries due at `now` at the worth
+    /// `threshold` (`from..below`, empty ones left out), or for all of them
+    /// (`threshold` `None`): of each band, the certain entries up to now and
+    /// the others whose worth (by [`Worth::at`]) reaches the threshold.
+    pub fn ranges(threshold: Option<f64>, now: UnixMillis) -> Vec<(i64, i64)> {
+        let mut ranges = Vec::with_capacity(2 * usize::from(BANDS));
+        for band in 0..BANDS {
+            for certain in [true, false] {
+                let (from, end) = Worth::band_keys(certain, band);
+                let latest = match threshold {
+                    None => TIME_MAX,
+                    Some(_) if certain => now,
+                    Some(worth) => {
+                        let lead = ((worth - DUE_WORTH) / band_growth(band) * DAY_MS as f64)
+                            .clamp(-(TIME_MAX as f64), TIME_MAX as f64);
+                        now.saturating_sub(lead.ceil() as i64)
+                    }
+                };
+                let below = end.min(from + latest.clamp(-1, TIME_MAX) + 1);
+                if below > from {
+                    ranges.push((from, below));
+                }
+            }
+        }
+        ranges
     }
 }
 
 /// Entries of the `expected_value` index (of any bands), most worth at `now`
-/// first (ties by URL), each with that worth.
-pub fn rank_by_worth(entries: Vec<IndexEntry>, now: UnixMillis) -> Vec<(IndexEntry, f64)> {
+/// first (ties by URL), each with that worth; `threshold` as in
+/// [`Worth::at`].
+pub fn rank_by_worth(entries: Vec<IndexEntry>, now: UnixMillis, threshold: f64) -> Vec<(IndexEntry, f64)> {
     let mut ranked: Vec<(IndexEntry, f64)> =
-        entries.into_iter().map(|e| (Worth::of_key(e.key).at(now), e)).map(|(w, e)| (e, w)).collect();
+        entries.into_iter().map(|e| (Worth::of_key(e.key).at(now, threshold), e)).map(|(w, e)| (e, w)).collect();
     ranked.sort_by(|(a, wa), (b, wb)| wb.total_cmp(wa).then_with(|| a.url.cmp(&b.url)));
     ranked
 }
@@ -266,10 +330,13 @@ mod tests {
         );
         assert_eq!(
             Freshness::of(&origin(Some(0), 10 * day), &visited(day)),
-            Freshness::Known { since: 10 * day },
+            Freshness::Known { since: 10 * day, dated: true },
             "the last listing saw no change after the visit"
         );
-        assert_eq!(Freshness::of(&origin(None, 10 * day), &visited(day)), Freshness::Known { since: day });
+        assert_eq!(
+            Freshness::of(&origin(None, 10 * day), &visited(day)),
+            Freshness::Known { since: day, dated: false }
+        );
     }
 
     #[test]
@@ -284,7 +351,7 @@ mod tests {
 
     #[test]
     fn the_chance_and_the_pending_changes_grow_with_time_and_rate() {
-        let known = Freshness::Known { since: 0 };
+        let known = Freshness::Known { since: 0, dated: false };
         assert!(known.chance(Some(1.0), DAY_MS) > known.chance(Some(0.1), DAY_MS));
         assert!(known.chance(Some(0.1), 10 * DAY_MS) > known.chance(Some(0.1), DAY_MS));
         assert!((known.pending(Some(0.5), 4 * DAY_MS) - 2.0).abs() < 1e-9);
@@ -294,15 +361,16 @@ mod tests {
 
     #[test]
     fn a_known_origin_is_due_when_its_worth_reaches_the_due_worth() {
-        let known = Freshness::Known { since: 10 * DAY_MS };
-        for (rate, seconds) in [(0.5, 100.0), (2.0, 30.0), (0.01, 600.0), (1.0 / 365.0, 5.0)] {
+        let known = Freshness::Known { since: 10 * DAY_MS, dated: false };
+        for (rate, seconds) in [(0.5, 100.0), (2.0, 300.0), (0.01, 600.0), (1.0 / 365.0, 150.0)] {
             let worth = Worth::of(known, Some(rate), Some(seconds));
+            assert!(!worth.certain);
             let at_due = known.pending(Some(rate), worth.due) / seconds;
             assert!((at_due - DUE_WORTH).abs() < 1e-6 * DUE_WORTH, "{rate}/{seconds}: {at_due}");
             // The worth read back from the key is within the band's factor.
             let later = worth.due + 3 * DAY_MS;
             let exact = known.pending(Some(rate), later) / seconds;
-            let from_key = Worth::of_key(worth.key()).at(later);
+            let from_key = Worth::of_key(worth.key()).at(later, DUE_WORTH);
             assert!(from_key / exact < 2.0 && exact / from_key < 2.0, "{rate}/{seconds}: {from_key} vs {exact}");
         }
         let default = Worth::of(known, None, None);
@@ -310,20 +378,51 @@ mod tests {
     }
 
     #[test]
-    fn the_keys_worth_a_threshold_are_a_range_of_each_band() {
+    fn a_short_visit_is_charged_the_least_a_visit_costs() {
+        let known = Freshness::Known { since: 0, dated: false };
+        let instant = Worth::of(known, Some(0.2), Some(1.0));
+        assert_eq!(instant, Worth::of(known, Some(0.2), Some(MIN_VISIT_SECONDS)));
+        assert!(Worth::of(known, Some(0.2), Some(2.0 * MIN_VISIT_SECONDS)).due > instant.due);
+    }
+
+    #[test]
+    fn an_origin_whose_lister_gives_dates_is_due_unlisted_only_when_a_change_is_all_but_certain() {
+        let (rate, since) = (0.1, 10 * DAY_MS);
+        let dated = Worth::of(Freshness::Known { since, dated: true }, Some(rate), None);
+        let blind = Worth::of(Freshness::Known { since, dated: false }, Some(rate), None);
+        assert!(blind.due < dated.due);
+        let known = Freshness::Known { since, dated: true };
+        assert!((known.chance(Some(rate), dated.due) - DATED_LEAST_CHANCE).abs() < 1e-6);
+        assert_eq!(known.least_chance(), DATED_LEAST_CHANCE);
+        assert_eq!(Freshness::Known { since, dated: false }.least_chance(), 0.0);
+        // A fast origin reaches the due worth after the least chance.
+        let fast = Worth::of(known, Some(50.0), Some(10_000.0));
+        assert!(known.chance(Some(50.0), fast.due) > DATED_LEAST_CHANCE);
+    }
+
+    #[test]
+    fn the_ranges_read_what_reaches_a_threshold_and_every_certain_entry_up_to_now() {
         let now = 300 * DAY_MS;
-        for band in [0, 5, BANDS - 1] {
-            for chance in [0.3, 0.5, 0.8] {
-                let worth = worth_of_chance(chance);
-                let (from, below) = Worth::keys_worth(band, worth, now);
-                assert_eq!(from, Worth::band_keys(band).0);
+        for chance in [0.3, 0.5, 0.8, 0.99] {
+            let worth = worth_of_chance(chance);
+            let ranges = Worth::ranges(Some(worth), now);
+            let read = |key: i64| ranges.iter().any(|(from, below)| (*from..*below).contains(&key));
+            for band in [0, 5, BANDS - 1] {
                 for hours in (-2_000..2_000).step_by(7) {
-                    let key = Worth { band, due: (now + hours * 3_600_000).max(0) }.key();
-                    let in_range = (from..below).contains(&key);
-                    assert_eq!(in_range, Worth::of_key(key).at(now) >= worth * (1.0 - 1e-9), "{band} {chance} {hours}");
+                    let due = (now + hours * 3_600_000).max(0);
+                    let uncertain = Worth { certain: false, band, due };
+                    let at = uncertain.at(now, worth);
+                    assert_eq!(read(uncertain.key()), at >= worth * (1.0 - 1e-9), "{band} {chance} {hours}");
+                    let certain = Worth { certain: true, band, due };
+                    assert_eq!(read(certain.key()), due <= now, "certain {band} {chance} {hours}");
+                    if due <= now {
+                        assert!(certain.at(now, worth) >= worth, "a certain entry is worth the threshold");
+                    }
                 }
             }
         }
+        let all = Worth::ranges(None, now);
+        assert_eq!(all.len(), 2 * usize::from(BANDS));
         assert!((worth_of_chance(0.5) - DUE_WORTH).abs() < 1e-12);
     }
 
@@ -331,23 +430,26 @@ mod tests {
     fn a_known_change_is_due_at_once_and_bands_split_the_keys() {
         let changed = Worth::of(Freshness::Changed { since: 7 * DAY_MS }, Some(0.001), Some(5_000.0));
         assert_eq!(changed.due, 7 * DAY_MS, "due when the change became known, however slow");
-        let fast = Worth::of(Freshness::Known { since: 0 }, Some(2.0), Some(60.0));
-        let slow = Worth::of(Freshness::Known { since: 0 }, Some(0.01), Some(60.0));
+        assert!(changed.certain);
+        let new = Worth::of(Freshness::New { since: 7 * DAY_MS }, None, None);
+        assert!(new.certain && new.due == 7 * DAY_MS);
+        let fast = Worth::of(Freshness::Known { since: 0, dated: false }, Some(2.0), Some(100.0));
+        let slow = Worth::of(Freshness::Known { since: 0, dated: false }, Some(0.01), Some(100.0));
         assert!(fast.band < slow.band && fast.due < slow.due);
-        for worth in [changed, fast, slow] {
+        for worth in [changed, new, fast, slow] {
             assert_eq!(Worth::of_key(worth.key()), worth);
-            let (from, below) = Worth::band_keys(worth.band);
+            let (from, below) = Worth::band_keys(worth.certain, worth.band);
             assert!((from..below).contains(&worth.key()));
         }
-        let slowest = Worth::of(Freshness::Known { since: 0 }, Some(1e-5), Some(1e6));
+        let slowest = Worth::of(Freshness::Known { since: 0, dated: false }, Some(1e-5), Some(1e6));
         assert_eq!(slowest.band, BANDS - 1, "the last band holds everything slower");
-        let fastest = Worth::of(Freshness::Known { since: 0 }, Some(100.0), Some(1.0));
+        let fastest = Worth::of(Freshness::Known { since: 0, dated: false }, Some(100.0), Some(1.0));
         assert_eq!(fastest.band, 0);
         // An origin overdue for a week at a slow rate is worth less than a
         // fast one due an hour ago: the order a due-time index got wrong.
         let now = 100 * DAY_MS;
-        let overdue_slow = Worth { band: slow.band, due: now - 7 * DAY_MS };
-        let just_due_fast = Worth { band: fast.band, due: now - DAY_MS / 24 };
-        assert!(just_due_fast.at(now) > overdue_slow.at(now));
+        let overdue_slow = Worth { due: now - 7 * DAY_MS, ..slow };
+        let just_due_fast = Worth { due: now - DAY_MS / 24, ..fast };
+        assert!(just_due_fast.at(now, DUE_WORTH) > overdue_slow.at(now, DUE_WORTH));
     }
 }

@@ -41,6 +41,10 @@ enum Command {
     /// A synthetic forge in virtual time, scheduled by the real scheduler:
     /// Fairway's defaults against the reference scheduler's way.
     Simulate(simulate::SimulateArgs),
+    /// `simulate` over a fixed grid of six forges (100k to 1M origins, 8 to
+    /// 30 listers, 10% to 60% without dates, 50 to 200 loaders per million):
+    /// one table and one plot.
+    SimulateGrid(simulate::grid::GridArgs),
     /// Recurring schedules beyond the workers' capacity, in virtual time:
     /// deadline order (Fairway's), FIFO and fixed-time firing, scored by
     /// the same health.
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
             Command::Bench(command) => bench::run(command).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Simulate(args) => simulate::run(args).await,
+            Command::SimulateGrid(args) => simulate::grid::run(args),
             Command::SimulateSchedules(args) => schedules::run(args),
             Command::Chaos(command) => chaos::run(command).await,
         }

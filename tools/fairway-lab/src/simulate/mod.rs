@@ -13,6 +13,7 @@
 
 mod arm;
 mod forge;
+pub(super) mod grid;
 mod metrics;
 mod queue;
 mod report;
@@ -35,7 +36,7 @@ use queue::Order;
 use report::SimReport;
 
 /// 2026-01-01T00:00:00Z: where virtual time starts.
-const START_MS: i64 = 1_767_225_600_000;
+pub(super) const START_MS: i64 = 1_767_225_600_000;
 
 #[derive(Args, Debug, Clone)]
 pub(super) struct SimulateArgs {
@@ -92,14 +93,7 @@ impl SimulateArgs {
         if !(0.0..=1.0).contains(&self.undated_share) {
             bail!("--undated-share: {} is not a share; give 0 to 1", self.undated_share);
         }
-        let fairway = match &self.fairway_config {
-            Some(path) => {
-                fairway::config::Config::load(Some(path), Vec::new(), &[])
-                    .with_context(|| format!("--fairway-config {}", path.display()))?
-                    .scheduler
-            }
-            None => SchedulerConfig::default(),
-        };
+        let fairway = fairway_config(self.fairway_config.as_deref())?;
         Ok(Scenario {
             fairway,
             forge: ForgeParams {
@@ -112,6 +106,17 @@ impl SimulateArgs {
             },
             capacity: Capacity { loaders: self.loaders, host_limit: self.host_limit },
         })
+    }
+}
+
+/// The fairway arm's settings: the `[scheduler]` section of the node
+/// configuration file at `path`, else the defaults.
+pub(super) fn fairway_config(path: Option<&std::path::Path>) -> anyhow::Result<SchedulerConfig> {
+    match path {
+        Some(path) => Ok(fairway::config::Config::load(Some(path), Vec::new(), &[])
+            .with_context(|| format!("--fairway-config {}", path.display()))?
+            .scheduler),
+        None => Ok(SchedulerConfig::default()),
     }
 }
 

@@ -1,0 +1,247 @@
+//! `fairway-lab simulate-grid`: the same two arms as `simulate` over a fixed
+//! grid of forges that differ in size, lister count, share of listers
+//! without update dates and loader pressure, each with its own seed; one
+//! table and one plot of mean lag and useless share, forge by forge.
+//!
+//! The grid is fixed so that a figure in docs/scheduler.md can be rerun and
+//! compared with the next build's.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+
+use super::arm::Capacity;
+use super::forge::ForgeParams;
+use super::metrics::ArmSummary;
+use super::report::SimReport;
+use super::{START_MS, Scenario, fairway_config, simulate};
+use crate::figures::plot::{self, Chart, Series};
+
+/// One forge of the grid.
+#[derive(Clone, Copy, Debug, Serialize)]
+struct GridForge {
+    name: &'static str,
+    origins: u32,
+    listers: u32,
+    undated_share: f64,
+    /// Loaders per million origins.
+    pressure: u32,
+    seed: u64,
+}
+
+impl GridForge {
+    fn loaders(&self) -> u32 {
+        (u64::from(self.origins) * u64::from(self.pressure) / 1_000_000).max(1) as u32
+    }
+}
+
+/// 100k to 1M origins, 8 to 30 listers, 10% to 60% of them without dates,
+/// 50 to 200 loaders per million origins.
+const GRID: [GridForge; 6] = [
+    GridForge { name: "g1", origins: 100_000, listers: 8, undated_share: 0.1, pressure: 50, seed: 21 },
+    GridForge { name: "g2", origins: 200_000, listers: 12, undated_share: 0.3, pressure: 100, seed: 22 },
+    GridForge { name: "g3", origins: 300_000, listers: 30, undated_share: 0.6, pressure: 200, seed: 23 },
+    GridForge { name: "g4", origins: 500_000, listers: 20, undated_share: 0.4, pressure: 150, seed: 24 },
+    GridForge { name: "g5", origins: 1_000_000, listers: 25, undated_share: 0.2, pressure: 100, seed: 25 },
+    GridForge { name: "g6", origins: 150_000, listers: 15, undated_share: 0.5, pressure: 200, seed: 26 },
+];
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct GridArgs {
+    /// Where grid.md, grid.json, the plot and each forge's report go.
+    #[arg(long, default_value = "simulate-grid-results")]
+    out: PathBuf,
+    /// Only these forges, by name (g1 to g6), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Days of virtual time of each forge.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=365))]
+    days: u32,
+    /// Visits that may run at once on one host (politeness).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    host_limit: u32,
+    /// A node's configuration file: the fairway arm runs its `[scheduler]`
+    /// section instead of the defaults (the baseline is unchanged).
+    #[arg(long)]
+    fairway_config: Option<PathBuf>,
+}
+
+/// One forge's figures, both arms.
+#[derive(Debug, Serialize)]
+struct GridRow {
+    forge: GridForge,
+    loaders: u32,
+    wall_seconds: f64,
+    fairway: Figures,
+    baseline: Figures,
+}
+
+#[derive(Debug, Serialize)]
+struct Figures {
+    mean_lag_h: f64,
+    useless_share: f64,
+    loaders_busy: f64,
+    listers_unvisited: u64,
+}
+
+impl Figures {
+    fn of(arm: &ArmSummary) -> Figures {
+        Figures {
+            mean_lag_h: arm.lag.mean_h,
+            useless_share: arm.useless_share,
+            loaders_busy: arm.loaders_busy,
+            listers_unvisited: arm.listers_unvisited,
+        }
+    }
+}
+
+pub(crate) fn run(args: GridArgs) -> anyhow::Result<()> {
+    for name in &args.only {
+        if !GRID.iter().any(|f| f.name == name) {
+            let names: Vec<&str> = GRID.iter().map(|f| f.name).collect();
+            bail!("--only: no forge {name:?} in the grid; the forges are {}", names.join(", "));
+        }
+    }
+    let fairway = fairway_config(args.fairway_config.as_deref())?;
+    let command = format!("fairway-lab {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
+    let forges: Vec<GridForge> =
+        GRID.into_iter().filter(|f| args.only.is_empty() || args.only.iter().any(|n| n == f.name)).collect();
+    let mut rows = Vec::new();
+    for (i, forge) in forges.iter().enumerate() {
+        let scenario = Scenario {
+            forge: ForgeParams {
+                undated_share: forge.undated_share,
+                origins: forge.origins,
+                listers: forge.listers as usize,
+                start: START_MS,
+                days: args.days,
+                seed: forge.seed,
+            },
+            capacity: Capacity { loaders: forge.loaders(), host_limit: args.host_limit },
+            fairway: fairway.clone(),
+        };
+        eprintln!(
+            "[{}/{}] {}: {} origins, {} listers, {:.0}% without dates, {} loaders, seed {}",
+            i + 1,
+            forges.len(),
+            forge.name,
+            forge.origins,
+            forge.listers,
+            100.0 * forge.undated_share,
+            forge.loaders(),
+            forge.seed
+        );
+        let started = Instant::now();
+        let (built, summaries) = simulate(&scenario, None)?;
+        let wall = started.elapsed().as_secs_f64();
+        let row = GridRow {
+            forge: *forge,
+            loaders: forge.loaders(),
+            wall_seconds: wall,
+            fairway: Figures::of(&summaries[0]),
+            baseline: Figures::of(&summaries[1]),
+        };
+        eprintln!(
+            "    lag {:.1} / {:.1} h, useless {:.1}% / {:.1}% (fairway / baseline), {wall:.0} s",
+            row.fairway.mean_lag_h,
+            row.baseline.mean_lag_h,
+            100.0 * row.fairway.useless_share,
+            100.0 * row.baseline.useless_share
+        );
+        SimReport::new(format!("{command} ({})", forge.name), &scenario, &built, summaries, wall)
+            .publish(&args.out.join(forge.name))?;
+        rows.push(row);
+    }
+    let markdown = table(&command, &rows);
+    println!("\n{markdown}");
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    std::fs::write(args.out.join("grid.md"), &markdown).with_context(|| args.out.display().to_string())?;
+    let json = serde_json::to_string_pretty(&rows)?;
+    std::fs::write(args.out.join("grid.json"), json).with_context(|| args.out.display().to_string())?;
+    match plot::draw(&chart(&rows), &args.out) {
+        Ok(path) => eprintln!("wrote {}", path.display()),
+        Err(error) => eprintln!("warning: {error:#}"),
+    }
+    Ok(())
+}
+
+/// The change from `baseline` to `fairway`, in percent.
+fn change(fairway: f64, baseline: f64) -> f64 {
+    100.0 * (fairway / baseline - 1.0)
+}
+
+fn table(command: &str, rows: &[GridRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "`{command}` on {}\n", crate::figures::machine());
+    let _ = writeln!(
+        out,
+        "| forge | origins | listers | without dates | loaders | mean lag h, fairway / baseline | change | \
+         useless share, fairway / baseline | change | loaders busy | listers unvisited |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        let (f, b) = (&row.fairway, &row.baseline);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0}% | {} | {:.1} / {:.1} | {:+.0}% | {:.1}% / {:.1}% | {:+.0}% | {:.0}% / {:.0}% | {} / {} |",
+            row.forge.name,
+            row.forge.origins,
+            row.forge.listers,
+            100.0 * row.forge.undated_share,
+            row.loaders,
+            f.mean_lag_h,
+            b.mean_lag_h,
+            change(f.mean_lag_h, b.mean_lag_h),
+            100.0 * f.useless_share,
+            100.0 * b.useless_share,
+            change(f.useless_share, b.useless_share),
+            100.0 * f.loaders_busy,
+            100.0 * b.loaders_busy,
+            f.listers_unvisited,
+            b.listers_unvisited,
+        );
+    }
+    let mean = |value: &dyn Fn(&GridRow) -> f64| rows.iter().map(value).sum::<f64>() / rows.len().max(1) as f64;
+    let _ = writeln!(
+        out,
+        "\nOver the grid, fairway against baseline: mean lag {:+.0}%, useless share {:+.0}% (the mean of each \
+         forge's change).",
+        mean(&|r| change(r.fairway.mean_lag_h, r.baseline.mean_lag_h)),
+        mean(&|r| change(r.fairway.useless_share, r.baseline.useless_share)),
+    );
+    out
+}
+
+fn chart(rows: &[GridRow]) -> Chart {
+    let series = |arm: &str, value: &dyn Fn(&GridRow) -> f64| {
+        Series::new(arm, rows.iter().enumerate().map(|(i, r)| ((i + 1) as f64, value(r))).collect())
+    };
+    Chart {
+        file: "simulate-grid.png".into(),
+        title: format!(
+            "Each forge of the grid ({}): fairway's defaults against the reference's way",
+            rows.iter().map(|r| r.forge.name).collect::<Vec<_>>().join(", ")
+        ),
+        x_label: "forge (g1, g2, ... in order)".into(),
+        y_label: "mean visit lag (h) · useless share (%)".into(),
+        panels: vec![
+            (
+                "mean visit lag (hours)".into(),
+                vec![series("fairway", &|r| r.fairway.mean_lag_h), series("baseline", &|r| r.baseline.mean_lag_h)],
+            ),
+            (
+                "useless share of visits (%)".into(),
+                vec![
+                    series("fairway", &|r| 100.0 * r.fairway.useless_share),
+                    series("baseline", &|r| 100.0 * r.baseline.useless_share),
+                ],
+            ),
+        ],
+        log_x: false,
+        log_y: false,
+    }
+}
