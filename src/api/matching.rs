@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::access::{Rpc, authorize, authorize_add, caller};
 use super::connection_polls::{ConnectionPolls, connection_of};
-use super::routing::{Origin, ResponseRoom, Router, TASK_OVERHEAD_BYTES, Target};
+use super::routing::{Origin, Router, Target};
 use super::{convert, status};
 use crate::cluster::Peers;
 use crate::core::engine::{Finished, Outcome};
@@ -295,11 +295,8 @@ impl Matching for MatchingService {
         let _slot = self.polls.take(connection, &caller)?;
         let origin = Origin::of(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
-        let room = ResponseRoom {
-            max_bytes: self.limits.max_poll_response_bytes,
-            largest_task: self.limits.max_payload_bytes.saturating_add(TASK_OVERHEAD_BYTES),
-        };
-        let tasks = self.router.poll_many(&queue, wait, max, room, &request.worker_id, origin).await?;
+        let max_bytes = self.limits.max_poll_response_bytes;
+        let tasks = self.router.poll_many(&queue, wait, max, max_bytes, &request.worker_id, origin).await?;
         Ok(Response::new(pb::PollTasksResponse { tasks }))
     }
 

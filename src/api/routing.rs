@@ -19,6 +19,7 @@ use super::matching::TaskHook;
 use super::{convert, status};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
+use crate::core::engine::Candidate;
 use crate::matcher::{DispatchedTask, LeaseToken, QueueMatcher, Queues};
 use crate::model::ValidationError;
 use crate::model::{QueueName, TaskSpec};
@@ -49,57 +50,50 @@ impl Origin {
     }
 }
 
-/// How large a PollTasks response may grow.
-#[derive(Clone, Copy, Debug)]
-pub struct ResponseRoom {
-    /// The most bytes of the response message.
-    pub max_bytes: usize,
-    /// The most bytes one task may add to it.
-    pub largest_task: usize,
-}
-
-/// Everything a task adds to a PollTasks response besides its payload, with
-/// room to spare: a lease token (with a queue name of at most 128 bytes), a
-/// fairness key of at most 256 bytes, numbers, a timestamp and the framing.
-pub(super) const TASK_OVERHEAD_BYTES: usize = 1024;
+/// Everything a task adds to a PollTasks response besides its payload and
+/// its fairness key, with room to spare: a lease token (with a queue name of
+/// at most 128 bytes), numbers, timestamps and the framing.
+const TASK_OVERHEAD_BYTES: usize = 1024;
 
 /// The bytes `task` adds to a PollTasks response.
 fn response_bytes(task: &pb::Task) -> usize {
     prost::encoding::message::encoded_len(1, task)
 }
 
-/// Adds ready tasks to `tasks`, up to `max` of them and `room.max_bytes` in
-/// all. A task taken is leased and cannot be put back, so each step takes
-/// only as many as would fit were each the largest a task may be; the
-/// first task is taken whatever its size.
+/// Adds ready tasks to `tasks`, up to `max` of them and `max_bytes` in all,
+/// in one take, so that their leases ride one write. A task taken is leased
+/// and cannot be put back, so each is taken only if its own size (known
+/// before it is taken) still fits; the first is taken whatever its size.
 async fn take_ready_within(
     router: &Router,
     matcher: &QueueMatcher,
     max: usize,
-    room: ResponseRoom,
+    max_bytes: usize,
     tasks: &mut Vec<pb::Task>,
 ) {
-    let mut used: usize = tasks.iter().map(response_bytes).sum();
-    loop {
-        let mut fit = room.max_bytes.saturating_sub(used) / room.largest_task.max(1);
-        if tasks.is_empty() {
-            fit = fit.max(1);
+    let want = max.saturating_sub(tasks.len());
+    if want == 0 {
+        return;
+    }
+    // Counted when a task is offered: one offered and then lost to a race
+    // is counted too, which only leaves room unused.
+    let (mut used, mut offered) = (tasks.iter().map(response_bytes).sum::<usize>(), tasks.len());
+    let mut fits = |candidate: &Candidate| {
+        let bytes = candidate.bytes.saturating_add(TASK_OVERHEAD_BYTES);
+        let fits = offered == 0 || used.saturating_add(bytes) <= max_bytes;
+        if fits {
+            used = used.saturating_add(bytes);
+            offered += 1;
         }
-        let want = max.saturating_sub(tasks.len()).min(fit);
-        if want == 0 {
-            return;
-        }
-        let taken = matcher.take_ready(want).await;
-        let all_there = taken.len() == want;
-        for task in taken {
-            let task = router.deliver(matcher.name(), task);
-            debug_assert!(response_bytes(&task) <= room.largest_task, "TASK_OVERHEAD_BYTES is too small");
-            used += response_bytes(&task);
-            tasks.push(task);
-        }
-        if !all_there {
-            return;
-        }
+        fits
+    };
+    for task in matcher.take_ready(want, &mut fits).await {
+        let task = router.deliver(matcher.name(), task);
+        debug_assert!(
+            response_bytes(&task) <= task.payload.len() + task.fairness_key.len() + TASK_OVERHEAD_BYTES,
+            "TASK_OVERHEAD_BYTES is too small"
+        );
+        tasks.push(task);
     }
 }
 
@@ -298,7 +292,7 @@ impl Router {
         self.forward_poll(owner, queue, wait, worker_id).await
     }
 
-    /// Up to `max` tasks within `room`: those ready here now, or else the
+    /// Up to `max` tasks within `max_bytes`: those ready here now, or else the
     /// first that [`Router::poll`] finds (here or at another owner)
     /// followed by those ready here by then.
     pub async fn poll_many(
@@ -306,13 +300,13 @@ impl Router {
         queue: &QueueName,
         wait: Duration,
         max: usize,
-        room: ResponseRoom,
+        max_bytes: usize,
         worker_id: &str,
         origin: Origin,
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         let mut tasks = Vec::new();
-        take_ready_within(self, &matcher, max, room, &mut tasks).await;
+        take_ready_within(self, &matcher, max, max_bytes, &mut tasks).await;
         if !tasks.is_empty() {
             return Ok(tasks);
         }
@@ -320,7 +314,7 @@ impl Router {
             return Ok(Vec::new());
         };
         tasks.push(first);
-        take_ready_within(self, &matcher, max, room, &mut tasks).await;
+        take_ready_within(self, &matcher, max, max_bytes, &mut tasks).await;
         Ok(tasks)
     }
 

@@ -203,3 +203,42 @@ async fn shutdown_does_not_wait_for_a_client_that_never_finishes_its_request() {
     let closed = tokio::time::timeout(Duration::from_secs(60), response).await.expect("the connection is left open");
     assert!(closed.is_err(), "the request was answered, not cut off: {closed:?}");
 }
+
+/// A take of many tasks asks, before each, whether the next best fits, by
+/// its own size (payload and fairness key), and stops at the first that
+/// does not: nothing is taken out of order, and the rest comes next. (Sized
+/// at the largest payload allowed, PollTasks leased three tasks a step.)
+#[tokio::test]
+async fn a_take_stops_at_the_first_task_that_does_not_fit_and_keeps_the_order() {
+    use fairway::clock::SystemClock;
+    use fairway::matcher::{Queues, Settings};
+    use fairway::model::{Priority, TaskSpec, validate};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(fairway::store::embedded::EmbeddedStore::open(dir.path()).unwrap());
+    let queues = Queues::new(store, Arc::new(SystemClock), Settings::default());
+    let queue = validate::queue_name("queue", "sized").unwrap();
+    let matcher = queues.create(&queue, 1, None).await.unwrap();
+    for size in [10, 10, 10, 500, 10] {
+        matcher.add(TaskSpec::new("k", Priority::DEFAULT, vec![b'x'; size]), Some(0)).await.unwrap();
+    }
+    let take = |budget: usize| {
+        let matcher = matcher.clone();
+        async move {
+            let (mut used, mut offered) = (0, Vec::new());
+            let mut fits = |candidate: &fairway::core::engine::Candidate| {
+                offered.push(candidate.bytes);
+                used += candidate.bytes;
+                used <= budget
+            };
+            let taken = matcher.take_ready(256, &mut fits).await;
+            (taken.into_iter().map(|t| t.task.payload.len()).collect::<Vec<_>>(), offered)
+        }
+    };
+    let (taken, offered) = take(100).await;
+    assert_eq!(taken, vec![10, 10, 10]);
+    assert_eq!(offered, vec![11, 11, 11, 501], "payload and key, the refused one last");
+    let (taken, _) = take(1000).await;
+    assert_eq!(taken, vec![500, 10], "the rest, in order");
+    queues.close().await;
+}

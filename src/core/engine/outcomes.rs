@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::clock::UnixMillis;
-use crate::model::{FairLevel, Priority};
+use crate::model::{FairLevel, Priority, StoredTask};
 
 /// How a worker ended its attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,4 +94,14 @@ pub struct Candidate {
     pub level: FairLevel,
     /// The oldest parked task of a key, not a task of the backlog.
     pub(super) parked: bool,
+    /// The bytes of the task's payload and fairness key: what its size in a
+    /// response is besides a bounded overhead.
+    pub bytes: usize,
+}
+
+impl Candidate {
+    pub(super) fn of(task: &StoredTask, priority: Priority, pass_ahead: i64, parked: bool) -> Candidate {
+        let bytes = task.payload.len().saturating_add(task.fairness_key.len());
+        Candidate { priority, pass_ahead, level: task.level, parked, bytes }
+    }
 }

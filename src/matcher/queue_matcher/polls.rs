@@ -27,19 +27,25 @@ impl QueueMatcher {
 
     /// A task if one is ready now (waiting only for its lease to be written).
     pub async fn try_take(&self) -> Option<DispatchedTask> {
-        self.take_ready(1).await.pop()
+        self.take_ready(1, &mut |_| true).await.pop()
     }
 
     /// Up to `max` tasks ready now, each waited for until its lease is
-    /// durable; taken together, so that their leases ride one write.
-    pub async fn take_ready(&self, max: usize) -> Vec<DispatchedTask> {
+    /// durable; taken together, so that their leases ride one write. Before
+    /// each is taken, `fits` is asked whether the next best may be (by its
+    /// size, say): the first it refuses ends the take, so the order holds.
+    pub async fn take_ready(
+        &self,
+        max: usize,
+        fits: &mut (dyn FnMut(&Candidate) -> bool + Send),
+    ) -> Vec<DispatchedTask> {
         if self.closing.load(Ordering::Acquire) {
             return Vec::new();
         }
         let mut deliveries = Vec::new();
         while deliveries.len() < max {
             let (deliver, delivery) = oneshot::channel();
-            if !self.dispatch_one(&mut Some(deliver)) {
+            if !self.dispatch_one(&mut Some(deliver), fits) {
                 break;
             }
             deliveries.push(delivery);
@@ -58,7 +64,7 @@ impl QueueMatcher {
         }
         let (deliver, mut delivery) = oneshot::channel();
         let mut deliver = Some(deliver);
-        if self.dispatch_one(&mut deliver) {
+        if self.dispatch_one(&mut deliver, &mut |_| true) {
             return Ok(delivery.await.ok().map(|d| self.dispatched(d)));
         }
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
@@ -66,7 +72,7 @@ impl QueueMatcher {
             let mut waiters = self.waiters();
             // Checked again under the lock that dispatchers take first, so a
             // task that became ready just now is not missed.
-            if self.dispatch_one(&mut deliver) {
+            if self.dispatch_one(&mut deliver, &mut |_| true) {
                 drop(waiters);
                 return Ok(delivery.await.ok().map(|d| self.dispatched(d)));
             }
@@ -106,7 +112,7 @@ impl QueueMatcher {
             drop_gone(&mut waiters);
             let Some(waiter) = waiters.pop_front() else { return };
             let mut deliver = Some(waiter.deliver);
-            if !self.dispatch_one(&mut deliver) {
+            if !self.dispatch_one(&mut deliver, &mut |_| true) {
                 waiters.push_front(Waiter { id: waiter.id, deliver: deliver.expect("not used without a task") });
                 return;
             }
@@ -115,8 +121,13 @@ impl QueueMatcher {
 
     /// Takes the best task across the partitions and starts its lease; the
     /// partition sends it to `deliver` once the lease is durable. False
-    /// (and `deliver` left in place) when there is no task.
-    fn dispatch_one(&self, deliver: &mut Option<oneshot::Sender<Delivery>>) -> bool {
+    /// (and `deliver` left in place) when there is no task, or `fits`
+    /// refuses the best one.
+    fn dispatch_one(
+        &self,
+        deliver: &mut Option<oneshot::Sender<Delivery>>,
+        fits: &mut dyn FnMut(&Candidate) -> bool,
+    ) -> bool {
         let now = self.clock.now_ms();
         if !self.gate.is_open(now) {
             return false;
@@ -144,7 +155,7 @@ impl QueueMatcher {
                     best = Some((index, candidate));
                 }
             }
-            let Some((index, candidate)) = best else {
+            let Some((index, candidate)) = best.filter(|(_, candidate)| fits(candidate)) else {
                 return false;
             };
             let to = deliver.take().expect("one delivery per dispatch");

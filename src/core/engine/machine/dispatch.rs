@@ -84,13 +84,12 @@ impl PartitionEngine {
                 true => subqueue.earliest_deadline(now, late_slack, allowed),
                 false => subqueue.first_ready(allowed),
             };
-            let ready =
-                ready.map(|task| Candidate { priority, pass_ahead: ahead(task), level: task.level, parked: false });
+            let ready = ready.map(|task| Candidate::of(task, priority, ahead(task), false));
             let parked = self
                 .parked
                 .heads(priority)
                 .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
-                .map(|task| Candidate { priority, pass_ahead: ahead(task), level: task.level, parked: true })
+                .map(|task| Candidate::of(task, priority, ahead(task), true))
                 .min();
             if let Some(candidate) = ready.into_iter().chain(parked).min() {
                 return Some(candidate);

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The embedded store's throughput and latency benchmarks, a base commit's
+# server against the working tree's, alternated run by run in one session so
+# that both see the same machine; every run's figure is printed, then each
+# side's median. The client (`fairway-lab`) is the working tree's for both:
+# what is compared is the server.
+#
+#   scripts/bench-compare.sh BASE [RUNS]
+#
+# BASE is any commit (e.g. main, HEAD~3, 8c7c9cc); RUNS is per side (default
+# 3). Extra `bench throughput` flags go in BENCH_THROUGHPUT_ARGS (default
+# "--tasks 200000"); set BENCH_LATENCY=0 to skip the latency benchmark.
+# Run it before resolving an issue that touches the hot path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+base="${1:?usage: scripts/bench-compare.sh BASE [RUNS]}"
+runs="${2:-3}"
+throughput_args="${BENCH_THROUGHPUT_ARGS:---tasks 200000}"
+latency="${BENCH_LATENCY:-1}"
+if ! [[ "$runs" =~ ^[1-9][0-9]?$ ]]; then
+  echo "RUNS: $runs is not a number of runs from 1 to 99" >&2
+  exit 2
+fi
+base_commit="$(git rev-parse --verify --quiet "$base^{commit}")" || {
+  echo "BASE: $base names no commit here (try a hash, a branch or HEAD~N)" >&2
+  exit 2
+}
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# The base's checkout and build stay under target/ for the next comparison.
+tree="$PWD/target/bench-base/tree-${base_commit:0:12}"
+
+echo "building the working tree (release)..." >&2
+cargo build --release --locked -q -p fairway -p fairway-lab
+new_server="$PWD/target/release/fairway"
+lab="$PWD/target/release/fairway-lab"
+
+echo "building $base (${base_commit:0:10}, release; its own target directory, kept between runs)..." >&2
+if [ ! -d "$tree" ]; then
+  git worktree prune
+  git worktree add --detach --quiet "$tree" "$base_commit"
+fi
+CARGO_TARGET_DIR="$PWD/target/bench-base" cargo build --release --locked -q -p fairway --manifest-path "$tree/Cargo.toml"
+base_server="$work/fairway-base"
+cp "$PWD/target/bench-base/release/fairway" "$base_server"
+
+# The median figure named $2 (a prefix) in the report written to $1.
+figure() {
+  python3 - "$1/report.json" "$2" <<'EOF'
+import json, sys
+report, prefix = json.load(open(sys.argv[1])), sys.argv[2]
+scenarios = report if isinstance(report, list) else report.get("scenarios", [report])
+for scenario in scenarios:
+    for measure in scenario.get("median", []):
+        if measure["name"].startswith(prefix):
+            print(f'{measure["fairway"]:.1f}')
+            sys.exit(0)
+sys.exit(f"no measure named {prefix!r} in {sys.argv[1]}")
+EOF
+}
+
+declare -A results
+bench() { # side server benchmark measure unit [bench flags...]
+  local side="$1" server="$2" kind="$3" prefix="$4" unit="$5"
+  shift 5
+  local out="$work/$kind-$side-$run"
+  "$lab" bench "$kind" --server-binary "$server" --out "$out" "$@" >"$out.log" 2>&1 || {
+    echo "bench $kind ($side) failed; its output:" >&2
+    cat "$out.log" >&2
+    exit 1
+  }
+  local value
+  value="$(figure "$out" "$prefix")"
+  results["$kind-$side"]+="$value "
+  printf '%-10s run %d  %-4s %12s %s\n' "$kind" "$run" "$side" "$value" "$unit"
+}
+
+echo "base ${base_commit:0:10} against the working tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')), $runs runs each, alternated"
+for run in $(seq 1 "$runs"); do
+  for side in base new; do
+    server="$base_server"
+    [ "$side" = new ] && server="$new_server"
+    # shellcheck disable=SC2086
+    bench "$side" "$server" throughput "end to end: add" tasks/s $throughput_args
+    if [ "$latency" = 1 ]; then
+      bench "$side" "$server" latency "p99 add → receipt" "ms (p99 add → receipt)"
+    fi
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+echo
+for kind in throughput latency; do
+  [ -n "${results[$kind-base]:-}" ] || continue
+  b="$(echo "${results[$kind-base]}" | median)"
+  n="$(echo "${results[$kind-new]}" | median)"
+  echo "$kind median: base $b, new $n ($(python3 -c "print(f'{100*($n/$b-1):+.1f}%')"))"
+done
