@@ -72,9 +72,11 @@ const TIME_MAX: i64 = (1 << TIME_BITS) - 1;
 /// What is known of an origin's content since its last successful visit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
-    /// Never visited successfully; listed first at `since`.
+    /// Never visited successfully; holding content since `since`.
     New {
-        /// When it was first listed.
+        /// Its listed update date, or when it was first listed if that is
+        /// earlier or no date was given: so never visited origins go
+        /// oldest change first, as the reference's policy sends them.
         since: UnixMillis,
     },
     /// Its lister gave a change after the last successful visit.
@@ -95,7 +97,8 @@ impl Freshness {
     /// What is known of `origin`.
     pub fn of(origin: &ListedOrigin, stats: &VisitStats) -> Freshness {
         let Some(success) = stats.last_successful.filter(|_| stats.last_snapshot.is_some()) else {
-            return Freshness::New { since: origin.first_seen };
+            let since = origin.last_update.map_or(origin.first_seen, |update| update.min(origin.first_seen));
+            return Freshness::New { since };
         };
         match origin.last_update {
             Some(update) if update > success => Freshness::Changed { since: update },
@@ -114,9 +117,13 @@ impl Freshness {
         }
     }
 
-    /// The changes a visit at `now` is expected to find.
+    /// The changes a visit at `now` is expected to find: one for an origin
+    /// never visited, whatever its age (none of it is archived).
     pub fn pending(self, rate: Option<f64>, now: UnixMillis) -> f64 {
-        self.certain() + rate.unwrap_or(DEFAULT_RATE) * days(now - self.since())
+        match self {
+            Freshness::New { .. } => self.certain(),
+            _ => self.certain() + rate.unwrap_or(DEFAULT_RATE) * days(now - self.since()),
+        }
     }
 
     /// From when what is known of it holds.
@@ -324,6 +331,12 @@ mod tests {
     fn what_is_known_of_an_origin() {
         let day = DAY_MS;
         assert_eq!(Freshness::of(&origin(None, 0), &VisitStats::default()), Freshness::New { since: 5 });
+        assert_eq!(
+            Freshness::of(&origin(Some(2), 0), &VisitStats::default()),
+            Freshness::New { since: 2 },
+            "never visited, known to hold content since its update date"
+        );
+        assert_eq!(Freshness::of(&origin(Some(9), 0), &VisitStats::default()), Freshness::New { since: 5 });
         assert_eq!(
             Freshness::of(&origin(Some(9 * day), 10 * day), &visited(day)),
             Freshness::Changed { since: 9 * day }
