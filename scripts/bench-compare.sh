@@ -10,6 +10,8 @@
 # BASE is any commit (e.g. main, HEAD~3, 8c7c9cc); RUNS is per side (default
 # 3). Extra `bench throughput` flags go in BENCH_THROUGHPUT_ARGS (default
 # "--tasks 200000"); set BENCH_LATENCY=0 to skip the latency benchmark.
+# Base checkouts and their builds are kept in FAIRWAY_BENCH_BASE_DIR
+# (default ~/.cache/fairway/bench-base).
 # Run it before resolving an issue that touches the hot path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +31,11 @@ base_commit="$(git rev-parse --verify --quiet "$base^{commit}")" || {
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# The base's checkout and build stay under target/ for the next comparison.
-tree="$PWD/target/bench-base/tree-${base_commit:0:12}"
+# The base's checkout and build are kept for the next comparison, outside
+# this workspace (a checkout inside it would be read as one of its members).
+cache="${FAIRWAY_BENCH_BASE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fairway/bench-base}"
+mkdir -p "$cache"
+tree="$cache/tree-${base_commit:0:12}"
 
 echo "building the working tree (release)..." >&2
 cargo build --release --locked -q -p fairway -p fairway-lab
@@ -42,9 +47,9 @@ if [ ! -d "$tree" ]; then
   git worktree prune
   git worktree add --detach --quiet "$tree" "$base_commit"
 fi
-CARGO_TARGET_DIR="$PWD/target/bench-base" cargo build --release --locked -q -p fairway --manifest-path "$tree/Cargo.toml"
+CARGO_TARGET_DIR="$cache/target" cargo build --release --locked -q -p fairway --manifest-path "$tree/Cargo.toml"
 base_server="$work/fairway-base"
-cp "$PWD/target/bench-base/release/fairway" "$base_server"
+cp "$cache/target/release/fairway" "$base_server"
 
 # The median figure named $2 (a prefix) in the report written to $1.
 figure() {
