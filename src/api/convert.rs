@@ -10,18 +10,25 @@ use crate::security::ClusterKeys;
 use crate::store::PartitionMeta;
 use crate::store::RecordTask;
 
-/// Validates one task spec; `field` is its path in the request (`task`, `tasks[3]`).
-pub(super) fn task_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) -> Result<TaskSpec, ValidationError> {
-    let spec = spec.ok_or_else(|| ValidationError::new(field, "is missing"))?;
-    validate::fairness_key(&format!("{field}.fairness_key"), &spec.fairness_key)?;
-    let fairness_weight = validate::fairness_weight(&format!("{field}.fairness_weight"), spec.fairness_weight)?;
-    let priority = validate::priority(&format!("{field}.priority"), spec.priority)?;
-    validate::payload(&format!("{field}.payload"), spec.payload.len(), limits)?;
-    let dedup_id = validate::dedup_id(&format!("{field}.dedup_id"), spec.dedup_id)?;
-    let delay = duration(&format!("{field}.delay"), spec.delay)?;
-    let delay = validate::delay(&format!("{field}.delay"), delay, limits)?;
-    let deadline =
-        spec.deadline.map(|d| validate::deadline(&format!("{field}.deadline"), d.seconds, d.nanos)).transpose()?;
+/// Validates one task spec; `field` is its path in the request (`task`,
+/// `tasks[3]`), built only if the spec is invalid.
+pub(super) fn task_spec(
+    field: impl Fn() -> String,
+    spec: Option<pb::TaskSpec>,
+    limits: &Limits,
+) -> Result<TaskSpec, ValidationError> {
+    let spec = spec.ok_or_else(|| ValidationError::new(field(), "is missing"))?;
+    let checked = |spec: &pb::TaskSpec| -> Result<_, ValidationError> {
+        validate::fairness_key("fairness_key", &spec.fairness_key)?;
+        let fairness_weight = validate::fairness_weight("fairness_weight", spec.fairness_weight)?;
+        let priority = validate::priority("priority", spec.priority)?;
+        validate::payload("payload", spec.payload.len(), limits)?;
+        let delay = validate::delay("delay", duration("delay", spec.delay)?, limits)?;
+        let deadline = spec.deadline.map(|d| validate::deadline("deadline", d.seconds, d.nanos)).transpose()?;
+        Ok((fairness_weight, priority, delay, deadline))
+    };
+    let (fairness_weight, priority, delay, deadline) = checked(&spec).map_err(|e| e.within(&field()))?;
+    let dedup_id = validate::dedup_id("dedup_id", spec.dedup_id).map_err(|e| e.within(&field()))?;
     // A producer's task is always fresh: the message has no attempt nor
     // creation time, and only the crate makes any other history.
     let history = TaskHistory::default();

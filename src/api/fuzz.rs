@@ -30,7 +30,7 @@ fn decode_then<M: Message + Default>(bytes: &[u8], check: impl FnOnce(M)) {
 }
 
 fn checked_spec(field: &str, spec: Option<pb::TaskSpec>, limits: &Limits) {
-    if let Ok(spec) = convert::task_spec(field, spec, limits) {
+    if let Ok(spec) = convert::task_spec(|| field.to_owned(), spec, limits) {
         assert_within(&spec, limits);
     }
 }
@@ -176,7 +176,7 @@ proptest! {
             deadline: Some(prost_types::Timestamp { seconds: deadline_seconds, nanos }),
         };
         let limits = Limits::default();
-        match convert::task_spec("task", Some(spec), &limits) {
+        match convert::task_spec(|| "task".into(), Some(spec), &limits) {
             Ok(spec) => assert_within(&spec, &limits),
             Err(error) => prop_assert!(error.field.starts_with("task."), "{error}"),
         }

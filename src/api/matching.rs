@@ -240,7 +240,7 @@ impl Matching for MatchingService {
         let caller = caller(&request)?;
         let request = request.into_inner();
         let queue = queue_name(&request.queue)?;
-        let spec = convert::task_spec("task", request.task, &self.limits).map_err(status::invalid)?;
+        let spec = convert::task_spec(|| "task".into(), request.task, &self.limits).map_err(status::invalid)?;
         let spec = admit_add(&caller, Rpc::AddTask, &queue, spec)?;
         let origin = Origin::of(&caller);
         Ok(Response::new(self.router.add(&queue, spec, origin, caller.principal_name()).await?))
@@ -256,7 +256,7 @@ impl Matching for MatchingService {
             .tasks
             .into_iter()
             .enumerate()
-            .map(|(i, spec)| convert::task_spec(&format!("tasks[{i}]"), Some(spec), &self.limits))
+            .map(|(i, spec)| convert::task_spec(|| format!("tasks[{i}]"), Some(spec), &self.limits))
             .collect();
         let results = join_all(specs.into_iter().map(|spec| async {
             let spec =

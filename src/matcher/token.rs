@@ -57,9 +57,12 @@ impl LeaseToken {
         let tag = next()?;
         let queue = validate::queue_name("lease_token", next()?).map_err(|_| NOT_A_TOKEN)?;
         let token = LeaseToken { queue, partition, lease_id, attempt };
-        // The one spelling a signed token has: no "+1" or "01" for 1.
-        let canonical = text.len() == token.sign(keys, now_ms).len();
-        if canonical && keys.lease_tag_matches(&token.fields(), tag, now_ms) { Ok(token) } else { Err(NOT_A_TOKEN) }
+        // The one spelling a signed token has: no "+1" or "01" for 1. The
+        // fields spell each number the one way, so a token of the same
+        // numbers and tag is as long only if it spells them that way too.
+        let fields = token.fields();
+        let canonical = text.len() == fields.len() + 1 + tag.len();
+        if canonical && keys.lease_tag_matches(&fields, tag, now_ms) { Ok(token) } else { Err(NOT_A_TOKEN) }
     }
 }
 

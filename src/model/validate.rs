@@ -179,6 +179,17 @@ impl ValidationError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         ValidationError { field: field.into(), message: message.into() }
     }
+
+    /// The same error of a field inside `parent` (`tasks[3]` + `payload`:
+    /// `tasks[3].payload`): validations name the field alone, and the
+    /// caller its path only when one fails, so that a valid request builds
+    /// no names.
+    pub fn within(mut self, parent: &str) -> Self {
+        if !parent.is_empty() {
+            self.field = format!("{parent}.{}", self.field);
+        }
+        self
+    }
 }
 
 type Result<T> = std::result::Result<T, ValidationError>;
