@@ -18,17 +18,18 @@ pub(super) fn task_spec(
     limits: &Limits,
 ) -> Result<TaskSpec, ValidationError> {
     let spec = spec.ok_or_else(|| ValidationError::new(field(), "is missing"))?;
-    let checked = |spec: &pb::TaskSpec| -> Result<_, ValidationError> {
-        validate::fairness_key("fairness_key", &spec.fairness_key)?;
-        let fairness_weight = validate::fairness_weight("fairness_weight", spec.fairness_weight)?;
-        let priority = validate::priority("priority", spec.priority)?;
-        validate::payload("payload", spec.payload.len(), limits)?;
-        let delay = validate::delay("delay", duration("delay", spec.delay)?, limits)?;
-        let deadline = spec.deadline.map(|d| validate::deadline("deadline", d.seconds, d.nanos)).transpose()?;
-        Ok((fairness_weight, priority, delay, deadline))
-    };
-    let (fairness_weight, priority, delay, deadline) = checked(&spec).map_err(|e| e.within(&field()))?;
-    let dedup_id = validate::dedup_id("dedup_id", spec.dedup_id).map_err(|e| e.within(&field()))?;
+    checked_spec(spec, limits).map_err(|error| error.within(&field()))
+}
+
+/// A task spec, validated; its errors name fields within the spec.
+fn checked_spec(spec: pb::TaskSpec, limits: &Limits) -> Result<TaskSpec, ValidationError> {
+    validate::fairness_key("fairness_key", &spec.fairness_key)?;
+    let fairness_weight = validate::fairness_weight("fairness_weight", spec.fairness_weight)?;
+    let priority = validate::priority("priority", spec.priority)?;
+    validate::payload("payload", spec.payload.len(), limits)?;
+    let dedup_id = validate::dedup_id("dedup_id", spec.dedup_id)?;
+    let delay = validate::delay("delay", duration("delay", spec.delay)?, limits)?;
+    let deadline = spec.deadline.map(|d| validate::deadline("deadline", d.seconds, d.nanos)).transpose()?;
     // A producer's task is always fresh: the message has no attempt nor
     // creation time, and only the crate makes any other history.
     let history = TaskHistory::default();
