@@ -173,7 +173,7 @@ async fn two_region_keyspace() -> (scylla::client::session::Session, String, Str
     let keyspace = format!("fw_regions_{:012x}", rand::random::<u64>() >> 16);
     apply_schema(&session, &keyspace, "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}")
         .await
-        .unwrap_or_else(|error| panic!("{error}\nthe test cluster must have datacenters dc1 and dc2 (see above)"));
+        .unwrap_or_else(|error| panic!("{error}\nthe test cluster must have datacenters dc1 and dc2 (see above), its nodes agreeing on one schema"));
     let store = format!("cassandra://{contact}/{keyspace}");
     (session, keyspace, store)
 }

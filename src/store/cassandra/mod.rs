@@ -37,7 +37,7 @@ use scylla::value::{CqlValue, Row};
 
 pub use config::CassandraConfig;
 pub use error::ConnectError;
-pub use schema::{SchemaError, apply_schema};
+pub use schema::{SCHEMA_AGREEMENT_TIMEOUT, SchemaError, apply_schema, await_schema_agreement};
 pub use session::connect_session;
 
 use self::error::{read_error, write_error};

@@ -1,8 +1,26 @@
 //! The keyspace's schema (`schema.cql`), applied idempotently (`IF NOT
 //! EXISTS`) with a replication the operator names; the keyspace name and
 //! replication are checked before any statement is sent.
+//!
+//! Invariant: no statement of the schema is sent while the reachable nodes
+//! disagree on the schema (a node just restarted may still be pulling it),
+//! and none after a statement until they agree again: a table created on a
+//! node that had not yet seen a drop or a create of the same name gets an id
+//! of its own, and the cluster then disagrees until an operator resets it.
+
+use std::time::Duration;
 
 use scylla::client::session::Session;
+use scylla::errors::ExecutionError;
+use tokio::time::Instant;
+
+/// How long the schema waits for the nodes to agree, before its first
+/// statement and after each: longer than the driver's own minute, since a
+/// restarted node on a busy machine can take that long to pull the schema.
+pub const SCHEMA_AGREEMENT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Bound on one check of every node's version: a paused node never answers.
+const ONE_CHECK: Duration = Duration::from_secs(10);
 
 /// The schema, with `{keyspace}` and `{replication}` to fill in.
 pub(super) const SCHEMA_CQL: &str = include_str!("../../../schema.cql");
@@ -16,6 +34,18 @@ pub enum SchemaError {
     /// The replication is not a CQL map (`{...}` without `;`).
     #[error("replication {0:?} must be a CQL map such as {{'class': 'SimpleStrategy', 'replication_factor': 1}}")]
     BadReplication(String),
+    /// The reachable nodes did not agree on one schema version in time.
+    #[error(
+        "the Cassandra nodes did not agree on one schema version within {}s ({versions}); \
+         a node that stays apart needs `nodetool resetlocalschema` on it",
+        waited.as_secs()
+    )]
+    Disagreement {
+        /// How long it waited.
+        waited: Duration,
+        /// Each node's schema version as the last coordinator asked saw it.
+        versions: String,
+    },
     /// Cassandra refused a statement of the schema.
     #[error("applying `{statement}`: {message}")]
     Statement {
@@ -48,15 +78,70 @@ pub(super) fn schema_statements(keyspace: &str, replication: &str) -> Result<Vec
         .collect())
 }
 
-/// Creates the keyspace and tables if they do not exist. Idempotent.
+/// Creates the keyspace and tables if they do not exist. Idempotent. Waits
+/// up to [`SCHEMA_AGREEMENT_TIMEOUT`] for the nodes to agree before the first
+/// statement and after each.
 pub async fn apply_schema(session: &Session, keyspace: &str, replication: &str) -> Result<(), SchemaError> {
-    for statement in schema_statements(keyspace, replication)? {
-        session
-            .query_unpaged(statement.as_str(), ())
-            .await
-            .map_err(|e| SchemaError::Statement { statement: statement.clone(), message: e.to_string() })?;
+    let statements = schema_statements(keyspace, replication)?;
+    await_schema_agreement(session, SCHEMA_AGREEMENT_TIMEOUT).await?;
+    for statement in statements {
+        match session.query_unpaged(statement.as_str(), ()).await {
+            Ok(_) => {}
+            // Applied, but the driver's own wait for agreement ran out.
+            Err(ExecutionError::SchemaAgreementError(_)) => {
+                await_schema_agreement(session, SCHEMA_AGREEMENT_TIMEOUT).await?;
+            }
+            Err(error) => return Err(SchemaError::Statement { statement, message: error.to_string() }),
+        }
     }
     Ok(())
+}
+
+/// Returns once every node the session reaches reports the same schema
+/// version, or after `timeout` with each node's version: the step before a
+/// schema change (a keyspace dropped or created) on a cluster whose nodes may
+/// have just restarted.
+pub async fn await_schema_agreement(session: &Session, timeout: Duration) -> Result<(), SchemaError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let check = tokio::time::timeout(ONE_CHECK, session.check_schema_agreement()).await;
+        if let Ok(Ok(Some(_))) = check {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let versions = tokio::time::timeout(ONE_CHECK, schema_versions(session))
+                .await
+                .unwrap_or_else(|_| format!("no node told its version within {}s", ONE_CHECK.as_secs()));
+            return Err(SchemaError::Disagreement { waited: timeout, versions });
+        }
+        tracing::debug!(?check, "the Cassandra nodes do not agree on the schema yet");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Each node's schema version, as one coordinator sees them (itself and its
+/// peers through gossip): what `nodetool describecluster` shows.
+async fn schema_versions(session: &Session) -> String {
+    async fn rows(session: &Session, cql: &str) -> Result<Vec<(std::net::IpAddr, Option<String>)>, String> {
+        let result = session.query_unpaged(cql, ()).await.map_err(|e| e.to_string())?;
+        let rows = result.into_rows_result().map_err(|e| e.to_string())?;
+        let rows = rows.rows::<(std::net::IpAddr, Option<String>)>().map_err(|e| e.to_string())?;
+        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    }
+    let local = rows(session, "SELECT broadcast_address, CAST(schema_version AS text) FROM system.local").await;
+    let peers = rows(session, "SELECT peer, CAST(schema_version AS text) FROM system.peers").await;
+    match (local, peers) {
+        (Ok(local), Ok(peers)) => local
+            .iter()
+            .chain(&peers)
+            .map(|(node, version)| match version {
+                Some(version) => format!("{node}: {version}"),
+                None => format!("{node}: unknown"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        (Err(error), _) | (_, Err(error)) => format!("the versions could not be read: {error}"),
+    }
 }
 
 #[cfg(test)]

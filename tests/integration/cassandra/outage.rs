@@ -190,3 +190,39 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
         assert!(matches!(code, Code::Unavailable | Code::Unknown), "callers saw {code:?}: {:?}", seen.errors);
     }
 }
+
+/// Resumes the paused node when dropped, whatever the test did.
+struct Resume(i32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+/// A paused node never answers which schema it has: the wait for the nodes
+/// to agree (before every statement of the schema) gives up after its bound,
+/// saying so, instead of hanging; once the node is back they agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wait_for_schema_agreement_is_bounded_while_a_node_is_paused() {
+    use fairway::store::cassandra::{SchemaError, await_schema_agreement};
+
+    let _alone = exclusive().await;
+    let pid = node_pid();
+    let session = super::session().await;
+    await_schema_agreement(&session, Duration::from_secs(60)).await.expect("one node agrees with itself");
+    signal(pid, "STOP");
+    let resume = Resume(pid);
+    let waited =
+        tokio::time::timeout(Duration::from_secs(120), await_schema_agreement(&session, Duration::from_secs(1)))
+            .await
+            .expect("the wait ended, bounded although the node never answers");
+    match waited {
+        Err(SchemaError::Disagreement { versions, .. }) => {
+            assert!(versions.contains("no node told its version"), "{versions}")
+        }
+        other => panic!("a paused node's schema is not known: {other:?}"),
+    }
+    drop(resume);
+    await_schema_agreement(&session, Duration::from_secs(120)).await.expect("the node is back");
+}

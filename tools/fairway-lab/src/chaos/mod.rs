@@ -354,8 +354,16 @@ async fn prepare_store(store: &str, replication: &str) -> anyhow::Result<u16> {
     };
     let config = fairway::store::cassandra::CassandraConfig::default();
     let session = fairway::store::cassandra::connect_session(&contact_point, &config).await?;
-    // Nothing of an earlier run is reused: not its rows, not its schema.
-    session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await.context("drop the keyspace")?;
+    // Nothing of an earlier run is reused: not its rows, not its schema. A
+    // node the last run restarted may still be pulling the schema: the drop
+    // waits for the nodes to agree, as the schema's statements do.
+    let agreement = fairway::store::cassandra::SCHEMA_AGREEMENT_TIMEOUT;
+    fairway::store::cassandra::await_schema_agreement(&session, agreement).await?;
+    match session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await {
+        // Dropped; the schema's first statement waits for the agreement.
+        Ok(_) | Err(scylla::errors::ExecutionError::SchemaAgreementError(_)) => {}
+        Err(error) => return Err(error).context("drop the keyspace"),
+    }
     fairway::store::cassandra::apply_schema(&session, &keyspace, replication).await?;
     let port = contact_point.rsplit(':').next().and_then(|p| p.parse().ok());
     port.with_context(|| format!("the port of {contact_point}"))
