@@ -160,8 +160,8 @@ impl Router {
         metadata.insert(NODE_PROOF, self.keys.node_proof(rpc.name(), &subject, now_secs).parse().expect("ascii"));
         let deadline = self.peers.deadline(wait);
         request.set_timeout(deadline);
-        match tokio::time::timeout(deadline, call(self.peers.client(owner).map_err(status::from_peer)?, request)).await
-        {
+        let client = self.peers.client(&self.queues.view().address_of(owner)).map_err(status::from_peer)?;
+        match tokio::time::timeout(deadline, call(client, request)).await {
             Ok(Ok(answer)) => Ok(answer.into_inner()),
             // The deadline the request carries, run out on either side.
             Ok(Err(error)) if error.code() == tonic::Code::Cancelled => Err(status::no_answer(owner, deadline)),

@@ -48,11 +48,12 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref(), std::env::vars(), &flags)?;
     let traces = match config.telemetry.otlp_endpoint().map_err(anyhow::Error::msg)? {
         Some(endpoint) => {
-            let node = match config.cluster.advertise.as_str() {
+            let address = match config.cluster.advertise.as_str() {
                 "" => config.listen.to_string(),
                 advertised => advertised.to_owned(),
             };
-            Some(otlp::tracer_provider(&endpoint, &node).context("cannot export traces")?)
+            let node = config.cluster.node_name(&address);
+            Some(otlp::tracer_provider(&endpoint, node).context("cannot export traces")?)
         }
         None => None,
     };

@@ -15,13 +15,27 @@ use crate::hash::{fnv1a, splitmix64};
 use crate::model::{PartitionId, QueueName};
 use crate::store::Member;
 
-/// A node counted live, and its region.
+/// A node counted live, its region and its address.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct LiveNode {
-    /// Its name (the address it is reached at).
+    /// Its name (`cluster.node_id`, else the address it is reached at).
     pub name: String,
     /// Its region (`cluster.region`; empty: none named).
     pub region: String,
+    /// The address it is reached at (empty: its name is the address).
+    pub address: String,
+}
+
+impl LiveNode {
+    /// A node of `region` whose name is its address.
+    pub fn named(name: impl Into<String>, region: impl Into<String>) -> LiveNode {
+        LiveNode { name: name.into(), region: region.into(), address: String::new() }
+    }
+
+    /// The `HOST:PORT` other nodes reach it at.
+    pub fn address(&self) -> &str {
+        if self.address.is_empty() { &self.name } else { &self.address }
+    }
 }
 
 /// How the partitions of a queue homed in one region are owned when that
@@ -46,7 +60,7 @@ pub fn live_members(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec
     let mut live: Vec<LiveNode> = members
         .iter()
         .filter(|m| now - m.heartbeat_unix_ms < timeout_ms)
-        .map(|m| LiveNode { name: m.node.clone(), region: m.region.clone() })
+        .map(|m| LiveNode { name: m.node.clone(), region: m.region.clone(), address: m.address.clone() })
         .collect();
     live.sort();
     live.dedup_by(|a, b| a.name == b.name);
@@ -124,6 +138,7 @@ mod tests {
     fn liveness_follows_the_heartbeat() {
         let member = |node: &str, heartbeat| Member {
             node: node.into(),
+            address: String::new(),
             region: String::new(),
             started_unix_ms: 0,
             heartbeat_unix_ms: heartbeat,
@@ -169,7 +184,7 @@ mod tests {
     }
 
     fn in_regions(nodes: &[(&str, &str)]) -> Vec<LiveNode> {
-        nodes.iter().map(|(name, region)| LiveNode { name: name.to_string(), region: region.to_string() }).collect()
+        nodes.iter().map(|(name, region)| LiveNode::named(*name, *region)).collect()
     }
 
     #[test]
@@ -205,6 +220,7 @@ mod tests {
     fn the_live_set_keeps_each_node_s_region() {
         let member = |node: &str, region: &str, heartbeat| Member {
             node: node.into(),
+            address: String::new(),
             region: region.into(),
             started_unix_ms: 0,
             heartbeat_unix_ms: heartbeat,

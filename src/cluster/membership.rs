@@ -20,8 +20,8 @@ const NAMESAKE_WATCH_INTERVALS: u32 = 2;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "another node is live under this node's name {node:?} (it started at {started_unix_ms} Unix ms and its \
-     heartbeat still advances): every node needs a name of its own; set cluster.advertise to the HOST:PORT the \
-     other nodes reach this one at"
+     heartbeat still advances): every node needs a name of its own; set cluster.node_id (e.g. the pod name), or \
+     cluster.advertise to the HOST:PORT the other nodes reach this one at"
 )]
 pub struct NameTaken {
     /// The name.
@@ -66,6 +66,7 @@ impl Membership {
         let now = clock.now_ms();
         let me = Member {
             node: view.node().to_owned(),
+            address: view.address().to_owned(),
             region: view.region().to_owned(),
             started_unix_ms: now,
             heartbeat_unix_ms: now,
@@ -173,7 +174,13 @@ mod tests {
     /// A heartbeat of `node`, started at `started`, written now.
     async fn beat_once(store: &dyn Store, node: &str, started: UnixMillis) {
         let heartbeat_unix_ms = SystemClock.now_ms();
-        let member = Member { node: node.into(), region: String::new(), started_unix_ms: started, heartbeat_unix_ms };
+        let member = Member {
+            node: node.into(),
+            address: String::new(),
+            region: String::new(),
+            started_unix_ms: started,
+            heartbeat_unix_ms,
+        };
         store.heartbeat(&member).await.expect("a heartbeat");
     }
 
@@ -224,7 +231,7 @@ mod tests {
         let other = tokio::spawn(beat_as(store.clone(), name, 1, Duration::from_millis(20), stop.clone()));
         let refused = joining(name).check_name().await.expect_err("another process beats under the name");
         assert_eq!(refused, NameTaken { node: name.into(), started_unix_ms: 1 });
-        assert!(refused.to_string().contains("set cluster.advertise"), "{refused}");
+        assert!(refused.to_string().contains("set cluster.node_id"), "{refused}");
         joining("10.0.0.6:7070").check_name().await.expect("another name");
 
         // The other process stops without leaving, as a crashed run of this

@@ -32,6 +32,9 @@ use crate::clock::UnixMillis;
 use crate::model::{QueueName, ValidationError, validate};
 use crate::store::QueueConfig;
 
+/// The longest `cluster.node_id` (a DNS name's length).
+const MAX_NODE_ID_BYTES: usize = 253;
+
 /// The longest `cluster.forward_timeout`.
 const MAX_FORWARD_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -39,8 +42,13 @@ const MAX_FORWARD_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// The address other nodes reach this one at; its name in the cluster.
-    /// Empty: the address the server listens on.
+    /// This node's name in the cluster, which the partitions it owns record:
+    /// one that stays the same when the node restarts under another address
+    /// (a StatefulSet pod's name, `fairway-0`), so that it takes its own
+    /// partitions back at once. Empty: its address (`advertise`).
+    pub node_id: String,
+    /// The address other nodes reach this one at. Empty: the address the
+    /// server listens on.
     pub advertise: String,
     /// The region this node runs in: the name of the Cassandra datacenter
     /// it is next to (the driver sends its requests there). Empty: the
@@ -82,6 +90,7 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
+            node_id: String::new(),
             advertise: String::new(),
             region: String::new(),
             default_home: String::new(),
@@ -118,6 +127,18 @@ impl ClusterConfig {
                 "must be at least three cluster.heartbeat_interval, so that one late heartbeat does not evict a node",
             ));
         }
+        let node_id_ok = self.node_id.len() <= MAX_NODE_ID_BYTES
+            && self.node_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+        if !node_id_ok {
+            return Err(ValidationError::new(
+                "cluster.node_id",
+                format!(
+                    "is {:?}; it must be at most {MAX_NODE_ID_BYTES} ASCII letters, digits, '-', '_', '.' or ':' \
+                     (e.g. the pod name fairway-0)",
+                    self.node_id
+                ),
+            ));
+        }
         validate::region("cluster.region", &self.region)?;
         validate::region("cluster.default_home", &self.default_home)?;
         let advertise_ok = self.advertise.is_empty()
@@ -132,6 +153,11 @@ impl ClusterConfig {
             ));
         }
         Ok(())
+    }
+
+    /// This node's name, when it is reached at `address`.
+    pub fn node_name<'a>(&'a self, address: &'a str) -> &'a str {
+        if self.node_id.is_empty() { address } else { &self.node_id }
     }
 
     /// The home of a queue created without one.
@@ -175,7 +201,7 @@ const MAX_REMEMBERED_DEAD: usize = 1024;
 impl ClusterView {
     /// The one node of an unshared store.
     pub fn single(node: String) -> ClusterView {
-        let me = LiveNode { name: node, region: String::new() };
+        let me = LiveNode::named(node, "");
         ClusterView {
             live: RwLock::new(vec![me.clone()]),
             me,
@@ -208,14 +234,35 @@ impl ClusterView {
         self
     }
 
+    /// This view for a node reached at `address`, named apart from it
+    /// (`cluster.node_id`).
+    pub fn reached_at(mut self, address: &str) -> ClusterView {
+        self.me.address = if address == self.me.name { String::new() } else { address.to_owned() };
+        *self.live.get_mut().unwrap_or_else(|p| p.into_inner()) = vec![self.me.clone()];
+        self
+    }
+
     /// The nodes live now according to `members` as just read from the store.
     pub fn live_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<String> {
         assignment::live_nodes(members, now, self.member_timeout_ms)
     }
 
-    /// This node's name: the address other nodes and clients reach it at.
+    /// This node's name: `cluster.node_id`, else the address other nodes
+    /// and clients reach it at.
     pub fn node(&self) -> &str {
         &self.me.name
+    }
+
+    /// This node's address.
+    pub fn address(&self) -> &str {
+        self.me.address()
+    }
+
+    /// The address of the node named `node` as the live set last gave it;
+    /// the name itself for a node not live or named after its address.
+    pub fn address_of(&self, node: &str) -> String {
+        let live = self.read_live();
+        live.iter().find(|n| n.name == node).map_or(node, LiveNode::address).to_owned()
     }
 
     /// This node's region (empty: none named).
@@ -254,7 +301,7 @@ impl ClusterView {
     /// Replaces the live set with nodes that name no region (ignored on an
     /// unshared store).
     pub fn set_live(&self, live: Vec<String>) {
-        self.set_live_nodes(live.into_iter().map(|name| LiveNode { name, region: String::new() }).collect(), 0);
+        self.set_live_nodes(live.into_iter().map(|name| LiveNode::named(name, "")).collect(), 0);
     }
 
     /// Replaces the live set as read at `now` (ignored on an unshared
@@ -352,7 +399,23 @@ mod tests {
     use crate::model::validate;
 
     fn node(name: &str, region: &str) -> LiveNode {
-        LiveNode { name: name.into(), region: region.into() }
+        LiveNode::named(name, region)
+    }
+
+    /// A node named apart from its address is forwarded to at the address its
+    /// last heartbeat gave; a node named after its address, at its name.
+    #[test]
+    fn a_node_is_reached_at_the_address_of_its_last_heartbeat() {
+        let view = ClusterView::shared("fairway-1".into(), Duration::from_secs(6)).reached_at("10.0.0.2:7070");
+        assert_eq!((view.node(), view.address()), ("fairway-1", "10.0.0.2:7070"));
+        let at = |address: &str| LiveNode { address: address.into(), ..node("fairway-0", "") };
+        view.set_live_nodes(vec![at("10.0.0.1:7070"), node("10.0.0.3:7070", "")], 1_000);
+        assert_eq!(view.address_of("fairway-0"), "10.0.0.1:7070");
+        assert_eq!(view.address_of("10.0.0.3:7070"), "10.0.0.3:7070");
+        assert_eq!(view.address_of("fairway-1"), "10.0.0.2:7070", "itself");
+        view.set_live_nodes(vec![at("10.0.0.9:7070")], 2_000);
+        assert_eq!(view.address_of("fairway-0"), "10.0.0.9:7070", "restarted under another address");
+        assert_eq!(view.live(), ["fairway-0", "fairway-1"], "the same name, not a new node");
     }
 
     /// Under automatic failover, a home node that was counted dead and came

@@ -165,7 +165,8 @@ pub async fn serve(
     let Stores { tasks: store, visits: visit_store, schedules: schedule_store, leases: lease_store } = stores;
     let Listeners { grpc: listener, metrics } = listeners.into();
     let mut settings = config.settings();
-    settings.node = node_name(config, &listener);
+    let address = node_address(config, &listener);
+    settings.node = config.cluster.node_name(&address).to_owned();
     let otlp_endpoint = config.telemetry.otlp_endpoint().map_err(|m| ConfigError::new("telemetry.otlp_endpoint", m))?;
     let otlp = match otlp_endpoint {
         Some(endpoint) => Some(OtlpMetrics::start(&endpoint, config.telemetry.otlp_export_interval, &settings.node)?),
@@ -179,7 +180,7 @@ pub async fn serve(
     let authenticator = Authenticator::new(&config.security)?.map(Arc::new);
     let gate = Gate::new(authenticator.clone(), keys.clone(), clock.clone());
     let peers = Peers::new(peer_tls(&config.security)?, config.cluster.forward_timeout);
-    let node = Node::start(store.clone(), clock.clone(), settings, &config.cluster).await?;
+    let node = Node::start(store.clone(), clock.clone(), settings, &address, &config.cluster).await?;
     let queues = node.queues.clone();
     let scheduler = Arc::new(Scheduler::new(visit_store, config.scheduler.clone(), rand::random()));
     let outcomes = Arc::new(VisitOutcomes { scheduler: scheduler.clone(), clock: clock.clone() });
@@ -441,9 +442,9 @@ fn peer_tls(security: &SecurityConfig) -> Result<Option<ClientTlsConfig>, TlsErr
     Ok(Some(tls))
 }
 
-/// How this node names itself to others: `cluster.advertise`, else the
+/// Where the other nodes reach this one: `cluster.advertise`, else the
 /// address `listener` is bound to.
-fn node_name(config: &Config, listener: &TcpListener) -> String {
+fn node_address(config: &Config, listener: &TcpListener) -> String {
     match (config.cluster.advertise.as_str(), listener.local_addr()) {
         ("", Ok(address)) => address.to_string(),
         (advertised, _) => advertised.to_owned(),
@@ -472,6 +473,7 @@ impl Node {
         store: Arc<dyn Store>,
         clock: SharedClock,
         settings: Settings,
+        address: &str,
         config: &ClusterConfig,
     ) -> Result<Node, NameTaken> {
         let mut tasks = JoinSet::new();
@@ -488,11 +490,11 @@ impl Node {
             tasks.spawn(listing_loop(queues.clone(), config.rebalance_interval, loops.clone()));
             return Ok(Node { queues, membership: None, loops, tasks });
         }
-        let view = Arc::new(ClusterView::shared(settings.node.clone(), config.member_timeout).in_region(
-            &config.region,
-            config.failover,
-            config.failback_after,
-        ));
+        let view = Arc::new(
+            ClusterView::shared(settings.node.clone(), config.member_timeout)
+                .in_region(&config.region, config.failover, config.failback_after)
+                .reached_at(address),
+        );
         let gate = Arc::new(DispatchGate::closed());
         let membership =
             Arc::new(Membership::new(view.clone(), gate.clone(), store.clone(), clock.clone(), config.clone()));
@@ -500,7 +502,13 @@ impl Node {
         if let Err(error) = membership.beat().await {
             tracing::warn!(%error, "first heartbeat failed; handing out nothing until one succeeds");
         }
-        tracing::info!(node = view.node(), region = view.region(), live = ?view.live(), "joined the cluster");
+        tracing::info!(
+            node = view.node(),
+            address = view.address(),
+            region = view.region(),
+            live = ?view.live(),
+            "joined the cluster"
+        );
         let queues = Arc::new(Queues::in_cluster(store, clock, settings, view, gate));
         tasks.spawn(heartbeat_loop(membership.clone(), queues.clone(), config.heartbeat_interval, loops.clone()));
         tasks.spawn(rebalance_loop(queues.clone(), config.rebalance_interval, loops.clone()));

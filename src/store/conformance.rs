@@ -435,20 +435,25 @@ pub async fn of_racing_forced_failovers_one_wins(store: &dyn Store) {
 /// A heartbeat replaces the node's record; `members` lists the latest of each;
 /// `leave` removes one.
 pub async fn members_heartbeat_and_leave(store: &dyn Store) {
-    let member = |node: &str, region: &str, heartbeat| Member {
+    let member = |node: &str, address: &str, region: &str, heartbeat| Member {
         node: node.into(),
+        address: address.into(),
         region: region.into(),
         started_unix_ms: 1_000,
         heartbeat_unix_ms: heartbeat,
     };
-    store.heartbeat(&member("127.0.0.1:7001", "a", 2_000)).await.unwrap();
-    store.heartbeat(&member("127.0.0.1:7002", "", 2_500)).await.unwrap();
-    store.heartbeat(&member("127.0.0.1:7001", "b", 3_000)).await.unwrap();
+    store.heartbeat(&member("fairway-0", "127.0.0.1:7001", "a", 2_000)).await.unwrap();
+    store.heartbeat(&member("127.0.0.1:7002", "", "", 2_500)).await.unwrap();
+    // Restarted under another address: the same name, its new address.
+    store.heartbeat(&member("fairway-0", "127.0.0.1:7003", "b", 3_000)).await.unwrap();
     let mut members = store.members().await.unwrap();
     members.sort_by(|a, b| a.node.cmp(&b.node));
-    assert_eq!(members, vec![member("127.0.0.1:7001", "b", 3_000), member("127.0.0.1:7002", "", 2_500)]);
-    store.leave("127.0.0.1:7001").await.unwrap();
-    assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", "", 2_500)]);
+    assert_eq!(
+        members,
+        vec![member("127.0.0.1:7002", "", "", 2_500), member("fairway-0", "127.0.0.1:7003", "b", 3_000)]
+    );
+    store.leave("fairway-0").await.unwrap();
+    assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", "", "", 2_500)]);
 }
 
 /// The first candidate stored is the secret every later call returns,

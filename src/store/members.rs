@@ -9,8 +9,11 @@ use super::StoreResult;
 /// A node of the cluster as the store records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
-    /// The address other nodes and clients reach it at; also its identity.
+    /// Its name in the cluster (`cluster.node_id`, else its address): the
+    /// owner partitions record, kept across restarts.
     pub node: String,
+    /// The `HOST:PORT` other nodes reach it at (empty: `node` is the address).
+    pub address: String,
     /// The region the node runs in (`cluster.region`; empty: none named).
     pub region: String,
     /// When the node started, in ms since the Unix epoch.

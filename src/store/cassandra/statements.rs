@@ -213,8 +213,8 @@ impl Statements {
             queue_everywhere,
             heartbeat: {
                 let mut heartbeat = prepare(format!(
-                    "INSERT INTO {keyspace}.members (cluster, node, region, started_ms, heartbeat_ms) \
-                     VALUES ({CLUSTER}, ?, ?, ?, ?)"
+                    "INSERT INTO {keyspace}.members (cluster, node, region, address, started_ms, heartbeat_ms) \
+                     VALUES ({CLUSTER}, ?, ?, ?, ?, ?)"
                 ))
                 .await?;
                 // The same values again: writing them twice is writing them once.
@@ -222,7 +222,8 @@ impl Statements {
                 heartbeat
             },
             members: prepare(format!(
-                "SELECT node, region, started_ms, heartbeat_ms FROM {keyspace}.members WHERE cluster = {CLUSTER}"
+                "SELECT node, region, address, started_ms, heartbeat_ms FROM {keyspace}.members \
+                 WHERE cluster = {CLUSTER}"
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,

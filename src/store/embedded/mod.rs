@@ -36,6 +36,8 @@ const MEMBERS: TableDefinition<&str, (i64, i64)> = TableDefinition::new("members
 /// The region of each member that names one (tables of their own, so that
 /// the stores of earlier versions open as they are).
 const MEMBER_REGIONS: TableDefinition<&str, &str> = TableDefinition::new("member_regions");
+/// The address of each member named apart from it (`cluster.node_id`).
+const MEMBER_ADDRESSES: TableDefinition<&str, &str> = TableDefinition::new("member_addresses");
 /// The home of each queue that has one.
 const QUEUE_HOMES: TableDefinition<&str, &str> = TableDefinition::new("queue_homes");
 /// The generation and previous home of each queue that had a forced failover.
@@ -153,6 +155,7 @@ impl EmbeddedStore {
         txn.open_table(MEMBERS).map_err(|e| io(e.to_string()))?;
         txn.open_table(SECRETS).map_err(|e| io(e.to_string()))?;
         txn.open_table(MEMBER_REGIONS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(MEMBER_ADDRESSES).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_HOMES).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_GENERATIONS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_CREATORS).map_err(|e| io(e.to_string()))?;

@@ -534,6 +534,12 @@ async fn a_rolling_restart_loses_and_duplicates_nothing() {
     keyspace.drop_keyspace().await;
 }
 
+/// A free port's `127.0.0.1:PORT`.
+fn free_address() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    probe.local_addr().expect("its address").to_string()
+}
+
 /// A single node killed with `kill -9` and started again at the same
 /// address is the rightful owner of everything, and the range-id fence
 /// makes taking over at once safe: it must not wait out the member timeout
@@ -541,20 +547,35 @@ async fn a_rolling_restart_loses_and_duplicates_nothing() {
 /// adds and the tasks added before the kill, as soon as it listens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_single_node_serves_again_at_once() {
+    let listen = free_address();
+    restarted_node_serves_again_at_once(&[], &listen, &listen).await;
+}
+
+/// The same under another address (a pod given a new IP, a process on
+/// another port): a node named by `cluster.node_id` is still the owner its
+/// partitions record, and does not wait for its old address either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_under_another_address_keeps_its_name_and_serves_again_at_once() {
+    let (first, second) = (free_address(), free_address());
+    assert_ne!(first, second);
+    restarted_node_serves_again_at_once(&[("FAIRWAY_CLUSTER__NODE_ID", "fairway-0")], &first, &second).await;
+}
+
+/// Adds 20 tasks to a node at `first_listen`, kills it, starts it again at
+/// `second_listen`; asserts that it serves an add and a task added before
+/// the kill long before the member timeout (a minute) would let it.
+async fn restarted_node_serves_again_at_once(env: &[(&str, &str)], first_listen: &str, second_listen: &str) {
     let keyspace = Keyspace::create().await;
     let store = keyspace.store_url();
-    let listen = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        probe.local_addr().expect("its address").to_string()
-    };
-    let env = [("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "60s"), ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms")];
-    let first = ServerProcess::start_listening(&store, &env, &listen);
+    let mut env = env.to_vec();
+    env.extend([("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "60s"), ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms")]);
+    let first = ServerProcess::start_listening(&store, &env, first_listen);
     let mut client = first.client().await;
     let before: Vec<pb::TaskSpec> = (0..20).map(|i| spec(&format!("k{i}"), 1.0, 3, b"before")).collect();
     crate::support::add_all(&mut client, QUEUE, before).await;
     first.kill();
 
-    let second = ServerProcess::start_listening(&store, &env, &listen);
+    let second = ServerProcess::start_listening(&store, &env, second_listen);
     let listening = Instant::now();
     let mut client = second.client().await;
     let deadline = listening + Duration::from_secs(30);
@@ -572,7 +593,7 @@ async fn a_restarted_single_node_serves_again_at_once() {
     let served_after = listening.elapsed();
     assert!(polled.is_some_and(|t| t.payload == b"before"), "a task added before the kill comes out first");
     println!(
-        "restarted at {listen}: first add {:.3} s, first poll {:.3} s after it listened",
+        "restarted at {second_listen} (was {first_listen}): first add {:.3} s, first poll {:.3} s after it listened",
         added_after.as_secs_f64(),
         served_after.as_secs_f64()
     );

@@ -41,7 +41,13 @@ fn node(store: Arc<dyn Store>, name: &str) -> Queues {
 /// A live peer `name`, as the store knows it: a fresh heartbeat.
 async fn live_peer(store: &dyn Store, name: &str) {
     let now = SystemClock.now_ms();
-    let member = Member { node: name.into(), region: String::new(), started_unix_ms: now, heartbeat_unix_ms: now };
+    let member = Member {
+        node: name.into(),
+        address: String::new(),
+        region: String::new(),
+        started_unix_ms: now,
+        heartbeat_unix_ms: now,
+    };
     store.heartbeat(&member).await.expect("write the peer's heartbeat");
 }
 
