@@ -23,13 +23,19 @@ pub struct LiveNode {
     /// Its region (`cluster.region`; empty: none named).
     pub region: String,
     /// The address it is reached at (empty: its name is the address).
-    pub address: String,
+    address: String,
 }
 
 impl LiveNode {
     /// A node of `region` whose name is its address.
     pub fn named(name: impl Into<String>, region: impl Into<String>) -> LiveNode {
         LiveNode { name: name.into(), region: region.into(), address: String::new() }
+    }
+
+    /// This node reached at `address` (its name, when empty).
+    pub fn reached_at(mut self, address: impl Into<String>) -> LiveNode {
+        self.address = address.into();
+        self
     }
 
     /// The `HOST:PORT` other nodes reach it at.
@@ -65,6 +71,20 @@ pub fn live_members(members: &[Member], now: UnixMillis, timeout_ms: i64) -> Vec
     live.sort();
     live.dedup_by(|a, b| a.name == b.name);
     live
+}
+
+/// The members other than `me` counted live whose heartbeat has not been
+/// written for `silent_ms` or more (a live node writes one every heartbeat
+/// interval): those whose address is worth asking whether a process still
+/// listens there.
+pub fn silent_members<'a>(
+    members: &'a [Member],
+    me: &str,
+    now: UnixMillis,
+    silent_ms: i64,
+    timeout_ms: i64,
+) -> Vec<&'a Member> {
+    members.iter().filter(|m| m.node != me && (silent_ms..timeout_ms).contains(&(now - m.heartbeat_unix_ms))).collect()
 }
 
 /// The names of the nodes whose last heartbeat is younger than `timeout_ms`, sorted.
@@ -214,6 +234,20 @@ mod tests {
         let home_and_back = in_regions(&[("a1", "a"), ("a2", "a"), ("b1", "b")]);
         assert_eq!(eligible(&home_and_back, "a", Failover::Automatic, &back), nodes(&["a2"]), "a steady home node");
         assert_eq!(eligible(&live, "a", Failover::Automatic, &nodes(&["a1", "b1", "c1"])), nodes(&["a1"]));
+    }
+
+    #[test]
+    fn silent_members_are_live_others_past_two_intervals() {
+        let member = |node: &str, heartbeat| Member {
+            node: node.into(),
+            address: String::new(),
+            region: String::new(),
+            started_unix_ms: 0,
+            heartbeat_unix_ms: heartbeat,
+        };
+        let members = [member("me", 1_000), member("fresh", 9_000), member("silent", 7_000), member("dead", 3_000)];
+        let silent = silent_members(&members, "me", 10_000, 2_000, 6_000);
+        assert_eq!(silent.iter().map(|m| m.node.as_str()).collect::<Vec<_>>(), ["silent"]);
     }
 
     #[test]

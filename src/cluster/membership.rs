@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use super::assignment::live_members;
+use super::assignment::{live_members, silent_members};
+use super::peers::refuses_connections;
 use super::{ClusterConfig, ClusterView, DispatchGate};
 use crate::clock::{SharedClock, UnixMillis, millis};
 use crate::store::{Member, MemberStore, StoreError};
@@ -15,6 +16,13 @@ use crate::store::{Member, MemberStore, StoreError};
 /// How many heartbeat intervals a joining node watches the heartbeat of a
 /// live member of its name for (a live process beats every interval).
 const NAMESAKE_WATCH_INTERVALS: u32 = 2;
+
+/// After how many heartbeat intervals without a heartbeat a live member's
+/// address is asked whether anything still listens there.
+const SILENT_INTERVALS: i32 = 2;
+
+/// How long that question waits for an answer (a refusal is immediate).
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Another process is live under this node's name.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -124,7 +132,11 @@ impl Membership {
         })
     }
 
-    /// Writes this node's heartbeat and reads the live set. The gate opens
+    /// Writes this node's heartbeat and reads the live set. A member whose
+    /// heartbeat is fresh but has not been written for `SILENT_INTERVALS`
+    /// intervals, and whose address refuses connections, is dead without
+    /// waiting out the member timeout (a killed process; one restarted
+    /// under another address). The gate opens
     /// until the heartbeat could go stale in the others' eyes, less a
     /// margin of one heartbeat interval.
     ///
@@ -145,7 +157,17 @@ impl Membership {
         })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
-        self.view.set_live_nodes(live_members(&members, now, timeout), now);
+        let mut live = live_members(&members, now, timeout);
+        let silent_ms = millis(self.config.heartbeat_interval * SILENT_INTERVALS as u32);
+        let silent = silent_members(&members, &self.me.node, now, silent_ms, timeout);
+        let probes = silent.iter().map(|m| async move { (*m, refuses_connections(m.reached_at(), PROBE_WAIT).await) });
+        for (member, refused) in futures::future::join_all(probes).await {
+            if refused {
+                tracing::debug!(node = member.node, address = member.reached_at(), "counted dead: silent and refusing");
+                live.retain(|n| n.name != member.node);
+            }
+        }
+        self.view.set_live_nodes(live, now);
         let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
         self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
         let lapsed = previous.is_some_and(|previous| started - previous >= timeout);
@@ -244,5 +266,41 @@ mod tests {
         first.beat().await.unwrap();
         first.leave().await.unwrap();
         joining(name).check_name().await.expect("a name whose node left");
+    }
+
+    /// A member silent for two heartbeat intervals whose address refuses
+    /// connections is dead at once; one whose address still accepts them
+    /// (paused, say) stays live until the member timeout.
+    #[tokio::test]
+    async fn a_silent_member_whose_address_refuses_connections_is_dead_before_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let config = ClusterConfig {
+            heartbeat_interval: Duration::from_millis(500),
+            member_timeout: Duration::from_secs(60),
+            ..ClusterConfig::default()
+        };
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (listening_at, refusing_at) =
+            (listening.local_addr().unwrap().to_string(), refusing.local_addr().unwrap().to_string());
+        drop(refusing);
+        let silent_since = SystemClock.now_ms() - 5_000;
+        for (node, address) in [("paused", &listening_at), ("killed", &refusing_at)] {
+            let member = Member {
+                node: node.into(),
+                address: address.clone(),
+                region: String::new(),
+                started_unix_ms: 1,
+                heartbeat_unix_ms: silent_since,
+            };
+            store.heartbeat(&member).await.unwrap();
+        }
+        let view = Arc::new(ClusterView::shared("me".into(), config.member_timeout).reached_at("127.0.0.1:1"));
+        let gate = Arc::new(DispatchGate::closed());
+        let membership = Membership::new(view.clone(), gate, store, Arc::new(SystemClock), config);
+        membership.beat().await.unwrap();
+        assert_eq!(view.live(), ["me", "paused"]);
+        assert_eq!(view.address_of("paused"), listening_at);
     }
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use assignment::{Failover, LiveNode};
 pub use membership::{Heartbeat, Membership, NameTaken};
-pub use peers::{CLIENT_MAX_MESSAGE_BYTES, FORWARDED, FORWARDED_PARTITION, PeerError, Peers};
+pub use peers::{CLIENT_MAX_MESSAGE_BYTES, FORWARDED, FORWARDED_PARTITION, PeerError, Peers, refuses_connections};
 
 use crate::clock::UnixMillis;
 use crate::model::{QueueName, ValidationError, validate};
@@ -237,7 +237,7 @@ impl ClusterView {
     /// This view for a node reached at `address`, named apart from it
     /// (`cluster.node_id`).
     pub fn reached_at(mut self, address: &str) -> ClusterView {
-        self.me.address = if address == self.me.name { String::new() } else { address.to_owned() };
+        self.me = self.me.clone().reached_at(address);
         *self.live.get_mut().unwrap_or_else(|p| p.into_inner()) = vec![self.me.clone()];
         self
     }
@@ -408,7 +408,7 @@ mod tests {
     fn a_node_is_reached_at_the_address_of_its_last_heartbeat() {
         let view = ClusterView::shared("fairway-1".into(), Duration::from_secs(6)).reached_at("10.0.0.2:7070");
         assert_eq!((view.node(), view.address()), ("fairway-1", "10.0.0.2:7070"));
-        let at = |address: &str| LiveNode { address: address.into(), ..node("fairway-0", "") };
+        let at = |address: &str| node("fairway-0", "").reached_at(address);
         view.set_live_nodes(vec![at("10.0.0.1:7070"), node("10.0.0.3:7070", "")], 1_000);
         assert_eq!(view.address_of("fairway-0"), "10.0.0.1:7070");
         assert_eq!(view.address_of("10.0.0.3:7070"), "10.0.0.3:7070");

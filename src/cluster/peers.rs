@@ -61,6 +61,17 @@ impl Default for Peers {
     }
 }
 
+/// Whether nothing listens at `address`: a connection to it is refused. No
+/// answer within `within`, or an address that does not resolve, is not a
+/// refusal: a paused or cut-off node answers nothing, and only its
+/// heartbeat tells whether it is dead.
+pub async fn refuses_connections(address: &str, within: Duration) -> bool {
+    match tokio::time::timeout(within, tokio::net::TcpStream::connect(address)).await {
+        Ok(Err(error)) => error.kind() == std::io::ErrorKind::ConnectionRefused,
+        Ok(Ok(_)) | Err(_) => false,
+    }
+}
+
 impl Peers {
     /// Clients that call the other nodes over TLS with `tls`, or in plain
     /// text, and give up on a request `timeout` after the wait it asks for.

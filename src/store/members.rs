@@ -23,6 +23,13 @@ pub struct Member {
     pub heartbeat_unix_ms: i64,
 }
 
+impl Member {
+    /// The `HOST:PORT` other nodes reach it at.
+    pub fn reached_at(&self) -> &str {
+        if self.address.is_empty() { &self.node } else { &self.address }
+    }
+}
+
 /// The members' heartbeats.
 #[async_trait]
 pub trait MemberStore: Send + Sync + std::fmt::Debug + 'static {

@@ -561,6 +561,15 @@ async fn a_node_restarted_under_another_address_keeps_its_name_and_serves_again_
     restarted_node_serves_again_at_once(&[("FAIRWAY_CLUSTER__NODE_ID", "fairway-0")], &first, &second).await;
 }
 
+/// Under another address and no `cluster.node_id`, the node is a new one;
+/// its old name, silent, refuses connections at its address, so it is
+/// counted dead without waiting out the member timeout either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_under_a_new_name_does_not_wait_for_its_old_one() {
+    let (first, second) = (free_address(), free_address());
+    restarted_node_serves_again_at_once(&[], &first, &second).await;
+}
+
 /// Adds 20 tasks to a node at `first_listen`, kills it, starts it again at
 /// `second_listen`; asserts that it serves an add and a task added before
 /// the kill long before the member timeout (a minute) would let it.
