@@ -21,6 +21,14 @@ const NAMESAKE_WATCH_INTERVALS: u32 = 2;
 /// address is asked whether anything still listens there.
 const SILENT_INTERVALS: i32 = 2;
 
+/// A member dead this long (or ten member timeouts, if longer) is removed
+/// from the store's members, so that they hold the live nodes and the
+/// recently dead only, however many names came and went.
+const FORGET_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The most members one heartbeat forgets (the next ones forget the rest).
+const MAX_FORGOTTEN_PER_BEAT: usize = 16;
+
 /// How long that question waits for an answer (a refusal is immediate).
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -171,7 +179,24 @@ impl Membership {
         let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
         self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
         let lapsed = previous.is_some_and(|previous| started - previous >= timeout);
+        if tokio::time::timeout(bound, self.forget_long_dead(&members, now)).await.is_err() {
+            tracing::debug!("forgetting members long dead got no answer in time; the next heartbeat tries again");
+        }
         Ok(if lapsed { Heartbeat::AfterLapse } else { Heartbeat::Fresh })
+    }
+
+    /// Removes from the store the members dead for `FORGET_AFTER` (or ten
+    /// member timeouts), a few at a time.
+    async fn forget_long_dead(&self, members: &[Member], now: UnixMillis) {
+        let after = FORGET_AFTER.max(self.config.member_timeout * 10);
+        let before = now - millis(after);
+        let long_dead = members.iter().filter(|m| m.heartbeat_unix_ms < before && m.node != self.me.node);
+        for member in long_dead.take(MAX_FORGOTTEN_PER_BEAT) {
+            match self.store.forget(&member.node, before).await {
+                Ok(()) => tracing::info!(node = member.node, dead_for = ?after, "forgot a member long dead"),
+                Err(error) => tracing::debug!(%error, node = member.node, "could not forget a member long dead"),
+            }
+        }
     }
 
     /// Removes this node from the members, so that others take its
@@ -302,5 +327,34 @@ mod tests {
         membership.beat().await.unwrap();
         assert_eq!(view.live(), ["me", "paused"]);
         assert_eq!(view.address_of("paused"), listening_at);
+    }
+
+    /// The store's members stay bounded: one dead for longer than
+    /// `FORGET_AFTER` is removed by the next heartbeat of any node.
+    #[tokio::test]
+    async fn a_member_dead_for_an_hour_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let config = ClusterConfig { member_timeout: Duration::from_secs(6), ..ClusterConfig::default() };
+        let now = SystemClock.now_ms();
+        beat_once(store.as_ref(), "recently-dead", 1).await;
+        for n in 0..(MAX_FORGOTTEN_PER_BEAT + 4) {
+            let member = Member {
+                node: format!("gone-{n}"),
+                address: String::new(),
+                region: String::new(),
+                started_unix_ms: 1,
+                heartbeat_unix_ms: now - millis(FORGET_AFTER) - 1_000,
+            };
+            store.heartbeat(&member).await.unwrap();
+        }
+        let view = Arc::new(ClusterView::shared("me".into(), config.member_timeout));
+        let membership =
+            Membership::new(view, Arc::new(DispatchGate::closed()), store.clone(), Arc::new(SystemClock), config);
+        let names = |members: Vec<Member>| members.into_iter().map(|m| m.node).collect::<Vec<_>>();
+        membership.beat().await.unwrap();
+        assert_eq!(store.members().await.unwrap().len(), 2 + 4, "at most {MAX_FORGOTTEN_PER_BEAT} a beat");
+        membership.beat().await.unwrap();
+        assert_eq!(names(store.members().await.unwrap()), ["me", "recently-dead"]);
     }
 }

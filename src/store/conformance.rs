@@ -71,6 +71,7 @@ macro_rules! store_conformance_suite {
             queues_are_created_once,
             a_queue_keeps_its_creator,
             members_heartbeat_and_leave,
+            a_member_long_dead_is_forgotten_and_one_back_is_not,
             the_cluster_secret_is_the_first_one_written,
             a_rotation_replaces_the_current_secret_once,
             a_forced_failover_starts_the_next_generation_once,
@@ -454,6 +455,35 @@ pub async fn members_heartbeat_and_leave(store: &dyn Store) {
     );
     store.leave("fairway-0").await.unwrap();
     assert_eq!(store.members().await.unwrap(), vec![member("127.0.0.1:7002", "", "", 2_500)]);
+}
+
+/// `forget` removes a record written before the time it is given, and
+/// nothing written after it: a node that came back under the name stays.
+pub async fn a_member_long_dead_is_forgotten_and_one_back_is_not(store: &dyn Store) {
+    use crate::clock::Clock as _;
+    let clock = crate::clock::SystemClock;
+    let before = clock.now_ms();
+    let member = |node: &str| Member {
+        node: node.into(),
+        address: "127.0.0.1:7001".into(),
+        region: "a".into(),
+        started_unix_ms: before,
+        heartbeat_unix_ms: before,
+    };
+    store.heartbeat(&member("back")).await.unwrap();
+    store.heartbeat(&member("dead")).await.unwrap();
+    // A time after both writes, and passed before any later one (on
+    // Cassandra the write's own timestamp is what counts).
+    let cut = clock.now_ms() + 1;
+    while clock.now_ms() <= cut {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    store.forget("dead", cut).await.unwrap();
+    store.forget("never-there", cut).await.unwrap();
+    store.forget("back", before - 60_000).await.unwrap();
+    assert_eq!(store.members().await.unwrap(), vec![member("back")], "the dead one forgotten, the other written after");
+    store.heartbeat(&member("dead")).await.unwrap();
+    assert_eq!(store.members().await.unwrap().len(), 2, "a forgotten node may come back");
 }
 
 /// The first candidate stored is the secret every later call returns,

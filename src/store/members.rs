@@ -41,4 +41,11 @@ pub trait MemberStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Forgets a node (on graceful shutdown).
     async fn leave(&self, node: &str) -> StoreResult<()>;
+
+    /// Forgets `node` if its record was written before `written_before`
+    /// (ms since the Unix epoch): a member long dead. A record written since
+    /// (the node came back) stays. On Cassandra "written" is the write's
+    /// timestamp, the coordinator's clock: `written_before` must lie in the
+    /// past by more than the nodes' clock skew.
+    async fn forget(&self, node: &str, written_before: i64) -> StoreResult<()>;
 }

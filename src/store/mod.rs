@@ -23,6 +23,7 @@
 //! | [`QueueCatalog::force_queue_home`] | compare (read) then write of the queue's generation: not linearizable | retry |
 //! | [`QueueCatalog::list_queues`] | every queue, in no particular order | retry |
 //! | [`MemberStore::heartbeat`] / [`MemberStore::members`] / [`MemberStore::leave`] | last write wins per node | retry |
+//! | [`MemberStore::forget`] | removes a record written before a time; a later one stays | retry |
 //! | [`SecretStore::cluster_secrets`] | create-if-absent: the first value written is every caller's current secret, on every node, until a rotation; returns the previous secret too while a rotation's overlap lasts | retry (`Corrupt`: a stored secret of the wrong size, do not retry) |
 //! | [`SecretStore::rotate_cluster_secret`] | compare-and-set on the current secret: of rotations racing from one secret, at most one is written (Cassandra: a lightweight transaction at `SERIAL`); `to` must differ from `from`, and `signs_until <= accepted_until` | `Invalid` (bad arguments, nothing written); `Uncertain` (may have been written: read again); else retry |
 

@@ -39,6 +39,14 @@ impl MemberStore for CassandraStore {
             .collect()
     }
 
+    async fn forget(&self, node: &str, written_before: i64) -> StoreResult<()> {
+        // A delete at a timestamp shadows only the writes at earlier ones:
+        // a heartbeat written since, by a node that came back, stays.
+        let micros = written_before.saturating_mul(1000);
+        self.session.execute_unpaged(&self.statements.forget, (micros, node)).await.map_err(write_error)?;
+        Ok(())
+    }
+
     async fn leave(&self, node: &str) -> StoreResult<()> {
         self.session.execute_unpaged(&self.statements.leave, (node,)).await.map_err(write_error)?;
         Ok(())

@@ -48,6 +48,8 @@ pub(super) struct Statements {
     pub heartbeat: PreparedStatement,
     pub members: PreparedStatement,
     pub leave: PreparedStatement,
+    /// `leave` at a given write timestamp (µs).
+    pub forget: PreparedStatement,
     /// Insert-if-absent of the cluster's secret: the stored one if present.
     /// At `SERIAL` whatever the configured level: one secret for every region.
     pub create_secret: PreparedStatement,
@@ -227,6 +229,10 @@ impl Statements {
             ))
             .await?,
             leave: prepare(format!("DELETE FROM {keyspace}.members WHERE cluster = {CLUSTER} AND node = ?")).await?,
+            forget: prepare(format!(
+                "DELETE FROM {keyspace}.members USING TIMESTAMP ? WHERE cluster = {CLUSTER} AND node = ?"
+            ))
+            .await?,
             create_secret: {
                 let mut create = prepare(format!(
                     "INSERT INTO {keyspace}.cluster_secrets (cluster, secret) VALUES ({CLUSTER}, ?) IF NOT EXISTS"

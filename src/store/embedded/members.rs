@@ -1,5 +1,6 @@
 //! Members in redb: one row per node, replaced by each heartbeat; a
 //! member's region and address, where it has them, in tables of their own.
+//! A record's write time is its heartbeat (one process writes them all).
 
 use async_trait::async_trait;
 use redb::{ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction};
@@ -68,6 +69,24 @@ impl MemberStore for EmbeddedStore {
                 });
             }
             Ok(members)
+        })
+        .await
+    }
+
+    async fn forget(&self, node: &str, written_before: i64) -> StoreResult<()> {
+        let node = node.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(unavailable)?;
+            let mut table = txn.open_table(MEMBERS).map_err(unavailable)?;
+            let heartbeat = table.get(node.as_str()).map_err(unavailable)?.map(|times| times.value().1);
+            if heartbeat.is_some_and(|heartbeat| heartbeat < written_before) {
+                table.remove(node.as_str()).map_err(unavailable)?;
+                drop(table);
+                remove_optional_fields(&txn, &node)?;
+            } else {
+                drop(table);
+            }
+            txn.commit().map_err(uncertain)
         })
         .await
     }

@@ -233,6 +233,10 @@ impl MemberStore for FaultyStore {
     async fn leave(&self, node: &str) -> StoreResult<()> {
         self.inner.leave(node).await
     }
+
+    async fn forget(&self, node: &str, written_before: i64) -> StoreResult<()> {
+        self.inner.forget(node, written_before).await
+    }
 }
 
 #[async_trait]
