@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::assignment::{live_members, silent_members};
+use super::assignment::silent_members;
 use super::peers::refuses_connections;
 use super::{ClusterConfig, ClusterView, DispatchGate};
 use crate::clock::{SharedClock, UnixMillis, millis};
@@ -102,9 +102,15 @@ impl Membership {
     /// advances meanwhile, another process beats under the name (refused);
     /// if not, it is a previous run of this node that ended without leaving
     /// (a crash), which the range-id fence makes safe to take over from at
-    /// once. A store that cannot be read is left to the heartbeats.
+    /// once. A namesake at another address that refuses connections is such
+    /// a previous run too, known without the watch (a node restarted under
+    /// its `cluster.node_id` at another address). A store that cannot be
+    /// read is left to the heartbeats.
     pub async fn check_name(&self) -> Result<(), NameTaken> {
         let Some(first) = self.namesake().await else { return Ok(()) };
+        if first.reached_at() != self.me.reached_at() && refuses_connections(first.reached_at(), PROBE_WAIT).await {
+            return Ok(());
+        }
         for _ in 0..NAMESAKE_WATCH_INTERVALS {
             tokio::time::sleep(self.config.heartbeat_interval).await;
             match self.namesake().await {
@@ -165,17 +171,12 @@ impl Membership {
         })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
-        let mut live = live_members(&members, now, timeout);
         let silent_ms = millis(self.config.heartbeat_interval * SILENT_INTERVALS as u32);
         let silent = silent_members(&members, &self.me.node, now, silent_ms, timeout);
         let probes = silent.iter().map(|m| async move { (*m, refuses_connections(m.reached_at(), PROBE_WAIT).await) });
-        for (member, refused) in futures::future::join_all(probes).await {
-            if refused {
-                tracing::debug!(node = member.node, address = member.reached_at(), "counted dead: silent and refusing");
-                live.retain(|n| n.name != member.node);
-            }
-        }
-        self.view.set_live_nodes(live, now);
+        let refused = futures::future::join_all(probes).await.into_iter().filter(|(_, refused)| *refused);
+        self.view.count_refused(refused.map(|(member, _)| (member.node.clone(), member.heartbeat_unix_ms)));
+        self.view.set_live_nodes(self.view.live_members_among(&members, now), now);
         let previous = self.last_written.lock().unwrap_or_else(|p| p.into_inner()).replace(started);
         self.gate.open_until(started + timeout - millis(self.config.heartbeat_interval));
         let lapsed = previous.is_some_and(|previous| started - previous >= timeout);
@@ -323,10 +324,17 @@ mod tests {
         }
         let view = Arc::new(ClusterView::shared("me".into(), config.member_timeout).reached_at("127.0.0.1:1"));
         let gate = Arc::new(DispatchGate::closed());
-        let membership = Membership::new(view.clone(), gate, store, Arc::new(SystemClock), config);
+        let membership = Membership::new(view.clone(), gate, store.clone(), Arc::new(SystemClock), config);
         membership.beat().await.unwrap();
         assert_eq!(view.live(), ["me", "paused"]);
         assert_eq!(view.address_of("paused"), listening_at);
+        let members = store.members().await.unwrap();
+        let now = SystemClock.now_ms();
+        assert_eq!(view.live_among(&members, now), ["me", "paused"], "a fresh read of the members agrees");
+        let back = Member { heartbeat_unix_ms: now, ..members.iter().find(|m| m.node == "killed").unwrap().clone() };
+        store.heartbeat(&back).await.unwrap();
+        let members = store.members().await.unwrap();
+        assert_eq!(view.live_among(&members, now), ["killed", "me", "paused"], "live again once it beats");
     }
 
     /// The store's members stay bounded: one dead for longer than

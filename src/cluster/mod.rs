@@ -180,6 +180,10 @@ pub struct ClusterView {
     /// `cluster.failback_after`, in ms.
     failback_after_ms: i64,
     returns: Mutex<Returns>,
+    /// Members counted dead before their timeout (silent, and their
+    /// address refused connections), with the heartbeat they had then:
+    /// dead for as long as it has not advanced.
+    refused: Mutex<BTreeMap<String, UnixMillis>>,
 }
 
 /// The nodes that came back, as successive live sets show them.
@@ -210,6 +214,7 @@ impl ClusterView {
             member_timeout_ms: 0,
             failback_after_ms: 0,
             returns: Mutex::default(),
+            refused: Mutex::default(),
         }
     }
 
@@ -244,7 +249,23 @@ impl ClusterView {
 
     /// The nodes live now according to `members` as just read from the store.
     pub fn live_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<String> {
-        assignment::live_nodes(members, now, self.member_timeout_ms)
+        self.live_members_among(members, now).into_iter().map(|node| node.name).collect()
+    }
+
+    /// The members live now according to `members` as just read from the
+    /// store: heartbeat younger than the member timeout, and not counted
+    /// dead since by [`Self::count_refused`] with the same heartbeat.
+    pub fn live_members_among(&self, members: &[crate::store::Member], now: UnixMillis) -> Vec<LiveNode> {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        let not_refused: Vec<crate::store::Member> =
+            members.iter().filter(|m| refused.get(&m.node) != Some(&m.heartbeat_unix_ms)).cloned().collect();
+        assignment::live_members(&not_refused, now, self.member_timeout_ms)
+    }
+
+    /// Counts dead the members named, each for as long as its heartbeat is
+    /// the one given (replacing the previous such list).
+    pub fn count_refused(&self, refused: impl IntoIterator<Item = (String, UnixMillis)>) {
+        *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = refused.into_iter().collect();
     }
 
     /// This node's name: `cluster.node_id`, else the address other nodes
