@@ -19,7 +19,7 @@ const NAMESAKE_WATCH_INTERVALS: u32 = 2;
 
 /// After how many heartbeat intervals without a heartbeat a live member's
 /// address is asked whether anything still listens there.
-const SILENT_INTERVALS: i32 = 2;
+const SILENT_INTERVALS: u32 = 2;
 
 /// A member dead this long (or ten member timeouts, if longer) is removed
 /// from the store's members, so that they hold the live nodes and the
@@ -171,7 +171,7 @@ impl Membership {
         })??;
         let now = self.clock.now_ms();
         let timeout = millis(self.config.member_timeout);
-        let silent_ms = millis(self.config.heartbeat_interval * SILENT_INTERVALS as u32);
+        let silent_ms = millis(self.config.heartbeat_interval * SILENT_INTERVALS);
         let silent = silent_members(&members, &self.me.node, now, silent_ms, timeout);
         let probes = silent.iter().map(|m| async move { (*m, refuses_connections(m.reached_at(), PROBE_WAIT).await) });
         let refused = futures::future::join_all(probes).await.into_iter().filter(|(_, refused)| *refused);
