@@ -423,6 +423,20 @@ mod tests {
         LiveNode::named(name, region)
     }
 
+    #[test]
+    fn a_node_id_is_checked_naming_the_key_and_the_limit() {
+        let with_id = |node_id: String| ClusterConfig { node_id, ..ClusterConfig::default() };
+        assert!(with_id("fairway-0".into()).validate().is_ok());
+        assert!(with_id("a".repeat(MAX_NODE_ID_BYTES)).validate().is_ok());
+        for bad in ["has space".to_owned(), "a/b".to_owned(), "a".repeat(MAX_NODE_ID_BYTES + 1)] {
+            let error = with_id(bad.clone()).validate().expect_err(&bad).to_string();
+            assert!(error.contains("cluster.node_id") && error.contains("at most 253"), "{error}");
+        }
+        let config = with_id("fairway-0".into());
+        assert_eq!(config.node_name("10.0.0.1:7070"), "fairway-0");
+        assert_eq!(ClusterConfig::default().node_name("10.0.0.1:7070"), "10.0.0.1:7070");
+    }
+
     /// A node named apart from its address is forwarded to at the address its
     /// last heartbeat gave; a node named after its address, at its name.
     #[test]
