@@ -5,6 +5,7 @@
 //! acknowledged task is dispatched. Workers complete what they get; a task
 //! whose lease was written but never reached a worker (its poll failed
 //! meanwhile) comes back when the lease expires, so the leases are short here.
+//! While it is paused, the wait for schema agreement ends within its bound.
 //!
 //! It controls the node started by `deploy/cassandra/cassandra.sh`, so it
 //! holds every other Cassandra test off while it runs.
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
+use fairway::store::cassandra::{SchemaError, await_schema_agreement};
 use tokio::sync::watch;
 use tonic::Code;
 
@@ -75,6 +77,8 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     config.tasks.lease_timeout = Duration::from_secs(3);
     config.tasks.backoff_initial = Duration::from_millis(100);
     let server = TestServer::start_on(Backend::CassandraHeldAlone, config).await;
+    let schema_session = super::session().await;
+    await_schema_agreement(&schema_session, Duration::from_secs(60)).await.expect("one node agrees with itself");
     // Before the workers poll it.
     create(&mut server.client.clone(), "outage", 1).await;
     let observed = Arc::new(Mutex::new(Observed::default()));
@@ -152,6 +156,7 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     let errors_before = failed(&observed.lock().unwrap());
     signal(pid, "STOP");
     until(&mut changes, &observed, |o| failed(o) > errors_before).await;
+    the_wait_for_schema_agreement_is_bounded(&schema_session).await;
     signal(pid, "CONT");
     let resumed_at = acknowledged(&observed.lock().unwrap());
     until(&mut changes, &observed, |o| acknowledged(o) >= resumed_at + 300).await;
@@ -191,38 +196,18 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     }
 }
 
-/// Resumes the paused node when dropped, whatever the test did.
-struct Resume(i32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        signal(self.0, "CONT");
-    }
-}
-
-/// A paused node never answers which schema it has: the wait for the nodes
-/// to agree (before every statement of the schema) gives up after its bound,
-/// saying so, instead of hanging; once the node is back they agree.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_wait_for_schema_agreement_is_bounded_while_a_node_is_paused() {
-    use fairway::store::cassandra::{SchemaError, await_schema_agreement};
-
-    let _alone = exclusive().await;
-    let pid = node_pid();
-    let session = super::session().await;
-    await_schema_agreement(&session, Duration::from_secs(60)).await.expect("one node agrees with itself");
-    signal(pid, "STOP");
-    let resume = Resume(pid);
+/// While the node is paused, the wait for the nodes to agree on the schema
+/// (before every statement of the schema) gives up after its bound, saying
+/// that no node told its version, instead of hanging.
+async fn the_wait_for_schema_agreement_is_bounded(session: &scylla::client::session::Session) {
     let waited =
-        tokio::time::timeout(Duration::from_secs(120), await_schema_agreement(&session, Duration::from_secs(1)))
+        tokio::time::timeout(Duration::from_secs(120), await_schema_agreement(session, Duration::from_secs(1)))
             .await
-            .expect("the wait ended, bounded although the node never answers");
+            .expect("the wait for schema agreement ended, bounded although the node never answers");
     match waited {
         Err(SchemaError::Disagreement { versions, .. }) => {
             assert!(versions.contains("no node told its version"), "{versions}")
         }
         other => panic!("a paused node's schema is not known: {other:?}"),
     }
-    drop(resume);
-    await_schema_agreement(&session, Duration::from_secs(120)).await.expect("the node is back");
 }
