@@ -7,7 +7,7 @@ use std::time::Duration;
 use fairway::proto::v1 as pb;
 use futures::future::join_all;
 
-use crate::support::{Client, ServerProcess, add, add_all, poll, spec};
+use crate::support::{Client, ServerProcess, add, add_all, describe, poll, spec};
 
 /// Every AddTask acknowledged before a SIGKILL is dispatched after a restart
 /// on the same data directory.
@@ -77,7 +77,9 @@ async fn complete(client: &mut Client, task: &pb::Task) -> Result<(), tonic::Sta
 /// lost, a task completed before the crash never comes back, and only the
 /// tasks whose leases were out at the crash are delivered twice (once their
 /// leases expire). A worker that finishes right after the restart still
-/// holds its lease: the new process took it over.
+/// holds its lease: the new process took it over; one whose Complete landed
+/// just before the crash and tries again is told the lease is gone. At the
+/// end the queue shows nothing waiting and nothing out.
 #[tokio::test]
 async fn tasks_out_with_workers_at_a_sigkill_are_all_completed_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,6 +99,7 @@ async fn tasks_out_with_workers_at_a_sigkill_are_all_completed_after_a_restart()
         out.push(task);
     }
     let mut completed = HashSet::new();
+    let done_before: Vec<pb::Task> = out[..40].to_vec();
     for task in out.drain(..40) {
         complete(&mut client, &task).await.expect("CompleteTask");
         completed.insert(task.task_id);
@@ -106,6 +109,12 @@ async fn tasks_out_with_workers_at_a_sigkill_are_all_completed_after_a_restart()
 
     let restarted = ServerProcess::start_on(&store, &env);
     let mut client = restarted.client().await;
+    // A worker whose answer to a Complete was lost in the crash tries again:
+    // refused, the task stays done.
+    for task in &done_before[..5] {
+        let refused = complete(&mut client, task).await.expect_err("a lease finished before the crash");
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    }
     // Workers that were running carry on: the first ten finish now.
     for task in out.drain(..10) {
         complete(&mut client, &task).await.expect("a lease survives the restart of its owner");
@@ -128,6 +137,21 @@ async fn tasks_out_with_workers_at_a_sigkill_are_all_completed_after_a_restart()
     assert!(twice.is_subset(&in_flight), "only leases out at the crash are delivered again: {twice:?}");
     assert!(deliveries.values().all(|n| *n <= 2));
     println!("delivered twice after the crash: {} of {} out", twice.len(), in_flight.len());
+    // And the queue says so: nothing waiting, nothing out.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = describe(&mut client, "crash").await;
+        let backlog: u64 = info.partitions.iter().flat_map(|p| &p.subqueues).map(|s| s.backlog).sum();
+        let leased: u64 = info.partitions.iter().map(|p| p.leased).sum();
+        if backlog == 0 && leased == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the queue still shows {backlog} waiting, {leased} out: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     stop(restarted).await;
 }
 

@@ -75,6 +75,9 @@ log = logging.getLogger("fairway")
 
 #: FailTask's message is at most 4096 bytes.
 MAX_FAIL_MESSAGE_BYTES = 4000
+# How long past its deadline a poll's answer is waited for before the worker
+# gives up on it and polls again.
+POLL_OVERDUE = 10.0
 STOPPED_MESSAGE = "the worker stopped before the task finished; handed back to be run again"
 NO_THREAD_MESSAGE = "the worker could not start a thread for the task; handed back to be run again"
 
@@ -583,11 +586,23 @@ class Worker:
         future = getattr(stub, op.method).future(op.request, timeout=op.timeout, metadata=self.client._metadata)
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
+        # gRPC ends the call at its deadline. Should it not (a channel left
+        # broken by a fork in the process, seen with grpcio 1.49), the worker
+        # stops waiting a little later and polls again: a poll that never
+        # ends would hold its slots, and the worker would poll no more.
+        give_up = time.monotonic() + (op.timeout or 0.0) + POLL_OVERDUE
         while not done.wait(0.2):
             if self._stop.is_set():
                 future.cancel()
                 done.wait(5)
                 break
+            if time.monotonic() > give_up:
+                future.cancel()
+                raise DeadlineExceeded(
+                    f"no answer {POLL_OVERDUE:.0f} s past the poll's deadline; polling again",
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    method=op.method,
+                )
         if future.cancelled():
             return None
         try:

@@ -22,6 +22,14 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
+# The servers are started with fork and exec (subprocess, which forks on
+# Python 3.9) while workers' channels are busy. gRPC's fork handlers are for
+# children that go on using gRPC; with them on, grpcio 1.49 printed
+# "epoll_ctl failed" in the child and a worker's channel took seconds to
+# connect again after a restart. gRPC's advice for fork-then-exec is to turn
+# them off; it is read when grpc is first imported, which is after this.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
 

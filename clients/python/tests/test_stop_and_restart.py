@@ -141,12 +141,16 @@ def test_the_worker_reconnects_after_a_server_restart(server_factory, caplog):
         wait_until(lambda: len(runs) == total, 120, "every task run after the restart", 0.1)
         assert thread.is_alive(), "the worker did not exit when the server went away"
         with fairway.Client(server.address) as client:
-            wait_until(
-                lambda: (lambda i: i.backlog == 0 and i.leased == 0)(client.describe_queue(queue)),
-                60,
-                "an empty queue",
-                0.1,
-            )
+            last = []
+
+            def empty() -> bool:
+                last[:] = [client.describe_queue(queue)]
+                return last[0].backlog == 0 and last[0].leased == 0
+
+            try:
+                wait_until(empty, 60, "an empty queue", 0.1)
+            except AssertionError as error:
+                raise AssertionError(f"{error}; the queue: {last[0]}; runs: {dict(runs)}") from None
             assert client.dead_letters(queue) == []
     finally:
         stop_and_join(worker, thread)

@@ -117,6 +117,64 @@ def test_a_refused_poll_ends_run_with_its_error_once(server, client, queue_name,
     stop_and_join(worker, thread)  # raises nothing
 
 
+class _Unanswered:
+    """A call's future that never completes, as a channel a fork left broken gives."""
+
+    def __init__(self) -> None:
+        self.cancelled_at: List[float] = []
+
+    def add_done_callback(self, callback) -> None:
+        pass
+
+    def cancel(self) -> bool:
+        self.cancelled_at.append(time.monotonic())
+        return True
+
+    def cancelled(self) -> bool:
+        return bool(self.cancelled_at)
+
+
+def test_a_poll_that_never_ends_is_given_up_past_its_deadline_and_the_worker_polls_again(
+    server, client, queue_name, monkeypatch, caplog
+):
+    queue = queue_name("stuckpoll")
+    client.create_queue(queue)
+    client.add(queue, b"x")
+    monkeypatch.setattr(fairway.worker, "POLL_OVERDUE", 0.5)
+    worker = fairway.Worker(server.address, concurrency=1, poll_wait=0.5, reconnect_initial=0.1, timeout=0.5)
+    done = threading.Event()
+
+    @worker.task(queue)
+    def work(payload):
+        done.set()
+
+    stub = worker.client._stubs["matching"]
+    real = stub.PollTasks
+    unanswered = _Unanswered()
+
+    class FirstUnanswered:
+        calls = 0
+
+        def future(self, *args, **kwargs):
+            FirstUnanswered.calls += 1
+            return unanswered if FirstUnanswered.calls == 1 else real.future(*args, **kwargs)
+
+    monkeypatch.setattr(stub, "PollTasks", FirstUnanswered())
+    caplog.set_level(logging.WARNING, logger="fairway")
+    started = time.monotonic()
+    thread = run_in_thread(worker)
+    try:
+        assert done.wait(30), "the worker polled again and ran the task"
+        # Given up at its deadline (0.5 s wait + 0.5 s timeout) and 0.5 s more, not before.
+        assert len(unanswered.cancelled_at) == 1
+        assert unanswered.cancelled_at[0] - started >= 1.5
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("DEADLINE_EXCEEDED" in m and "past the poll's deadline" in m for m in messages), messages
+        wait_until(lambda: client.describe_queue(queue).completed == 1, 30, "the completion")
+    finally:
+        stop_and_join(worker, thread)
+
+
 def test_a_report_that_begins_during_the_hand_backs_is_sent_before_the_client_closes(
     server, client, queue_name, monkeypatch
 ):
