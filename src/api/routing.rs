@@ -292,9 +292,10 @@ impl Router {
         self.forward_poll(owner, queue, wait, worker_id).await
     }
 
-    /// Up to `max` tasks within `max_bytes`: those ready here now, or else the
-    /// first that [`Router::poll`] finds (here or at another owner)
-    /// followed by those ready here by then.
+    /// Up to `max` tasks within `max_bytes`: those ready now at the owner
+    /// of the partition whose turn it is (another node), or else those ready
+    /// here, or else the first that [`Router::poll`] finds (here or at
+    /// another owner) followed by those ready here by then.
     pub async fn poll_many(
         &self,
         queue: &QueueName,
@@ -305,6 +306,17 @@ impl Router {
         origin: Origin,
     ) -> Result<Vec<pb::Task>, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
+        // The turn first, as for one task: a node whose own partitions
+        // always had the ready tasks would leave another node's backlog
+        // waiting for as long as its own lasted.
+        if origin == Origin::Client
+            && let Some(owner) = self.owner_of_next_turn(&matcher)
+        {
+            let tasks = self.forward_poll_many(&owner, queue, max, worker_id).await?;
+            if !tasks.is_empty() {
+                return Ok(tasks);
+            }
+        }
         let mut tasks = Vec::new();
         take_ready_within(self, &matcher, max, max_bytes, &mut tasks).await;
         if !tasks.is_empty() {
@@ -323,6 +335,9 @@ impl Router {
     /// partitions it owns.
     fn owner_of_next_turn(&self, matcher: &QueueMatcher) -> Option<String> {
         let view = self.queues.view();
+        if !view.is_shared() {
+            return None;
+        }
         let config = matcher.config();
         let turn = self.next_turn() % config.partitions as usize;
         let owner = view.owners(matcher.name(), &config).into_iter().nth(turn).flatten()?;
@@ -358,21 +373,29 @@ impl Router {
         let answer = self.forward(owner, Rpc::PollTask, message, None, wait, |mut peer, request| async move {
             peer.poll_task(request).await
         });
-        match answer.await {
-            Ok(response) => Ok(response.task),
-            // A peer that cannot be reached has no task for us now.
-            Err(error) if error.code() == tonic::Code::Unavailable => {
-                tracing::debug!(%owner, %error, "peer unavailable for a poll");
-                Ok(None)
-            }
-            // Nor has one that does not answer in time; a task it leased to
-            // this poll meanwhile comes back when its lease runs out.
-            Err(error) if error.metadata().get(status::MAYBE_APPLIED).is_some() => {
-                tracing::warn!(%owner, %error, "peer gave no answer to a poll");
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        }
+        Ok(nothing_if_unanswered(owner, answer.await)?.and_then(|response| response.task))
+    }
+
+    /// Up to `max` tasks ready now at `owner` (its own bound on response
+    /// bytes applies there); none when it has none or cannot answer.
+    async fn forward_poll_many(
+        &self,
+        owner: &str,
+        queue: &QueueName,
+        max: usize,
+        worker_id: &str,
+    ) -> Result<Vec<pb::Task>, Status> {
+        let message = pb::PollTasksRequest {
+            queue: queue.to_string(),
+            worker_id: worker_id.to_owned(),
+            max_wait: Some(prost_types::Duration::default()),
+            max_tasks: u32::try_from(max).unwrap_or(u32::MAX),
+        };
+        let answer =
+            self.forward(owner, Rpc::PollTasks, message, None, Duration::ZERO, |mut peer, request| async move {
+                peer.poll_tasks(request).await
+            });
+        Ok(nothing_if_unanswered(owner, answer.await)?.map(|response| response.tasks).unwrap_or_default())
     }
 
     /// Where a request on the lease of `token` must be served: here when
@@ -442,6 +465,24 @@ fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
         dedup_id: spec.dedup_id.unwrap_or_default(),
         delay: (!spec.delay.is_zero()).then(|| prost_types::Duration::try_from(spec.delay).unwrap_or_default()),
         deadline: spec.deadline.map(super::convert::timestamp),
+    }
+}
+
+/// A forwarded poll's answer; `None` when the peer could not be reached
+/// (it has no task for us now) or gave no answer in time (a task it leased
+/// to the poll meanwhile comes back when its lease runs out).
+fn nothing_if_unanswered<R>(owner: &str, answer: Result<R, Status>) -> Result<Option<R>, Status> {
+    match answer {
+        Ok(response) => Ok(Some(response)),
+        Err(error) if error.code() == tonic::Code::Unavailable => {
+            tracing::debug!(%owner, %error, "peer unavailable for a poll");
+            Ok(None)
+        }
+        Err(error) if error.metadata().get(status::MAYBE_APPLIED).is_some() => {
+            tracing::warn!(%owner, %error, "peer gave no answer to a poll");
+            Ok(None)
+        }
+        Err(error) => Err(error),
     }
 }
 

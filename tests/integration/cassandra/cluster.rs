@@ -629,7 +629,7 @@ async fn polls_at_one_node_serve_the_backlog_of_every_node_in_turn() {
     // Adds without a dedup id go to a partition of the node that takes them.
     for node in &cluster.nodes {
         let mut producer = client(node.addr).await;
-        let specs: Vec<pb::TaskSpec> = (0..40).map(|i| spec(&format!("k{i}"), 1.0, 3, b"backlog")).collect();
+        let specs: Vec<pb::TaskSpec> = (0..100).map(|i| spec(&format!("k{i}"), 1.0, 3, b"backlog")).collect();
         crate::support::add_all(&mut producer, QUEUE, specs).await;
     }
     let mut worker = client(cluster.nodes[0].addr).await;
@@ -648,6 +648,27 @@ async fn polls_at_one_node_serve_the_backlog_of_every_node_in_turn() {
         "node 1 owns {share} of every {polls} turns but served {served_by_the_other} polls made at node 0\n{}\n{}",
         cluster.nodes[0].log(),
         cluster.nodes[1].log()
+    );
+    // PollTasks too (what workers use): it took the tasks ready at the node
+    // polled before any turn.
+    let (mut taken, mut served_by_the_other) = (0, 0);
+    for _ in 0..polls {
+        let request = pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "test".into(),
+            max_wait: Some(prost_types::Duration::default()),
+            max_tasks: 4,
+        };
+        let tasks = worker.poll_tasks(request).await.expect("PollTasks").into_inner().tasks;
+        assert!(!tasks.is_empty(), "a backlog on both nodes");
+        taken += tasks.len();
+        served_by_the_other += tasks.iter().filter(|t| owners[t.partition as usize] == cluster.addresses()[1]).count();
+    }
+    let share = owners.iter().filter(|o| *o == &cluster.addresses()[1]).count() * taken / PARTITIONS as usize;
+    println!("PollTasks at node 0: {served_by_the_other} of {taken} tasks from node 1 (its share {share})");
+    assert!(
+        served_by_the_other * 2 >= share,
+        "node 1 owns a share of {share} of {taken} tasks but served {served_by_the_other} to PollTasks made at node 0"
     );
     let Cluster { keyspace, nodes } = cluster;
     for node in nodes {

@@ -10,6 +10,9 @@
 //!   wait against a run without it.
 //! - priorities: the high level offered 90% of capacity, the low level 30%;
 //!   what the low level gets and how long it waits.
+//! - nodes (not run by default: it needs Cassandra): two nodes, every worker
+//!   polling one of them; how long a partition of the other goes without a
+//!   dispatch (`super::nodes`), beside another build rather than FIFO.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +32,7 @@ pub(super) enum Scenario {
     Zipf,
     Noisy,
     Priorities,
+    Nodes,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -57,6 +61,10 @@ pub(crate) struct FairnessArgs {
     /// Backlog per key of the weights scenario.
     #[arg(long, default_value_t = 10_000)]
     weights_backlog: u64,
+    /// Another `fairway` build the nodes scenario measures beside this one,
+    /// in the same run (an older one, to compare).
+    #[arg(long)]
+    nodes_beside: Option<std::path::PathBuf>,
 }
 
 impl FairnessArgs {
@@ -70,6 +78,7 @@ impl FairnessArgs {
             zipf_keys: 1_000,
             zipf_partitions: 4,
             weights_backlog: 10_000,
+            nodes_beside: None,
         }
     }
 }
@@ -129,6 +138,26 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
                     args.phase_seconds
                 );
                 repeat("fairness: priorities under load", settings, &args.common, |_| priorities(args, store)).await?
+            }
+            Scenario::Nodes => {
+                if let Some(binary) = &args.nodes_beside {
+                    anyhow::ensure!(binary.is_file(), "--nodes-beside: {} is not a file", binary.display());
+                }
+                let settings = format!(
+                    "two nodes on one keyspace, a queue of 4 partitions (two a node), 60,000 tasks added at each \
+                     node first; 4 workers poll the first node only (PollTasks of 16, completions at the same \
+                     node) for {} s",
+                    args.phase_seconds
+                );
+                let beside = args.nodes_beside.as_ref();
+                let report = repeat("fairness: workers polling one node of two", settings, &args.common, |run| {
+                    super::nodes::run(store, args.phase_seconds, beside, run)
+                })
+                .await?;
+                match beside {
+                    Some(binary) => report.beside(&format!("the build {}", binary.display())),
+                    None => report,
+                }
             }
         };
         reports.push(report);

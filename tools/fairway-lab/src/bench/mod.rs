@@ -13,6 +13,7 @@ mod fairness;
 mod held;
 pub(super) mod latency;
 mod load;
+mod nodes;
 pub(super) mod report;
 mod secure;
 mod server;
@@ -219,6 +220,11 @@ impl BenchStore {
             server_binary: self.server_binary.clone(),
             security: Some(std::sync::Arc::new(security)),
         }
+    }
+
+    /// The same store, the servers running `binary`.
+    fn with_binary(&self, binary: PathBuf) -> BenchStore {
+        BenchStore { cassandra: self.cassandra.clone(), server_binary: binary, security: self.security.clone() }
     }
 
     /// A store URL for one server: the Cassandra keyspace, or a new
