@@ -77,7 +77,10 @@ impl Partition {
         let meta = store.take_ownership(&id, stored_range, &node, &region).await?;
         let (leases, finished) = load_leases(store.as_ref(), &id).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, leases = leases.len(), "took ownership");
-        let engine = PartitionEngine::load_with_leases(&meta, leases, finished, engine_config, clock.now_ms());
+        let mut engine = PartitionEngine::load_with_leases(&meta, leases, finished, engine_config, clock.now_ms());
+        if stored_range == 0 {
+            engine.created_here();
+        }
         let shared = Arc::new(Shared {
             id,
             node,

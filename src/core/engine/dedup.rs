@@ -5,17 +5,26 @@
 //! memory only the buckets it has read or written ("resolved"); a bucket is
 //! resolved from the store before the owner decides anything about its ids.
 //!
+//! An owner that created the partition knows its whole section: it was empty,
+//! and only the owner writes it. Its index is *complete*: a bucket it does not
+//! hold is empty, and none is read, but those of writes that failed.
+//!
 //! Invariant: a resolved bucket equals the stored one, except for writes in
-//! flight; after a write of unknown outcome its buckets are forgotten and
-//! resolved again.
+//! flight; after a failed write its buckets are forgotten and resolved again
+//! (in a complete index they are held as unknown until then; past
+//! [`MAX_UNKNOWN_BUCKETS`] of them the index stops being complete).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::hash::{fnv1a, splitmix64};
 
 /// The most slots of one bucket a lookup reads. Ids share a bucket only when
 /// their 64-bit hashes collide, so a bucket holds one id but for crafted ids.
 pub const MAX_DEDUP_SLOTS: usize = 1024;
+
+/// The most buckets a complete index holds as unknown (forgotten after a
+/// failed write, not read since) before it stops being complete.
+pub const MAX_UNKNOWN_BUCKETS: usize = 4096;
 
 /// A dedup id held by a task, as its record stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,24 +47,34 @@ pub fn bucket_of(dedup_id: &str) -> i64 {
 #[derive(Debug, Default)]
 pub struct DedupIndex {
     buckets: HashMap<i64, Vec<DedupEntry>>,
+    /// Every bucket not in `buckets` is empty, but those in `unknown`.
+    complete: bool,
+    unknown: HashSet<i64>,
 }
 
 impl DedupIndex {
-    /// Whether `bucket` is known in memory (read from the store or written since).
+    /// The index of a partition just created: its section is empty.
+    pub fn of_new_partition() -> DedupIndex {
+        DedupIndex { complete: true, ..DedupIndex::default() }
+    }
+
+    /// Whether `bucket` is known in memory (read from the store or written
+    /// since, or empty in a complete index).
     pub fn is_resolved(&self, bucket: i64) -> bool {
-        self.buckets.contains_key(&bucket)
+        self.buckets.contains_key(&bucket) || (self.complete && !self.unknown.contains(&bucket))
     }
 
     /// A bucket as read from the store.
     pub fn resolve(&mut self, bucket: i64, entries: Vec<DedupEntry>) {
+        self.unknown.remove(&bucket);
         self.buckets.insert(bucket, entries);
     }
 
     /// The task holding `dedup_id`; its bucket must be resolved.
     pub fn find(&self, dedup_id: &str) -> Option<&DedupEntry> {
-        let bucket = self.buckets.get(&bucket_of(dedup_id));
-        debug_assert!(bucket.is_some(), "dedup lookup in an unresolved bucket");
-        bucket?.iter().find(|e| e.dedup_id == dedup_id)
+        let bucket = bucket_of(dedup_id);
+        debug_assert!(self.is_resolved(bucket), "dedup lookup in an unresolved bucket");
+        self.buckets.get(&bucket)?.iter().find(|e| e.dedup_id == dedup_id)
     }
 
     /// Records that `task_id` holds `dedup_id`; the record key `(bucket, slot)` to write.
@@ -79,9 +98,17 @@ impl DedupIndex {
         Some((bucket, entry.slot))
     }
 
-    /// Drops a bucket from memory (after a write of unknown outcome).
+    /// Drops a bucket from memory (after a failed write): it is read again
+    /// before its ids are decided.
     pub fn forget(&mut self, bucket: i64) {
         self.buckets.remove(&bucket);
+        if self.complete {
+            self.unknown.insert(bucket);
+            if self.unknown.len() > MAX_UNKNOWN_BUCKETS {
+                self.complete = false;
+                self.unknown = HashSet::new();
+            }
+        }
     }
 }
 
@@ -101,6 +128,33 @@ mod tests {
         assert_eq!(index.remove("a"), Some((bucket, 1)));
         assert!(index.is_resolved(bucket), "the colliding id still holds its slot");
         assert_eq!(index.buckets[&bucket][0].dedup_id, "collides");
+    }
+
+    #[test]
+    fn a_new_partition_reads_only_the_buckets_of_failed_writes() {
+        let mut index = DedupIndex::of_new_partition();
+        assert!(index.is_resolved(bucket_of("a")), "an empty section: nothing to read");
+        assert_eq!(index.find("a"), None);
+        index.insert("a", 1);
+        index.insert("b", 2);
+        index.forget(bucket_of("a"));
+        assert!(!index.is_resolved(bucket_of("a")), "after a failed write, read again");
+        assert!(index.is_resolved(bucket_of("b")) && index.is_resolved(bucket_of("c")), "the rest stays known");
+        index.resolve(bucket_of("a"), vec![DedupEntry { slot: 0, dedup_id: "a".into(), task_id: 1 }]);
+        assert_eq!(index.find("a").map(|e| e.task_id), Some(1), "the write had landed");
+        assert!(index.unknown.is_empty());
+    }
+
+    #[test]
+    fn too_many_unknown_buckets_end_the_complete_index() {
+        let mut index = DedupIndex::of_new_partition();
+        index.insert("kept", 1);
+        for bucket in 0..=MAX_UNKNOWN_BUCKETS as i64 {
+            index.forget(bucket);
+        }
+        assert!(!index.complete && index.unknown.is_empty(), "memory bounded: {} unknown", index.unknown.len());
+        assert!(index.is_resolved(bucket_of("kept")), "what it holds it still knows");
+        assert!(!index.is_resolved(bucket_of("never seen")), "the rest is read");
     }
 
     #[test]

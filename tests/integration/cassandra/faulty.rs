@@ -37,6 +37,8 @@ pub(super) struct FaultyStore {
     /// The next this many `update_metadata` calls land, then time out
     /// (outcome unknown to the caller).
     pub metadata_landing_timeouts: AtomicU32,
+    /// Dedup buckets read so far.
+    pub dedup_buckets_read: AtomicU32,
     /// Every write, metadata write and fence that reached the store, in
     /// order: the operation and the owner its metadata names ("-" for a
     /// write without metadata).
@@ -56,6 +58,7 @@ impl FaultyStore {
             late_writes: AtomicU32::new(0),
             write_delay_ms: AtomicU32::new(0),
             metadata_landing_timeouts: AtomicU32::new(0),
+            dedup_buckets_read: AtomicU32::new(0),
             log: Mutex::new(Vec::new()),
             held: Mutex::new(Vec::new()),
         }
@@ -143,6 +146,9 @@ impl PartitionStore for FaultyStore {
         buckets: &[i64],
         per_bucket: usize,
     ) -> StoreResult<Vec<Record>> {
+        if section == Section::Dedup {
+            self.dedup_buckets_read.fetch_add(buckets.len() as u32, Ordering::AcqRel);
+        }
         self.inner.read_buckets(partition, section, buckets, per_bucket).await
     }
 

@@ -357,3 +357,52 @@ async fn a_write_of_unknown_outcome_that_lands_later_loses_nothing() {
     node.close().await;
     keyspace.drop_keyspace().await;
 }
+
+/// The node that created a partition knows its dedup section whole (it was
+/// empty, and only the owner writes it): its dedup adds read no bucket but
+/// those of a write that failed, and still find every duplicate. A node that
+/// takes the partition over reads the buckets of the ids it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_creator_of_a_partition_checks_dedup_ids_without_reading_and_a_new_owner_reads() {
+    let keyspace = Keyspace::create().await;
+    let cassandra: Arc<dyn Store> = Arc::new(keyspace.store().await);
+    let faulty = Arc::new(FaultyStore::new(cassandra.clone()));
+    let name = queue("dedup-creator");
+    let creator = node(faulty.clone(), "127.0.0.1:2");
+    let matcher = creator.create(&name, 1, None).await.expect("open the queue");
+    let spec = |id: &str| TaskSpec { dedup_id: Some(id.to_owned()), ..TaskSpec::new("key", Priority::DEFAULT, vec![]) };
+    let mut first = Vec::new();
+    for i in 0..50 {
+        first.push(matcher.add(spec(&format!("d{i}")), None).await.expect("an add").task_id);
+    }
+    let again = matcher.add(spec("d7"), None).await.expect("a duplicate add");
+    assert!(again.duplicate && again.task_id == first[7], "{again:?}");
+    let done = matcher.try_take().await.expect("a task");
+    matcher.finish(&done.token, Outcome::Complete).await.expect("complete");
+    let freed = matcher.add(spec("d0"), None).await.expect("the id of a finished task is free");
+    assert!(!freed.duplicate && freed.task_id != first[0], "{freed:?}");
+    assert_eq!(faulty.dedup_buckets_read.load(Ordering::Acquire), 0, "the creator read no bucket");
+
+    // A write of unknown outcome: its bucket is read again, and only it.
+    faulty.late_writes.store(1, Ordering::Release);
+    assert!(matcher.add(spec("late"), None).await.is_err(), "the write timed out");
+    let after = matcher.add(spec("late"), None).await;
+    assert_eq!(
+        faulty.dedup_buckets_read.load(Ordering::Acquire),
+        1,
+        "the failed write's bucket, read again: {after:?}"
+    );
+    matcher.add(spec("fresh"), None).await.expect("an add");
+    assert_eq!(faulty.dedup_buckets_read.load(Ordering::Acquire), 1, "the others stay known");
+    creator.close().await;
+
+    // Another node takes the partition: it knows nothing of the section.
+    let successor = node(faulty.clone(), "127.0.0.1:3");
+    let matcher = successor.get(&name).await.expect("open the queue");
+    assert!(matcher.holds(0), "the creator handed it over at its close");
+    let duplicate = matcher.add(spec("d9"), None).await.expect("a duplicate add");
+    assert!(duplicate.duplicate && duplicate.task_id == first[9], "{duplicate:?}");
+    assert!(faulty.dedup_buckets_read.load(Ordering::Acquire) > 1, "the new owner read the bucket");
+    successor.close().await;
+    keyspace.drop_keyspace().await;
+}

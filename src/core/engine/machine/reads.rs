@@ -3,7 +3,7 @@
 
 use super::{MAX_MAINTENANCE_PER_WRITE, PartitionEngine};
 use crate::clock::UnixMillis;
-use crate::core::engine::dedup::{DedupEntry, bucket_of};
+use crate::core::engine::dedup::{DedupEntry, DedupIndex, bucket_of};
 use crate::core::engine::delayed::DelayKey;
 use crate::core::engine::parked::ParkedRead;
 use crate::core::engine::plan::ReadRequest;
@@ -18,6 +18,13 @@ impl PartitionEngine {
         buckets.sort_unstable();
         buckets.dedup();
         buckets
+    }
+
+    /// The partition was created by this owner (no row of it existed): its
+    /// dedup section is empty and only this owner writes it, so no bucket is
+    /// read but those of writes that failed. Called before any plan.
+    pub fn created_here(&mut self) {
+        self.dedup = DedupIndex::of_new_partition();
     }
 
     /// Takes a dedup bucket read from the store (one of

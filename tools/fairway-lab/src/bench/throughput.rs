@@ -54,6 +54,11 @@ pub(crate) struct ThroughputArgs {
     /// the plain one: each add looks its id up, each completion frees it.
     #[arg(long)]
     dedup: bool,
+    /// With `--dedup`: first push this many tasks with other dedup ids
+    /// through the dedup queue (added and completed, not measured), so that
+    /// the measured adds meet a partition with that history.
+    #[arg(long, default_value_t = 0)]
+    dedup_history: u64,
     /// Drive these running servers (HOST:PORT, comma-separated) instead of
     /// starting one; producers and workers spread over them. `--store` then
     /// names their store, for the raw rate.
@@ -74,6 +79,7 @@ impl ThroughputArgs {
             partitions: 1,
             sync_match: false,
             dedup: false,
+            dedup_history: 0,
             servers: Vec::new(),
         }
     }
@@ -86,9 +92,12 @@ pub(super) async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Re
     if args.batch > 1000 {
         bail!("--batch is {}; AddTasks takes at most 1000 tasks", args.batch);
     }
+    if args.dedup_history > 0 && !args.dedup {
+        bail!("--dedup-history is the history of the dedup queue: give --dedup too");
+    }
     let settings = format!(
         "{} node(s), {} tasks, {} producers × AddTasks of {}, {} workers × PollTasks of up to {}, \
-         {}-byte payloads, 16 keys, {} partition(s), sync match {}, dedup ids {}",
+         {}-byte payloads, 16 keys, {} partition(s), sync match {}, dedup ids {}{}",
         args.servers.len().max(1),
         args.tasks,
         args.producers,
@@ -98,7 +107,11 @@ pub(super) async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Re
         args.payload,
         args.partitions,
         if args.sync_match { "on" } else { "off" },
-        if args.dedup { "on" } else { "off" }
+        if args.dedup { "on" } else { "off" },
+        match args.dedup_history {
+            0 => String::new(),
+            n => format!(" (after {n} tasks with other dedup ids added and completed on the dedup queue)"),
+        }
     );
     repeat("throughput", settings, &args.common, |_| once(args, store)).await
 }
@@ -129,9 +142,15 @@ async fn once(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Result<RunOu
             }
         }
     }
-    let plain = end_to_end(clients.clone(), &queue, args, false).await?;
+    let plain = end_to_end(clients.clone(), &queue, args, args.tasks, None).await?;
     let with_ids = match args.dedup {
-        true => Some(end_to_end(clients, &format!("{queue}-dedup"), args, true).await?),
+        true => {
+            let queue = format!("{queue}-dedup");
+            if args.dedup_history > 0 {
+                end_to_end(clients.clone(), &queue, args, args.dedup_history, Some("earlier")).await?;
+            }
+            Some(end_to_end(clients, &queue, args, args.tasks, Some("origin")).await?)
+        }
         false => None,
     };
     if let Some(server) = server {
@@ -258,20 +277,27 @@ struct Flow {
 }
 
 /// Producers add `tasks` in AddTasks batches (each with a dedup id of its
-/// own if `dedup`) while workers poll and complete them, spread over `clients`.
-async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, dedup: bool) -> anyhow::Result<Flow> {
+/// own, named under `dedup`, if given) while workers poll and complete them,
+/// spread over `clients`.
+async fn end_to_end(
+    clients: Vec<Client>,
+    queue: &str,
+    args: &ThroughputArgs,
+    tasks: u64,
+    dedup: Option<&'static str>,
+) -> anyhow::Result<Flow> {
     // Create the queue and let its partitions find their owners before the clock starts.
     let mut first = clients[0].clone();
     create_queue(&mut first, queue, args.partitions).await?;
     let client_for = |n: u64| clients[n as usize % clients.len()].clone();
     let completed = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let per_producer = args.tasks.div_ceil(args.producers);
+    let per_producer = tasks.div_ceil(args.producers);
     let payload = vec![0x5A; args.payload];
     let producers = (0..args.producers).map(|p| {
         let (mut client, payload) = (client_for(p), payload.clone());
         let queue = queue.to_owned();
-        let (batch, tasks) = (args.batch, args.tasks);
+        let batch = args.batch;
         tokio::spawn(async move {
             let last = ((p + 1) * per_producer).min(tasks);
             let mut next = p * per_producer;
@@ -281,11 +307,9 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, de
                     .map(|i| pb::TaskSpec {
                         fairness_key: format!("key-{}", (next + i) % 16),
                         payload: payload.clone(),
-                        dedup_id: if dedup {
-                            format!("https://forge.example/{queue}/origin/{}", next + i)
-                        } else {
-                            String::new()
-                        },
+                        dedup_id: dedup
+                            .map(|kind| format!("https://forge.example/{queue}/{kind}/{}", next + i))
+                            .unwrap_or_default(),
                         ..Default::default()
                     })
                     .collect();
@@ -298,7 +322,7 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, de
     let workers = (0..args.workers).map(|w| {
         let mut client = client_for(w);
         let queue = queue.to_owned();
-        let (completed, total, poll) = (completed.clone(), args.tasks, args.poll_batch);
+        let (completed, total, poll) = (completed.clone(), tasks, args.poll_batch);
         tokio::spawn(async move {
             while completed.load(Ordering::Relaxed) < total {
                 let tasks = poll_batch(&mut client, &queue, poll, Duration::from_secs(1)).await?;
@@ -310,7 +334,7 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, de
     });
     let watcher = {
         let completed = completed.clone();
-        let total = args.tasks;
+        let total = tasks;
         tokio::spawn(async move {
             let mut progress = Progress::new("end to end (add → poll → complete)", total);
             let mut ticks = tokio::time::interval(Duration::from_millis(250));
@@ -336,9 +360,5 @@ async fn end_to_end(clients: Vec<Client>, queue: &str, args: &ThroughputArgs, de
     let state =
         first.describe_queue(pb::DescribeQueueRequest { queue: queue.to_owned(), top_keys: 0 }).await?.into_inner();
     let largest_write = state.partitions.iter().map(|p| p.largest_write_bytes).max().unwrap_or(0);
-    Ok(Flow {
-        rate: args.tasks as f64 / elapsed.as_secs_f64(),
-        add_rate: args.tasks as f64 / added.as_secs_f64(),
-        largest_write,
-    })
+    Ok(Flow { rate: tasks as f64 / elapsed.as_secs_f64(), add_rate: tasks as f64 / added.as_secs_f64(), largest_write })
 }
