@@ -1,7 +1,9 @@
 //! Clients of the other nodes, for requests one node forwards to another,
 //! and the metadata such a request carries.
 //!
-//! Invariant: a client is made once per peer address and kept; a forwarded
+//! Invariant: a client is made once per peer address and kept, for at most
+//! [`MAX_PEER_CLIENTS`] addresses (the least recently used goes first: nodes
+//! restarted under new addresses leave old ones behind); a forwarded
 //! request never waits without end (see [`Peers`]); an address that makes
 //! no client is this module's own error ([`PeerError`]), which the API maps
 //! to a status.
@@ -27,6 +29,9 @@ pub const FORWARDED_PARTITION: &str = "fairway-partition";
 /// named: the receiver serves it from its own partitions only.
 pub const FORWARDED: &str = "fairway-forwarded";
 
+/// The most peer addresses whose clients are kept.
+pub(super) const MAX_PEER_CLIENTS: usize = 256;
+
 /// Why no client of a peer could be made.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PeerError {
@@ -49,7 +54,10 @@ pub enum PeerError {
 /// node costs its callers a bounded wait.
 #[derive(Debug)]
 pub struct Peers {
-    clients: Mutex<HashMap<String, MatchingClient<Channel>>>,
+    /// Each address's client, and when it was last asked for (a count).
+    clients: Mutex<Clients>,
+    /// At most this many clients are kept.
+    capacity: usize,
     tls: Option<ClientTlsConfig>,
     /// `cluster.forward_timeout`.
     timeout: Duration,
@@ -72,11 +80,22 @@ pub async fn refuses_connections(address: &str, within: Duration) -> bool {
     }
 }
 
+#[derive(Debug, Default)]
+struct Clients {
+    by_address: HashMap<String, (MatchingClient<Channel>, u64)>,
+    uses: u64,
+}
+
 impl Peers {
     /// Clients that call the other nodes over TLS with `tls`, or in plain
     /// text, and give up on a request `timeout` after the wait it asks for.
     pub fn new(tls: Option<ClientTlsConfig>, timeout: Duration) -> Peers {
-        Peers { clients: Mutex::default(), tls, timeout }
+        Peers { clients: Mutex::default(), capacity: MAX_PEER_CLIENTS, tls, timeout }
+    }
+
+    /// The same, keeping at most `capacity` clients (at least one).
+    pub fn keeping(self, capacity: usize) -> Peers {
+        Peers { capacity: capacity.max(1), ..self }
     }
 
     /// How long to wait for the answer to a request forwarded with `wait`
@@ -88,7 +107,10 @@ impl Peers {
     /// A client of the node at `address`.
     pub fn client(&self, address: &str) -> Result<MatchingClient<Channel>, PeerError> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(client) = clients.get(address) {
+        clients.uses += 1;
+        let now = clients.uses;
+        if let Some((client, used)) = clients.by_address.get_mut(address) {
+            *used = now;
             return Ok(client.clone());
         }
         let bad_address =
@@ -105,7 +127,42 @@ impl Peers {
             endpoint = endpoint.tls_config(tls.clone()).map_err(|e| bad_address(&e))?;
         }
         let client = MatchingClient::new(endpoint.connect_lazy()).max_decoding_message_size(CLIENT_MAX_MESSAGE_BYTES);
-        clients.insert(address.to_owned(), client.clone());
+        if clients.by_address.len() >= self.capacity {
+            // The least recently used goes; a call still holding its client
+            // finishes on it.
+            let oldest = clients.by_address.iter().min_by_key(|(_, (_, used))| *used).map(|(a, _)| a.clone());
+            if let Some(oldest) = oldest {
+                clients.by_address.remove(&oldest);
+            }
+        }
+        clients.by_address.insert(address.to_owned(), (client.clone(), now));
         Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn clients_are_kept_for_a_bounded_number_of_addresses_the_least_recently_used_going_first() {
+        let peers = Peers::default().keeping(2);
+        peers.client("127.0.0.1:1").unwrap();
+        peers.client("127.0.0.1:2").unwrap();
+        peers.client("127.0.0.1:1").unwrap();
+        peers.client("127.0.0.1:3").unwrap();
+        let kept = peers.clients.lock().unwrap();
+        let mut addresses: Vec<&str> = kept.by_address.keys().map(String::as_str).collect();
+        addresses.sort();
+        assert_eq!(addresses, ["127.0.0.1:1", "127.0.0.1:3"], "the one not used since went");
+    }
+
+    #[tokio::test]
+    async fn many_addresses_over_time_keep_at_most_the_bound() {
+        let peers = Peers::default();
+        for port in 1..=(MAX_PEER_CLIENTS as u16 + 50) {
+            peers.client(&format!("10.0.0.1:{port}")).unwrap();
+        }
+        assert_eq!(peers.clients.lock().unwrap().by_address.len(), MAX_PEER_CLIENTS);
     }
 }
