@@ -122,6 +122,7 @@ impl Rpc {
             self,
             Rpc::AddTask
                 | Rpc::PollTask
+                | Rpc::PollTasks
                 | Rpc::CompleteTask
                 | Rpc::FailTask
                 | Rpc::HeartbeatTask
