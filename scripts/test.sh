@@ -116,6 +116,16 @@ if [ "$status" = 0 ]; then
   cat "$chaos_log" | tee -a "$log"
 fi
 
+# A run that failed repeats, last, where each failing test panicked and the
+# first lines of why (at most 120 lines): a reader of the output's tail sees
+# the causes, not only the names.
+if [ "$status" != 0 ]; then
+  echo "test: why the failing tests failed (each panic and the lines after it):"
+  awk '/^---- .* stdout ----$/ { name = $2 }
+       /panicked at/ { print "== " name; left = 6 }
+       left > 0 { print "   " substr($0, 1, 300); left-- }' "$log" | head -n 120
+fi
+
 awk '/^python-tests:/ { passed += $2; failed += $4; ignored += $6 }
      /^test result:/ {
        for (i = 1; i <= NF; i++) {

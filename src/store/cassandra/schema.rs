@@ -22,6 +22,9 @@ pub const SCHEMA_AGREEMENT_TIMEOUT: Duration = Duration::from_secs(180);
 /// Bound on one check of every node's version: a paused node never answers.
 const ONE_CHECK: Duration = Duration::from_secs(10);
 
+/// The pause before a failed statement of the schema is sent again.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
 /// The schema, with `{keyspace}` and `{replication}` to fill in.
 pub(super) const SCHEMA_CQL: &str = include_str!("../../../schema.cql");
 
@@ -85,16 +88,39 @@ pub async fn apply_schema(session: &Session, keyspace: &str, replication: &str) 
     let statements = schema_statements(keyspace, replication)?;
     await_schema_agreement(session, SCHEMA_AGREEMENT_TIMEOUT).await?;
     for statement in statements {
-        match session.query_unpaged(statement.as_str(), ()).await {
-            Ok(_) => {}
-            // Applied, but the driver's own wait for agreement ran out.
-            Err(ExecutionError::SchemaAgreementError(_)) => {
-                await_schema_agreement(session, SCHEMA_AGREEMENT_TIMEOUT).await?;
-            }
-            Err(error) => return Err(SchemaError::Statement { statement, message: error.to_string() }),
-        }
+        apply_statement(session, statement).await?;
     }
     Ok(())
+}
+
+/// Sends one statement of the schema until it applies. Every statement is
+/// idempotent (`IF NOT EXISTS`), so one that timed out or found no
+/// connection (a node busy flushing its system tables, just restarted) is
+/// sent again, after the nodes agree, for up to [`SCHEMA_AGREEMENT_TIMEOUT`];
+/// one Cassandra refuses as invalid is not.
+async fn apply_statement(session: &Session, statement: String) -> Result<(), SchemaError> {
+    let deadline = Instant::now() + SCHEMA_AGREEMENT_TIMEOUT;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let error = match session.query_unpaged(statement.as_str(), ()).await {
+            Ok(_) => return Ok(()),
+            // Applied, but the driver's own wait for agreement ran out.
+            Err(ExecutionError::SchemaAgreementError(_)) => {
+                return await_schema_agreement(session, SCHEMA_AGREEMENT_TIMEOUT).await;
+            }
+            Err(error) => error,
+        };
+        let message = error.to_string();
+        let refused = matches!(super::error::write_error(error), crate::store::StoreError::Invalid(_));
+        if refused || Instant::now() >= deadline {
+            let message = if attempts > 1 { format!("{message} (after {attempts} attempts)") } else { message };
+            return Err(SchemaError::Statement { statement, message });
+        }
+        tracing::warn!(%statement, %message, attempts, "a schema statement failed; sending it again once the nodes agree");
+        await_schema_agreement(session, deadline.saturating_duration_since(Instant::now())).await?;
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
 }
 
 /// Returns once every node the session reaches reports the same schema

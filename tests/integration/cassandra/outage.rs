@@ -5,7 +5,9 @@
 //! acknowledged task is dispatched. Workers complete what they get; a task
 //! whose lease was written but never reached a worker (its poll failed
 //! meanwhile) comes back when the lease expires, so the leases are short here.
-//! While it is paused, the wait for schema agreement ends within its bound.
+//! While it is paused, the wait for schema agreement ends within its bound,
+//! and a schema being applied when it paused is applied whole once it
+//! resumes (its statement in flight timed out and was sent again).
 //!
 //! It controls the node started by `deploy/cassandra/cassandra.sh`, so it
 //! holds every other Cassandra test off while it runs.
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use fairway::config::Config;
 use fairway::proto::v1 as pb;
-use fairway::store::cassandra::{SchemaError, await_schema_agreement};
+use fairway::store::cassandra::{CassandraConfig, SchemaError, apply_schema, await_schema_agreement, connect_session};
 use tokio::sync::watch;
 use tonic::Code;
 
@@ -153,11 +155,14 @@ async fn acknowledged_tasks_survive_a_paused_and_a_killed_cassandra() {
     until(&mut changes, &observed, |o| acknowledged(o) >= 300).await;
 
     // A pause: requests time out, then all is well again.
+    let applying = a_schema_being_applied(&schema_session).await;
     let errors_before = failed(&observed.lock().unwrap());
     signal(pid, "STOP");
+    let mid_apply = !applying.task.is_finished();
     until(&mut changes, &observed, |o| failed(o) > errors_before).await;
     the_wait_for_schema_agreement_is_bounded(&schema_session).await;
     signal(pid, "CONT");
+    applying.ends_whole(&schema_session, mid_apply).await;
     let resumed_at = acknowledged(&observed.lock().unwrap());
     until(&mut changes, &observed, |o| acknowledged(o) >= resumed_at + 300).await;
 
@@ -210,4 +215,66 @@ async fn the_wait_for_schema_agreement_is_bounded(session: &scylla::client::sess
         }
         other => panic!("a paused node's schema is not known: {other:?}"),
     }
+}
+
+/// A schema applied to a fresh keyspace, through a session whose requests
+/// time out after 1 s, seen to have begun (the keyspace exists).
+struct Applying {
+    keyspace: String,
+    task: tokio::task::JoinHandle<Result<(), SchemaError>>,
+}
+
+async fn a_schema_being_applied(session: &scylla::client::session::Session) -> Applying {
+    let keyspace = format!("fw_outage_{:08x}", rand::random::<u32>());
+    let config = CassandraConfig { request_timeout: Duration::from_secs(1), ..CassandraConfig::default() };
+    let applier = connect_session(&super::contact_point(), &config).await.expect("a session to apply a schema");
+    let name = keyspace.clone();
+    let task = tokio::spawn(async move {
+        apply_schema(&applier, &name, "{'class': 'SimpleStrategy', 'replication_factor': 1}").await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while tables(session, &keyspace).await.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the keyspace {keyspace} was not created within 60 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Applying { keyspace, task }
+}
+
+impl Applying {
+    /// The apply ends without error (at most its bound of 3 min a
+    /// statement, plus a margin) and every table of the schema is there.
+    async fn ends_whole(self, session: &scylla::client::session::Session, mid_apply: bool) {
+        let applied = tokio::time::timeout(Duration::from_secs(240), self.task)
+            .await
+            .expect("a schema paused mid-apply was never applied")
+            .expect("the apply's task");
+        applied.unwrap_or_else(|error| panic!("a schema paused mid-apply (paused mid-apply: {mid_apply}): {error}"));
+        let tables = tables(session, &self.keyspace).await.unwrap_or_default();
+        println!(
+            "schema applied to {} across the pause (paused mid-apply: {mid_apply}): {tables} tables",
+            self.keyspace
+        );
+        let schema = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.cql"));
+        assert_eq!(tables, schema.matches("CREATE TABLE").count(), "tables of {}", self.keyspace);
+        let _ = session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {}", self.keyspace), ()).await;
+    }
+}
+
+/// How many tables `keyspace` has; `None` while it does not exist.
+async fn tables(session: &scylla::client::session::Session, keyspace: &str) -> Option<usize> {
+    let exists = session
+        .query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?", (keyspace,))
+        .await
+        .ok()?
+        .into_rows_result()
+        .ok()?
+        .rows_num();
+    if exists == 0 {
+        return None;
+    }
+    let result = session
+        .query_unpaged("SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?", (keyspace,))
+        .await
+        .ok()?;
+    Some(result.into_rows_result().ok()?.rows_num())
 }
