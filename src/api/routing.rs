@@ -482,6 +482,14 @@ fn nothing_if_unanswered<R>(owner: &str, answer: Result<R, Status>) -> Result<Op
             tracing::warn!(%owner, %error, "peer gave no answer to a poll");
             Ok(None)
         }
+        // The arguments passed this node's checks: a peer with lower limits
+        // (`limits.max_poll_tasks`, during a rolling change of the config)
+        // or at its bound of requests refuses them, and the poll goes on
+        // with this node's partitions rather than fail for a turn.
+        Err(error) if matches!(error.code(), tonic::Code::InvalidArgument | tonic::Code::ResourceExhausted) => {
+            tracing::warn!(%owner, %error, "peer refused a forwarded poll");
+            Ok(None)
+        }
         Err(error) => Err(error),
     }
 }
@@ -490,4 +498,31 @@ fn nothing_if_unanswered<R>(owner: &str, answer: Result<R, Status>) -> Result<Op
 /// home region has no live node.
 fn no_live_home(queue: &QueueName, config: &QueueConfig) -> Status {
     status::no_live_home(queue, &config.home)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poll_goes_on_without_a_peer_that_is_away_or_refuses_it_and_fails_on_anything_else() {
+        let unanswered = [
+            Status::unavailable("connection refused"),
+            Status::invalid_argument("max_tasks: must be 1 to 16"),
+            Status::resource_exhausted("too many requests"),
+        ];
+        let mut no_answer = Status::unknown("got no answer within 2s");
+        no_answer.metadata_mut().insert(status::MAYBE_APPLIED, "true".parse().expect("ascii"));
+        let unanswered = unanswered.into_iter().chain([no_answer]);
+        for error in unanswered {
+            let code = error.code();
+            assert!(matches!(nothing_if_unanswered::<()>("peer", Err(error)), Ok(None)), "{code:?}");
+        }
+        assert!(matches!(nothing_if_unanswered("peer", Ok(7)), Ok(Some(7))));
+        let denied = nothing_if_unanswered::<()>("peer", Err(Status::permission_denied("no proof")));
+        assert_eq!(
+            denied.expect_err("a refusal of the node's proof is an error").code(),
+            tonic::Code::PermissionDenied
+        );
+    }
 }

@@ -43,6 +43,17 @@ pub struct MatcherConfig {
     pub backlog_negligible_age: Duration,
     /// Whether sync match is on at all.
     pub sync_match: bool,
+    /// How long a task matched in its turn while no poll waits is held for
+    /// the next poll (its lease written with it) before it goes back to the
+    /// queue; 0 holds none. A task is matched in its turn when its key is
+    /// quiet (nothing of it waiting or running on this node, within its
+    /// limits) and its key's share is not ahead of the queue's: it would be
+    /// at the front of the fair order (docs/fairness.md, "Quiet keys").
+    #[serde(with = "crate::clock::duration_serde")]
+    pub quiet_hold: Duration,
+    /// The most tasks of one queue held for a poll at once; more go to the
+    /// queue as usual.
+    pub max_held_tasks: usize,
     /// The queues an AddTask may create when they do not exist, with
     /// `partitions_per_queue` partitions: names, or prefixes ending in `*`
     /// (`"*"`: every queue; `[]`: only CreateQueue creates queues). Every
@@ -66,6 +77,11 @@ pub struct MatcherConfig {
     pub max_parked_polls: usize,
 }
 
+/// The longest `matcher.quiet_hold`: a held task's lease runs meanwhile.
+const MAX_QUIET_HOLD: Duration = Duration::from_secs(10);
+/// The most `matcher.max_held_tasks`.
+const MAX_HELD_TASKS: usize = 100_000;
+
 impl Default for MatcherConfig {
     fn default() -> Self {
         MatcherConfig {
@@ -73,6 +89,8 @@ impl Default for MatcherConfig {
             default_poll_wait: Duration::from_secs(30),
             backlog_negligible_age: Duration::from_secs(5),
             sync_match: true,
+            quiet_hold: Duration::from_millis(250),
+            max_held_tasks: 1_024,
             create_on_add: vec!["*".to_owned()],
             max_queues: 1_000,
             max_queues_per_principal: 100,
@@ -89,6 +107,12 @@ impl MatcherConfig {
         validate::partitions("matcher.partitions_per_queue", self.partitions_per_queue)?;
         for (i, pattern) in self.create_on_add.iter().enumerate() {
             crate::model::pattern::check(&format!("matcher.create_on_add[{i}]"), pattern)?;
+        }
+        if self.quiet_hold > MAX_QUIET_HOLD {
+            return Err(ValidationError::new("matcher.quiet_hold", "must be at most 10s (0: hold no task)"));
+        }
+        if !(1..=MAX_HELD_TASKS).contains(&self.max_held_tasks) {
+            return Err(ValidationError::new("matcher.max_held_tasks", "must be 1 to 100000"));
         }
         if self.max_parked_polls == 0 {
             return Err(ValidationError::new("matcher.max_parked_polls", "must be at least 1"));

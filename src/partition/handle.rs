@@ -23,7 +23,7 @@ use super::error::{FinishError, PartitionError};
 use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
-    Added, Candidate, EngineConfig, Finish, Finished, PartitionEngine, PartitionSnapshot, TaskCounts, bury_bytes,
+    Added, Candidate, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot, TaskCounts, bury_bytes,
     spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
@@ -144,7 +144,10 @@ impl Partition {
                 bytes += spec_bytes(&spec);
                 chunk.push(spec);
             }
-            added.extend(self.command(|reply| WriteCommand::Append { specs: chunk, deliver: None, reply }).await??);
+            added.extend(
+                self.command(|reply| WriteCommand::Append { specs: chunk, deliver: None, in_turn: false, reply })
+                    .await??,
+            );
         }
         Ok(added)
     }
@@ -171,10 +174,27 @@ impl Partition {
 
     /// Writes one task as a lease of the poller behind `deliver` (sync
     /// match): the task goes to it once durable, and comes back to the
-    /// queue if its lease expires.
-    pub async fn append_to(&self, spec: TaskSpec, deliver: oneshot::Sender<Delivery>) -> Result<Added, PartitionError> {
-        let added = self.command(|reply| WriteCommand::Append { specs: vec![spec], deliver: Some(deliver), reply });
+    /// queue if its lease expires. `in_turn`: matched in its key's turn
+    /// beside a backlog, so its key's counter advances.
+    pub async fn append_to(
+        &self,
+        spec: TaskSpec,
+        deliver: oneshot::Sender<Delivery>,
+        in_turn: bool,
+    ) -> Result<Added, PartitionError> {
+        let added =
+            self.command(|reply| WriteCommand::Append { specs: vec![spec], deliver: Some(deliver), in_turn, reply });
         Ok(added.await??[0])
+    }
+
+    /// A lease written for a task no poll took (held for the next poll,
+    /// which did not come in time): it expires now, its attempt not
+    /// counted, and the task goes back to the queue with the next write.
+    pub fn hand_back(&self, lease_id: i64) {
+        let now = self.shared.clock.now_ms();
+        if self.with_engine(|e| e.lease_undelivered(lease_id, now)).is_some() {
+            self.shared.wake_writer.notify_one();
+        }
     }
 
     /// Records a worker's report on a lease.
@@ -232,6 +252,18 @@ impl Partition {
     /// The task this partition would hand out next, if it may hand out any.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         self.with_engine(|e| e.peek(now)).flatten()
+    }
+
+    /// What this partition would hand out next ([`Next::Empty`] when it
+    /// may hand out nothing).
+    pub fn next(&self, now: UnixMillis) -> Next {
+        self.with_engine(|e| e.next(now)).unwrap_or(Next::Empty)
+    }
+
+    /// Whether `spec`, added now, would be at the front of this partition's
+    /// fair order (see [`crate::core::engine::PartitionEngine::at_front`]).
+    pub fn at_front(&self, spec: &TaskSpec, now: UnixMillis) -> bool {
+        self.with_engine(|e| e.at_front(spec, now)).unwrap_or(false)
     }
 
     /// Takes `candidate` (from [`Self::peek`]) and starts its lease: the task

@@ -58,10 +58,13 @@ pub struct Delivery {
 }
 
 pub(super) enum WriteCommand {
-    /// New tasks; with `deliver`, a single task to lease at once to that poller.
+    /// New tasks; with `deliver`, a single task to lease at once to that
+    /// poller (`in_turn`: in its key's turn beside a backlog, see
+    /// [`crate::core::engine::PlanInput::in_turn`]).
     Append {
         specs: Vec<TaskSpec>,
         deliver: Option<oneshot::Sender<Delivery>>,
+        in_turn: bool,
         reply: AppendReply,
     },
     Finish {

@@ -216,6 +216,8 @@ struct Requests {
     specs: Vec<TaskSpec>,
     /// Indexes of specs handed straight to a poller, ascending, and the pollers.
     direct: Vec<usize>,
+    /// Indexes among `direct` matched in their key's turn beside a backlog.
+    in_turn: Vec<usize>,
     pollers: Vec<oneshot::Sender<Delivery>>,
     appends: Vec<(usize, AppendReply)>,
     finishes: Vec<Finish>,
@@ -231,8 +233,11 @@ impl Requests {
         let mut requests = Requests::default();
         for command in batch {
             match command {
-                WriteCommand::Append { specs, deliver, reply } => {
+                WriteCommand::Append { specs, deliver, in_turn, reply } => {
                     if let Some(deliver) = deliver {
+                        if in_turn {
+                            requests.in_turn.push(requests.specs.len());
+                        }
                         requests.direct.push(requests.specs.len());
                         requests.pollers.push(deliver);
                     }
@@ -410,9 +415,11 @@ async fn write(shared: &Shared, mut requests: Requests) {
         Ok(plan) => plan,
         Err(error) => return requests.fail(error),
     };
-    shared.await_leases(
-        requests.direct.iter().map(|index| plan.added[*index].task_id()).zip(std::mem::take(&mut requests.pollers)),
-    );
+    // A task matched in its turn that the plan put in the backlog instead
+    // (see `PlanInput::in_turn`) has no lease: its poller is dropped.
+    let pollers =
+        requests.direct.iter().map(|index| plan.added[*index].task_id()).zip(std::mem::take(&mut requests.pollers));
+    shared.await_leases(pollers.filter(|(id, _)| plan.leased_directly(*id)));
     let written =
         if plan.write.is_empty() { Ok(()) } else { shared.store.write(&shared.id, plan.range_id, &plan.write).await };
     let written = match written {
@@ -509,6 +516,7 @@ async fn plan(
         let input = PlanInput {
             specs: &requests.specs,
             direct: &requests.direct,
+            in_turn: &requests.in_turn,
             finishes: &requests.finishes,
             redrive: redrive.clone(),
             bury: &requests.bury,

@@ -15,6 +15,7 @@ mod keeper;
 mod leases;
 mod pki;
 mod polling;
+mod quiet_keys;
 mod regions;
 mod rotation;
 mod scheduler;

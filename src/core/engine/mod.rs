@@ -46,7 +46,7 @@ pub use config::EngineConfig;
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;
 pub use machine::{MAX_MAINTENANCE_PER_WRITE, PartitionEngine};
-pub use outcomes::{Added, Candidate, Finish, Finished, Outcome};
+pub use outcomes::{Added, Candidate, Finish, Finished, Next, Outcome};
 pub use plan::{AppendPlan, GcRequest, IdsExhausted, PlanInput, ReadRequest};
 pub use policy::{DispatchOrder, TaskPolicy};
 pub use report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
@@ -57,6 +57,8 @@ pub use subqueue::KeyBacklog;
 mod budget_tests;
 #[cfg(test)]
 mod dead_letter_tests;
+#[cfg(test)]
+mod front_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]

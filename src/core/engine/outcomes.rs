@@ -99,7 +99,25 @@ pub struct Candidate {
     pub bytes: usize,
 }
 
+/// What a partition would hand out next (`PartitionEngine::next`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// The best task that may go now.
+    Ready(Candidate),
+    /// Nothing ready, but tasks of this priority may wait unread: nothing
+    /// of it or of a lower priority may go before them.
+    Unread(Priority),
+    /// Nothing to hand out.
+    Empty,
+}
+
 impl Candidate {
+    /// A task already leased and waiting for a poll: it goes first, and
+    /// only its size is asked of it.
+    pub fn held(task: &StoredTask) -> Candidate {
+        Candidate::of(task, task.priority, 0, false)
+    }
+
     pub(super) fn of(task: &StoredTask, priority: Priority, pass_ahead: i64, parked: bool) -> Candidate {
         let bytes = task.payload.len().saturating_add(task.fairness_key.len());
         Candidate { priority, pass_ahead, level: task.level, parked, bytes }

@@ -67,6 +67,11 @@ impl AppendPlan {
         Some((RowRef::Record(mark.at), StoredRow::Record(mark.value.clone())))
     }
 
+    /// Whether new task `id` is leased by this write straight to a worker.
+    pub fn leased_directly(&self, id: i64) -> bool {
+        self.direct.contains(&id)
+    }
+
     /// The tasks this write parks.
     pub fn parked_tasks(&self) -> impl Iterator<Item = i64> + '_ {
         self.parked.iter().map(|(_, task)| task.task_id)
@@ -89,6 +94,11 @@ pub struct PlanInput<'a> {
     /// their lease is written instead of a backlog row ("sync match"). Such
     /// specs have no delay and no dedup id.
     pub direct: &'a [usize],
+    /// Indexes (ascending) among `direct` of tasks matched in their key's
+    /// turn beside a backlog (a quiet key's): their key's counter advances
+    /// as if they had gone through the backlog, so that they count against
+    /// its share.
+    pub in_turn: &'a [usize],
     /// Workers' reports ending their leases, in order; `finished` answers each.
     pub finishes: &'a [Finish],
     /// Dead letters to put back in the queue, as read from the store.
@@ -107,7 +117,15 @@ pub struct PlanInput<'a> {
 
 impl Default for PlanInput<'_> {
     fn default() -> Self {
-        PlanInput { specs: &[], direct: &[], finishes: &[], redrive: Vec::new(), bury: &[], max_bytes: usize::MAX }
+        PlanInput {
+            specs: &[],
+            direct: &[],
+            in_turn: &[],
+            finishes: &[],
+            redrive: Vec::new(),
+            bury: &[],
+            max_bytes: usize::MAX,
+        }
     }
 }
 

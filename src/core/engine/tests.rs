@@ -18,7 +18,7 @@ use crate::core::engine::rows::PartitionMeta;
 use crate::core::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 
-fn spec(key: &str, priority: Priority) -> TaskSpec {
+pub(super) fn spec(key: &str, priority: Priority) -> TaskSpec {
     TaskSpec::new(key, priority, key.as_bytes().to_vec())
 }
 
@@ -351,26 +351,26 @@ fn interleavings_replay_the_deposed_owner_case() {
 
 /// Drives an engine with every read answered at once: the shell's loop in
 /// its simplest form.
-struct Backlog {
-    engine: PartitionEngine,
-    store: ModelStore,
-    now: i64,
+pub(super) struct Backlog {
+    pub(super) engine: PartitionEngine,
+    pub(super) store: ModelStore,
+    pub(super) now: i64,
 }
 
 impl Backlog {
-    fn new(config: EngineConfig) -> Self {
+    pub(super) fn new(config: EngineConfig) -> Self {
         let mut store = ModelStore::default();
         let engine = PartitionEngine::load(&store.take_ownership(), config, 0);
         Backlog { engine, store, now: 0 }
     }
 
-    fn add(&mut self, specs: &[TaskSpec]) {
+    pub(super) fn add(&mut self, specs: &[TaskSpec]) {
         let plan = self.engine.prepare_append(specs, self.now).unwrap();
         self.store.land(&plan.write);
         self.engine.write_succeeded(plan, self.now);
     }
 
-    fn dispatch(&mut self) -> Option<StoredTask> {
+    pub(super) fn dispatch(&mut self) -> Option<StoredTask> {
         loop {
             if let Some(task) = self.engine.take_next(self.now) {
                 self.engine.settle();

@@ -1,13 +1,18 @@
-//! Adds: to a waiting poller at once (sync match), or to a partition held here.
+//! Adds: to a waiting poller at once (sync match), held for the next poll
+//! (see `held`), or to a partition held here.
 //!
 //! Invariants: a task goes to a partition this node holds and that is
 //! active, or is refused with nothing written; a sync match passes no one
-//! (only when nothing older than `backlog_negligible_age` waits).
+//! out of turn: it is made only when nothing older than
+//! `backlog_negligible_age` waits, or when the task is at the front of the
+//! fair order of every partition held here (its key quiet, its share not
+//! ahead of the queue's, nothing of a higher priority waiting), so that
+//! only tasks at its own pass, the lowest, wait while it goes.
 
 use super::polls::drop_gone;
 use super::{AddOutcome, MatchError, QueueMatcher};
-use crate::core::engine::Added;
 use crate::core::engine::dedup::bucket_of;
+use crate::core::engine::{Added, Next};
 use crate::model::TaskSpec;
 use crate::partition::{Delivery, Partition, PartitionState};
 use std::sync::Arc;
@@ -26,14 +31,28 @@ impl QueueMatcher {
             Some(number) => self.held_partition(number)?,
             None => self.pick_partition()?,
         };
-        if let Some(poller) = self.sync_match_poller(&spec) {
-            let added = partition.append_to(spec, poller).await?;
-            return Ok(AddOutcome {
-                task_id: added.task_id(),
-                partition: partition.id().partition,
-                sync_matched: true,
-                duplicate: false,
-            });
+        let in_turn = self.in_turn(&spec, &partition);
+        let matched = |added: Added| AddOutcome {
+            task_id: added.task_id(),
+            partition: partition.id().partition,
+            sync_matched: true,
+            duplicate: false,
+        };
+        if let Some(poller) = self.sync_match_poller(&spec, in_turn) {
+            return Ok(matched(partition.append_to(spec, poller, in_turn).await?));
+        }
+        if in_turn && !self.hold.is_zero() && self.held.len() < self.settings.matcher.max_held_tasks {
+            let (deliver, delivery) = oneshot::channel();
+            let added = partition.append_to(spec, deliver, true).await?;
+            // Nothing comes when the write went to the backlog instead (a
+            // task of the key went there first) or its outcome is unknown.
+            let Ok(delivery) = delivery.await else {
+                return Ok(AddOutcome { sync_matched: false, ..matched(added) });
+            };
+            self.held.hold(delivery, partition.clone(), self.hold);
+            // A poll that came while the write was made may wait for it.
+            self.dispatch_waiting();
+            return Ok(matched(added));
         }
         let added = partition.append(vec![spec]).await?[0];
         Ok(AddOutcome {
@@ -46,9 +65,10 @@ impl QueueMatcher {
 
     /// The oldest waiting poller, taken from the line, when a new task may
     /// go straight to it: sync match is on, the task is ready now and has no
-    /// dedup id, and nothing older than `backlog_negligible_age` waits in
-    /// any partition (so that it passes no one).
-    fn sync_match_poller(&self, spec: &TaskSpec) -> Option<oneshot::Sender<Delivery>> {
+    /// dedup id, and it is `in_turn` or nothing older than
+    /// `backlog_negligible_age` waits in any partition (so that it passes
+    /// no one).
+    fn sync_match_poller(&self, spec: &TaskSpec, in_turn: bool) -> Option<oneshot::Sender<Delivery>> {
         if !self.settings.matcher.sync_match || !spec.delay.is_zero() || spec.dedup_id.is_some() {
             return None;
         }
@@ -59,11 +79,25 @@ impl QueueMatcher {
             return None;
         }
         let age = self.settings.matcher.backlog_negligible_age;
-        let negligible = self.partitions().iter().all(|p| p.backlog_negligible(now, age));
-        if !negligible {
+        if !in_turn && !self.partitions().iter().all(|p| p.backlog_negligible(now, age)) {
             return None;
         }
         waiters.pop_front().map(|w| w.deliver)
+    }
+
+    /// Whether `spec`, added to `partition` now, would be at the front of
+    /// the fair order of every partition held here: at the front of its
+    /// own, and nothing of a higher priority ready or unread in any.
+    fn in_turn(&self, spec: &TaskSpec, partition: &Partition) -> bool {
+        let now = self.clock.now_ms();
+        if !self.settings.matcher.sync_match || !self.gate.is_open(now) || !partition.at_front(spec, now) {
+            return false;
+        }
+        self.partitions().iter().all(|p| match p.next(now) {
+            Next::Ready(best) => spec.priority <= best.priority,
+            Next::Unread(priority) => spec.priority <= priority,
+            Next::Empty => true,
+        })
     }
 
     /// The partition a task must go to: the one of its dedup id, if it has one.

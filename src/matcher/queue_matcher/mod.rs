@@ -9,6 +9,7 @@
 
 mod adds;
 mod drains;
+mod held;
 mod leases;
 mod ownership;
 mod polls;
@@ -166,6 +167,11 @@ pub struct QueueMatcher {
     drains: drains::Drains,
     /// From AddTask to delivery (see [`QueueMatcher::stats`]).
     dispatch_latency: LatencyHistogram,
+    /// Tasks matched in their turn, held for the next poll.
+    held: held::HeldTasks,
+    /// How long a task is held: `matcher.quiet_hold`, at most half the
+    /// queue's lease timeout (a held task's lease runs meanwhile).
+    hold: std::time::Duration,
 }
 
 impl std::fmt::Debug for QueueMatcher {
@@ -185,6 +191,7 @@ impl QueueMatcher {
         gate: Arc<DispatchGate>,
     ) -> Arc<QueueMatcher> {
         let dispatch_latency = LatencyHistogram::new(settings.dispatch_latency_otlp.clone(), name.as_str());
+        let hold = settings.matcher.quiet_hold.min(settings.engine_for(&name).tasks.lease_timeout / 2);
         Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
             let weak = weak.clone();
             QueueMatcher {
@@ -211,6 +218,8 @@ impl QueueMatcher {
                 abandoned: Mutex::new(BTreeSet::new()),
                 drains: drains::Drains::default(),
                 dispatch_latency,
+                held: held::HeldTasks::default(),
+                hold,
             }
         })
     }

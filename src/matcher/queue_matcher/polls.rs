@@ -132,6 +132,16 @@ impl QueueMatcher {
         if !self.gate.is_open(now) {
             return false;
         }
+        // A task held for a poll was at the front of the fair order when
+        // it was added, and is leased already: it goes first.
+        match self.held.take(fits) {
+            Ok(Some(held)) => {
+                self.held.give(held, deliver.take().expect("one delivery per dispatch"));
+                return true;
+            }
+            Ok(None) => {}
+            Err(_) => return false,
+        }
         let partitions = self.partitions();
         if partitions.is_empty() {
             return false;
@@ -190,10 +200,12 @@ impl QueueMatcher {
         waiters.len()
     }
 
-    /// Parked polls return empty now, new polls at once.
+    /// Parked polls return empty now, new polls at once; held tasks go
+    /// back to the queue.
     pub fn stop_polls(&self) {
         self.closing.store(true, Ordering::Release);
         self.waiters().clear();
+        self.held.hand_back_all();
     }
 }
 

@@ -4,10 +4,10 @@
 use super::PartitionEngine;
 use crate::clock::UnixMillis;
 use crate::core::engine::leases::LeaseError;
-use crate::core::engine::outcomes::Candidate;
+use crate::core::engine::outcomes::{Candidate, Next};
 use crate::core::engine::policy::DispatchOrder;
 use crate::core::engine::subqueue::deadline_rank;
-use crate::model::{Priority, StoredTask};
+use crate::model::{Priority, StoredTask, TaskSpec};
 
 impl PartitionEngine {
     /// Extends the lease of `lease_id` by the lease timeout from `now`.
@@ -64,6 +64,16 @@ impl PartitionEngine {
     /// from the ack level: deadlines mean the same in every partition, so
     /// the matcher compares partitions by them.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
+        match self.next(now) {
+            Next::Ready(candidate) => Some(candidate),
+            Next::Unread(_) | Next::Empty => None,
+        }
+    }
+
+    /// What [`Self::peek`] finds, telling an empty partition from one whose
+    /// level `Unread` may hold tasks not read yet (nothing of that level or
+    /// a lower one may go before them).
+    pub fn next(&self, now: UnixMillis) -> Next {
         let by_deadline = self.config.tasks.ordering == DispatchOrder::Deadline;
         let late_slack = crate::clock::millis(self.config.tasks.late_slack);
         for subqueue in &self.subqueues {
@@ -92,13 +102,39 @@ impl PartitionEngine {
                 .map(|task| Candidate::of(task, priority, ahead(task), true))
                 .min();
             if let Some(candidate) = ready.into_iter().chain(parked).min() {
-                return Some(candidate);
+                return Next::Ready(candidate);
             }
             if subqueue.may_have_unread() {
-                return None;
+                return Next::Unread(priority);
             }
         }
-        None
+        Next::Empty
+    }
+
+    /// Whether a new task `spec`, added now, would be at the front of this
+    /// partition's fair order among the tasks of its priority: its key is
+    /// quiet here (fair ordering, no lease of the key running, the key
+    /// within its limits and not parked, the task ready now without a dedup
+    /// id) and its key's counter is at or below the ack level's pass, so
+    /// that [`Self::plan`] would give it the ack level's pass, the lowest any
+    /// waiting task has. A key with a task waiting in the subqueue has a
+    /// counter above that task's pass (at or above the ack level's), so a
+    /// task at the front never passes one of its own key.
+    pub fn at_front(&self, spec: &TaskSpec, now: UnixMillis) -> bool {
+        if self.config.tasks.ordering != DispatchOrder::Fair || !spec.delay.is_zero() || spec.dedup_id.is_some() {
+            return false;
+        }
+        let (priority, key) = (spec.priority, spec.fairness_key.as_str());
+        self.dispatchable(priority, key, now) && self.quiet(spec)
+    }
+
+    /// No lease of `spec`'s key runs, and its counter is at or below the
+    /// ack level's pass of its subqueue.
+    pub(super) fn quiet(&self, spec: &TaskSpec) -> bool {
+        let subqueue = &self.subqueues[spec.priority.index()];
+        let (share, _) = self.config.weights.share(&spec.fairness_key, spec.fairness_weight);
+        self.leases.running(&spec.fairness_key) == 0
+            && subqueue.counters.peek(share).is_none_or(|next| next <= subqueue.ack.pass)
     }
 
     /// Hands out the task of a candidate from [`Self::peek`] and starts its

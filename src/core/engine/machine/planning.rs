@@ -106,8 +106,13 @@ impl PartitionEngine {
             plan.delayed_floor = Some(key);
         }
         for (index, spec) in input.specs.iter().enumerate() {
-            let added = if input.direct.binary_search(&index).is_ok() {
-                self.plan_direct(&mut plan, spec, now)
+            let in_turn = input.in_turn.binary_search(&index).is_ok();
+            // A task matched in its turn goes to the backlog instead if a
+            // task of its key went there since its turn was judged, so that
+            // it does not pass that task (its worker gets nothing).
+            let direct = input.direct.binary_search(&index).is_ok() && (!in_turn || self.quiet(spec));
+            let added = if direct {
+                self.plan_direct(&mut plan, spec, in_turn, now)
             } else {
                 self.plan_add(&mut plan, spec, now)
             };
@@ -269,12 +274,16 @@ impl PartitionEngine {
 
     /// A new task leased at once to a waiting worker: no backlog row, its
     /// lease record holds it (and brings it back if the lease expires).
-    fn plan_direct(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, now: UnixMillis) -> Added {
+    /// `in_turn`: its key's counter advances as for a task of the backlog.
+    fn plan_direct(&mut self, plan: &mut AppendPlan, spec: &TaskSpec, in_turn: bool, now: UnixMillis) -> Added {
         debug_assert!(spec.delay.is_zero() && spec.dedup_id.is_none(), "sync match of a delayed or dedup task");
         let id = self.ids.take().expect("checked the block has room");
         let seq = self.lease_seq();
         // Pass -1: below every backlog level, so no subqueue ever marks it.
         let task = spec.at_level(FairLevel::new(-1, id), now);
+        if in_turn {
+            self.next_pass(spec.priority.index(), &task);
+        }
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
         self.leases.set_written_place(id, seq, deadline);
