@@ -7,27 +7,43 @@
 #
 #   scripts/bench-compare.sh BASE [RUNS]
 #
-# BASE is any commit (e.g. main, HEAD~3, 8c7c9cc); RUNS is per side (default
+# BASE is any commit (e.g. main, HEAD~3, 8c7c9cc), or a server binary built
+# before (an executable file, used as it is); RUNS is per side (default
 # 3). Extra `bench throughput` flags go in BENCH_THROUGHPUT_ARGS (default
-# "--tasks 200000"); set BENCH_LATENCY=0 to skip the latency benchmark.
+# "--tasks 200000"); set BENCH_LATENCY=0 to skip the latency benchmark,
+# BENCH_THROUGHPUT_ARGS=skip to skip the throughput one, BENCH_NOISY=1 to
+# add the noisy-neighbour scenario (its p99 ratio), and
+# BENCH_STORE=cassandra://HOST:PORT/KEYSPACE to run them all on Cassandra.
 # Base checkouts and their builds are kept in FAIRWAY_BENCH_BASE_DIR
 # (default ~/.cache/fairway/bench-base).
 # Run it before resolving an issue that touches the hot path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-base="${1:?usage: scripts/bench-compare.sh BASE [RUNS]}"
+base="${1:?usage: scripts/bench-compare.sh BASE|SERVER_BINARY [RUNS]}"
 runs="${2:-3}"
 throughput_args="${BENCH_THROUGHPUT_ARGS:---tasks 200000}"
 latency="${BENCH_LATENCY:-1}"
+noisy="${BENCH_NOISY:-0}"
+store_args=()
+if [ -n "${BENCH_STORE:-}" ]; then
+  store_args=(--store "$BENCH_STORE")
+fi
 if ! [[ "$runs" =~ ^[1-9][0-9]?$ ]]; then
   echo "RUNS: $runs is not a number of runs from 1 to 99" >&2
   exit 2
 fi
-base_commit="$(git rev-parse --verify --quiet "$base^{commit}")" || {
-  echo "BASE: $base names no commit here (try a hash, a branch or HEAD~N)" >&2
-  exit 2
-}
+base_binary=""
+if [ -f "$base" ] && [ -x "$base" ]; then
+  # A server built before (say, `target/release/fairway` copied aside).
+  base_binary="$(cd "$(dirname "$base")" && pwd)/$(basename "$base")"
+  base_commit="binary:$base_binary"
+else
+  base_commit="$(git rev-parse --verify --quiet "$base^{commit}")" || {
+    echo "BASE: $base names no commit here (try a hash, a branch or HEAD~N) and is no executable file" >&2
+    exit 2
+  }
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -42,14 +58,18 @@ cargo build --release --locked -q -p fairway -p fairway-lab
 new_server="$PWD/target/release/fairway"
 lab="$PWD/target/release/fairway-lab"
 
-echo "building $base (${base_commit:0:10}, release; its own target directory, kept between runs)..." >&2
-if [ ! -d "$tree" ]; then
-  git worktree prune
-  git worktree add --detach --quiet "$tree" "$base_commit"
-fi
-CARGO_TARGET_DIR="$cache/target" cargo build --release --locked -q -p fairway --manifest-path "$tree/Cargo.toml"
 base_server="$work/fairway-base"
-cp "$cache/target/release/fairway" "$base_server"
+if [ -n "$base_binary" ]; then
+  cp "$base_binary" "$base_server"
+else
+  echo "building $base (${base_commit:0:10}, release; its own target directory, kept between runs)..." >&2
+  if [ ! -d "$tree" ]; then
+    git worktree prune
+    git worktree add --detach --quiet "$tree" "$base_commit"
+  fi
+  CARGO_TARGET_DIR="$cache/target" cargo build --release --locked -q -p fairway --manifest-path "$tree/Cargo.toml"
+  cp "$cache/target/release/fairway" "$base_server"
+fi
 
 # The median figure named $2 (a prefix) in the report written to $1.
 figure() {
@@ -60,7 +80,8 @@ scenarios = report if isinstance(report, list) else report.get("scenarios", [rep
 for scenario in scenarios:
     for measure in scenario.get("median", []):
         if measure["name"].startswith(prefix):
-            print(f'{measure["fairway"]:.1f}')
+            value = measure["fairway"]
+            print(f'{value:.1f}' if abs(value) >= 100 else f'{value:.3f}')
             sys.exit(0)
 sys.exit(f"no measure named {prefix!r} in {sys.argv[1]}")
 EOF
@@ -71,7 +92,7 @@ bench() { # side server benchmark measure unit [bench flags...]
   local side="$1" server="$2" kind="$3" prefix="$4" unit="$5"
   shift 5
   local out="$work/$kind-$side-$run"
-  "$lab" bench "$kind" --server-binary "$server" --out "$out" "$@" >"$out.log" 2>&1 || {
+  "$lab" bench "$kind" --server-binary "$server" --out "$out" "${store_args[@]}" "$@" >"$out.log" 2>&1 || {
     echo "bench $kind ($side) failed; its output:" >&2
     cat "$out.log" >&2
     exit 1
@@ -82,22 +103,34 @@ bench() { # side server benchmark measure unit [bench flags...]
   printf '%-10s run %d  %-4s %12s %s\n' "$kind" "$run" "$side" "$value" "$unit"
 }
 
-echo "base ${base_commit:0:10} against the working tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')), $runs runs each, alternated"
+base_name="${base_binary:-${base_commit:0:10}}"
+echo "base $base_name against the working tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')), $runs runs each, alternated"
 for run in $(seq 1 "$runs"); do
   for side in base new; do
     server="$base_server"
     [ "$side" = new ] && server="$new_server"
-    # shellcheck disable=SC2086
-    bench "$side" "$server" throughput "end to end: add" tasks/s $throughput_args
+    if [ "$throughput_args" != skip ]; then
+      # shellcheck disable=SC2086
+      bench "$side" "$server" throughput "end to end: add" tasks/s $throughput_args
+    fi
     if [ "$latency" = 1 ]; then
       bench "$side" "$server" latency "p99 add → receipt" "ms (p99 add → receipt)"
+    fi
+    if [ "$noisy" = 1 ]; then
+      bench "$side" "$server" fairness "p99 beside the noisy key / p99 alone" "(quiet keys' p99 beside / alone)" --only noisy
     fi
   done
 done
 
+# Every run's report stays, for the figures the summary below does not show.
+kept="bench-results/compare-$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$kept"
+cp -r "$work"/*-base-* "$work"/*-new-* "$kept"/
+echo "every run's report: $kept"
+
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo
-for kind in throughput latency; do
+for kind in throughput latency fairness; do
   [ -n "${results[$kind-base]:-}" ] || continue
   b="$(echo "${results[$kind-base]}" | median)"
   n="$(echo "${results[$kind-new]}" | median)"

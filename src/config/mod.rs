@@ -608,6 +608,13 @@ mod tests {
             assert_eq!(err.key, "cluster.forward_timeout");
             assert!(err.message.contains("(0s, 300s]"), "{err}");
         }
+        let err = Config::load(None, env(&[("FAIRWAY_MATCHER__QUIET_HOLD", "11s")]), &[]).unwrap_err();
+        assert_eq!(err.key, "matcher.quiet_hold");
+        assert!(Config::load(None, env(&[("FAIRWAY_MATCHER__QUIET_HOLD", "0s")]), &[]).is_ok(), "0 holds nothing");
+        for bad in ["0", "100001"] {
+            let err = Config::load(None, env(&[("FAIRWAY_MATCHER__MAX_HELD_TASKS", bad)]), &[]).unwrap_err();
+            assert_eq!((err.key.as_str(), err.message.as_str()), ("matcher.max_held_tasks", "must be 1 to 100000"));
+        }
         let err = Config::load(None, env(&[("FAIRWAY_MATCHER__PARTITIONS_PER_QUEUE", "257")]), &[]).unwrap_err();
         assert_eq!(
             (err.key.as_str(), err.message.as_str()),
