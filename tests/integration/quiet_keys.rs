@@ -35,7 +35,10 @@ async fn leased(client: &mut Client) -> u64 {
 
 #[tokio::test]
 async fn a_quiet_keys_task_is_held_for_the_next_poll_and_goes_before_the_backlog() {
-    let (server, mut client) = beside_a_backlog(Config::default()).await;
+    // Held long enough that a slow machine's poll still finds it held.
+    let mut config = Config::default();
+    config.matcher.quiet_hold = Duration::from_secs(10);
+    let (server, mut client) = beside_a_backlog(config).await;
     let added = add(&mut client, QUEUE, spec("quiet", 1.0, 3, b"quiet")).await.expect("AddTask");
     assert!(added.sync_matched, "a quiet key's task beside a backlog is leased at once");
     let first = poll(&mut client, QUEUE, Duration::ZERO).await.expect("a task");
