@@ -89,7 +89,7 @@ impl Default for MatcherConfig {
             default_poll_wait: Duration::from_secs(30),
             backlog_negligible_age: Duration::from_secs(5),
             sync_match: true,
-            quiet_hold: Duration::from_secs(1),
+            quiet_hold: Duration::ZERO,
             max_held_tasks: 1_024,
             create_on_add: vec!["*".to_owned()],
             max_queues: 1_000,
