@@ -95,17 +95,23 @@ status=0
 # minutes, mostly waiting on faults) go beside the rest of the suite, as
 # they did when they were part of the integration tests. They and the
 # region tests take turns on the three-node cluster through a lock file.
+# Every cargo run below selects with --workspace, as the build does: one
+# package alone unifies features otherwise (the lab's build of fairway and
+# tokio lacks the dev-dependencies' features) and rebuilds half the tree
+# while the tests wait on the lock.
 cargo test --workspace --locked --all-targets --no-run 2>&1 | tee "$log" || status=$?
 if [ "$status" = 0 ]; then
-  cargo test --locked -p fairway-lab --test chaos >"$chaos_log" 2>&1 &
+  cargo test --workspace --locked --test chaos >"$chaos_log" 2>&1 &
   chaos_pid=$!
   # The Python client's tests go beside the rest too, against a copy of the
-  # server binary just built (the cargo runs below may build it again).
+  # server binary just built.
   cp target/debug/fairway "$python_bin/fairway"
   FAIRWAY_BIN="$python_bin/fairway" bash scripts/test-python.sh >"$python_log" 2>&1 &
   python_pid=$!
-  cargo test --locked -p fairway --all-targets 2>&1 | tee -a "$log" || status=$?
-  cargo test --locked -p fairway-lab --bins 2>&1 | tee -a "$log" || status=$?
+  # Every target but the chaos runs: the library's and binaries' unit tests
+  # (the product's and the lab's), the integration tests, the benches' checks.
+  # All of them run when one fails (--no-fail-fast).
+  cargo test --workspace --locked --no-fail-fast --lib --bins --test integration --benches 2>&1 | tee -a "$log" || status=$?
   wait "$python_pid" || status=$?
   python_pid=
   echo "test: the Python client's tests (run beside the rest):"
