@@ -12,7 +12,8 @@
 # 3). Extra `bench throughput` flags go in BENCH_THROUGHPUT_ARGS (default
 # "--tasks 200000"); set BENCH_LATENCY=0 to skip the latency benchmark,
 # BENCH_THROUGHPUT_ARGS=skip to skip the throughput one, BENCH_NOISY=1 to
-# add the noisy-neighbour scenario (its p99 ratio), and
+# add the noisy-neighbour scenario (its p99 ratio), BENCH_ZIPF=1 to add the
+# Zipf keys over 4 partitions (the lowest Jain's index of its 10-s windows), and
 # BENCH_STORE=cassandra://HOST:PORT/KEYSPACE to run them all on Cassandra.
 # Base checkouts and their builds are kept in FAIRWAY_BENCH_BASE_DIR
 # (default ~/.cache/fairway/bench-base).
@@ -25,6 +26,7 @@ runs="${2:-3}"
 throughput_args="${BENCH_THROUGHPUT_ARGS:---tasks 200000}"
 latency="${BENCH_LATENCY:-1}"
 noisy="${BENCH_NOISY:-0}"
+zipf="${BENCH_ZIPF:-0}"
 store_args=()
 if [ -n "${BENCH_STORE:-}" ]; then
   store_args=(--store "$BENCH_STORE")
@@ -88,10 +90,10 @@ EOF
 }
 
 declare -A results
-bench() { # side server benchmark measure unit [bench flags...]
-  local side="$1" server="$2" kind="$3" prefix="$4" unit="$5"
-  shift 5
-  local out="$work/$kind-$side-$run"
+bench() { # side server label benchmark measure unit [bench flags...]
+  local side="$1" server="$2" label="$3" kind="$4" prefix="$5" unit="$6"
+  shift 6
+  local out="$work/$label-$side-$run"
   "$lab" bench "$kind" --server-binary "$server" --out "$out" "${store_args[@]}" "$@" >"$out.log" 2>&1 || {
     echo "bench $kind ($side) failed; its output:" >&2
     cat "$out.log" >&2
@@ -99,8 +101,8 @@ bench() { # side server benchmark measure unit [bench flags...]
   }
   local value
   value="$(figure "$out" "$prefix")"
-  results["$kind-$side"]+="$value "
-  printf '%-10s run %d  %-4s %12s %s\n' "$kind" "$run" "$side" "$value" "$unit"
+  results["$label-$side"]+="$value "
+  printf '%-10s run %d  %-4s %12s %s\n' "$label" "$run" "$side" "$value" "$unit"
 }
 
 base_name="${base_binary:-${base_commit:0:10}}"
@@ -111,13 +113,16 @@ for run in $(seq 1 "$runs"); do
     [ "$side" = new ] && server="$new_server"
     if [ "$throughput_args" != skip ]; then
       # shellcheck disable=SC2086
-      bench "$side" "$server" throughput "end to end: add" tasks/s $throughput_args
+      bench "$side" "$server" throughput throughput "end to end: add" tasks/s $throughput_args
     fi
     if [ "$latency" = 1 ]; then
-      bench "$side" "$server" latency "p99 add → receipt" "ms (p99 add → receipt)"
+      bench "$side" "$server" latency latency "p99 add → receipt" "ms (p99 add → receipt)"
     fi
     if [ "$noisy" = 1 ]; then
-      bench "$side" "$server" fairness "p99 beside the noisy key / p99 alone" "(quiet keys' p99 beside / alone)" --only noisy
+      bench "$side" "$server" noisy fairness "p99 beside the noisy key / p99 alone" "(quiet keys' p99 beside / alone)" --only noisy
+    fi
+    if [ "$zipf" = 1 ]; then
+      bench "$side" "$server" zipf fairness "lowest Jain's index over the 10 s windows" "(Jain's index, lowest 10-s window)" --only zipf
     fi
   done
 done
@@ -130,7 +135,7 @@ echo "every run's report: $kept"
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo
-for kind in throughput latency fairness; do
+for kind in throughput latency noisy zipf; do
   [ -n "${results[$kind-base]:-}" ] || continue
   b="$(echo "${results[$kind-base]}" | median)"
   n="$(echo "${results[$kind-new]}" | median)"

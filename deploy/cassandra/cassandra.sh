@@ -271,21 +271,28 @@ launch() {
   echo $! > "$dir/pid"
 }
 
+# Waits until node $1 accepts CQL, at most $start_timeout seconds. With $2,
+# a node started at a lower priority gets the normal one back once it has
+# waited that many seconds: on a busy machine a niced start would starve.
 wait_up() {
-  local n="$1" dir waited=0
+  local n="$1" renice_after="${2:-}" dir started="$SECONDS"
   dir="$(node_dir "$n")"
   until grep -q "Startup complete" "$dir/logs/system.log" 2>/dev/null && cql_up "$n"; do
     if ! is_running "$n"; then
       tail -n 30 "$dir/logs/stdout.log" >&2 || true
       die "node $n exited during startup; see $dir/logs"
     fi
-    if [ "$waited" -ge "$start_timeout" ]; then
+    if [ $((SECONDS - started)) -ge "$start_timeout" ]; then
       die "node $n did not accept CQL within ${start_timeout}s; see $dir/logs"
     fi
+    if [ -n "$renice_after" ] && [ $((SECONDS - started)) -ge "$renice_after" ]; then
+      say "node $n is slow to start (${renice_after}s): back to normal priority"
+      normal_priority "$(cat "$dir/pid")"
+      renice_after=""
+    fi
     sleep 1
-    waited=$((waited + 1))
   done
-  say "node $n is up (${waited}s)"
+  say "node $n is up ($((SECONDS - started))s)"
 }
 
 # What the data of a home depends on: its nodes, their addresses and datacenters.
@@ -381,21 +388,23 @@ restart_node() {
   # full priority takes both cores from the other nodes and their clients
   # for half a minute, which a node on a machine of its own does not do.
   launch "$n" "$(node_count)" 10
-  wait_up "$n"
+  wait_up "$n" 45
+  # Gossip is the node's normal work: at a lower priority on a busy machine
+  # it would not keep up.
+  normal_priority "$(cat "$(node_dir "$n")/pid")"
   # Back for the cluster only once gossip has marked it up on every other
   # running node and it has marked them up: until then their coordinators
   # count it as down, and another node down is two at once for them.
-  waited=0
+  local started="$SECONDS"
   for i in "${!others[@]}"; do
     m="${others[$i]}"
     until [ "$(times_seen_up "$m" "$n")" -gt "${before[$i]}" ] && [ "$(times_seen_up "$n" "$m")" -gt 0 ]; do
-      [ "$waited" -lt "$start_timeout" ] || die "node $n and node $m did not see each other up within ${start_timeout}s"
+      [ $((SECONDS - started)) -lt "$start_timeout" ] ||
+        die "node $n and node $m did not see each other up within ${start_timeout}s"
       sleep 0.5
-      waited=$((waited + 1))
     done
   done
-  [ "${#others[@]}" = 0 ] || say "node $n and nodes ${others[*]} see each other up"
-  normal_priority "$(cat "$(node_dir "$n")/pid")"
+  [ "${#others[@]}" = 0 ] || say "node $n and nodes ${others[*]} see each other up ($((SECONDS - started))s)"
 }
 
 # Every thread of process $1 back to niceness 0 (a thread's niceness is its

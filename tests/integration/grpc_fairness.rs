@@ -7,7 +7,10 @@ use fairway::core::fairness::effective_weight;
 
 use fairway::config::Config;
 
-use crate::support::{Backend, TestServer, add_all, poll, spec};
+use fairway::core::engine::dedup::bucket_of;
+use fairway::proto::v1 as pb;
+
+use crate::support::{Backend, TestServer, add_all, create, poll, spec};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -76,6 +79,43 @@ async fn a_key_that_appears_mid_run_is_served_at_once() {
         }
     }
     assert!(position.is_some(), "the new key waited more than {active_keys} dispatches");
+    server.stop().await;
+}
+
+/// Keys spread unevenly over partitions get equal shares, as in one
+/// partition: one key alone in partition 0 against five in partition 1.
+/// Taking turns between partitions gave the lone key half the dispatches.
+#[tokio::test]
+async fn keys_get_equal_shares_whichever_partition_holds_them() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    create(&mut client, "spread", 2).await;
+    // A task with a dedup id goes to its id's partition.
+    let in_partition = |target: i64, key: &str, n: usize| {
+        (0..).map(|i| format!("{key}-{i}")).filter(|id| bucket_of(id) % 2 == target).take(n).collect::<Vec<_>>()
+    };
+    let keys: Vec<(&str, i64)> =
+        std::iter::once(("alone", 0)).chain(["b", "c", "d", "e", "f"].map(|k| (k, 1))).collect();
+    let mut specs = Vec::new();
+    for (key, partition) in &keys {
+        for dedup_id in in_partition(*partition, key, 100) {
+            specs.push(pb::TaskSpec { dedup_id, ..spec(key, 0.0, 0, b"x") });
+        }
+    }
+    add_all(&mut client, "spread", specs).await;
+    let mut counts: HashMap<String, i64> = HashMap::new();
+    for _ in 0..300 {
+        let task = poll(&mut client, "spread", WAIT).await.expect("a backlogged queue has a task");
+        let expected = if task.fairness_key == "alone" { 0 } else { 1 };
+        assert_eq!(task.partition, expected, "{} came from partition {}", task.fairness_key, task.partition);
+        *counts.entry(task.fairness_key).or_default() += 1;
+        let request = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
+        client.complete_task(request).await.expect("CompleteTask");
+    }
+    for (key, _) in &keys {
+        let got = counts.get(*key).copied().unwrap_or(0);
+        assert!((got - 50).abs() <= 3, "{key} got {got} of 300 dispatches over 6 keys: {counts:?}");
+    }
     server.stop().await;
 }
 

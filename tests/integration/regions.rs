@@ -199,7 +199,9 @@ fn regions_starting_at_once_store_one_cluster_secret() {
         let racers = (1..=8u8).map(|n| {
             let store = if n % 2 == 0 { &dc1 } else { &dc2 };
             // As the contract says (and as a starting node does): after an
-            // error (here, Paxos contention between eight racers), call again.
+            // error (here, Paxos contention between eight racers, or a node
+            // of the cluster not seen up yet), call again, a little later
+            // each time (20 s in all).
             async move {
                 let mut attempts = 0;
                 loop {
@@ -208,6 +210,7 @@ fn regions_starting_at_once_store_one_cluster_secret() {
                         Err(error) if attempts < 10 => {
                             attempts += 1;
                             eprintln!("racer {n}: {error}; calling again");
+                            tokio::time::sleep(Duration::from_millis(400 * attempts)).await;
                         }
                         Err(error) => panic!("the cluster secret, after {attempts} attempts: {error}"),
                     }

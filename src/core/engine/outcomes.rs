@@ -92,6 +92,11 @@ pub struct Candidate {
     /// The task's level in its subqueue (for a parked task, the level it had in
     /// the backlog).
     pub level: FairLevel,
+    /// The pass the task competes at in its partition: its level's, or the
+    /// ack level's when that is higher (a parked task's). Passes of
+    /// different partitions are unrelated (see
+    /// [`crate::core::fairness::PartitionClocks`]).
+    pub pass: i64,
     /// The oldest parked task of a key, not a task of the backlog.
     pub(super) parked: bool,
     /// The bytes of the task's payload and fairness key: what its size in a
@@ -115,11 +120,11 @@ impl Candidate {
     /// A task already leased and waiting for a poll: it goes first, and
     /// only its size is asked of it.
     pub fn held(task: &StoredTask) -> Candidate {
-        Candidate::of(task, task.priority, 0, false)
+        Candidate::at(task, task.priority, 0, task.level.pass, false)
     }
 
-    pub(super) fn of(task: &StoredTask, priority: Priority, pass_ahead: i64, parked: bool) -> Candidate {
+    pub(super) fn at(task: &StoredTask, priority: Priority, pass_ahead: i64, pass: i64, parked: bool) -> Candidate {
         let bytes = task.payload.len().saturating_add(task.fairness_key.len());
-        Candidate { priority, pass_ahead, level: task.level, parked, bytes }
+        Candidate { priority, pass_ahead, level: task.level, pass, parked, bytes }
     }
 }

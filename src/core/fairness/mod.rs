@@ -11,10 +11,12 @@
 //! smaller than the exact stride-scheduling pass would be; approximation only
 //! ever delays a key. See `docs/fairness.md` for the bound.
 
+mod across;
 mod counters;
 mod sketch;
 mod weights;
 
+pub use across::{CATCH_UP, PartitionClocks};
 pub use counters::{CounterConfig, KeyCounters};
 pub use sketch::PassSketch;
 pub use weights::Weights;

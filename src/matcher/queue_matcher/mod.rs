@@ -27,7 +27,8 @@ use super::LeaseToken;
 use super::Settings;
 use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
-use crate::core::engine::{LeaseError, TaskCounts};
+use crate::core::engine::{DispatchOrder, LeaseError, TaskCounts};
+use crate::core::fairness::PartitionClocks;
 use crate::histogram::LatencyHistogram;
 use crate::model::{QueueName, StoredTask};
 use crate::partition::{FinishError, Partition, PartitionError, ReadyHook};
@@ -144,6 +145,11 @@ pub struct QueueMatcher {
     /// Where the next dispatch starts looking: ties between partitions go
     /// round.
     next_dispatch: AtomicUsize,
+    /// The fair order across the partitions held (see [`PartitionClocks`]).
+    clocks: Mutex<PartitionClocks>,
+    /// Across partitions by deadline (the queue's ordering is `"deadline"`)
+    /// rather than on the clocks.
+    by_deadline: bool,
     next_waiter: AtomicU64,
     closing: AtomicBool,
     settings: Arc<Settings>,
@@ -191,7 +197,9 @@ impl QueueMatcher {
         gate: Arc<DispatchGate>,
     ) -> Arc<QueueMatcher> {
         let dispatch_latency = LatencyHistogram::new(settings.dispatch_latency_otlp.clone(), name.as_str());
-        let hold = settings.matcher.quiet_hold.min(settings.engine_for(&name).tasks.lease_timeout / 2);
+        let tasks = settings.engine_for(&name).tasks;
+        let hold = settings.matcher.quiet_hold.min(tasks.lease_timeout / 2);
+        let by_deadline = tasks.ordering == DispatchOrder::Deadline;
         Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
             let weak = weak.clone();
             QueueMatcher {
@@ -202,6 +210,8 @@ impl QueueMatcher {
                 waiters: Mutex::new(VecDeque::new()),
                 next_partition: AtomicUsize::new(0),
                 next_dispatch: AtomicUsize::new(0),
+                clocks: Mutex::new(PartitionClocks::default()),
+                by_deadline,
                 next_waiter: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
                 settings,

@@ -6,7 +6,7 @@
 //! nothing is dispatched while the dispatch gate is closed.
 
 use super::{DispatchedTask, MatchError, QueueMatcher};
-use crate::core::engine::Candidate;
+use crate::core::engine::{Candidate, Next};
 use crate::matcher::LeaseToken;
 use crate::partition::{Delivery, PartitionState};
 use std::collections::VecDeque;
@@ -146,31 +146,56 @@ impl QueueMatcher {
         if partitions.is_empty() {
             return false;
         }
-        // Across partitions only the priority and how far a task's pass is
-        // ahead of its own partition's ack level compare: passes and ids of
-        // different partitions are unrelated, and comparing them would serve
-        // one backlogged partition and starve another. Ties go round. (With
-        // deadline ordering `pass_ahead` is the deadline itself, which every
-        // partition reads alike: earliest deadline first across them too.)
-        let rank = |c: &Candidate| (c.priority, c.pass_ahead);
+        // Across partitions the priority goes first, then the rank on the
+        // queue's clock of that priority (`PartitionClocks`: passes of
+        // different partitions are unrelated, and a partition that was not
+        // ready for a moment gets its missed turns back). With deadline
+        // ordering the rank is the deadline itself, which every partition
+        // reads alike: earliest deadline first across them too. Ties go
+        // round. The clocks are held through the dispatch, so that the
+        // rank dispatched is the one chosen.
+        let by_deadline = self.by_deadline;
+        let mut clocks = self.clocks.lock().unwrap_or_else(|p| p.into_inner());
+        if clocks.tracked() > partitions.len() {
+            clocks.retain(|number| partitions.iter().any(|p| p.id().partition == number));
+        }
         loop {
             let start = self.next_dispatch.fetch_add(1, Ordering::Relaxed);
-            let mut best: Option<(usize, Candidate)> = None;
+            let mut best: Option<(usize, Candidate, i64)> = None;
             for offset in 0..partitions.len() {
                 let index = (start + offset) % partitions.len();
-                let candidate = partitions[index].peek(now);
-                if let Some(candidate) = candidate
-                    && best.is_none_or(|(_, b)| rank(&candidate) < rank(&b))
-                {
-                    best = Some((index, candidate));
+                let number = partitions[index].id().partition;
+                let candidate = match partitions[index].next(now) {
+                    Next::Ready(candidate) => candidate,
+                    Next::Unread(first) => {
+                        clocks.idle_before(number, Some(first));
+                        continue;
+                    }
+                    Next::Empty => {
+                        clocks.idle_before(number, None);
+                        continue;
+                    }
+                };
+                clocks.idle_before(number, Some(candidate.priority));
+                let rank = match by_deadline {
+                    true => candidate.pass_ahead,
+                    false => clocks.rank(number, candidate.priority, candidate.pass),
+                };
+                if best.is_none_or(|(_, b, r)| (candidate.priority, rank) < (b.priority, r)) {
+                    best = Some((index, candidate, rank));
                 }
             }
-            let Some((index, candidate)) = best.filter(|(_, candidate)| fits(candidate)) else {
+            let Some((index, candidate, rank)) = best.filter(|(_, candidate, _)| fits(candidate)) else {
                 return false;
             };
             let to = deliver.take().expect("one delivery per dispatch");
             match partitions[index].dispatch(candidate, now, to) {
-                Ok(()) => return true,
+                Ok(()) => {
+                    if !by_deadline {
+                        clocks.dispatched(candidate.priority, rank);
+                    }
+                    return true;
+                }
                 Err(to) => *deliver = Some(to),
             }
         }

@@ -94,12 +94,16 @@ impl PartitionEngine {
                 true => subqueue.earliest_deadline(now, late_slack, allowed),
                 false => subqueue.first_ready(allowed),
             };
-            let ready = ready.map(|task| Candidate::of(task, priority, ahead(task), false));
+            let candidate = |task: &StoredTask, parked: bool| {
+                let pass = task.level.pass.max(subqueue.ack.pass);
+                Candidate::at(task, priority, ahead(task), pass, parked)
+            };
+            let ready = ready.map(|task| candidate(task, false));
             let parked = self
                 .parked
                 .heads(priority)
                 .filter(|task| self.key_allowed(&task.fairness_key, now) && self.leases.get(task.level.id).is_none())
-                .map(|task| Candidate::of(task, priority, ahead(task), true))
+                .map(|task| candidate(task, true))
                 .min();
             if let Some(candidate) = ready.into_iter().chain(parked).min() {
                 return Next::Ready(candidate);
