@@ -43,7 +43,9 @@ pub(super) struct Subqueue {
     pub at_end: bool,
     pub counters: KeyCounters,
     /// Written minus dispatched, carried in the metadata; approximate after a
-    /// crash (dispatches since the last metadata write are counted again).
+    /// crash (dispatches since the last metadata write are counted again)
+    /// until the reader reaches the end of the rows, where it is set to the
+    /// ready tasks buffered.
     pub approx_backlog: i64,
     pub persisted_ack: FairLevel,
     buffer: BTreeMap<FairLevel, Slot>,
@@ -202,6 +204,11 @@ impl Subqueue {
         }
         for task in written_during_read {
             self.take_written(task);
+        }
+        // At the end of the rows the buffer holds every waiting task: the
+        // count, approximate after a crash, is exact again.
+        if self.at_end {
+            self.approx_backlog = self.ready as i64;
         }
         self.trim(capacity);
         true

@@ -882,6 +882,27 @@ fn a_new_owner_resumes_from_saved_metadata() {
     );
 }
 
+/// After a crash the backlog count comes from metadata written before the
+/// last writes (here one that counts 20 tasks too many): once the new
+/// owner's reader reaches the end of the rows, it counts the tasks that
+/// wait, not the stale figure.
+#[test]
+fn a_new_owner_counts_the_backlog_exactly_once_it_has_read_every_row() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    backlog.add(&(0..30).map(|_| spec("k", Priority::DEFAULT)).collect::<Vec<_>>());
+    let mut stale = backlog.engine.metadata();
+    stale.subqueues[Priority::DEFAULT.index()].approx_backlog = 50;
+    backlog.store.meta = stale;
+    let taken = backlog.store.take_ownership();
+    backlog.engine = PartitionEngine::load(&taken, EngineConfig::default(), 0);
+    let count = |b: &Backlog| b.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog;
+    assert_eq!(count(&backlog), 50, "the stale figure, before any read");
+    let first = backlog.dispatch().expect("a task");
+    assert_eq!(count(&backlog), 29, "the rows read to the end, less the one dispatched");
+    let rest = std::iter::from_fn(|| backlog.dispatch()).count();
+    assert_eq!((rest, count(&backlog)), (29, 0), "after {first:?}");
+}
+
 /// A task dispatched above the ack level (out of level order, because a new
 /// key's task was written below it) is not dispatched again by the next owner.
 #[test]

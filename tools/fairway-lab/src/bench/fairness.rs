@@ -287,16 +287,23 @@ async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutp
     let fair_trace = load::run(&client, &fair, load(), "zipf, fair").await?;
     let fifo_trace = load::run(&client, &fifo, load(), "zipf, FIFO").await?;
     server.stop().await?;
-    let jain = |trace: &Trace, width: f64| -> Vec<(f64, f64)> {
+    let jain_of = |trace: &Trace, adds: &[(f64, u32)], width: f64| -> Vec<(f64, f64)> {
         let windows = ((seconds - WINDOW) / width).floor() as usize;
         (0..windows)
             .map(|w| {
                 let from = WINDOW + w as f64 * width;
-                (from + width, window_jain(trace, args.zipf_keys, from, from + width))
+                (from + width, window_jain(trace, adds, args.zipf_keys, from, from + width))
             })
             .collect()
     };
+    let jain = |trace: &Trace, width: f64| jain_of(trace, &trace.added, width);
     let (fair_windows, fifo_windows) = (jain(&fair_trace, WINDOW), jain(&fifo_trace, WINDOW));
+    // The same, a task counting as waiting from its add's answer, not from
+    // its sending: a slow add delays its tasks before any order can.
+    let (fair_answered, fifo_answered) = (
+        jain_of(&fair_trace, &fair_trace.acknowledged, WINDOW),
+        jain_of(&fifo_trace, &fifo_trace.acknowledged, WINDOW),
+    );
     let lowest = |w: &[(f64, f64)]| w.iter().map(|(_, j)| *j).fold(f64::MAX, f64::min);
     let mean = |w: &[(f64, f64)]| w.iter().map(|(_, j)| *j).sum::<f64>() / w.len() as f64;
     let rate =
@@ -315,7 +322,20 @@ async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutp
             mean(&fair_windows),
             mean(&fifo_windows),
         ),
+        Measure::beside_fifo(
+            "lowest Jain's index over the 10 s windows, tasks counted from their add's answer",
+            "index",
+            lowest(&fair_answered),
+            lowest(&fifo_answered),
+        ),
         Measure::beside_fifo("dispatch rate after the warm-up", "tasks/s", rate(&fair_trace), rate(&fifo_trace)),
+        Measure::beside_fifo(
+            "longest time a partition went without a dispatch after the warm-up",
+            "s",
+            longest_gap(&fair_trace, args.zipf_partitions),
+            longest_gap(&fifo_trace, args.zipf_partitions),
+        ),
+        Measure::beside_fifo("p99 time for AddTasks to answer", "ms", add_p99_ms(&fair_trace), add_p99_ms(&fifo_trace)),
     ];
     let chart = Chart {
         file: "fairness-zipf-jain.png".into(),
@@ -338,10 +358,32 @@ async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutp
 /// Jain's index of the dispatches in `[from, to)` against the max-min fair
 /// division of them among the keys by what each could have had: its backlog
 /// at `from` plus what it added before `to`.
-fn window_jain(trace: &Trace, keys: usize, from: f64, to: f64) -> f64 {
+/// The longest time, after the warm-up, between two dispatches of one
+/// partition (or from the warm-up's end to its first, or from its last to
+/// the run's end).
+fn longest_gap(trace: &Trace, partitions: u32) -> f64 {
+    (0..partitions)
+        .map(|partition| {
+            let mut times: Vec<f64> =
+                trace.dispatched.iter().filter(|d| d.partition == partition && d.at >= WINDOW).map(|d| d.at).collect();
+            times.insert(0, WINDOW);
+            times.push(trace.seconds);
+            times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The 99th percentile of the time from sending an AddTasks call to its answer.
+fn add_p99_ms(trace: &Trace) -> f64 {
+    quantile(&sorted(trace.add_waits.iter().map(|wait| wait * 1e3).collect()), 0.99)
+}
+
+/// Jain's index of the window `from..to` against the max-min fair share of
+/// each key's backlog at its start plus its `adds` during it.
+fn window_jain(trace: &Trace, adds: &[(f64, u32)], keys: usize, from: f64, to: f64) -> f64 {
     let mut demand = vec![0.0; keys];
     let mut got = vec![0.0; keys];
-    for &(_, key) in trace.added.iter().take_while(|(at, _)| *at < to) {
+    for &(_, key) in adds.iter().take_while(|(at, _)| *at < to) {
         demand[key as usize] += 1.0;
     }
     for d in trace.dispatched.iter().take_while(|d| d.at < to) {

@@ -19,6 +19,9 @@ use super::server::{Client, add_batch};
 use crate::figures::progress::Progress;
 use crate::figures::stats::Pace;
 
+/// AddTasks calls of the offered load in flight at once, at most.
+const MAX_ADDS_IN_FLIGHT: usize = 64;
+
 /// A fairness key of the load.
 #[derive(Clone, Debug)]
 pub(super) struct LoadKey {
@@ -60,6 +63,8 @@ pub(super) struct Dispatch {
     pub key: u32,
     /// Seconds from the add being sent to the task's receipt.
     pub wait: f64,
+    /// The partition of the queue it came from.
+    pub partition: u32,
 }
 
 /// Everything a run added and dispatched, in time order.
@@ -67,6 +72,11 @@ pub(super) struct Dispatch {
 pub(super) struct Trace {
     /// (seconds from the start, key) of each add, when it was sent.
     pub added: Vec<(f64, u32)>,
+    /// The same adds at the time their AddTasks call answered: from then
+    /// on the task waits in the queue.
+    pub acknowledged: Vec<(f64, u32)>,
+    /// For each add, seconds from sending its AddTasks call to the answer.
+    pub add_waits: Vec<f64>,
     pub dispatched: Vec<Dispatch>,
     pub seconds: f64,
 }
@@ -96,6 +106,9 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let producer = load.rate.map(|rate| {
         let (client, queue, load, added) = (client.clone(), queue.to_owned(), load.clone(), added.clone());
         tokio::spawn(async move {
+            // Open loop: each batch is sent on time whatever the answers to
+            // the earlier ones take, up to MAX_ADDS_IN_FLIGHT calls at once.
+            let mut in_flight = tokio::task::JoinSet::new();
             let mut sent = load.prefill;
             let mut ticks = tokio::time::interval(Duration::from_millis(10));
             while Instant::now() < stop_at {
@@ -103,9 +116,17 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
                 let due = load.prefill + (started.elapsed().as_secs_f64() * rate) as u64;
                 while sent < due {
                     let size = 1000.min(due - sent);
-                    send(&client, &queue, &load, sent..sent + size, epoch, &added).await?;
+                    if in_flight.len() >= MAX_ADDS_IN_FLIGHT {
+                        in_flight.join_next().await.expect("calls in flight")??;
+                    }
+                    let (client, queue, load, added) = (client.clone(), queue.clone(), load.clone(), added.clone());
+                    in_flight
+                        .spawn(async move { send(&client, &queue, &load, sent..sent + size, epoch, &added).await });
                     sent += size;
                 }
+            }
+            while let Some(call) = in_flight.join_next().await {
+                call??;
             }
             anyhow::Ok(())
         })
@@ -130,7 +151,12 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
                     let Some(task) = client.poll_task(request).await?.into_inner().task else { continue };
                     let (sent, key) = decode(&task.payload)?;
                     let now = epoch.elapsed().as_secs_f64();
-                    dispatched.lock().await.push(Dispatch { at: now, key, wait: now - sent });
+                    dispatched.lock().await.push(Dispatch {
+                        at: now,
+                        key,
+                        wait: now - sent,
+                        partition: task.partition,
+                    });
                     taken.fetch_add(1, Ordering::Relaxed);
                     let mut completer = client.clone();
                     tokio::spawn(async move {
@@ -161,13 +187,16 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let seconds = started.elapsed().as_secs_f64();
     let start = started.duration_since(epoch).as_secs_f64();
     let shift = |at: f64| at - start;
-    let mut added = std::mem::take(&mut *added.lock().await);
-    added.iter_mut().for_each(|(at, _)| *at = shift(*at));
+    let adds = std::mem::take(&mut *added.lock().await);
+    let mut added: Vec<(f64, u32)> = adds.iter().map(|&(sent, _, key)| (shift(sent), key)).collect();
+    let mut acknowledged: Vec<(f64, u32)> = adds.iter().map(|&(_, answered, key)| (shift(answered), key)).collect();
+    let add_waits = adds.iter().map(|&(sent, answered, _)| answered - sent).collect();
     let mut dispatched = std::mem::take(&mut *dispatched.lock().await);
     dispatched.iter_mut().for_each(|d| d.at = shift(d.at));
     added.sort_by(|a, b| a.0.total_cmp(&b.0));
+    acknowledged.sort_by(|a, b| a.0.total_cmp(&b.0));
     dispatched.sort_by(|a, b| a.at.total_cmp(&b.at));
-    Ok(Trace { added, dispatched, seconds })
+    Ok(Trace { added, acknowledged, add_waits, dispatched, seconds })
 }
 
 /// Adds tasks number `range` of the load in one AddTasks call.
@@ -177,7 +206,7 @@ async fn send(
     load: &Load,
     range: std::ops::Range<u64>,
     epoch: Instant,
-    added: &Mutex<Vec<(f64, u32)>>,
+    added: &Mutex<Vec<(f64, f64, u32)>>,
 ) -> anyhow::Result<()> {
     let now = epoch.elapsed().as_secs_f64();
     let mut picked = Vec::with_capacity((range.end - range.start) as usize);
@@ -196,7 +225,8 @@ async fn send(
         })
         .collect();
     add_batch(&mut client.clone(), queue, specs).await?;
-    added.lock().await.extend(picked);
+    let answered = epoch.elapsed().as_secs_f64();
+    added.lock().await.extend(picked.into_iter().map(|(sent, key)| (sent, answered, key)));
     Ok(())
 }
 
