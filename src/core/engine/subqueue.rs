@@ -44,8 +44,8 @@ pub(super) struct Subqueue {
     pub counters: KeyCounters,
     /// Written minus dispatched, carried in the metadata; approximate after a
     /// crash (dispatches since the last metadata write are counted again)
-    /// until the reader reaches the end of the rows, where it is set to the
-    /// ready tasks buffered.
+    /// until the reader reaches the end of the rows with no append in
+    /// flight, where it is set to the ready tasks buffered.
     pub approx_backlog: i64,
     pub persisted_ack: FairLevel,
     buffer: BTreeMap<FairLevel, Slot>,
@@ -206,8 +206,10 @@ impl Subqueue {
             self.take_written(task);
         }
         // At the end of the rows the buffer holds every waiting task: the
-        // count, approximate after a crash, is exact again.
-        if self.at_end {
+        // count, approximate after a crash, is exact again. Not while an
+        // append is in flight: the read may have seen its rows, which its
+        // merge then counts once more.
+        if self.at_end && self.pins == 0 {
             self.approx_backlog = self.ready as i64;
         }
         self.trim(capacity);

@@ -903,6 +903,24 @@ fn a_new_owner_counts_the_backlog_exactly_once_it_has_read_every_row() {
     assert_eq!((rest, count(&backlog)), (29, 0), "after {first:?}");
 }
 
+/// A read that reaches the end while an append is in flight may see the
+/// append's rows: the count stays exact when the append's outcome comes.
+#[test]
+fn a_read_that_sees_an_append_in_flight_does_not_count_its_tasks_twice() {
+    let mut backlog = Backlog::new(EngineConfig::default());
+    let specs: Vec<TaskSpec> = (0..10).map(|_| spec("k", Priority::DEFAULT)).collect();
+    let plan = backlog.engine.prepare_append(&specs, 0).unwrap();
+    backlog.store.land(&plan.write);
+    for request in backlog.engine.read_requests(0) {
+        let tasks = backlog.store.read(&request);
+        backlog.engine.apply_read(request, tasks);
+    }
+    backlog.engine.write_succeeded(plan, 0);
+    assert_eq!(backlog.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog, 10);
+    assert_eq!(std::iter::from_fn(|| backlog.dispatch()).count(), 10);
+    assert_eq!(backlog.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog, 0);
+}
+
 /// A task dispatched above the ack level (out of level order, because a new
 /// key's task was written below it) is not dispatched again by the next owner.
 #[test]

@@ -572,7 +572,8 @@ async fn a_node_restarted_under_a_new_name_does_not_wait_for_its_old_one() {
 
 /// Adds 20 tasks to a node at `first_listen`, kills it, starts it again at
 /// `second_listen`; asserts that it serves an add and a task added before
-/// the kill long before the member timeout (a minute) would let it.
+/// the kill long before the member timeout (a minute) would let it: within
+/// half of it.
 async fn restarted_node_serves_again_at_once(env: &[(&str, &str)], first_listen: &str, second_listen: &str) {
     let keyspace = Keyspace::create().await;
     let store = keyspace.store_url();
@@ -606,9 +607,12 @@ async fn restarted_node_serves_again_at_once(env: &[(&str, &str)], first_listen:
         added_after.as_secs_f64(),
         served_after.as_secs_f64()
     );
+    // Unloaded it takes 2 s at most (docs/benchmarks.md); the bound only
+    // tells "at once" from waiting out the member timeout, on a busy machine
+    // too (CI saw 5.2 s).
     assert!(
-        served_after < Duration::from_secs(5),
-        "the restarted owner waited {:.1} s, as if for its old incarnation to time out",
+        served_after < Duration::from_secs(30),
+        "the restarted owner waited {:.1} s, as if for its old incarnation to time out (60 s)",
         served_after.as_secs_f64()
     );
     second.terminate();
