@@ -201,7 +201,7 @@ fn regions_starting_at_once_store_one_cluster_secret() {
             // As the contract says (and as a starting node does): after an
             // error (here, Paxos contention between eight racers, or a node
             // of the cluster not seen up yet), call again, a little later
-            // each time (20 s in all).
+            // each time (22 s in all).
             async move {
                 let mut attempts = 0;
                 loop {
