@@ -318,7 +318,8 @@ async fn end_to_end(
             }
             anyhow::Ok(())
         })
-    });
+        })
+    .collect::<Vec<_>>();
     let workers = (0..args.workers).map(|w| {
         let mut client = client_for(w);
         let queue = queue.to_owned();
@@ -331,7 +332,8 @@ async fn end_to_end(
             }
             anyhow::Ok(())
         })
-    });
+        })
+    .collect::<Vec<_>>();
     let watcher = {
         let completed = completed.clone();
         let total = tasks;
