@@ -14,7 +14,11 @@
 # BENCH_THROUGHPUT_ARGS=skip to skip the throughput one, BENCH_NOISY=1 to
 # add the noisy-neighbour scenario (its p99 ratio), BENCH_ZIPF=1 to add the
 # Zipf keys over 4 partitions (the lowest Jain's index of its 10-s windows), and
-# BENCH_STORE=cassandra://HOST:PORT/KEYSPACE to run them all on Cassandra.
+# BENCH_STORE=cassandra://HOST:PORT/KEYSPACE to run them all on Cassandra
+# (the throughput's ratio to the raw conditional batches of the same run is
+# printed too). BENCH_BASE_THROUGHPUT_ARGS adds `bench throughput` flags for
+# the base only (e.g. "--complete-apart" for a base whose PollTasks took no
+# completions).
 # Base checkouts and their builds are kept in FAIRWAY_BENCH_BASE_DIR
 # (default ~/.cache/fairway/bench-base).
 # Run it before resolving an issue that touches the hot path.
@@ -24,6 +28,7 @@ cd "$(dirname "$0")/.."
 base="${1:?usage: scripts/bench-compare.sh BASE|SERVER_BINARY [RUNS]}"
 runs="${2:-3}"
 throughput_args="${BENCH_THROUGHPUT_ARGS:---tasks 200000}"
+base_throughput_args="${BENCH_BASE_THROUGHPUT_ARGS:-}"
 latency="${BENCH_LATENCY:-1}"
 noisy="${BENCH_NOISY:-0}"
 zipf="${BENCH_ZIPF:-0}"
@@ -112,8 +117,15 @@ for run in $(seq 1 "$runs"); do
     server="$base_server"
     [ "$side" = new ] && server="$new_server"
     if [ "$throughput_args" != skip ]; then
+      side_args="$throughput_args"
+      [ "$side" = base ] && side_args="$throughput_args $base_throughput_args"
       # shellcheck disable=SC2086
-      bench "$side" "$server" throughput throughput "end to end: add" tasks/s $throughput_args
+      bench "$side" "$server" throughput throughput "end to end: add" tasks/s $side_args
+      if [ -n "${BENCH_STORE:-}" ]; then
+        value="$(figure "$work/throughput-$side-$run" "end to end / raw conditional")"
+        results["ratio-$side"]+="$value "
+        printf '%-10s run %d  %-4s %12s %s\n' ratio "$run" "$side" "$value" "(end to end / raw conditional batches, same run)"
+      fi
     fi
     if [ "$latency" = 1 ]; then
       bench "$side" "$server" latency latency "p99 add → receipt" "ms (p99 add → receipt)"
@@ -135,7 +147,7 @@ echo "every run's report: $kept"
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo
-for kind in throughput latency noisy zipf; do
+for kind in throughput ratio latency noisy zipf; do
   [ -n "${results[$kind-base]:-}" ] || continue
   b="$(echo "${results[$kind-base]}" | median)"
   n="$(echo "${results[$kind-new]}" | median)"

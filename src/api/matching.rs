@@ -160,6 +160,39 @@ impl MatchingService {
         self.router.queues()
     }
 
+    /// Completes the task of a lease, here or at the owner of its
+    /// partition, as `caller` asks.
+    async fn complete(&self, caller: &Caller, request: pb::CompleteTaskRequest) -> Result<(), Status> {
+        let token = self.router.lease_token(&request.lease_token)?;
+        authorize(caller, Rpc::CompleteTask, token.queue.as_str(), None)?;
+        let origin = Origin::of(caller);
+        validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
+        match self.router.lease_target(&token, origin).await? {
+            Target::Here(matcher) => {
+                // Seen once the lease is known to be this token's, and before
+                // the completion, so that a completion never loses its outcome
+                // and a stale token records nothing; a completion retried
+                // records it again, which changes nothing (an outcome no newer
+                // than the last one is ignored).
+                if !self.router.hooks().is_empty() {
+                    let dedup_id = matcher.leased_dedup_id(&token).map_err(status::from_match)?;
+                    for hook in self.router.hooks() {
+                        hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
+                    }
+                }
+                matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
+                Ok(())
+            }
+            Target::There(owner) => self
+                .router
+                .forward(&owner, Rpc::CompleteTask, request, None, Duration::ZERO, |mut peer, request| async move {
+                    peer.complete_task(request).await
+                })
+                .await
+                .map(drop),
+        }
+    }
+
     /// The queue and the wait of a poll, validated.
     fn poll_target(
         &self,
@@ -202,12 +235,12 @@ fn bounded(field: &str, value: u32, default: u32, max: u32) -> Result<usize, Sta
 }
 
 fn item_error(status: Status) -> pb::AddTaskResult {
-    pb::AddTaskResult {
-        outcome: Some(pb::add_task_result::Outcome::Error(pb::ItemError {
-            code: status.code() as i32,
-            message: status.message().to_owned(),
-        })),
-    }
+    pb::AddTaskResult { outcome: Some(pb::add_task_result::Outcome::Error(item_error_of(status))) }
+}
+
+/// A batch item's failure, as the status a call of its own would have had.
+fn item_error_of(status: Status) -> pb::ItemError {
+    pb::ItemError { code: status.code() as i32, message: status.message().to_owned() }
 }
 
 /// `spec` as `caller` may add it to `queue` by `rpc`: refused unless
@@ -295,9 +328,22 @@ impl Matching for MatchingService {
         let _slot = self.polls.take(connection, &caller)?;
         let origin = Origin::of(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
+        let (completions, most) = (request.completions.len(), self.limits.max_poll_tasks);
+        if completions > most as usize {
+            let why = format!("has {completions} completions; the limit is {most} (limits.max_poll_tasks)");
+            return Err(status::invalid(ValidationError::new("completions", why)));
+        }
         let max_bytes = self.limits.max_poll_response_bytes;
-        let tasks = self.router.poll_many(&queue, wait, max, max_bytes, &request.worker_id, origin).await?;
-        Ok(Response::new(pb::PollTasksResponse { tasks }))
+        // The completions reach their partitions' writers before the poll
+        // takes a task (`join!` starts them first), so that under load they
+        // and the new leases ride the same write.
+        let completing = join_all(request.completions.into_iter().map(|completion| async {
+            let error = self.complete(&caller, completion).await.err().map(item_error_of);
+            pb::CompletionResult { error }
+        }));
+        let polling = self.router.poll_many(&queue, wait, max, max_bytes, &request.worker_id, origin);
+        let (completions, tasks) = futures::join!(completing, polling);
+        Ok(Response::new(pb::PollTasksResponse { tasks: tasks?, completions }))
     }
 
     async fn complete_task(
@@ -305,35 +351,8 @@ impl Matching for MatchingService {
         request: Request<pb::CompleteTaskRequest>,
     ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
         let caller = caller(&request)?;
-        let request = request.into_inner();
-        let token = self.router.lease_token(&request.lease_token)?;
-        authorize(&caller, Rpc::CompleteTask, token.queue.as_str(), None)?;
-        let origin = Origin::of(&caller);
-        validate::payload("result", request.result.len(), &self.limits).map_err(status::invalid)?;
-        match self.router.lease_target(&token, origin).await? {
-            Target::Here(matcher) => {
-                // Seen once the lease is known to be this token's, and before
-                // the completion, so that a completion never loses its outcome
-                // and a stale token records nothing; a completion retried
-                // records it again, which changes nothing (an outcome no newer
-                // than the last one is ignored).
-                if !self.router.hooks().is_empty() {
-                    let dedup_id = matcher.leased_dedup_id(&token).map_err(status::from_match)?;
-                    for hook in self.router.hooks() {
-                        hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
-                    }
-                }
-                matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;
-                Ok(Response::new(pb::CompleteTaskResponse {}))
-            }
-            Target::There(owner) => self
-                .router
-                .forward(&owner, Rpc::CompleteTask, request, None, Duration::ZERO, |mut peer, request| async move {
-                    peer.complete_task(request).await
-                })
-                .await
-                .map(Response::new),
-        }
+        self.complete(&caller, request.into_inner()).await?;
+        Ok(Response::new(pb::CompleteTaskResponse {}))
     }
 
     async fn fail_task(&self, request: Request<pb::FailTaskRequest>) -> Result<Response<pb::FailTaskResponse>, Status> {

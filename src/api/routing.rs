@@ -390,6 +390,7 @@ impl Router {
             worker_id: worker_id.to_owned(),
             max_wait: Some(prost_types::Duration::default()),
             max_tasks: u32::try_from(max).unwrap_or(u32::MAX),
+            completions: Vec::new(),
         };
         let answer =
             self.forward(owner, Rpc::PollTasks, message, None, Duration::ZERO, |mut peer, request| async move {

@@ -101,7 +101,15 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
         }
         Rpc::PollTasks => {
             let max_wait = wait(Duration::from_millis(10));
-            m.poll_tasks(pb::PollTasksRequest { queue, worker_id: "w".into(), max_wait, max_tasks: 1 }).await.map(drop)
+            m.poll_tasks(pb::PollTasksRequest {
+                queue,
+                worker_id: "w".into(),
+                max_wait,
+                max_tasks: 1,
+                completions: Vec::new(),
+            })
+            .await
+            .map(drop)
         }
         Rpc::CompleteTask => {
             m.complete_task(pb::CompleteTaskRequest { lease_token: token, result: vec![] }).await.map(drop)
@@ -293,6 +301,7 @@ async fn a_tenant_bound_producer_adds_under_its_own_keys_only() {
         worker_id: "admin".into(),
         max_wait,
         max_tasks: 10,
+        completions: Vec::new(),
     });
     let mut keys: Vec<String> = polled.await.unwrap().into_inner().tasks.into_iter().map(|t| t.fairness_key).collect();
     keys.sort();
@@ -350,6 +359,7 @@ async fn tenants_keep_their_share_whatever_they_try() {
             worker_id: "w".into(),
             max_wait: wait(Duration::from_secs(5)),
             max_tasks: (tasks - taken).min(32) as u32,
+            completions: Vec::new(),
         };
         let polled = admin.matching.poll_tasks(request).await.unwrap().into_inner().tasks;
         assert!(!polled.is_empty(), "the backlog ran dry after {taken}");

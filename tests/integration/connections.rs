@@ -60,6 +60,7 @@ async fn poll_tasks_responses_stay_within_the_response_limit() {
                 worker_id: "test".into(),
                 max_wait: wait(Duration::from_secs(5)),
                 max_tasks: 256,
+                completions: Vec::new(),
             })
             .await
             .expect("a response the client can decode")

@@ -110,6 +110,7 @@ async fn poll_tasks_takes_up_to_its_maximum_each_with_a_lease() {
                 worker_id: "w".into(),
                 max_wait: wait(Duration::from_secs(30)),
                 max_tasks,
+                completions: Vec::new(),
             };
             client.poll_tasks(request).await.unwrap().into_inner().tasks
         }
@@ -135,6 +136,52 @@ async fn poll_tasks_takes_up_to_its_maximum_each_with_a_lease() {
     let added = add(&mut client, "batch", spec("late", 0.0, 0, b"y")).await.unwrap();
     let woken = parked.await.unwrap();
     assert_eq!(woken.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![added.task_id]);
+    server.stop().await;
+}
+
+/// A worker sends the completions of the tasks it finished with its next
+/// poll: each is made as CompleteTask makes it, its outcome in the
+/// response in request order, a bad one failing alone; past the limit the
+/// call is refused whole, with nothing completed.
+#[tokio::test]
+async fn a_poll_carries_the_completions_of_the_tasks_before_it() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    add_all(&mut client, "carry", (0..4).map(|i| spec(&format!("k{i}"), 0.0, 0, b"x")).collect()).await;
+    let request = |max_tasks, completions| pb::PollTasksRequest {
+        queue: "carry".into(),
+        worker_id: "w".into(),
+        max_wait: wait(Duration::from_secs(30)),
+        max_tasks,
+        completions,
+    };
+    let done = |task: &pb::Task| pb::CompleteTaskRequest { lease_token: task.lease_token.clone(), result: vec![] };
+    let first = client.poll_tasks(request(3, Vec::new())).await.unwrap().into_inner();
+    assert_eq!((first.tasks.len(), first.completions.len()), (3, 0));
+    let held = &first.tasks;
+    let completed = |state: pb::DescribeQueueResponse| state.partitions.iter().map(|p| p.completed).sum::<u64>();
+
+    let refused = client.poll_tasks(request(1, vec![done(&held[0]); 257])).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("completions") && refused.message().contains("256"), "{refused:?}");
+    assert_eq!(completed(describe(&mut client, "carry").await), 0, "a refused call completes nothing");
+
+    client.complete_task(done(&held[2])).await.unwrap();
+    let not_a_token = pb::CompleteTaskRequest { lease_token: "not-a-token".into(), result: vec![] };
+    let completions = vec![done(&held[0]), done(&held[1]), done(&held[2]), not_a_token];
+    let second = client.poll_tasks(request(3, completions)).await.unwrap().into_inner();
+    let codes: Vec<i32> = second.completions.iter().map(|c| c.error.as_ref().map_or(0, |e| e.code)).collect();
+    let expected = [tonic::Code::Ok, tonic::Code::Ok, tonic::Code::FailedPrecondition, tonic::Code::InvalidArgument];
+    assert_eq!(codes, expected.map(|code| code as i32), "{:?}", second.completions);
+    let last: Vec<i64> = second.tasks.iter().map(|t| t.task_id).collect();
+    assert_eq!(last.len(), 1, "the one task left, beside the completions");
+    assert!(held.iter().all(|t| t.task_id != last[0]));
+    assert_eq!(completed(describe(&mut client, "carry").await), 3);
+    let last_poll =
+        pb::PollTasksRequest { max_wait: wait(Duration::from_millis(50)), ..request(1, vec![done(&second.tasks[0])]) };
+    let third = client.poll_tasks(last_poll).await.unwrap().into_inner();
+    assert!(third.tasks.is_empty() && third.completions[0].error.is_none(), "{third:?}");
+    assert_eq!(completed(describe(&mut client, "carry").await), 4);
     server.stop().await;
 }
 

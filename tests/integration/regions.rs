@@ -142,6 +142,7 @@ async fn drain(client: &mut Client, expected: usize) -> BTreeMap<String, u32> {
             worker_id: "regions".into(),
             max_wait: wait(Duration::from_secs(1)),
             max_tasks: 50,
+            completions: Vec::new(),
         };
         for task in client.poll_tasks(request).await.expect("PollTasks").into_inner().tasks {
             *seen.entry(String::from_utf8_lossy(&task.payload).into_owned()).or_default() += 1;
@@ -390,6 +391,7 @@ async fn forced_failover_scenario() {
         worker_id: "dies-with-dc2".into(),
         max_wait: wait(Duration::from_secs(1)),
         max_tasks: 10,
+        completions: Vec::new(),
     };
     let leased = to_a1.poll_tasks(lease).await.expect("PollTasks").into_inner().tasks.len();
     assert!(leased > 0, "nothing was leased");
@@ -472,6 +474,7 @@ async fn forced_failover_scenario() {
         worker_id: "late".into(),
         max_wait: wait(Duration::from_secs(3)),
         max_tasks: 50,
+        completions: Vec::new(),
     };
     let late = to_a1.poll_tasks(late).await.expect("PollTasks").into_inner().tasks;
     assert!(late.is_empty(), "delivered again after the last pass: {late:?}");

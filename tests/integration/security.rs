@@ -157,7 +157,13 @@ async fn reads_of_an_unknown_queue_create_nothing() {
     let wait = Some(prost_types::Duration { seconds: 0, nanos: 0 });
     let poll = pb::PollTaskRequest { queue: typo.into(), worker_id: "w".into(), max_wait: wait };
     not_found(client.poll_task(poll).await.map(drop), "PollTask");
-    let polls = pb::PollTasksRequest { queue: typo.into(), worker_id: "w".into(), max_wait: wait, max_tasks: 2 };
+    let polls = pb::PollTasksRequest {
+        queue: typo.into(),
+        worker_id: "w".into(),
+        max_wait: wait,
+        max_tasks: 2,
+        completions: Vec::new(),
+    };
     not_found(client.poll_tasks(polls).await.map(drop), "PollTasks");
     let created = client
         .create_queue(pb::CreateQueueRequest { queue: typo.into(), partitions: 4, home: String::new() })

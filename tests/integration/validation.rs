@@ -170,7 +170,13 @@ async fn poll_wait_and_worker_id_are_bounded() {
         client.poll_task(pb::PollTaskRequest { queue: QUEUE.into(), worker_id: "w".repeat(257), max_wait: None }).await;
     assert_invalid(long_worker, &["worker_id", "256"]);
     let too_many = client
-        .poll_tasks(pb::PollTasksRequest { queue: QUEUE.into(), worker_id: "w".into(), max_wait: None, max_tasks: 257 })
+        .poll_tasks(pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "w".into(),
+            max_wait: None,
+            max_tasks: 257,
+            completions: Vec::new(),
+        })
         .await;
     assert_invalid(too_many, &["max_tasks", "256"]);
     server.stop().await;

@@ -140,6 +140,7 @@ pub(super) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
             worker_id: args.worker_id.clone(),
             max_wait: Some(prost_types::Duration { seconds: POLL_WAIT.as_secs() as i64, nanos: 0 }),
             max_tasks: want as u32,
+            completions: Vec::new(),
         });
         request.set_timeout(POLL_WAIT + RPC_TIMEOUT);
         let mut poller = client.clone();

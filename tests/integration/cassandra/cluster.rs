@@ -662,6 +662,7 @@ async fn polls_at_one_node_serve_the_backlog_of_every_node_in_turn() {
             worker_id: "test".into(),
             max_wait: Some(prost_types::Duration::default()),
             max_tasks: 4,
+            completions: Vec::new(),
         };
         let tasks = worker.poll_tasks(request).await.expect("PollTasks").into_inner().tasks;
         assert!(!tasks.is_empty(), "a backlog on both nodes");

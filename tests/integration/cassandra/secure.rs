@@ -190,6 +190,7 @@ async fn nodes_forward_to_each_other_over_tls_with_authentication_on() {
             worker_id: "w".into(),
             max_wait: crate::support::wait(Duration::from_secs(2)),
             max_tasks: 10,
+            completions: Vec::new(),
         };
         for task in second.poll_tasks(request).await.expect("poll at node 1").into_inner().tasks {
             let lease_token = task.lease_token.clone();

@@ -174,8 +174,43 @@ pub(super) async fn poll_batch(
         worker_id: "bench".into(),
         max_wait: Some(prost_types::Duration::try_from(wait)?),
         max_tasks: max,
+        completions: Vec::new(),
     };
     Ok(client.poll_tasks(request).await?.into_inner().tasks)
+}
+
+/// Completes `done` with a poll that takes up to `max` tasks, waiting up to
+/// `wait` for the first.
+pub(super) async fn poll_completing(
+    client: &mut Client,
+    queue: &str,
+    max: u32,
+    wait: Duration,
+    done: &[pb::Task],
+) -> anyhow::Result<Vec<pb::Task>> {
+    let request = pb::PollTasksRequest {
+        queue: queue.to_owned(),
+        worker_id: "bench".into(),
+        max_wait: Some(prost_types::Duration::try_from(wait)?),
+        max_tasks: max,
+        completions: done
+            .iter()
+            .map(|task| pb::CompleteTaskRequest { lease_token: task.lease_token.clone(), result: vec![] })
+            .collect(),
+    };
+    let response = client.poll_tasks(request).await?.into_inner();
+    if response.completions.len() != done.len() {
+        bail!(
+            "the server answered {} of the {} completions sent with a poll: built before PollTasks took \
+             completions? (--complete-apart completes each task with CompleteTask)",
+            response.completions.len(),
+            done.len()
+        );
+    }
+    if let Some(error) = response.completions.iter().find_map(|c| c.error.as_ref()) {
+        bail!("a completion sent with a poll failed: {}", error.message);
+    }
+    Ok(response.tasks)
 }
 
 /// Completes every task, concurrently (their finishes share writes).

@@ -16,7 +16,7 @@ use fairway::proto::v1 as pb;
 use fairway::store::cassandra::CassandraStore;
 
 use super::report::{Bound, Measure, ScenarioReport};
-use super::server::{BenchServer, Client, add_batch, complete_all, connect, create_queue, poll_batch};
+use super::server::{BenchServer, Client, add_batch, complete_all, connect, create_queue, poll_completing};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
 use crate::figures::progress::Progress;
 
@@ -40,6 +40,11 @@ pub(crate) struct ThroughputArgs {
     /// Tasks per PollTasks call (1: one PollTask-sized poll per task).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
     poll_batch: u32,
+    /// Complete each task with a CompleteTask call of its own, then poll
+    /// again (off: a worker sends the completions of its tasks with its next
+    /// PollTasks). On for a server built before PollTasks took completions.
+    #[arg(long)]
+    complete_apart: bool,
     /// Payload bytes per task.
     #[arg(long, default_value_t = 64)]
     payload: usize,
@@ -75,6 +80,7 @@ impl ThroughputArgs {
             batch: 100,
             workers: 16,
             poll_batch: 16,
+            complete_apart: false,
             payload: 64,
             partitions: 1,
             sync_match: false,
@@ -96,7 +102,7 @@ pub(super) async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Re
         bail!("--dedup-history is the history of the dedup queue: give --dedup too");
     }
     let settings = format!(
-        "{} node(s), {} tasks, {} producers × AddTasks of {}, {} workers × PollTasks of up to {}, \
+        "{} node(s), {} tasks, {} producers × AddTasks of {}, {} workers × PollTasks of up to {} ({}), \
          {}-byte payloads, 16 keys, {} partition(s), sync match {}, dedup ids {}{}",
         args.servers.len().max(1),
         args.tasks,
@@ -104,6 +110,7 @@ pub(super) async fn run(args: &ThroughputArgs, store: &BenchStore) -> anyhow::Re
         args.batch,
         args.workers,
         args.poll_batch,
+        if args.complete_apart { "completed apart" } else { "completed with the next poll" },
         args.payload,
         args.partitions,
         if args.sync_match { "on" } else { "off" },
@@ -294,46 +301,62 @@ async fn end_to_end(
     let started = Instant::now();
     let per_producer = tasks.div_ceil(args.producers);
     let payload = vec![0x5A; args.payload];
-    let producers = (0..args.producers).map(|p| {
-        let (mut client, payload) = (client_for(p), payload.clone());
-        let queue = queue.to_owned();
-        let batch = args.batch;
-        tokio::spawn(async move {
-            let last = ((p + 1) * per_producer).min(tasks);
-            let mut next = p * per_producer;
-            while next < last {
-                let size = batch.min(last - next);
-                let specs = (0..size)
-                    .map(|i| pb::TaskSpec {
-                        fairness_key: format!("key-{}", (next + i) % 16),
-                        payload: payload.clone(),
-                        dedup_id: dedup
-                            .map(|kind| format!("https://forge.example/{queue}/{kind}/{}", next + i))
-                            .unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .collect();
-                add_batch(&mut client, &queue, specs).await?;
-                next += size;
-            }
-            anyhow::Ok(())
+    let producers = (0..args.producers)
+        .map(|p| {
+            let (mut client, payload) = (client_for(p), payload.clone());
+            let queue = queue.to_owned();
+            let batch = args.batch;
+            tokio::spawn(async move {
+                let last = ((p + 1) * per_producer).min(tasks);
+                let mut next = p * per_producer;
+                while next < last {
+                    let size = batch.min(last - next);
+                    let specs = (0..size)
+                        .map(|i| pb::TaskSpec {
+                            fairness_key: format!("key-{}", (next + i) % 16),
+                            payload: payload.clone(),
+                            dedup_id: dedup
+                                .map(|kind| format!("https://forge.example/{queue}/{kind}/{}", next + i))
+                                .unwrap_or_default(),
+                            ..Default::default()
+                        })
+                        .collect();
+                    add_batch(&mut client, &queue, specs).await?;
+                    next += size;
+                }
+                anyhow::Ok(())
+            })
         })
+        .collect::<Vec<_>>();
+    // Near the end a poll may find nothing and wait out its `max_wait` with
+    // the completions it carries: there the workers complete apart.
+    let taken = Arc::new(AtomicU64::new(0));
+    let tail = args.workers * u64::from(args.poll_batch);
+    let workers = (0..args.workers)
+        .map(|w| {
+            let mut client = client_for(w);
+            let queue = queue.to_owned();
+            let (completed, taken, total, poll) = (completed.clone(), taken.clone(), tasks, args.poll_batch);
+            let apart = args.complete_apart;
+            tokio::spawn(async move {
+                let mut held: Vec<pb::Task> = Vec::new();
+                while completed.load(Ordering::Relaxed) < total {
+                    let with_poll = !apart && total.saturating_sub(taken.load(Ordering::Relaxed)) > tail;
+                    if !with_poll {
+                        complete_all(&client, &held).await?;
+                        completed.fetch_add(held.len() as u64, Ordering::Relaxed);
+                        held.clear();
+                    }
+                    let done = std::mem::take(&mut held);
+                    held = poll_completing(&mut client, &queue, poll, Duration::from_secs(1), &done).await?;
+                    completed.fetch_add(done.len() as u64, Ordering::Relaxed);
+                    taken.fetch_add(held.len() as u64, Ordering::Relaxed);
+                }
+                complete_all(&client, &held).await?;
+                anyhow::Ok(())
+            })
         })
-    .collect::<Vec<_>>();
-    let workers = (0..args.workers).map(|w| {
-        let mut client = client_for(w);
-        let queue = queue.to_owned();
-        let (completed, total, poll) = (completed.clone(), tasks, args.poll_batch);
-        tokio::spawn(async move {
-            while completed.load(Ordering::Relaxed) < total {
-                let tasks = poll_batch(&mut client, &queue, poll, Duration::from_secs(1)).await?;
-                complete_all(&client, &tasks).await?;
-                completed.fetch_add(tasks.len() as u64, Ordering::Relaxed);
-            }
-            anyhow::Ok(())
-        })
-        })
-    .collect::<Vec<_>>();
+        .collect::<Vec<_>>();
     let watcher = {
         let completed = completed.clone();
         let total = tasks;

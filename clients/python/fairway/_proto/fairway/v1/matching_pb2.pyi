@@ -59,6 +59,12 @@ class CompleteTaskResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class CompletionResult(_message.Message):
+    __slots__ = ["error"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: ItemError
+    def __init__(self, error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
 class CreateQueueRequest(_message.Message):
     __slots__ = ["home", "partitions", "queue"]
     HOME_FIELD_NUMBER: _ClassVar[int]
@@ -265,22 +271,26 @@ class PollTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class PollTasksRequest(_message.Message):
-    __slots__ = ["max_tasks", "max_wait", "queue", "worker_id"]
+    __slots__ = ["completions", "max_tasks", "max_wait", "queue", "worker_id"]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    completions: _containers.RepeatedCompositeFieldContainer[CompleteTaskRequest]
     max_tasks: int
     max_wait: _duration_pb2.Duration
     queue: str
     worker_id: str
-    def __init__(self, queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., max_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., worker_id: _Optional[str] = ..., max_wait: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_tasks: _Optional[int] = ..., completions: _Optional[_Iterable[_Union[CompleteTaskRequest, _Mapping]]] = ...) -> None: ...
 
 class PollTasksResponse(_message.Message):
-    __slots__ = ["tasks"]
+    __slots__ = ["completions", "tasks"]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    completions: _containers.RepeatedCompositeFieldContainer[CompletionResult]
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ...) -> None: ...
 
 class RedriveDeadLettersRequest(_message.Message):
     __slots__ = ["limit", "queue"]

@@ -105,7 +105,10 @@ class MatchingServicer(object):
     def PollTasks(self, request, context):
         """Long-polls for up to `max_tasks` tasks: waits as PollTask does for the
         first, then takes those ready at once, so that one write carries their
-        leases. Each task has its own lease and token.
+        leases. Each task has its own lease and token. A worker may send the
+        completions of the tasks it finished with the poll (`completions`):
+        they and the new tasks' leases can then share one write, and the
+        worker makes one call per batch instead of one per task and a poll.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
