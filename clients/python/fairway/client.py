@@ -29,6 +29,7 @@ from .types import (
     Instant,
     ListedOrigin,
     Payload,
+    PollResult,
     QueueInfo,
     RedriveResult,
     Seconds,
@@ -48,6 +49,9 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 SERVER_DEFAULT_POLL_WAIT = 30.0
 
 TaskOrToken = Union[Task, str]
+#: A task done, sent with a poll: the task (or its lease token), with an
+#: empty result, or a pair of the task and its result.
+Completed = Union[TaskOrToken, Tuple[TaskOrToken, Payload]]
 
 
 @dataclass(frozen=True)
@@ -182,14 +186,33 @@ def _add_result(response: _m.AddTaskResponse) -> AddResult:
     return AddResult(task_id=response.task_id, sync_matched=response.sync_matched, duplicate=response.duplicate)
 
 
+def _item_error(error: _m.ItemError, method: str) -> FairwayError:
+    """The error of one item of a call of ``method`` (an RPC name)."""
+    try:
+        code = next(c for c in grpc.StatusCode if c.value[0] == error.code)
+    except StopIteration:
+        code = grpc.StatusCode.UNKNOWN
+    return classify(code, error.message, None, method)
+
+
 def _item_result(result: _m.AddTaskResult) -> Union[AddResult, FairwayError]:
     if result.WhichOneof("outcome") == "added":
         return _add_result(result.added)
-    try:
-        code = next(c for c in grpc.StatusCode if c.value[0] == result.error.code)
-    except StopIteration:
-        code = grpc.StatusCode.UNKNOWN
-    return classify(code, result.error.message, None, "AddTasks")
+    return _item_error(result.error, "AddTasks")
+
+
+def _completion(done: Completed) -> _m.CompleteTaskRequest:
+    task, result = done if isinstance(done, tuple) else (done, b"")
+    return _m.CompleteTaskRequest(lease_token=_token(task), result=payload_bytes(result))
+
+
+def _poll_result(response: _m.PollTasksResponse) -> PollResult:
+    return PollResult(
+        tasks=[Task.from_pb(t) for t in response.tasks],
+        completions=[
+            _item_error(c.error, "CompleteTask") if c.HasField("error") else None for c in response.completions
+        ],
+    )
 
 
 class _Ops:
@@ -222,6 +245,18 @@ class _Ops:
         )
         convert = lambda r: [Task.from_pb(t) for t in r.tasks]  # noqa: E731
         return _Op("matching", "PollTasks", request, False, convert, self._poll_timeout(wait))
+
+    def poll_and_complete(
+        self, queue: str, max_tasks: int, completed: Iterable[Completed], wait: Optional[Seconds], worker_id: str
+    ) -> _Op:
+        request = _m.PollTasksRequest(
+            queue=queue,
+            worker_id=worker_id,
+            max_wait=duration_pb(wait),
+            max_tasks=max_tasks,
+            completions=[_completion(done) for done in completed],
+        )
+        return _Op("matching", "PollTasks", request, False, _poll_result, self._poll_timeout(wait))
 
     def complete(self, task: TaskOrToken, result: Payload) -> _Op:
         request = _m.CompleteTaskRequest(lease_token=_token(task), result=payload_bytes(result))
@@ -444,6 +479,30 @@ class Client:
     ) -> List[Task]:
         """Long-polls for up to ``max_tasks`` tasks (empty when ``wait`` passed with none)."""
         return self._invoke(self._ops.poll_many(queue, max_tasks, wait, worker_id))
+
+    def poll_and_complete(
+        self,
+        queue: str,
+        max_tasks: int,
+        completed: Iterable[Completed],
+        *,
+        wait: Optional[Seconds] = None,
+        worker_id: str = "",
+    ) -> PollResult:
+        """Reports tasks done and long-polls for up to ``max_tasks`` more, in one call.
+
+        ``completed`` holds tasks (or lease tokens) done with an empty
+        result, or ``(task, result)`` pairs: at most the server's
+        ``limits.max_poll_tasks`` (256 by default; more raises
+        :class:`InvalidArgument` with nothing completed). They are completed
+        before the poll waits; each one's outcome is in the result's
+        ``completions``, in order. Beside a queue with a backlog this is one
+        call where ``complete`` then ``poll_many`` are many, and the server
+        writes the completions and the next leases together. If the call
+        raises, a completion may have been made: report each again with
+        :meth:`complete` (:class:`LeaseLost` for one already made).
+        """
+        return self._invoke(self._ops.poll_and_complete(queue, max_tasks, completed, wait, worker_id))
 
     def complete(self, task: TaskOrToken, result: Payload = b"") -> None:
         """Reports a task done. :class:`LeaseLost` when the lease is no longer this token's."""
@@ -733,6 +792,17 @@ class AsyncClient:
         self, queue: str, max_tasks: int, *, wait: Optional[Seconds] = None, worker_id: str = ""
     ) -> List[Task]:
         return await self._invoke(self._ops.poll_many(queue, max_tasks, wait, worker_id))
+
+    async def poll_and_complete(
+        self,
+        queue: str,
+        max_tasks: int,
+        completed: Iterable[Completed],
+        *,
+        wait: Optional[Seconds] = None,
+        worker_id: str = "",
+    ) -> PollResult:
+        return await self._invoke(self._ops.poll_and_complete(queue, max_tasks, completed, wait, worker_id))
 
     async def complete(self, task: TaskOrToken, result: Payload = b"") -> None:
         await self._invoke(self._ops.complete(task, result))

@@ -6,10 +6,13 @@ import datetime as _dt
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Union
 
 from ._proto.fairway.v1 import matching_pb2 as _m
 from ._proto.fairway.v1 import visits_pb2 as _v
+
+if TYPE_CHECKING:
+    from .errors import FairwayError
 
 Seconds = Union[int, float, _dt.timedelta]
 Payload = Union[bytes, bytearray, memoryview, str]
@@ -138,6 +141,16 @@ class TaskSpec:
         if deadline is not None:
             spec.deadline.CopyFrom(deadline)
         return spec
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What :meth:`Client.poll_and_complete` got: the tasks leased, and how
+    each completion sent with the poll ended, in the order sent (``None``:
+    completed; else the error :meth:`Client.complete` would have raised)."""
+
+    tasks: List[Task]
+    completions: List[Optional[FairwayError]]
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,35 @@ def test_dedup_delay_and_add_many(api, queue_name):
     assert api.describe_queue(queue).delayed == 1
 
 
+def test_completions_ride_with_the_next_poll(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    api.add_many(queue, [b"one", b"two", b"three"])
+    by_payload = {}
+    deadline = time.monotonic() + 10
+    while len(by_payload) < 3 and time.monotonic() < deadline:
+        by_payload.update({t.payload: t for t in api.poll_many(queue, 3, wait=1)})
+    assert set(by_payload) == {b"one", b"two", b"three"}
+    one, two, three = by_payload[b"one"], by_payload[b"two"], by_payload[b"three"]
+    api.complete(three)  # reported apart: sending it again is stale
+
+    with pytest.raises(fairway.InvalidArgument) as over:
+        api.poll_and_complete(queue, 1, [one] * 257, wait=0.1)
+    assert "completions" in over.value.message and "256" in over.value.message
+
+    api.add(queue, b"four")
+    got = api.poll_and_complete(queue, 5, [one, (two.lease_token, b"its result"), three], wait=5)
+    # The refused call above completed nothing: `one` completes now.
+    assert got.completions[:2] == [None, None]
+    assert isinstance(got.completions[2], fairway.LeaseLost), got.completions[2]
+    assert [t.payload for t in got.tasks] == [b"four"]
+
+    last = api.poll_and_complete(queue, 5, got.tasks, wait=0.1)
+    assert (last.tasks, last.completions) == ([], [None])
+    with pytest.raises(fairway.LeaseLost):
+        api.complete(got.tasks[0])
+
+
 def test_fail_dead_letters_and_redrive(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)
