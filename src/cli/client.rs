@@ -112,6 +112,10 @@ pub(super) enum TaskCommand {
         /// Ready only after this long, e.g. 30s, 2h.
         #[arg(long, value_parser = duration_serde::parse)]
         delay: Option<Duration>,
+        /// The work the task stands for, 1 to 1000: its key's share counts
+        /// it as this many tasks of cost 1.
+        #[arg(long, default_value_t = 1)]
+        cost: u32,
     },
     /// Wait for one task and print it (with the lease token to finish it).
     Poll {
@@ -238,7 +242,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
 
 pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
     match command {
-        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay } => {
+        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay, cost } => {
             let mut client = connect(&server).await?;
             let response = client
                 .add_task(pb::AddTaskRequest {
@@ -251,6 +255,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                         dedup_id,
                         delay: delay.map(proto_duration),
                         deadline: None,
+                        cost,
                     }),
                 })
                 .await

@@ -69,6 +69,10 @@ pub struct TaskSpec {
     /// `None`: its add time. Only a queue with ordering `"deadline"` orders
     /// by it; it is kept across retries.
     pub deadline: Option<UnixMillis>,
+    /// The work it stands for, 1 to `validate::MAX_TASK_COST`: in a queue
+    /// in fair order its key's turn comes back `cost` times later than after
+    /// a task of cost 1.
+    pub cost: u32,
     /// What it brings from an earlier life; fresh for every producer's task.
     pub history: TaskHistory,
 }
@@ -117,6 +121,7 @@ impl TaskSpec {
             dedup_id: None,
             delay: std::time::Duration::ZERO,
             deadline: None,
+            cost: 1,
             history: TaskHistory::default(),
         }
     }
@@ -139,6 +144,7 @@ impl TaskSpec {
             dedup_id: self.dedup_id.clone(),
             dedup_slot: 0,
             deadline_unix_ms: self.deadline,
+            cost: self.cost,
         }
     }
 }
@@ -173,6 +179,8 @@ pub struct StoredTask {
     /// The producer's deadline, in ms since the Unix epoch; `None`: none was
     /// given, and the task goes by its creation time. Kept across retries.
     pub deadline_unix_ms: Option<UnixMillis>,
+    /// The producer's cost, 1 to `validate::MAX_TASK_COST`; kept across retries.
+    pub cost: u32,
 }
 
 impl StoredTask {

@@ -20,6 +20,9 @@ pub const MAX_CONNECTIONS: usize = 1_000_000;
 pub const MIN_WEIGHT: f64 = 0.001;
 /// The largest fairness weight.
 pub const MAX_WEIGHT: f64 = 1000.0;
+/// The largest cost of a task: a task counts for at most this many tasks of
+/// cost 1 in its key's share.
+pub const MAX_TASK_COST: u32 = 1000;
 
 /// Limits an operator may tune (section `[limits]` of the config file).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -245,6 +248,17 @@ pub fn fairness_weight(field: &str, weight: f64) -> Result<Option<f64>> {
         return Ok(None);
     }
     check_weight(field, weight).map(Some)
+}
+
+/// A task's cost: 0 for the default (1), else 1 to [`MAX_TASK_COST`].
+pub fn cost(field: &str, cost: u32) -> Result<u32> {
+    if cost > MAX_TASK_COST {
+        return Err(ValidationError::new(
+            field,
+            format!("is {cost}; it must be 1 to {MAX_TASK_COST} (or 0 for the default, 1)"),
+        ));
+    }
+    Ok(cost.max(1))
 }
 
 /// A weight given by an operator: finite, in [0.001, 1000].

@@ -27,6 +27,7 @@ fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
         task_id: task.task_id,
         dedup_slot: task.dedup_slot,
         deadline_unix_ms: task.deadline_unix_ms,
+        cost: task.cost,
     }
 }
 
@@ -50,6 +51,7 @@ fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> St
         dedup_id: (!row.dedup_id.is_empty()).then_some(row.dedup_id),
         dedup_slot: row.dedup_slot,
         deadline_unix_ms: row.deadline_unix_ms,
+        cost: row.cost.clamp(1, crate::model::validate::MAX_TASK_COST),
     }
 }
 
@@ -271,6 +273,7 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..64),
             (any::<i64>(), 1..20u32, 1..i64::MAX),
             (dedup, any::<i64>(), proptest::option::of(any::<i64>())),
+            1..=crate::model::validate::MAX_TASK_COST,
         )
             .prop_map(
                 |(
@@ -280,6 +283,7 @@ mod tests {
                     payload,
                     (created, attempt, task_id),
                     (dedup_id, dedup_slot, deadline_unix_ms),
+                    cost,
                 )| {
                     StoredTask {
                         level: FairLevel::new(pass, id),
@@ -293,6 +297,7 @@ mod tests {
                         dedup_id,
                         dedup_slot,
                         deadline_unix_ms,
+                        cost,
                     }
                 },
             )

@@ -116,6 +116,7 @@ fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
         dedup_id: None,
         dedup_slot: 0,
         deadline_unix_ms: None,
+        cost: 1,
     }
 }
 
@@ -326,6 +327,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         dedup_id: Some("origin https://example.org/x.git".into()),
         dedup_slot: 2,
         deadline_unix_ms: Some(1_700_000_000_123),
+        cost: 1000,
     };
     let empty = StoredTask {
         level: FairLevel::new(1, 2),
@@ -336,6 +338,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         dedup_id: None,
         dedup_slot: 0,
         deadline_unix_ms: None,
+        cost: 1,
         ..big.clone()
     };
     store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();

@@ -119,6 +119,30 @@ async fn keys_get_equal_shares_whichever_partition_holds_them() {
     server.stop().await;
 }
 
+/// Keys of equal weight whose tasks cost 1 and 100 share the work, not the
+/// tasks: about a hundred cheap tasks go for each dear one, within the
+/// bound |W_i/w_i − W_j/w_j| ≤ c_i/w_i + c_j/w_j (docs/fairness.md §8).
+#[tokio::test]
+async fn keys_share_the_work_by_cost() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let mut specs: Vec<pb::TaskSpec> = (0..1_100).map(|i| spec("cheap", 0.0, 0, format!("{i}").as_bytes())).collect();
+    specs.extend((0..30).map(|i| pb::TaskSpec { cost: 100, ..spec("dear", 0.0, 0, format!("{i}").as_bytes()) }));
+    add_all(&mut client, "costs", specs).await;
+    let (mut cheap, mut dear) = (0i64, 0i64);
+    for _ in 0..1_010 {
+        let task = poll(&mut client, "costs", WAIT).await.expect("a backlogged queue has a task");
+        match task.fairness_key.as_str() {
+            "cheap" => cheap += 1,
+            _ => dear += 1,
+        }
+        let gap = (cheap - 100 * dear).abs();
+        assert!(gap <= 101, "after {cheap} cheap and {dear} dear tasks the work differs by {gap}, above 1 + 100");
+    }
+    assert!((9..=11).contains(&dear), "{dear} dear tasks of 1,010 (equal work is 10)");
+    server.stop().await;
+}
+
 /// Strict priority over gRPC: everything of priority 1 before any of 5.
 #[tokio::test]
 async fn priorities_are_strict() {

@@ -70,6 +70,13 @@ async fn weight_finite_within_bounds() {
 }
 
 #[tokio::test]
+async fn cost_at_most_a_thousand() {
+    for bad in [1001, u32::MAX] {
+        rejected_add(pb::TaskSpec { cost: bad, ..spec("k", 0.0, 0, b"") }, &["task.cost", "1 to 1000"]).await;
+    }
+}
+
+#[tokio::test]
 async fn priority_zero_to_five() {
     rejected_add(spec("k", 0.0, 6, b""), &["task.priority", "1 (highest) to 5"]).await;
 }

@@ -455,14 +455,17 @@ class Client:
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
         deadline: Optional[Instant] = None,
+        cost: int = 1,
     ) -> AddResult:
         """Adds one task. Retried after an outcome that is not known only with a ``dedup_id``.
 
         ``deadline`` (an aware datetime or Unix seconds) is when the task
         should start at the latest: a queue with ordering "deadline"
         dispatches earliest first. A naive datetime raises ValueError.
+        ``cost`` (1 to 1000) is the work the task stands for: its key's
+        share counts it as that many tasks of cost 1.
         """
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline)
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost)
         return self._invoke(self._ops.add(queue, spec))
 
     def add_many(self, queue: str, tasks: Iterable[Union[TaskSpec, Payload]]) -> List[Union[AddResult, FairwayError]]:
@@ -776,8 +779,9 @@ class AsyncClient:
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
         deadline: Optional[Instant] = None,
+        cost: int = 1,
     ) -> AddResult:
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline)
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost)
         return await self._invoke(self._ops.add(queue, spec))
 
     async def add_many(

@@ -121,6 +121,9 @@ class TaskSpec:
     #: seconds. A queue with ordering "deadline" dispatches earliest first;
     #: other queues keep it and ignore it.
     deadline: Optional[Instant] = None
+    #: The work the task stands for, 1 to 1000 (0 means 1): in a queue in
+    #: fair order its key's share counts it as that many tasks of cost 1.
+    cost: int = 1
 
     def __post_init__(self) -> None:
         # A naive datetime is refused when the spec is made, not when it is sent.
@@ -133,6 +136,7 @@ class TaskSpec:
             priority=self.priority,
             payload=payload_bytes(self.payload),
             dedup_id=self.dedup_id,
+            cost=self.cost,
         )
         delay = duration_pb(self.delay)
         if delay is not None:

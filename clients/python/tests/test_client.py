@@ -129,6 +129,25 @@ def test_completions_ride_with_the_next_poll(api, queue_name):
         api.complete(got.tasks[0])
 
 
+def test_costs_share_the_work(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    with pytest.raises(fairway.InvalidArgument) as bad:
+        api.add(queue, b"x", cost=1001)
+    assert "task.cost" in bad.value.message and "1000" in bad.value.message
+    cheap = [fairway.TaskSpec(payload=b"c", fairness_key="cheap") for _ in range(220)]
+    dear = [fairway.TaskSpec(payload=b"d", fairness_key="dear", cost=100) for _ in range(5)]
+    assert all(isinstance(r, fairway.AddResult) for r in api.add_many(queue, cheap + dear))
+    api.add(queue, b"d", fairness_key="dear", cost=100)
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 202 and time.monotonic() < deadline:
+        got += api.poll_many(queue, 202 - len(got), wait=1)
+    dear_count = sum(1 for t in got if t.fairness_key == "dear")
+    # Equal weights share the work: 202 dispatches hold about two tasks of cost 100.
+    assert len(got) == 202 and 1 <= dear_count <= 3, dear_count
+
+
 def test_fail_dead_letters_and_redrive(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)

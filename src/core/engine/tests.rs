@@ -391,28 +391,36 @@ impl Backlog {
     }
 }
 
-/// max over the common backlogged prefix of |D_i/w_i − D_j/w_j| measured
-/// between any two instants, against the bound 1/w_i + 1/w_j.
-fn pair_excess(sequence: &[usize], i: usize, j: usize, w: &[f64], until: usize) -> f64 {
+/// max over the common backlogged prefix of |W_i/w_i − W_j/w_j| measured
+/// between any two instants, W being the work dispatched (the sum of the
+/// tasks' costs, each key's tasks costing `costs[key]`), against the bound
+/// c_i/w_i + c_j/w_j (docs/fairness.md §2 and §8).
+fn pair_excess(sequence: &[usize], i: usize, j: usize, w: &[f64], costs: &[u32], until: usize) -> f64 {
     let (mut di, mut dj) = (0.0, 0.0);
     let (mut lo, mut hi) = (0.0f64, 0.0f64);
     for &key in &sequence[..until] {
         if key == i {
-            di += 1.0;
+            di += f64::from(costs[i]);
         } else if key == j {
-            dj += 1.0;
+            dj += f64::from(costs[j]);
         }
         let f = di / w[i] - dj / w[j];
         lo = lo.min(f);
         hi = hi.max(f);
     }
-    (hi - lo) - (1.0 / w[i] + 1.0 / w[j])
+    (hi - lo) - (f64::from(costs[i]) / w[i] + f64::from(costs[j]) / w[j])
 }
 
-/// Keys with the given weights, each kept backlogged by refills of `depth`
-/// tasks; returns the dispatch sequence (as key indices) and, per key, how
-/// many dispatches it stayed backlogged for.
-fn backlogged_run(weights: &[f64], depth: usize, dispatches: usize, config: EngineConfig) -> (Vec<usize>, Vec<usize>) {
+/// Keys with the given weights and their tasks' costs, each kept backlogged
+/// by refills of `depth` tasks; returns the dispatch sequence (as key
+/// indices) and, per key, how many dispatches it stayed backlogged for.
+fn backlogged_run(
+    weights: &[f64],
+    costs: &[u32],
+    depth: usize,
+    dispatches: usize,
+    config: EngineConfig,
+) -> (Vec<usize>, Vec<usize>) {
     let keys: Vec<String> = (0..weights.len()).map(|i| format!("key-{i}")).collect();
     let mut config = config;
     config.weights.keys = keys.iter().cloned().zip(weights.iter().copied()).collect();
@@ -421,7 +429,7 @@ fn backlogged_run(weights: &[f64], depth: usize, dispatches: usize, config: Engi
     let index: HashMap<String, usize> = keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect();
     let refill = |backlog: &mut Backlog, pending: &mut [usize], which: &[usize]| {
         let specs: Vec<TaskSpec> =
-            which.iter().flat_map(|&i| std::iter::repeat_n(spec(&keys[i], Priority::DEFAULT), depth)).collect();
+            which.iter().flat_map(|&i| std::iter::repeat_n(costed(&keys[i], costs[i]), depth)).collect();
         backlog.add(&specs);
         for &i in which {
             pending[i] += depth;
@@ -454,16 +462,67 @@ proptest! {
         buffer in 4usize..64,
     ) {
         let config = EngineConfig { buffer_tasks: buffer, reload_at: buffer / 4, ..EngineConfig::default() };
-        let (sequence, backlogged) = backlogged_run(&weights, depth, 1500, config);
+        let costs = vec![1; weights.len()];
+        let (sequence, backlogged) = backlogged_run(&weights, &costs, depth, 1500, config);
         let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
         for i in 0..weights.len() {
             for j in i + 1..weights.len() {
                 let until = backlogged[i].min(backlogged[j]);
-                let excess = pair_excess(&sequence, i, j, &effective, until);
+                let excess = pair_excess(&sequence, i, j, &effective, &costs, until);
                 prop_assert!(excess <= 1e-9, "keys {i} (w {}) and {j} (w {}): bound exceeded by {excess}", weights[i], weights[j]);
             }
         }
     }
+
+    /// The same bound in work: each key's tasks cost from 1 to 100, and
+    /// the keys share the work dispatched, not the tasks, by weight.
+    #[test]
+    fn continuously_backlogged_keys_get_their_weighted_share_of_the_work(
+        keys in prop::collection::vec((prop_oneof![Just(1.0), Just(2.0), 0.1f64..10.0], prop_oneof![Just(1u32), Just(100u32), 1u32..=100]), 2..10),
+        depth in 1usize..6,
+        buffer in 4usize..64,
+    ) {
+        let (weights, costs): (Vec<f64>, Vec<u32>) = keys.into_iter().unzip();
+        let config = EngineConfig { buffer_tasks: buffer, reload_at: buffer / 4, ..EngineConfig::default() };
+        let (sequence, backlogged) = backlogged_run(&weights, &costs, depth, 1500, config);
+        let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
+        for i in 0..weights.len() {
+            for j in i + 1..weights.len() {
+                let until = backlogged[i].min(backlogged[j]);
+                let excess = pair_excess(&sequence, i, j, &effective, &costs, until);
+                prop_assert!(excess <= 1e-9, "keys {i} (w {}, cost {}) and {j} (w {}, cost {}): bound exceeded by {excess}", weights[i], costs[i], weights[j], costs[j]);
+            }
+        }
+    }
+}
+
+/// A key of cost-1 tasks and one of cost-100 tasks, equal weights: equal
+/// work, so a hundred tasks of the first for each of the second.
+#[test]
+fn keys_of_equal_weight_get_equal_work_not_equal_tasks() {
+    let (sequence, _) = backlogged_run(&[1.0, 1.0], &[1, 100], 50, 10_100, EngineConfig::default());
+    let cheap = sequence.iter().filter(|&&k| k == 0).count();
+    let dear = sequence.len() - cheap;
+    assert_eq!((cheap, dear), (10_000, 100), "work {} against {}", cheap, dear * 100);
+    // Without costs the same keys alternate.
+    let (sequence, _) = backlogged_run(&[1.0, 1.0], &[1, 1], 50, 10_100, EngineConfig::default());
+    assert_eq!(sequence.iter().filter(|&&k| k == 0).count(), 5_050);
+}
+
+/// Cost is ignored by FIFO ordering: arrival order, whatever the costs.
+#[test]
+fn fifo_ordering_ignores_costs() {
+    let tasks = crate::core::engine::TaskPolicy { ordering: DispatchOrder::Fifo, ..Default::default() };
+    let mut backlog = Backlog::new(EngineConfig { tasks, ..EngineConfig::default() });
+    let arrivals: Vec<TaskSpec> = (0..10).map(|i| costed(["dear", "cheap"][i % 2], [1000, 1][i % 2])).collect();
+    backlog.add(&arrivals);
+    let keys: Vec<String> = std::iter::from_fn(|| backlog.dispatch()).map(|t| t.fairness_key).collect();
+    let expected: Vec<String> = (0..10).map(|i| ["dear", "cheap"][i % 2].to_owned()).collect();
+    assert_eq!(keys, expected);
+}
+
+fn costed(key: &str, cost: u32) -> TaskSpec {
+    TaskSpec { cost, ..spec(key, Priority::DEFAULT) }
 }
 
 /// 10,000 keys, all tracked exactly: the bound holds for every key against
@@ -476,7 +535,8 @@ fn fairness_bound_holds_exactly_with_ten_thousand_keys() {
         counters: CounterConfig { exact_keys: keys, ..CounterConfig::default() },
         ..EngineConfig::default()
     };
-    let (sequence, backlogged) = backlogged_run(&weights, 2, 60_000, config);
+    let costs = vec![1; keys];
+    let (sequence, backlogged) = backlogged_run(&weights, &costs, 2, 60_000, config);
     let effective: Vec<f64> = weights.iter().map(|&w| effective_weight(w)).collect();
     let mut pairs: Vec<(usize, usize)> = (1..keys).flat_map(|k| [(0, k), (4, k)]).collect();
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -488,7 +548,7 @@ fn fairness_bound_holds_exactly_with_ten_thousand_keys() {
     }
     for (i, j) in pairs.into_iter().filter(|(i, j)| i != j) {
         let until = backlogged[i].min(backlogged[j]);
-        let excess = pair_excess(&sequence, i, j, &effective, until);
+        let excess = pair_excess(&sequence, i, j, &effective, &costs, until);
         assert!(excess <= 1e-9, "keys {i} and {j}: bound exceeded by {excess}");
     }
 }
@@ -504,7 +564,8 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
     let weights: Vec<f64> = (0..keys).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
     let config = EngineConfig { counters: CounterConfig { exact_keys, sketch_width }, ..EngineConfig::default() };
     let names: Vec<String> = (0..keys).map(|i| format!("key-{i}")).collect();
-    let (sequence, backlogged) = backlogged_run(&weights, 3, 50_000, config);
+    let costs = vec![1; keys];
+    let (sequence, backlogged) = backlogged_run(&weights, &costs, 3, 50_000, config);
 
     // Which overflow keys share a cell with another overflow key in every row.
     let sketch = crate::core::fairness::PassSketch::new(sketch_width);
@@ -535,7 +596,7 @@ fn past_the_exact_limit_the_stated_epsilon_holds() {
             continue;
         }
         let until = backlogged[i].min(backlogged[j]);
-        let excess = pair_excess(&sequence, i, j, &effective, until);
+        let excess = pair_excess(&sequence, i, j, &effective, &costs, until);
         assert!(excess <= 1e-9, "keys {i} and {j}: bound exceeded by {excess}");
     }
 }

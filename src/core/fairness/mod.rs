@@ -33,6 +33,19 @@ pub fn stride(weight: f64) -> i64 {
     if raw.is_finite() { (raw as i64).max(1) } else { i64::MAX / 4 }
 }
 
+/// The most passes one task moves its key on: the stride of the lowest
+/// weight (0.001). Keeps the passes of a partition as far from `i64::MAX`
+/// with costs as without (over 4·10⁹ tasks at the slowest advance).
+pub const MAX_ADVANCE: i64 = STRIDE_SCALE * 1000;
+
+/// The passes a task of `cost` moves a key of this weight on: `cost`
+/// strides, at most [`MAX_ADVANCE`]. A key that is continuously backlogged
+/// then gets a share of the work (the sum of its tasks' costs) in
+/// proportion to its weight, whatever its tasks' costs.
+pub fn advance(weight: f64, cost: u32) -> i64 {
+    stride(weight).saturating_mul(i64::from(cost.max(1))).min(MAX_ADVANCE)
+}
+
 /// The weight that a stride actually gives: `S / stride`. Differs from the
 /// configured weight by the rounding of [`stride`].
 pub fn effective_weight(weight: f64) -> f64 {

@@ -13,7 +13,7 @@ use crate::core::engine::rows::{PartitionWrite, Record, RecordKey, RecordTask, R
 use crate::core::engine::sizes::{
     SMALL_ROW_BYTES, bury_bytes, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes,
 };
-use crate::core::fairness::stride;
+use crate::core::fairness::{advance, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
 
 /// The most ids what is due takes in one write: a promotion takes one (its
@@ -458,7 +458,7 @@ impl PartitionEngine {
         match self.config.tasks.ordering {
             DispatchOrder::Fair => {
                 let (share, weight) = self.config.weights.share(&task.fairness_key, task.fairness_weight);
-                subqueue.counters.next_pass(share, subqueue.ack.pass, stride(weight))
+                subqueue.counters.next_pass(share, subqueue.ack.pass, advance(weight, task.cost))
             }
             DispatchOrder::Fifo | DispatchOrder::Deadline => {
                 subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0))
