@@ -120,11 +120,12 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
             Scenario::Noisy => {
                 let settings = format!(
                     "20 quiet keys offer {} tasks/s together; loaded, one noisy key adds 9 times that (90% of a \
-                     load of 1.5 × capacity); workers take {} tasks/s; {} s per phase, on fresh queues; wait = add \
-                     sent → task received",
+                     load of 1.5 × capacity); workers take {} tasks/s; {} s per phase, on fresh queues, after {} s \
+                     of quiet load not measured; wait = add sent → task received",
                     args.capacity * QUIET_SHARE_OF_CAPACITY,
                     args.capacity,
-                    args.phase_seconds
+                    args.phase_seconds,
+                    WARM_UP.as_secs()
                 );
                 repeat("fairness: noisy neighbour", settings, &args.common, |_| noisy(args, store)).await?
             }
@@ -398,10 +399,15 @@ fn window_jain(trace: &Trace, adds: &[(f64, u32)], keys: usize, from: f64, to: f
     jain_index(&got, &fair)
 }
 
+/// The unmeasured load a noisy-neighbour run starts with.
+const WARM_UP: Duration = Duration::from_secs(3);
+
 async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {
     let (fair, fifo) = names("noisy");
     let (fair_quiet, fifo_quiet) = (format!("{fair}-alone"), format!("{fifo}-alone"));
-    let server = start(store, &[fair.clone(), fair_quiet.clone()], &[fifo.clone(), fifo_quiet.clone()], 1).await?;
+    let warm_up = format!("{fair}-warm-up");
+    let fair_queues = [fair.clone(), fair_quiet.clone(), warm_up.clone()];
+    let server = start(store, &fair_queues, &[fifo.clone(), fifo_quiet.clone()], 1).await?;
     let client = server.client().await?;
     let mut keys: Vec<LoadKey> = (0..QUIET).map(|k| LoadKey::new(format!("quiet-{k:02}"))).collect();
     keys.push(LoadKey::new("noisy"));
@@ -416,6 +422,11 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
         duration: Duration::from_secs(args.phase_seconds),
         max_dispatches: u64::MAX,
     };
+    // Unmeasured: the first seconds of a fresh server (and of the store's
+    // sessions) are slower, and the first measured phase alone would pay
+    // for them.
+    let warming = Load { duration: WARM_UP, ..load(false) };
+    load::run(&client, &warm_up, warming, "noisy: warming up (not measured)").await?;
     let alone_fair = load::run(&client, &fair_quiet, load(false), "noisy: quiet keys alone, fair").await?;
     let alone_fifo = load::run(&client, &fifo_quiet, load(false), "noisy: quiet keys alone, FIFO").await?;
     let loaded_fair = load::run(&client, &fair, load(true), "noisy: with the noisy key, fair").await?;
