@@ -13,6 +13,7 @@ import time
 from typing import Dict, List
 
 import fairway
+import pytest
 from conftest import HERE, wait_until
 from test_worker import add_all, run_in_thread, stop_and_join
 
@@ -98,7 +99,11 @@ def test_a_second_sigterm_hands_running_tasks_back_at_once(server, client, tmp_p
         wait_until(lambda: "SIGTERM: stopping" in stderr.read_text(), 30, "the first signal's log line")
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0, stderr.read_text()
+        try:
+            code = process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker still runs 20 s after the second SIGTERM; its stderr:\n{stderr.read_text()}")
+        assert code == 0, stderr.read_text()
         assert time.monotonic() - started < 15, "handed back at once, not after the 60 s grace period"
     finally:
         if process.poll() is None:
