@@ -6,8 +6,9 @@
 # (tools/fairway-lab), and the Python client's tests against a real server
 # (scripts/test-python.sh: virtual environments from PyPI, Python 3.9 with
 # the lowest declared grpcio and protobuf and python3 with the newest).
-# First, clippy on every target of the workspace with warnings denied: a
-# lint fails the run before the long tests start. Ends with one line
+# First, clippy on every target of the workspace with warnings denied (the
+# Cassandra nodes start meanwhile): a lint fails the run before the long
+# tests start. Ends with one line
 # counting the tests.
 #
 # Cassandra: uses the node at $FAIRWAY_TEST_CASSANDRA (default
@@ -21,12 +22,6 @@
 # Debian's packages if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-echo "test: cargo clippy --workspace --all-targets --locked -- -D warnings"
-if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
-  echo "test: FAILED: clippy reports warnings (above); no test ran" >&2
-  exit 1
-fi
 
 contact="${FAIRWAY_TEST_CASSANDRA:-127.0.0.1:9042}"
 host="${contact%:*}"
@@ -42,6 +37,10 @@ unset CASSANDRA_DEV_HOME CASSANDRA_DEV_FIRST
 export CASSANDRA_DEV_TOMBSTONE_WARN=100
 
 cleanup() {
+  if [ -n "${nodes_pid:-}" ]; then
+    kill "$nodes_pid" 2>/dev/null || true
+    wait "$nodes_pid" 2>/dev/null || true
+  fi
   if [ -n "${chaos_pid:-}" ]; then
     kill "$chaos_pid" 2>/dev/null || true
   fi
@@ -54,31 +53,47 @@ cleanup() {
   if [ -n "$started_cluster" ]; then
     CASSANDRA_DEV_HOME="$cluster_home" bash deploy/cassandra/cassandra.sh stop || true
   fi
-  rm -f "${log:-}" "${chaos_log:-}" "${python_log:-}"
+  rm -f "${log:-}" "${chaos_log:-}" "${python_log:-}" "${cassandra_log:-}"
   rm -rf "${python_bin:-}"
 }
 trap cleanup EXIT
 
-if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
-  echo "test: using the Cassandra node already listening at $contact"
-else
-  echo "test: starting a Cassandra node at 127.0.0.1:9042"
-  # A node of our own starts from empty data.
+# The Cassandra nodes start (in the background, their output in a file)
+# while clippy runs: a JVM's start is mostly waiting.
+cassandra_log="$(mktemp)"
+start_nodes() {
+  if [ -n "$started_cassandra" ]; then
+    echo "test: starting a Cassandra node at 127.0.0.1:9042"
+    bash deploy/cassandra/cassandra.sh start 1 || return 1
+  else
+    echo "test: using the Cassandra node already listening at $contact"
+  fi
+  if [ -n "$started_cluster" ]; then
+    echo "test: starting a Cassandra cluster of three nodes at 127.0.0.11-13 (datacenters dc1, dc1, dc2)"
+    CASSANDRA_DEV_HOME="$cluster_home" CASSANDRA_DEV_FIRST=11 CASSANDRA_DEV_DCS="dc1 dc1 dc2" \
+      bash deploy/cassandra/cassandra.sh start 3 || return 1
+  else
+    echo "test: using the Cassandra cluster at ${FAIRWAY_TEST_CASSANDRA_CLUSTER:-127.0.0.11:9042}"
+  fi
+}
+# Which nodes are ours (stopped at the end) is settled before the start, so
+# that the cleanup stops them whenever it runs. A node of our own starts
+# from empty data.
+if ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
   rm -rf .deploy/cassandra/node* .deploy/cassandra/nodes
   started_cassandra=yes
-  bash deploy/cassandra/cassandra.sh start 1
 fi
-
-if [ -n "${FAIRWAY_TEST_CASSANDRA_CLUSTER:-}" ]; then
-  echo "test: using the Cassandra cluster at $FAIRWAY_TEST_CASSANDRA_CLUSTER"
-elif (exec 3<>"/dev/tcp/127.0.0.11/9042") 2>/dev/null; then
-  echo "test: using the Cassandra cluster already listening at 127.0.0.11:9042"
-else
-  echo "test: starting a Cassandra cluster of three nodes at 127.0.0.11-13 (datacenters dc1, dc1, dc2)"
+if [ -z "${FAIRWAY_TEST_CASSANDRA_CLUSTER:-}" ] && ! (exec 3<>"/dev/tcp/127.0.0.11/9042") 2>/dev/null; then
   rm -rf "$cluster_home"
   started_cluster=yes
-  CASSANDRA_DEV_HOME="$cluster_home" CASSANDRA_DEV_FIRST=11 CASSANDRA_DEV_DCS="dc1 dc1 dc2" \
-    bash deploy/cassandra/cassandra.sh start 3
+fi
+start_nodes >"$cassandra_log" 2>&1 &
+nodes_pid=$!
+
+echo "test: cargo clippy --workspace --all-targets --locked -- -D warnings"
+if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
+  echo "test: FAILED: clippy reports warnings (above); no test ran" >&2
+  exit 1
 fi
 
 if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -100,6 +115,14 @@ status=0
 # tokio lacks the dev-dependencies' features) and rebuilds half the tree
 # while the tests wait on the lock.
 cargo test --workspace --locked --all-targets --no-run 2>&1 | tee "$log" || status=$?
+nodes_status=0
+wait "$nodes_pid" || nodes_status=$?
+nodes_pid=
+cat "$cassandra_log"
+if [ "$nodes_status" != 0 ]; then
+  echo "test: FAILED: the Cassandra nodes did not start (above); no test ran" >&2
+  exit 1
+fi
 if [ "$status" = 0 ]; then
   cargo test --workspace --locked --test chaos >"$chaos_log" 2>&1 &
   chaos_pid=$!
