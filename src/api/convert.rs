@@ -30,6 +30,7 @@ fn checked_spec(spec: pb::TaskSpec, limits: &Limits) -> Result<TaskSpec, Validat
     let dedup_id = validate::dedup_id("dedup_id", spec.dedup_id)?;
     let delay = validate::delay("delay", duration("delay", spec.delay)?, limits)?;
     let deadline = spec.deadline.map(|d| validate::deadline("deadline", d.seconds, d.nanos)).transpose()?;
+    let size = validate::size("size", spec.size, spec.cost)?;
     let cost = validate::cost("cost", spec.cost)?;
     // A producer's task is always fresh: the message has no attempt nor
     // creation time, and only the crate makes any other history.
@@ -43,6 +44,7 @@ fn checked_spec(spec: pb::TaskSpec, limits: &Limits) -> Result<TaskSpec, Validat
         delay,
         deadline,
         cost,
+        size,
         history,
     })
 }

@@ -44,6 +44,7 @@ fn assert_within(spec: &TaskSpec, limits: &Limits) {
     assert!(spec.dedup_id.as_ref().is_none_or(|id| !id.is_empty() && id.len() <= validate::MAX_DEDUP_ID_BYTES));
     assert!(spec.deadline.is_none_or(|d| (0..=validate::MAX_DEADLINE_UNIX_SECONDS * 1000 + 999).contains(&d)));
     assert!((1..=validate::MAX_TASK_COST).contains(&spec.cost));
+    assert!(spec.size.is_none_or(|size| (1..=validate::MAX_TASK_SIZE).contains(&size) && spec.cost == 1));
 }
 
 fn checked_wait(wait: Option<prost_types::Duration>, limits: &Limits) {
@@ -167,6 +168,7 @@ proptest! {
             Just(i64::MIN), Just(-1i64), 0i64..2_000_000_000, Just(validate::MAX_DEADLINE_UNIX_SECONDS + 1), Just(i64::MAX)
         ],
         cost in prop_oneof![Just(0u32), 1u32..2000, Just(u32::MAX)],
+        size in prop_oneof![Just(0u64), 1u64..2_000_000, Just(validate::MAX_TASK_SIZE + 1), Just(u64::MAX)],
     ) {
         let spec = pb::TaskSpec {
             fairness_key: key,
@@ -177,6 +179,7 @@ proptest! {
             delay: Some(prost_types::Duration { seconds: delay_seconds, nanos }),
             deadline: Some(prost_types::Timestamp { seconds: deadline_seconds, nanos }),
             cost,
+            size,
         };
         let limits = Limits::default();
         match convert::task_spec(|| "task".into(), Some(spec), &limits) {

@@ -466,7 +466,9 @@ fn to_pb(spec: TaskSpec) -> pb::TaskSpec {
         dedup_id: spec.dedup_id.unwrap_or_default(),
         delay: (!spec.delay.is_zero()).then(|| prost_types::Duration::try_from(spec.delay).unwrap_or_default()),
         deadline: spec.deadline.map(super::convert::timestamp),
-        cost: spec.cost,
+        // A forwarded task carries its size or its cost, not both.
+        cost: if spec.size.is_some() { 0 } else { spec.cost },
+        size: spec.size.unwrap_or(0),
     }
 }
 

@@ -113,9 +113,13 @@ pub(super) enum TaskCommand {
         #[arg(long, value_parser = duration_serde::parse)]
         delay: Option<Duration>,
         /// The work the task stands for, 1 to 1000: its key's share counts
-        /// it as this many tasks of cost 1.
-        #[arg(long, default_value_t = 1)]
-        cost: u32,
+        /// it as this many tasks of cost 1 (default 1).
+        #[arg(long, conflicts_with = "size")]
+        cost: Option<u32>,
+        /// The size of the work in the queue's units (records, bytes), 1 to
+        /// 10^15: the queue's cost_curve makes it into the cost.
+        #[arg(long)]
+        size: Option<u64>,
     },
     /// Wait for one task and print it (with the lease token to finish it).
     Poll {
@@ -242,7 +246,7 @@ fn status(error: tonic::Status) -> anyhow::Error {
 
 pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
     match command {
-        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay, cost } => {
+        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay, cost, size } => {
             let mut client = connect(&server).await?;
             let response = client
                 .add_task(pb::AddTaskRequest {
@@ -255,7 +259,8 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                         dedup_id,
                         delay: delay.map(proto_duration),
                         deadline: None,
-                        cost,
+                        cost: cost.unwrap_or(0),
+                        size: size.unwrap_or(0),
                     }),
                 })
                 .await

@@ -73,6 +73,11 @@ pub struct TaskSpec {
     /// in fair order its key's turn comes back `cost` times later than after
     /// a task of cost 1.
     pub cost: u32,
+    /// The size of the work in the queue's units (records of an import,
+    /// say), 1 to `validate::MAX_TASK_SIZE`; when given, the queue's
+    /// `cost_curve` makes it into the cost, and `cost` is 1. Kept across
+    /// retries.
+    pub size: Option<u64>,
     /// What it brings from an earlier life; fresh for every producer's task.
     pub history: TaskHistory,
 }
@@ -122,6 +127,7 @@ impl TaskSpec {
             delay: std::time::Duration::ZERO,
             deadline: None,
             cost: 1,
+            size: None,
             history: TaskHistory::default(),
         }
     }
@@ -145,6 +151,7 @@ impl TaskSpec {
             dedup_slot: 0,
             deadline_unix_ms: self.deadline,
             cost: self.cost,
+            size: self.size,
         }
     }
 }
@@ -181,6 +188,9 @@ pub struct StoredTask {
     pub deadline_unix_ms: Option<UnixMillis>,
     /// The producer's cost, 1 to `validate::MAX_TASK_COST`; kept across retries.
     pub cost: u32,
+    /// The producer's size, made into the cost on the queue's curve when
+    /// the task is given a pass; kept across retries.
+    pub size: Option<u64>,
 }
 
 impl StoredTask {

@@ -23,6 +23,9 @@ pub const MAX_WEIGHT: f64 = 1000.0;
 /// The largest cost of a task: a task counts for at most this many tasks of
 /// cost 1 in its key's share.
 pub const MAX_TASK_COST: u32 = 1000;
+/// The largest size a task may give (records, bytes: the queue's units),
+/// made into a cost on the queue's curve.
+pub const MAX_TASK_SIZE: u64 = 1_000_000_000_000_000;
 
 /// Limits an operator may tune (section `[limits]` of the config file).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -259,6 +262,24 @@ pub fn cost(field: &str, cost: u32) -> Result<u32> {
         ));
     }
     Ok(cost.max(1))
+}
+
+/// A task's size: 0 for none, else 1 to [`MAX_TASK_SIZE`]; a task gives a
+/// size or a cost, not both (`cost` is the field the producer set, 0 if
+/// none).
+pub fn size(field: &str, size: u64, cost: u32) -> Result<Option<u64>> {
+    if size > MAX_TASK_SIZE {
+        return Err(ValidationError::new(field, format!("is {size}; it must be 1 to {MAX_TASK_SIZE} (or 0 for none)")));
+    }
+    if size > 0 && cost > 0 {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "is {size} and cost is {cost}; give one of them (a size is made into a cost on the queue's cost_curve)"
+            ),
+        ));
+    }
+    Ok((size > 0).then_some(size))
 }
 
 /// A weight given by an operator: finite, in [0.001, 1000].

@@ -367,5 +367,6 @@ fn spec_of(task: StoredTask, delay_ms: i64) -> TaskSpec {
         delay: Duration::from_millis(delay_ms as u64),
         deadline: task.deadline_unix_ms,
         cost: task.cost,
+        size: task.size,
     }
 }

@@ -28,6 +28,7 @@ fn task_to_pb(task: &StoredTask) -> pb::StoredTask {
         dedup_slot: task.dedup_slot,
         deadline_unix_ms: task.deadline_unix_ms,
         cost: task.cost,
+        size: task.size.unwrap_or(0),
     }
 }
 
@@ -52,6 +53,7 @@ fn task_from_pb(level: FairLevel, priority: Priority, row: pb::StoredTask) -> St
         dedup_slot: row.dedup_slot,
         deadline_unix_ms: row.deadline_unix_ms,
         cost: row.cost.clamp(1, crate::model::validate::MAX_TASK_COST),
+        size: (row.size > 0).then(|| row.size.min(crate::model::validate::MAX_TASK_SIZE)),
     }
 }
 
@@ -273,7 +275,10 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..64),
             (any::<i64>(), 1..20u32, 1..i64::MAX),
             (dedup, any::<i64>(), proptest::option::of(any::<i64>())),
-            1..=crate::model::validate::MAX_TASK_COST,
+            (
+                1..=crate::model::validate::MAX_TASK_COST,
+                proptest::option::of(1..=crate::model::validate::MAX_TASK_SIZE),
+            ),
         )
             .prop_map(
                 |(
@@ -283,7 +288,7 @@ mod tests {
                     payload,
                     (created, attempt, task_id),
                     (dedup_id, dedup_slot, deadline_unix_ms),
-                    cost,
+                    (cost, size),
                 )| {
                     StoredTask {
                         level: FairLevel::new(pass, id),
@@ -298,6 +303,7 @@ mod tests {
                         dedup_slot,
                         deadline_unix_ms,
                         cost,
+                        size,
                     }
                 },
             )

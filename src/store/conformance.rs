@@ -117,6 +117,7 @@ fn task(priority: Priority, pass: i64, id: i64) -> StoredTask {
         dedup_slot: 0,
         deadline_unix_ms: None,
         cost: 1,
+        size: None,
     }
 }
 
@@ -328,6 +329,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         dedup_slot: 2,
         deadline_unix_ms: Some(1_700_000_000_123),
         cost: 1000,
+        size: Some(crate::model::validate::MAX_TASK_SIZE),
     };
     let empty = StoredTask {
         level: FairLevel::new(1, 2),
@@ -339,6 +341,7 @@ pub async fn task_contents_round_trip(store: &dyn Store) {
         dedup_slot: 0,
         deadline_unix_ms: None,
         cost: 1,
+        size: None,
         ..big.clone()
     };
     store.append(&p, range, &[big.clone(), empty.clone()], None).await.unwrap();

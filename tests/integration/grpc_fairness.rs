@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use fairway::core::fairness::effective_weight;
+use fairway::core::engine::TaskPolicy;
+use fairway::core::fairness::{CostCurve, effective_weight};
 
 use fairway::config::Config;
 
@@ -140,6 +141,34 @@ async fn keys_share_the_work_by_cost() {
         assert!(gap <= 101, "after {cheap} cheap and {dear} dear tasks the work differs by {gap}, above 1 + 100");
     }
     assert!((9..=11).contains(&dear), "{dear} dear tasks of 1,010 (equal work is 10)");
+    server.stop().await;
+}
+
+/// A queue on the log cost curve (reference 100,000 records) makes chunks'
+/// sizes into costs: a 100-record job's chunks cost 401, a 100,000-record
+/// job's 1,000, and the work dispatched stays within one chunk of each of
+/// equal at every step (docs/fairness.md §7b).
+#[tokio::test]
+async fn sizes_become_costs_on_the_queue_curve() {
+    let mut config = Config::default();
+    let curve = TaskPolicy { cost_curve: CostCurve::Log, cost_reference_size: 100_000, ..TaskPolicy::default() };
+    config.queues.insert("imports".into(), curve);
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client.clone();
+    let sized = |key: &str, size: u64, i: usize| pb::TaskSpec { size, ..spec(key, 0.0, 0, format!("{i}").as_bytes()) };
+    let specs = (0..350).flat_map(|i| [sized("small", 100, i), sized("large", 100_000, i)]).collect();
+    add_all(&mut client, "imports", specs).await;
+    let (mut small, mut large) = (0i64, 0i64);
+    for _ in 0..490 {
+        let task = poll(&mut client, "imports", WAIT).await.expect("a backlogged queue has a task");
+        match task.fairness_key.as_str() {
+            "small" => small += 401,
+            _ => large += 1000,
+        }
+        let gap = (small - large).abs();
+        assert!(gap <= 1000 + 401, "work of the small job {small}, of the large one {large}");
+    }
+    assert!((345..=355).contains(&(small / 401)), "{} small chunks of 490", small / 401);
     server.stop().await;
 }
 

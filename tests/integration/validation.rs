@@ -77,6 +77,19 @@ async fn cost_at_most_a_thousand() {
 }
 
 #[tokio::test]
+async fn size_at_most_ten_to_the_fifteen_and_not_with_a_cost() {
+    for bad in [1_000_000_000_000_001, u64::MAX] {
+        rejected_add(pb::TaskSpec { size: bad, ..spec("k", 0.0, 0, b"") }, &["task.size", "1 to 1000000000000000"])
+            .await;
+    }
+    rejected_add(
+        pb::TaskSpec { size: 100, cost: 5, ..spec("k", 0.0, 0, b"") },
+        &["task.size", "cost is 5", "one of them"],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn priority_zero_to_five() {
     rejected_add(spec("k", 0.0, 6, b""), &["task.priority", "1 (highest) to 5"]).await;
 }

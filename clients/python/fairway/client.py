@@ -455,17 +455,20 @@ class Client:
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
         deadline: Optional[Instant] = None,
-        cost: int = 1,
+        cost: Optional[int] = None,
+        size: Optional[int] = None,
     ) -> AddResult:
         """Adds one task. Retried after an outcome that is not known only with a ``dedup_id``.
 
         ``deadline`` (an aware datetime or Unix seconds) is when the task
         should start at the latest: a queue with ordering "deadline"
         dispatches earliest first. A naive datetime raises ValueError.
-        ``cost`` (1 to 1000) is the work the task stands for: its key's
-        share counts it as that many tasks of cost 1.
+        ``cost`` (1 to 1000, default 1) is the work the task stands for: its
+        key's share counts it as that many tasks of cost 1. ``size`` (1 to
+        10**15), given instead, is the work in the queue's units (records,
+        bytes), made into a cost on the queue's ``cost_curve``.
         """
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost)
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost, size)
         return self._invoke(self._ops.add(queue, spec))
 
     def add_many(self, queue: str, tasks: Iterable[Union[TaskSpec, Payload]]) -> List[Union[AddResult, FairwayError]]:
@@ -779,9 +782,10 @@ class AsyncClient:
         dedup_id: str = "",
         delay: Optional[Seconds] = None,
         deadline: Optional[Instant] = None,
-        cost: int = 1,
+        cost: Optional[int] = None,
+        size: Optional[int] = None,
     ) -> AddResult:
-        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost)
+        spec = TaskSpec(payload, fairness_key, weight, priority, dedup_id, delay, deadline, cost, size)
         return await self._invoke(self._ops.add(queue, spec))
 
     async def add_many(

@@ -121,9 +121,12 @@ class TaskSpec:
     #: seconds. A queue with ordering "deadline" dispatches earliest first;
     #: other queues keep it and ignore it.
     deadline: Optional[Instant] = None
-    #: The work the task stands for, 1 to 1000 (0 means 1): in a queue in
+    #: The work the task stands for, 1 to 1000 (None: 1): in a queue in
     #: fair order its key's share counts it as that many tasks of cost 1.
-    cost: int = 1
+    cost: Optional[int] = None
+    #: The size of the work in the queue's units (records, bytes), 1 to
+    #: 10**15, instead of a cost: the queue's cost_curve makes it into one.
+    size: Optional[int] = None
 
     def __post_init__(self) -> None:
         # A naive datetime is refused when the spec is made, not when it is sent.
@@ -136,7 +139,8 @@ class TaskSpec:
             priority=self.priority,
             payload=payload_bytes(self.payload),
             dedup_id=self.dedup_id,
-            cost=self.cost,
+            cost=self.cost or 0,
+            size=self.size or 0,
         )
         delay = duration_pb(self.delay)
         if delay is not None:

@@ -148,6 +148,26 @@ def test_costs_share_the_work(api, queue_name):
     assert len(got) == 202 and 1 <= dear_count <= 3, dear_count
 
 
+def test_a_size_is_sent_instead_of_a_cost(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    with pytest.raises(fairway.InvalidArgument) as bad:
+        api.add(queue, b"x", size=100, cost=5)
+    assert "task.size" in bad.value.message and "cost is 5" in bad.value.message
+    with pytest.raises(fairway.InvalidArgument) as bad:
+        api.add(queue, b"x", size=10**15 + 1)
+    assert "task.size" in bad.value.message
+    # On the default linear curve (reference 1000) a size of 100 costs 100.
+    api.add_many(queue, [fairway.TaskSpec(payload=b"c", fairness_key="cheap") for _ in range(220)])
+    api.add_many(queue, [fairway.TaskSpec(payload=b"d", fairness_key="dear", size=100) for _ in range(5)])
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 202 and time.monotonic() < deadline:
+        got += api.poll_many(queue, 202 - len(got), wait=1)
+    dear_count = sum(1 for t in got if t.fairness_key == "dear")
+    assert len(got) == 202 and 1 <= dear_count <= 3, dear_count
+
+
 def test_fail_dead_letters_and_redrive(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)

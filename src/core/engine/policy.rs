@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{UnixMillis, millis};
-use crate::model::ValidationError;
+use crate::core::fairness::CostCurve;
+use crate::model::validate::MAX_TASK_SIZE;
+use crate::model::{StoredTask, ValidationError};
 
 /// A queue's task policy (section `[tasks]`, overridden per queue in
 /// `[queues."name"]`).
@@ -47,6 +49,13 @@ pub struct TaskPolicy {
     /// work that could wait.
     #[serde(with = "crate::clock::duration_serde")]
     pub late_slack: Duration,
+    /// With `"fair"` ordering: how a task's `size` becomes the cost its key
+    /// is charged, `"linear"` or `"log"` (small jobs first); a task that
+    /// gives a cost instead is charged that.
+    pub cost_curve: CostCurve,
+    /// The size that costs the most (`MAX_TASK_COST`) on the curve; larger
+    /// sizes cost as much.
+    pub cost_reference_size: u64,
 }
 
 /// The order of dispatch within a priority level.
@@ -76,6 +85,8 @@ impl Default for TaskPolicy {
             key_burst: 1,
             ordering: DispatchOrder::Fair,
             late_slack: Duration::from_secs(15 * 60),
+            cost_curve: CostCurve::Linear,
+            cost_reference_size: 1000,
         }
     }
 }
@@ -124,7 +135,19 @@ impl TaskPolicy {
         if self.late_slack > Duration::from_secs(7 * 24 * 3600) {
             return fail("late_slack", format!("is {:?}; it must be at most 7 days", self.late_slack));
         }
+        if !(1..=MAX_TASK_SIZE).contains(&self.cost_reference_size) {
+            return fail(
+                "cost_reference_size",
+                format!("is {}; it must be 1 to {MAX_TASK_SIZE}", self.cost_reference_size),
+            );
+        }
         Ok(())
+    }
+
+    /// The cost a task is charged in fair order: the cost it gave, or its
+    /// size on the queue's curve.
+    pub fn cost_of(&self, task: &StoredTask) -> u32 {
+        task.size.map_or(task.cost, |size| self.cost_curve.cost(size, self.cost_reference_size))
     }
 
     /// The lease timeout in milliseconds.
@@ -204,6 +227,19 @@ mod tests {
         assert_eq!(bad.validate("tasks").unwrap_err().field, "tasks.max_attempts");
         let bad = TaskPolicy { backoff_jitter: 2.0, ..TaskPolicy::default() };
         assert_eq!(bad.validate("queues.\"q\"").unwrap_err().field, "queues.\"q\".backoff_jitter");
+        let bad = TaskPolicy { cost_reference_size: 0, ..TaskPolicy::default() };
+        let error = bad.validate("tasks").unwrap_err();
+        assert_eq!(error.field, "tasks.cost_reference_size");
+        assert!(error.to_string().contains("1 to 1000000000000000"), "{error}");
+    }
+
+    #[test]
+    fn cost_curves_are_named_in_lowercase() {
+        let policy: TaskPolicy = toml::from_str("cost_curve = \"log\"\ncost_reference_size = 100000").unwrap();
+        assert_eq!((policy.cost_curve, policy.cost_reference_size), (CostCurve::Log, 100_000));
+        assert_eq!(TaskPolicy::default().cost_curve, CostCurve::Linear);
+        let error = toml::from_str::<TaskPolicy>("cost_curve = \"logarithmic\"").unwrap_err().to_string();
+        assert!(error.contains("linear") && error.contains("log"), "{error}");
     }
 
     #[test]

@@ -521,6 +521,38 @@ fn fifo_ordering_ignores_costs() {
     assert_eq!(keys, expected);
 }
 
+/// Sizes become costs on the queue's curve: on the log curve at a reference
+/// of 100,000 records, a chunk of a 100-record job costs 401 and one of a
+/// 100,000-record job 1,000, so the small job's chunks go 2.5 times as
+/// often; and the work done stays within one task of each of equal.
+#[test]
+fn sizes_become_costs_on_the_queue_curve() {
+    let tasks = crate::core::engine::TaskPolicy {
+        cost_curve: crate::core::fairness::CostCurve::Log,
+        cost_reference_size: 100_000,
+        ..Default::default()
+    };
+    let mut backlog = Backlog::new(EngineConfig { tasks, ..EngineConfig::default() });
+    let sized = |key: &str, size: u64| TaskSpec { size: Some(size), ..spec(key, Priority::DEFAULT) };
+    let arrivals: Vec<TaskSpec> =
+        (0..700).map(|i| if i % 2 == 0 { sized("small", 100) } else { sized("large", 100_000) }).collect();
+    backlog.add(&arrivals);
+    let (mut small, mut large) = (0u64, 0u64);
+    for _ in 0..490 {
+        match backlog.dispatch().expect("both keys are backlogged").fairness_key.as_str() {
+            "small" => small += 401,
+            _ => large += 1000,
+        }
+        assert!(small.abs_diff(large) <= 1000 + 401, "work {small} against {large}");
+    }
+    assert_eq!((small / 401, large / 1000), (350, 140), "2.5 small chunks to a large one");
+    // The linear curve at the default reference: a size of 1 to 1,000 is its cost.
+    let mut backlog = Backlog::new(EngineConfig::default());
+    backlog.add(&(0..4).flat_map(|_| [sized("one", 1), sized("three", 3)]).collect::<Vec<_>>());
+    let order: Vec<String> = std::iter::from_fn(|| backlog.dispatch().map(|t| t.fairness_key)).take(4).collect();
+    assert_eq!(order.iter().filter(|k| *k == "one").count(), 3, "{order:?}");
+}
+
 fn costed(key: &str, cost: u32) -> TaskSpec {
     TaskSpec { cost, ..spec(key, Priority::DEFAULT) }
 }

@@ -12,11 +12,13 @@
 //! ever delays a key. See `docs/fairness.md` for the bound.
 
 mod across;
+mod cost;
 mod counters;
 mod sketch;
 mod weights;
 
 pub use across::{CATCH_UP, PartitionClocks};
+pub use cost::CostCurve;
 pub use counters::{CounterConfig, KeyCounters};
 pub use sketch::PassSketch;
 pub use weights::Weights;

@@ -458,7 +458,7 @@ impl PartitionEngine {
         match self.config.tasks.ordering {
             DispatchOrder::Fair => {
                 let (share, weight) = self.config.weights.share(&task.fairness_key, task.fairness_weight);
-                subqueue.counters.next_pass(share, subqueue.ack.pass, advance(weight, task.cost))
+                subqueue.counters.next_pass(share, subqueue.ack.pass, advance(weight, self.config.tasks.cost_of(task)))
             }
             DispatchOrder::Fifo | DispatchOrder::Deadline => {
                 subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0))

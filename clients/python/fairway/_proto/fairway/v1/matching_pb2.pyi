@@ -361,7 +361,7 @@ class Task(_message.Message):
     def __init__(self, task_id: _Optional[int] = ..., lease_token: _Optional[str] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempt: _Optional[int] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., partition: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ["cost", "deadline", "dedup_id", "delay", "fairness_key", "fairness_weight", "payload", "priority"]
+    __slots__ = ["cost", "deadline", "dedup_id", "delay", "fairness_key", "fairness_weight", "payload", "priority", "size"]
     COST_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -370,6 +370,7 @@ class TaskSpec(_message.Message):
     FAIRNESS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
     cost: int
     deadline: _timestamp_pb2.Timestamp
     dedup_id: str
@@ -378,4 +379,5 @@ class TaskSpec(_message.Message):
     fairness_weight: float
     payload: bytes
     priority: int
-    def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ...) -> None: ...
+    size: int
+    def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
