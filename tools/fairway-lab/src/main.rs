@@ -14,6 +14,7 @@ mod bench;
 mod chaos;
 mod demo;
 mod figures;
+mod imports;
 mod schedules;
 mod simulate;
 
@@ -49,6 +50,9 @@ enum Command {
     /// deadline order (Fairway's), FIFO and fixed-time firing, scored by
     /// the same health.
     SimulateSchedules(schedules::ScheduleSimArgs),
+    /// A multi-tenant import workload in virtual time: the chunk ranker's
+    /// pick against Fairway's engine, with and without costs.
+    SimulateImports(imports::ImportSimArgs),
     /// Fault injection: several nodes on one Cassandra keyspace, a nemesis,
     /// and a checker of what clients saw.
     #[command(subcommand)]
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
             Command::Simulate(args) => simulate::run(args).await,
             Command::SimulateGrid(args) => simulate::grid::run(args),
             Command::SimulateSchedules(args) => schedules::run(args),
+            Command::SimulateImports(args) => imports::run(args),
             Command::Chaos(command) => chaos::run(command).await,
         }
     });

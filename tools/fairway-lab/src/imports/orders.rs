@@ -1,0 +1,154 @@
+//! The orders compared: the chunk ranker's pick, and Fairway's partition
+//! engine itself (the product's pure core, driven in virtual time over rows
+//! kept in memory), with a chunk's tenant or its job as its fairness key
+//! and, by arm, no cost, its records as its cost, or its job's records as
+//! its size on the log curve.
+
+use std::collections::BTreeMap;
+
+use fairway::core::engine::rows::{PartitionMeta, PartitionWrite};
+use fairway::core::engine::{EngineConfig, PartitionEngine, TaskPolicy};
+use fairway::core::fairness::CostCurve;
+use fairway::model::{FairLevel, Priority, StoredTask, TaskSpec};
+
+use super::ranker::Ranker;
+use super::workload::{Chunk, JOB_RECORDS};
+
+/// A queue of chunks in some order.
+pub(crate) trait Order {
+    /// Chunks that arrive now.
+    fn add(&mut self, chunks: &[Chunk], now_ms: i64);
+    /// The next chunk to start, `running[t]` chunks of tenant `t` being in
+    /// progress, `all_running` in all.
+    fn pick(&mut self, now_ms: i64, running: &[usize], all_running: usize) -> Option<Chunk>;
+}
+
+/// The ranker: every waiting chunk scored at every pick.
+pub(crate) struct RankerOrder {
+    ranker: Ranker,
+    waiting: Vec<Chunk>,
+}
+
+impl RankerOrder {
+    pub(crate) fn new(extreme_after_minutes: f64) -> Self {
+        RankerOrder { ranker: Ranker { extreme_after_minutes }, waiting: Vec::new() }
+    }
+}
+
+impl Order for RankerOrder {
+    fn add(&mut self, chunks: &[Chunk], _now_ms: i64) {
+        self.waiting.extend_from_slice(chunks);
+    }
+
+    fn pick(&mut self, now_ms: i64, running: &[usize], all_running: usize) -> Option<Chunk> {
+        let best = self.ranker.best(&self.waiting, now_ms, running, all_running)?;
+        Some(self.waiting.swap_remove(best))
+    }
+}
+
+/// What a Fairway arm charges a chunk's tenant for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Charge {
+    /// Every chunk alike (cost 1).
+    Tasks,
+    /// Its records, on the linear curve that reaches the most at a full chunk.
+    ChunkRecords,
+    /// Its job's records, on the log curve up to the largest job.
+    JobSizeLog,
+}
+
+/// What a Fairway arm takes as a chunk's fairness key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyBy {
+    /// Its tenant: tenants share the workers, each one's chunks in order.
+    Tenant,
+    /// Its job: jobs share the workers, whoever's they are.
+    Job,
+}
+
+/// Fairway's engine over rows in memory: a write lands whole and at once.
+pub(crate) struct FairwayOrder {
+    engine: PartitionEngine,
+    rows: BTreeMap<(Priority, FairLevel), StoredTask>,
+    chunks: BTreeMap<usize, Chunk>,
+    key: KeyBy,
+    charge: Charge,
+}
+
+impl FairwayOrder {
+    pub(crate) fn new(key: KeyBy, charge: Charge, chunk_records: u64) -> Self {
+        let (cost_curve, cost_reference_size) = match charge {
+            Charge::Tasks | Charge::ChunkRecords => (CostCurve::Linear, chunk_records),
+            Charge::JobSizeLog => (CostCurve::Log, JOB_RECORDS.1),
+        };
+        let tasks = TaskPolicy {
+            lease_timeout: std::time::Duration::from_secs(24 * 3600),
+            cost_curve,
+            cost_reference_size,
+            ..TaskPolicy::default()
+        };
+        let meta = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
+        let engine = PartitionEngine::load(&meta, EngineConfig { tasks, ..EngineConfig::default() }, 0);
+        FairwayOrder { engine, rows: BTreeMap::new(), chunks: BTreeMap::new(), key, charge }
+    }
+
+    fn spec(&self, chunk: &Chunk) -> TaskSpec {
+        let key = match self.key {
+            KeyBy::Tenant => format!("tenant-{}", chunk.tenant),
+            KeyBy::Job => format!("tenant-{}/job-{}", chunk.tenant, chunk.job),
+        };
+        let mut spec = TaskSpec::new(key, Priority::DEFAULT, chunk.id.to_le_bytes().to_vec());
+        spec.size = match self.charge {
+            Charge::Tasks => None,
+            Charge::ChunkRecords => Some(chunk.records),
+            Charge::JobSizeLog => Some(chunk.job_records),
+        };
+        spec
+    }
+
+    fn land(&mut self, write: &PartitionWrite) {
+        for task in &write.tasks {
+            self.rows.insert((task.priority, task.level), task.clone());
+        }
+    }
+}
+
+impl Order for FairwayOrder {
+    fn add(&mut self, chunks: &[Chunk], now_ms: i64) {
+        // In batches, as a producer's AddTasks would send them.
+        for batch in chunks.chunks(500) {
+            let specs: Vec<TaskSpec> = batch.iter().map(|chunk| self.spec(chunk)).collect();
+            let plan = self.engine.prepare_append(&specs, now_ms).expect("one id block holds the workload");
+            self.land(&plan.write);
+            self.engine.write_succeeded(plan, now_ms);
+            self.chunks.extend(batch.iter().map(|chunk| (chunk.id, chunk.clone())));
+        }
+    }
+
+    fn pick(&mut self, now_ms: i64, _running: &[usize], _all_running: usize) -> Option<Chunk> {
+        loop {
+            if let Some(task) = self.engine.take_next(now_ms) {
+                self.engine.settle();
+                for gc in self.engine.gc_requests(now_ms) {
+                    self.rows.retain(|(priority, level), _| *priority != gc.priority || *level > gc.through);
+                }
+                let id = usize::from_le_bytes(task.payload[..8].try_into().expect("a chunk id"));
+                return Some(self.chunks.remove(&id).expect("each chunk is dispatched once"));
+            }
+            let requests = self.engine.read_requests(now_ms);
+            if requests.is_empty() {
+                return None;
+            }
+            for request in requests {
+                let rows = self
+                    .rows
+                    .range((request.priority, request.after)..=(request.priority, FairLevel::MAX))
+                    .filter(|((_, level), _)| *level > request.after)
+                    .take(request.limit)
+                    .map(|(_, task)| task.clone())
+                    .collect();
+                self.engine.apply_read(request, rows);
+            }
+        }
+    }
+}
