@@ -16,6 +16,7 @@ mod leases;
 mod pki;
 mod polling;
 mod quiet_keys;
+mod ranker_scenarios;
 mod regions;
 mod rotation;
 mod scheduler;
