@@ -4,7 +4,8 @@
 //! Contract: the commands only read the statuses the server sends (code and
 //! message, printed as they came); they build none.
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -15,6 +16,8 @@ use fairway::proto::v1 as pb;
 use fairway::proto::v1::matching_client::MatchingClient;
 use fairway::security::{AuthChannel, BearerToken};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use super::times;
 
 #[derive(Args, Debug)]
 pub(super) struct ServerArg {
@@ -104,8 +107,12 @@ pub(super) enum TaskCommand {
         #[arg(long, default_value_t = 0)]
         priority: u32,
         /// The payload, as text.
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", conflicts_with = "payload_file")]
         payload: String,
+        /// The payload, the bytes of this file, or of standard input for `-`
+        /// (for payloads too large for an argument, or not text).
+        #[arg(long)]
+        payload_file: Option<PathBuf>,
         /// At most one pending or running task per dedup id in the queue.
         #[arg(long, default_value = "")]
         dedup_id: String,
@@ -246,7 +253,23 @@ fn status(error: tonic::Status) -> anyhow::Error {
 
 pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
     match command {
-        TaskCommand::Add { server, queue, key, weight, priority, payload, dedup_id, delay, cost, size } => {
+        TaskCommand::Add {
+            server,
+            queue,
+            key,
+            weight,
+            priority,
+            payload,
+            payload_file,
+            dedup_id,
+            delay,
+            cost,
+            size,
+        } => {
+            let payload = match payload_file {
+                Some(path) => read_payload(&path)?,
+                None => payload.into_bytes(),
+            };
             let mut client = connect(&server).await?;
             let response = client
                 .add_task(pb::AddTaskRequest {
@@ -255,7 +278,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                         fairness_key: key,
                         fairness_weight: weight,
                         priority,
-                        payload: payload.into_bytes(),
+                        payload,
                         dedup_id,
                         delay: delay.map(proto_duration),
                         deadline: None,
@@ -322,13 +345,40 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The most bytes `--payload-file` reads: the largest payload a server can
+/// be set to take (`limits.max_payload_bytes`); the server holds it to its own.
+const MAX_PAYLOAD_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The bytes of `path`, or of standard input for `-`, refused past
+/// [`MAX_PAYLOAD_FILE_BYTES`] before they are all read.
+fn read_payload(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let (name, source): (String, Box<dyn Read>) = if path == Path::new("-") {
+        ("standard input".into(), Box::new(std::io::stdin()))
+    } else {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("--payload-file: cannot open {}", path.display()))?;
+        (path.display().to_string(), Box::new(file))
+    };
+    let mut payload = Vec::new();
+    source
+        .take(MAX_PAYLOAD_FILE_BYTES + 1)
+        .read_to_end(&mut payload)
+        .with_context(|| format!("--payload-file: cannot read {name}"))?;
+    if payload.len() as u64 > MAX_PAYLOAD_FILE_BYTES {
+        anyhow::bail!(
+            "--payload-file: {name} holds more than {MAX_PAYLOAD_FILE_BYTES} bytes, the most a payload can be"
+        );
+    }
+    Ok(payload)
+}
+
 fn proto_duration(d: Duration) -> prost_types::Duration {
     prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
 }
 
-/// A timestamp as Unix seconds with milliseconds (and "-" when unset).
+/// A timestamp as a local date and how far it is from now ("-" when unset).
 fn timestamp(t: Option<prost_types::Timestamp>) -> String {
-    t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
+    times::when(t.as_ref(), times::now_ms())
 }
 
 fn level(level: Option<pb::FairLevel>) -> String {

@@ -6,6 +6,7 @@ mod origin;
 mod schedule;
 mod schema;
 mod serve;
+mod times;
 mod worker;
 
 use std::process::ExitCode;

@@ -11,6 +11,7 @@ use fairway::proto::v1::scheduler_client::SchedulerClient;
 use fairway::proto::v1::schedules_client::SchedulesClient;
 
 use super::client::ServerArg;
+use super::times;
 
 /// Origins sent per RecordOrigins call (the server's default batch limit).
 const BATCH: usize = 1000;
@@ -126,7 +127,7 @@ fn listed(line: &str, visit_type: &str) -> anyhow::Result<pb::ListedOrigin> {
 }
 
 fn time(t: Option<prost_types::Timestamp>) -> String {
-    t.map_or("-".into(), |t| format!("{}.{:03} (Unix s)", t.seconds, t.nanos / 1_000_000))
+    times::when(t.as_ref(), times::now_ms())
 }
 
 /// A lag as people read it: "45 min", "3.2 h", "3.2 d"; "-" without one.
@@ -230,7 +231,8 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
             let snapshot: String = s.last_snapshot.iter().map(|b| format!("{b:02x}")).collect();
             println!("  last snapshot {}", if snapshot.is_empty() { "-" } else { &snapshot });
             println!("  last scheduled {}, interval index {}", time(s.last_scheduled), s.next_position_offset);
-            let position = s.next_visit_queue_position.map_or("-".into(), |p| p.to_string());
+            // The queue position is a time: the reference scheduler's, in Unix ms.
+            let position = times::when_ms(s.next_visit_queue_position, times::now_ms());
             println!("  next queue position {position}, cooldowns end {}", time(s.eligible_after));
         }
         OriginCommand::Visit { server, visit_type, url } => {

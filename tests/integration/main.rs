@@ -3,6 +3,7 @@
 
 mod auth;
 mod cassandra;
+mod cli;
 mod conformance_embedded;
 mod connections;
 mod deadline;

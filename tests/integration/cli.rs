@@ -1,0 +1,73 @@
+//! The `fairway` client commands as a person runs them, against a server.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{TestServer, fairway_command, poll};
+
+const QUEUE: &str = "cli";
+
+/// Runs `fairway ARGS --server URL` with `stdin`, for 30 s at most.
+async fn run(server: &TestServer, args: &[&str], stdin: &[u8]) -> Output {
+    let url = format!("http://{}", server.addr);
+    let mut command = tokio::process::Command::from(fairway_command());
+    command.args(args).args(["--server", &url]).kill_on_drop(true);
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run fairway");
+    let mut input = child.stdin.take().expect("a stdin");
+    input.write_all(stdin).await.expect("write stdin");
+    drop(input);
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("fairway {args:?} did not end within 30 s"))
+        .expect("fairway ends")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A payload too large for an argument, and not text, comes from a file or
+/// from standard input whole; a missing file is named.
+#[tokio::test]
+async fn payloads_come_from_a_file_or_standard_input() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let file = dir.path().join("big.bin");
+    std::fs::write(&file, &big).unwrap();
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--payload-file", file.to_str().unwrap()], b"").await);
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--payload-file", "-"], &[0xff, 0, 0xfe]).await);
+    let first = poll(&mut client, QUEUE, Duration::from_secs(5)).await.expect("the file's task");
+    assert!(first.payload == big, "the 1 MiB payload came back as {} bytes", first.payload.len());
+    let second = poll(&mut client, QUEUE, Duration::from_secs(5)).await.expect("standard input's task");
+    assert_eq!(second.payload, [0xff, 0, 0xfe]);
+
+    let missing = dir.path().join("missing.bin");
+    let output =
+        run(&server, &["task", "add", "--queue", QUEUE, "--payload-file", missing.to_str().unwrap()], b"").await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("--payload-file") && stderr.contains("missing.bin"),
+        "{stderr}"
+    );
+    let both = run(&server, &["task", "add", "--queue", QUEUE, "--payload", "x", "--payload-file", "-"], b"").await;
+    assert!(!both.status.success(), "--payload with --payload-file was taken");
+    server.stop().await;
+}
+
+/// Times are local dates with how far they are, not Unix seconds.
+#[tokio::test]
+async fn times_are_dates_with_how_far_they_are() {
+    let server = TestServer::start().await;
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--payload", "p"], b"").await);
+    let polled = ok(&run(&server, &["task", "poll", "--queue", QUEUE, "--wait", "5s"], b"").await);
+    let line = polled.lines().find(|l| l.starts_with("lease until:")).unwrap_or_else(|| panic!("{polled}"));
+    let year = chrono::Local::now().format("%Y-").to_string();
+    assert!(line.contains(&year) && line.contains("(in ") && !line.contains("Unix"), "{line}");
+    server.stop().await;
+}
