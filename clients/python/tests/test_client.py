@@ -129,6 +129,15 @@ def test_completions_ride_with_the_next_poll(api, queue_name):
         api.complete(got.tasks[0])
 
 
+def poll_up_to(api, queue, n, within=10.0):
+    """The first ``n`` tasks the queue gives, or as many as came within ``within`` seconds."""
+    got = []
+    deadline = time.monotonic() + within
+    while len(got) < n and time.monotonic() < deadline:
+        got += api.poll_many(queue, n - len(got), wait=1)
+    return got
+
+
 def test_costs_share_the_work(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)
@@ -139,10 +148,7 @@ def test_costs_share_the_work(api, queue_name):
     dear = [fairway.TaskSpec(payload=b"d", fairness_key="dear", cost=100) for _ in range(5)]
     assert all(isinstance(r, fairway.AddResult) for r in api.add_many(queue, cheap + dear))
     api.add(queue, b"d", fairness_key="dear", cost=100)
-    got = []
-    deadline = time.monotonic() + 10
-    while len(got) < 202 and time.monotonic() < deadline:
-        got += api.poll_many(queue, 202 - len(got), wait=1)
+    got = poll_up_to(api, queue, 202)
     dear_count = sum(1 for t in got if t.fairness_key == "dear")
     # Equal weights share the work: 202 dispatches hold about two tasks of cost 100.
     assert len(got) == 202 and 1 <= dear_count <= 3, dear_count
@@ -160,10 +166,7 @@ def test_a_size_is_sent_instead_of_a_cost(api, queue_name):
     # On the default linear curve (reference 1000) a size of 100 costs 100.
     api.add_many(queue, [fairway.TaskSpec(payload=b"c", fairness_key="cheap") for _ in range(220)])
     api.add_many(queue, [fairway.TaskSpec(payload=b"d", fairness_key="dear", size=100) for _ in range(5)])
-    got = []
-    deadline = time.monotonic() + 10
-    while len(got) < 202 and time.monotonic() < deadline:
-        got += api.poll_many(queue, 202 - len(got), wait=1)
+    got = poll_up_to(api, queue, 202)
     dear_count = sum(1 for t in got if t.fairness_key == "dear")
     assert len(got) == 202 and 1 <= dear_count <= 3, dear_count
 
