@@ -216,6 +216,7 @@ impl Router {
                 task_id: outcome.task_id,
                 sync_matched: outcome.sync_matched,
                 duplicate: outcome.duplicate,
+                partition: outcome.partition,
             });
         }
         let partition = required.unwrap_or_else(|| {

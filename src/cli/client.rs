@@ -289,11 +289,13 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 .await
                 .map_err(status)?
                 .into_inner();
+            // Ids are numbered per partition: the partition makes one a task's name in its queue.
+            let task = format!("task {} of partition {}", response.task_id, response.partition);
             if response.duplicate {
-                println!("not added: task {} holds this dedup id", response.task_id);
+                println!("not added: {task} holds this dedup id");
             } else {
                 let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
-                println!("added task {}{how}", response.task_id);
+                println!("added {task}{how}");
             }
         }
         TaskCommand::Poll { server, queue, wait, worker } => {
@@ -305,7 +307,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 .into_inner();
             match response.task {
                 Some(task) => {
-                    println!("task_id:      {}", task.task_id);
+                    println!("task_id:      {} (partition {})", task.task_id, task.partition);
                     println!("fairness_key: {:?}", task.fairness_key);
                     println!("priority:     {}", task.priority);
                     println!("attempt:      {}", task.attempt);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{TestServer, fairway_command, poll};
+use crate::support::{TestServer, create, fairway_command, poll};
 
 const QUEUE: &str = "cli";
 
@@ -69,5 +69,23 @@ async fn times_are_dates_with_how_far_they_are() {
     let line = polled.lines().find(|l| l.starts_with("lease until:")).unwrap_or_else(|| panic!("{polled}"));
     let year = chrono::Local::now().format("%Y-").to_string();
     assert!(line.contains(&year) && line.contains("(in ") && !line.contains("Unix"), "{line}");
+    server.stop().await;
+}
+
+/// Task ids are numbered per partition; the CLI names a task by both, so
+/// six tasks of a 4-partition queue get six names.
+#[tokio::test]
+async fn a_task_is_named_by_its_partition_and_id() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    create(&mut client, "four", 4).await;
+    let mut names = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        let added = ok(&run(&server, &["task", "add", "--queue", "four", "--key", &format!("k{i}")], b"").await);
+        let name = added.trim().strip_prefix("added ").unwrap_or_else(|| panic!("{added}")).to_owned();
+        assert!(name.starts_with("task ") && name.contains(" of partition "), "{added}");
+        names.insert(name);
+    }
+    assert_eq!(names.len(), 6, "{names:?}");
     server.stop().await;
 }

@@ -183,7 +183,12 @@ def _spec(item: Union[TaskSpec, Payload]) -> TaskSpec:
 
 
 def _add_result(response: _m.AddTaskResponse) -> AddResult:
-    return AddResult(task_id=response.task_id, sync_matched=response.sync_matched, duplicate=response.duplicate)
+    return AddResult(
+        task_id=response.task_id,
+        sync_matched=response.sync_matched,
+        duplicate=response.duplicate,
+        partition=response.partition,
+    )
 
 
 def _item_error(error: _m.ItemError, method: str) -> FairwayError:

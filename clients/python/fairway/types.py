@@ -168,6 +168,9 @@ class AddResult:
     sync_matched: bool = False
     #: True when nothing was added: ``task_id`` holds the dedup id already.
     duplicate: bool = False
+    #: The partition of the queue the task is in: ids are numbered per
+    #: partition, so ``(partition, task_id)`` names a task within its queue.
+    partition: int = 0
 
 
 @dataclass(frozen=True)

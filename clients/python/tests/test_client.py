@@ -70,6 +70,14 @@ def test_add_poll_heartbeat_complete(api, queue_name):
     assert api.poll(queue, wait=0.2) is None, "a completed task is never delivered again"
 
 
+def test_a_task_is_named_by_its_partition_and_id(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue, partitions=4)
+    added = [api.add(queue, b"x", fairness_key=f"k{i}") for i in range(8)]
+    names = {(a.partition, a.task_id) for a in added}
+    assert len(names) == 8 and {a.partition for a in added} <= {0, 1, 2, 3}, added
+
+
 def test_dedup_delay_and_add_many(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)

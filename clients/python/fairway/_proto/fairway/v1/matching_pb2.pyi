@@ -16,14 +16,16 @@ class AddTaskRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ...) -> None: ...
 
 class AddTaskResponse(_message.Message):
-    __slots__ = ["duplicate", "sync_matched", "task_id"]
+    __slots__ = ["duplicate", "partition", "sync_matched", "task_id"]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
     SYNC_MATCHED_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     duplicate: bool
+    partition: int
     sync_matched: bool
     task_id: int
-    def __init__(self, task_id: _Optional[int] = ..., sync_matched: bool = ..., duplicate: bool = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., sync_matched: bool = ..., duplicate: bool = ..., partition: _Optional[int] = ...) -> None: ...
 
 class AddTaskResult(_message.Message):
     __slots__ = ["added", "error"]
