@@ -115,7 +115,12 @@ fn level(level: FairLevel) -> Option<pb::FairLevel> {
 }
 
 fn key_state(key: KeyBacklog) -> pb::KeyState {
-    pb::KeyState { fairness_key: key.fairness_key, buffered: key.buffered, pass_ahead: key.pass_ahead }
+    pb::KeyState {
+        fairness_key: key.fairness_key,
+        buffered: key.buffered,
+        pass_ahead: key.pass_ahead,
+        oldest_added_at: Some(timestamp(key.oldest_added_at)),
+    }
 }
 
 pub(super) fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
@@ -133,6 +138,7 @@ pub(super) fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
             parked_keys: s.parked_keys,
             parked_tasks: s.parked_tasks,
             reader_at_end: s.reader_at_end,
+            oldest_added_at: s.oldest_buffered_added_at.map(timestamp),
             top_keys: s.top_keys.into_iter().map(key_state).collect(),
             tracked_keys: s.tracked_keys,
             approximate_keys: s.approximate_keys,

@@ -512,10 +512,31 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 level(s.read_level)
             );
         }
+        let now = times::now_ms();
+        for s in p.subqueues.iter().filter(|s| s.oldest_added_at.is_some()) {
+            let bound = if s.reader_at_end { "" } else { " at least (tasks not read into memory yet may be older)" };
+            let oldest = s.oldest_added_at.as_ref().map_or(0, times::ms);
+            println!(
+                "  priority {}: the oldest task waiting has waited {}{bound}, since {}",
+                s.priority,
+                times::span(now - oldest),
+                times::when(s.oldest_added_at.as_ref(), now)
+            );
+        }
         for s in p.subqueues.iter().filter(|s| !s.top_keys.is_empty()) {
-            println!("  priority {} top keys (buffered tasks, passes ahead of the ack level):", s.priority);
+            println!(
+                "  priority {} top keys (buffered tasks, passes ahead of the ack level, oldest buffered waiting):",
+                s.priority
+            );
             for k in &s.top_keys {
-                println!("    {:<32} {:>8} {:>14}", format!("{:?}", k.fairness_key), k.buffered, k.pass_ahead);
+                let waited = k.oldest_added_at.as_ref().map_or("-".into(), |t| times::span(now - times::ms(t)));
+                println!(
+                    "    {:<32} {:>8} {:>14} {:>14}",
+                    format!("{:?}", k.fairness_key),
+                    k.buffered,
+                    k.pass_ahead,
+                    waited
+                );
             }
         }
         for s in p.subqueues.iter().filter(|s| s.parked_keys > 0 || s.parked_tasks > 0) {

@@ -138,7 +138,7 @@ const fn gauge(name: &'static str, unit: &'static str, help: &'static str, value
 }
 
 /// Every metric, in the order of the exposition.
-pub const ALL: [Metric; 13] = [
+pub const ALL: [Metric; 14] = [
     counter(
         "fairway_tasks_added_total",
         "{task}",
@@ -187,6 +187,13 @@ pub const ALL: [Metric; 13] = [
         "{task}",
         "Tasks above the ack level, by priority: the backlog, and tasks dispatched above one that still waits.",
         Values::PerLevel(|level| level.ack_lag),
+    ),
+    gauge(
+        "fairway_oldest_waiting_seconds",
+        "s",
+        "Age of the oldest task waiting in memory, by priority, since its first add: the oldest waiting task's \
+         where the partition's reader is at the end of its rows, else a lower bound.",
+        Values::PerLevel(|level| level.oldest_waiting_seconds),
     ),
     gauge("fairway_leased_tasks", "{task}", "Tasks out with workers.", Values::PerQueue(|s| s.leased)),
     gauge(
@@ -284,7 +291,7 @@ mod tests {
         QueueStats {
             counts: TaskCounts { added: 5, dispatched: 3, completed: 2, failed: 1, expired: 0 },
             owned_partitions: 1,
-            levels: Priority::all().map(|priority| LevelStats { priority, backlog: 0, ack_lag: 0 }).collect(),
+            levels: Priority::all().map(LevelStats::empty).collect(),
             dispatch_latency: HistogramReading {
                 buckets: (0..=BOUNDS_MS.len()).map(|i| u64::from(i == 2 || i == BOUNDS_MS.len())).collect(),
                 sum_ms: 4_010,

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairway::clock::{ManualClock, SharedClock};
+use fairway::clock::{Clock, ManualClock, SharedClock};
 use fairway::config::Config;
 use fairway::core::engine::TaskPolicy;
 use fairway::matcher::{Queues, Settings};
@@ -71,6 +71,7 @@ fn queue_metrics(text: &str) -> Vec<(String, f64)> {
         format!("fairway_dispatch_latency_seconds_bucket{{queue=\"{QUEUE}\",le=\"10\"}}"),
         format!("fairway_dispatch_latency_seconds_bucket{{queue=\"{QUEUE}\",le=\"30\"}}"),
         format!("fairway_dispatch_latency_seconds_sum{q}"),
+        format!("fairway_oldest_waiting_seconds{{queue=\"{QUEUE}\",priority=\"3\"}}"),
     ];
     series
         .into_iter()
@@ -99,6 +100,8 @@ struct Want {
     first_pass: u32,
     /// Of those, the ones that waited 11 s.
     waited_11s: u32,
+    /// Seconds since the oldest waiting task was first added.
+    oldest_waiting: u32,
 }
 
 impl Want {
@@ -124,6 +127,7 @@ impl Want {
             at_once,
             self.first_pass,
             11 * self.waited_11s,
+            self.oldest_waiting,
         ]
         .into_iter()
         .map(f64::from)
@@ -219,7 +223,18 @@ async fn the_metrics_count_what_was_added_dispatched_completed_and_failed() {
     // The last lease runs out (an expiry, retried after 2 s); the failed
     // task's backoff is over by then: it is back in the backlog.
     clock.advance(Duration::from_secs(11));
-    scrape_until(metrics, Want { expired: 1, backlog: 7, leased: 0, ..want }).await;
+    scrape_until(metrics, Want { expired: 1, backlog: 7, leased: 0, oldest_waiting: 11, ..want }).await;
+    let request = pb::DescribeQueueRequest { queue: QUEUE.to_owned(), top_keys: 5 };
+    let state = client.describe_queue(request).await.expect("DescribeQueue").into_inner();
+    let level = &state.partitions[0].subqueues[2];
+    assert!(level.reader_at_end, "7 tasks are all in the buffer");
+    let oldest = level.oldest_added_at.as_ref().expect("the oldest waiting task's add time");
+    assert_eq!(clock.now_ms() - (oldest.seconds * 1000 + i64::from(oldest.nanos / 1_000_000)), 11_000);
+    assert!(
+        level.top_keys.len() == 3 && level.top_keys.iter().all(|k| k.oldest_added_at.as_ref() == Some(oldest)),
+        "every key's oldest task was added before the clock moved: {:?}",
+        level.top_keys
+    );
 
     // The rest: six tasks on their first pass, which have waited 11 s, and
     // the retried one, whose latency does not count.
@@ -230,8 +245,17 @@ async fn the_metrics_count_what_was_added_dispatched_completed_and_failed() {
             .await
             .expect("CompleteTask");
     }
-    let done =
-        Want { dispatched: 11, completed: 9, expired: 1, backlog: 0, leased: 0, first_pass: 10, waited_11s: 6, ..want };
+    let done = Want {
+        dispatched: 11,
+        completed: 9,
+        expired: 1,
+        backlog: 0,
+        leased: 0,
+        first_pass: 10,
+        waited_11s: 6,
+        oldest_waiting: 0,
+        ..want
+    };
     let text = scrape_until(metrics, done).await;
     for priority in [1, 2, 4, 5] {
         let series = format!("fairway_backlog_tasks{{queue=\"{QUEUE}\",priority=\"{priority}\"}}");

@@ -239,11 +239,18 @@ class QueueInfo:
     expired: int
     added: int
     dispatched: int
+    #: When the oldest task waiting in memory, over every partition and
+    #: priority, was first added (an aware UTC datetime; None with none
+    #: waiting). It is the oldest waiting task when ``oldest_exact``, else
+    #: a bound: a task not read into memory yet may be older.
+    oldest_waiting_since: Optional[_dt.datetime] = None
+    oldest_exact: bool = True
     raw: Any = field(repr=False, compare=False, default=None)
 
     @classmethod
     def from_pb(cls, response: _m.DescribeQueueResponse) -> "QueueInfo":
         parts = list(response.partitions)
+        waiting = [datetime_from(s.oldest_added_at) for p in parts for s in p.subqueues if s.HasField("oldest_added_at")]
         return cls(
             name=response.queue,
             partitions=len(parts),
@@ -257,6 +264,8 @@ class QueueInfo:
             expired=sum(p.expired for p in parts),
             added=sum(p.added for p in parts),
             dispatched=sum(p.dispatched for p in parts),
+            oldest_waiting_since=min(waiting, default=None),
+            oldest_exact=all(s.reader_at_end for p in parts for s in p.subqueues),
             raw=response,
         )
 

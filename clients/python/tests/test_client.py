@@ -67,7 +67,12 @@ def test_add_poll_heartbeat_complete(api, queue_name):
     api.complete(task, b"done")
     info = api.describe_queue(queue)
     assert info.partitions == 2 and info.completed == 1 and info.leased == 0 and info.backlog == 0
+    assert info.oldest_waiting_since is None, info
     assert api.poll(queue, wait=0.2) is None, "a completed task is never delivered again"
+    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    api.add(queue, "waits")
+    info = api.describe_queue(queue)
+    assert info.oldest_waiting_since is not None and info.oldest_waiting_since >= before, info
 
 
 def test_a_task_is_named_by_its_partition_and_id(api, queue_name):

@@ -4,6 +4,7 @@
 use std::ops::AddAssign;
 
 use super::subqueue::KeyBacklog;
+use crate::clock::UnixMillis;
 use crate::model::{FairLevel, Priority};
 
 /// One priority level of a partition as its engine sees it, for status and metrics.
@@ -33,6 +34,10 @@ pub struct SubqueueSnapshot {
     /// Whether keys past `counters.exact_keys` share a sketch, so that their
     /// passes are upper bounds.
     pub approximate_keys: bool,
+    /// When the oldest ready task in the buffer was first added (ms since
+    /// the Unix epoch): the oldest waiting task of the level when
+    /// `reader_at_end`, else a lower bound of the oldest one's age.
+    pub oldest_buffered_added_at: Option<UnixMillis>,
     /// The keys with the most ready tasks in the buffer, most first (at most as
     /// many as asked for).
     pub top_keys: Vec<KeyBacklog>,

@@ -30,6 +30,9 @@ pub struct KeyBacklog {
     pub buffered: u64,
     /// How far ahead of the ack level the key's next task would land.
     pub pass_ahead: i64,
+    /// When the oldest of its ready tasks in the buffer was first added, ms
+    /// since the Unix epoch.
+    pub oldest_added_at: UnixMillis,
 }
 
 /// One priority level of a partition: its levels, buffer and key counters.
@@ -392,22 +395,39 @@ impl Subqueue {
         self.buffer.len() - self.ready
     }
 
+    /// The ready tasks in the buffer, in level order.
+    fn ready_tasks(&self) -> impl Iterator<Item = &StoredTask> {
+        self.buffer.values().filter_map(|slot| match slot {
+            Slot::Ready(task) => Some(task),
+            _ => None,
+        })
+    }
+
+    /// When the oldest ready task in the buffer was first added: the oldest
+    /// waiting of the level when the reader is at the end, a lower bound of
+    /// its age otherwise (a task not read yet, of a key far ahead, may be
+    /// older). One pass over the buffer, bounded by `engine.buffer_tasks`.
+    pub(super) fn oldest_buffered_added_at(&self) -> Option<UnixMillis> {
+        self.ready_tasks().map(|task| task.created_at_unix_ms).min()
+    }
+
     pub(super) fn top_keys(&self, n: usize) -> Vec<KeyBacklog> {
         if n == 0 {
             return Vec::new();
         }
-        let mut per_key: HashMap<&str, u64> = HashMap::new();
-        for slot in self.buffer.values() {
-            if let Slot::Ready(task) = slot {
-                *per_key.entry(task.fairness_key.as_str()).or_default() += 1;
-            }
+        let mut per_key: HashMap<&str, (u64, UnixMillis)> = HashMap::new();
+        for task in self.ready_tasks() {
+            let (buffered, oldest) = per_key.entry(task.fairness_key.as_str()).or_insert((0, UnixMillis::MAX));
+            *buffered += 1;
+            *oldest = (*oldest).min(task.created_at_unix_ms);
         }
         let mut keys: Vec<KeyBacklog> = per_key
             .into_iter()
-            .map(|(key, buffered)| KeyBacklog {
+            .map(|(key, (buffered, oldest_added_at))| KeyBacklog {
                 fairness_key: key.to_owned(),
                 buffered,
                 pass_ahead: self.counters.peek(key).map_or(0, |next| (next - self.ack.pass).max(0)),
+                oldest_added_at,
             })
             .collect();
         keys.sort_by(|a, b| b.buffered.cmp(&a.buffered).then_with(|| a.fairness_key.cmp(&b.fairness_key)));

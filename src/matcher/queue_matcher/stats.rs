@@ -47,6 +47,17 @@ pub struct LevelStats {
     /// Tasks above the ack level: the backlog, and tasks dispatched above a
     /// task that still waits.
     pub ack_lag: u64,
+    /// Seconds since the oldest task buffered in any partition was first
+    /// added (0 with none): the oldest waiting task's age where the reader
+    /// is at the end, else a lower bound of it.
+    pub oldest_waiting_seconds: u64,
+}
+
+impl LevelStats {
+    /// Nothing counted yet at `priority`.
+    pub fn empty(priority: Priority) -> Self {
+        LevelStats { priority, backlog: 0, ack_lag: 0, oldest_waiting_seconds: 0 }
+    }
 }
 
 /// What `describe` reports of one partition this node holds.
@@ -129,11 +140,12 @@ impl QueueMatcher {
         };
         let mut stats = QueueStats {
             takeovers: self.takeovers.load(Ordering::Relaxed),
-            levels: Priority::all().map(|priority| LevelStats { priority, backlog: 0, ack_lag: 0 }).collect(),
+            levels: Priority::all().map(LevelStats::empty).collect(),
             waiting_pollers: self.waiting_pollers() as u64,
             dispatch_latency: self.dispatch_latency.read(),
             ..QueueStats::default()
         };
+        let now = self.clock.now_ms();
         for partition in &partitions {
             let Some(snapshot) = partition.snapshot(0) else {
                 counts += partition.counts();
@@ -146,6 +158,8 @@ impl QueueMatcher {
             for (level, subqueue) in stats.levels.iter_mut().zip(&snapshot.subqueues) {
                 level.backlog += subqueue.approx_backlog;
                 level.ack_lag += subqueue.approx_backlog + subqueue.dispatched_above_ack;
+                let age = subqueue.oldest_buffered_added_at.map_or(0, |at| (now - at).max(0) as u64 / 1000);
+                level.oldest_waiting_seconds = level.oldest_waiting_seconds.max(age);
             }
         }
         stats.counts = counts;

@@ -122,6 +122,7 @@ impl PartitionEngine {
                         approx_backlog: s.approx_backlog.max(0) as u64,
                         dispatched_above_ack: s.dispatched_above_ack() as u64,
                         reader_at_end: s.at_end,
+                        oldest_buffered_added_at: s.oldest_buffered_added_at(),
                         tracked_keys: tracked as u64,
                         approximate_keys: approximate,
                         top_keys: s.top_keys(top_keys),

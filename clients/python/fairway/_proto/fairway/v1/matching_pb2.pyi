@@ -175,14 +175,16 @@ class ItemError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class KeyState(_message.Message):
-    __slots__ = ["buffered", "fairness_key", "pass_ahead"]
+    __slots__ = ["buffered", "fairness_key", "oldest_added_at", "pass_ahead"]
     BUFFERED_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_ADDED_AT_FIELD_NUMBER: _ClassVar[int]
     PASS_AHEAD_FIELD_NUMBER: _ClassVar[int]
     buffered: int
     fairness_key: str
+    oldest_added_at: _timestamp_pb2.Timestamp
     pass_ahead: int
-    def __init__(self, fairness_key: _Optional[str] = ..., buffered: _Optional[int] = ..., pass_ahead: _Optional[int] = ...) -> None: ...
+    def __init__(self, fairness_key: _Optional[str] = ..., buffered: _Optional[int] = ..., pass_ahead: _Optional[int] = ..., oldest_added_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListDeadLettersRequest(_message.Message):
     __slots__ = ["limit", "queue"]
@@ -311,13 +313,14 @@ class RedriveDeadLettersResponse(_message.Message):
     def __init__(self, redriven: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class SubqueueState(_message.Message):
-    __slots__ = ["ack_level", "approximate_keys", "backlog", "buffered", "dispatched_above_ack", "max_level", "parked_keys", "parked_tasks", "priority", "read_level", "reader_at_end", "top_keys", "tracked_keys"]
+    __slots__ = ["ack_level", "approximate_keys", "backlog", "buffered", "dispatched_above_ack", "max_level", "oldest_added_at", "parked_keys", "parked_tasks", "priority", "read_level", "reader_at_end", "top_keys", "tracked_keys"]
     ACK_LEVEL_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATE_KEYS_FIELD_NUMBER: _ClassVar[int]
     BACKLOG_FIELD_NUMBER: _ClassVar[int]
     BUFFERED_FIELD_NUMBER: _ClassVar[int]
     DISPATCHED_ABOVE_ACK_FIELD_NUMBER: _ClassVar[int]
     MAX_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_ADDED_AT_FIELD_NUMBER: _ClassVar[int]
     PARKED_KEYS_FIELD_NUMBER: _ClassVar[int]
     PARKED_TASKS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +334,7 @@ class SubqueueState(_message.Message):
     buffered: int
     dispatched_above_ack: int
     max_level: FairLevel
+    oldest_added_at: _timestamp_pb2.Timestamp
     parked_keys: int
     parked_tasks: int
     priority: int
@@ -338,7 +342,7 @@ class SubqueueState(_message.Message):
     reader_at_end: bool
     top_keys: _containers.RepeatedCompositeFieldContainer[KeyState]
     tracked_keys: int
-    def __init__(self, priority: _Optional[int] = ..., ack_level: _Optional[_Union[FairLevel, _Mapping]] = ..., read_level: _Optional[_Union[FairLevel, _Mapping]] = ..., max_level: _Optional[_Union[FairLevel, _Mapping]] = ..., buffered: _Optional[int] = ..., backlog: _Optional[int] = ..., reader_at_end: bool = ..., top_keys: _Optional[_Iterable[_Union[KeyState, _Mapping]]] = ..., tracked_keys: _Optional[int] = ..., approximate_keys: bool = ..., dispatched_above_ack: _Optional[int] = ..., parked_keys: _Optional[int] = ..., parked_tasks: _Optional[int] = ...) -> None: ...
+    def __init__(self, priority: _Optional[int] = ..., ack_level: _Optional[_Union[FairLevel, _Mapping]] = ..., read_level: _Optional[_Union[FairLevel, _Mapping]] = ..., max_level: _Optional[_Union[FairLevel, _Mapping]] = ..., buffered: _Optional[int] = ..., backlog: _Optional[int] = ..., reader_at_end: bool = ..., top_keys: _Optional[_Iterable[_Union[KeyState, _Mapping]]] = ..., tracked_keys: _Optional[int] = ..., approximate_keys: bool = ..., dispatched_above_ack: _Optional[int] = ..., parked_keys: _Optional[int] = ..., parked_tasks: _Optional[int] = ..., oldest_added_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ["attempt", "deadline", "fairness_key", "lease_deadline", "lease_token", "partition", "payload", "priority", "task_id"]
