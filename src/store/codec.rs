@@ -68,7 +68,7 @@ pub(super) fn encode_record(value: &RecordValue) -> Vec<u8> {
             message: record.message.clone(),
         }
         .encode_to_vec(),
-        RecordValue::FinishedLease { priority, level } => {
+        RecordValue::FinishedLease { priority, level } | RecordValue::Waiting { priority, level } => {
             pb::StoredRecordTask { priority: priority.get(), level: level_to_pb(*level), ..Default::default() }
                 .encode_to_vec()
         }
@@ -85,11 +85,13 @@ pub(super) fn encode_record(value: &RecordValue) -> Vec<u8> {
 pub(super) fn decode_record(at: RecordKey, bytes: &[u8]) -> Result<RecordValue, StoreError> {
     let corrupt = |e: String| StoreError::Corrupt(format!("record {:?} {:?}: {e}", at.section, at.key));
     match at.section {
-        Section::Leases | Section::Delayed | Section::DeadLetters | Section::Parked => {
+        Section::Leases | Section::Delayed | Section::DeadLetters | Section::Parked | Section::Waiting => {
             let row = pb::StoredRecordTask::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
             let priority = Priority::new(row.priority).ok_or_else(|| corrupt(format!("priority {}", row.priority)))?;
             let level = level_from_pb(row.level);
             match row.task {
+                Some(_) if at.section == Section::Waiting => Err(corrupt("a task in a waiting record".into())),
+                None if at.section == Section::Waiting => Ok(RecordValue::Waiting { priority, level }),
                 Some(task) => Ok(RecordValue::Task(RecordTask {
                     task: task_from_pb(level, priority, task),
                     at_unix_ms: row.at_unix_ms,
@@ -328,6 +330,10 @@ mod tests {
                 .prop_map(|(dedup_id, task_id)| (Section::Dedup, RecordValue::Dedup { dedup_id, task_id })),
             any::<i64>().prop_map(|mark| (Section::WriteMark, RecordValue::WriteMark(mark))),
             any::<i64>().prop_map(|task_id| (Section::Drained, RecordValue::Drained { task_id })),
+            (1..=5u32, any::<i64>(), any::<i64>()).prop_map(|(priority, pass, id)| {
+                let priority = Priority::new(priority).unwrap();
+                (Section::Waiting, RecordValue::Waiting { priority, level: FairLevel::new(pass, id) })
+            }),
         ]
     }
 

@@ -77,6 +77,7 @@ macro_rules! store_conformance_suite {
             a_forced_failover_starts_the_next_generation_once,
             of_racing_forced_failovers_one_wins,
             records_are_written_with_tasks_in_one_conditional_write,
+            a_write_moves_a_task_to_another_level_whole_or_not_at_all,
             record_sections_are_ordered_separate_and_range_deleted,
             record_reads_stay_inside_their_range,
             bucket_reads_return_the_buckets_named_and_no_more,
@@ -556,6 +557,10 @@ fn record(section: Section, key: (i64, i64), label: &str) -> Record {
         Section::Drained => {
             RecordValue::Drained { task_id: label.parse().expect("a drained mark's label is a number") }
         }
+        Section::Waiting => {
+            let pass = label.parse().expect("a waiting record's label is its pass");
+            RecordValue::Waiting { priority: Priority::DEFAULT, level: FairLevel::new(pass, key.1) }
+        }
     };
     Record { at: RecordKey { section, key }, value }
 }
@@ -567,6 +572,7 @@ fn label(value: RecordValue) -> String {
         RecordValue::FinishedLease { .. } => String::new(),
         RecordValue::Dedup { dedup_id, .. } => dedup_id,
         RecordValue::WriteMark(mark) | RecordValue::Drained { task_id: mark } => mark.to_string(),
+        RecordValue::Waiting { level, .. } => level.pass.to_string(),
     }
 }
 
@@ -584,6 +590,7 @@ pub async fn records_are_written_with_tasks_in_one_conditional_write(store: &dyn
         tasks: vec![task(Priority::DEFAULT, 1, 1)],
         put: vec![record(Section::Leases, (0, 5), "lease"), record(Section::Dedup, (-3, 0), "dedup")],
         delete: vec![],
+        delete_tasks: vec![],
         metadata: Some(PartitionMeta { range_id: range, delayed_through: (9, 9), ..Default::default() }),
     };
     let stale = PartitionWrite { metadata: None, ..write.clone() };
@@ -612,6 +619,38 @@ pub async fn records_are_written_with_tasks_in_one_conditional_write(store: &dyn
     store.write(&p, range, &replace).await.unwrap();
     assert_eq!(section(store, &p, Section::Leases).await, vec![((0, 5), String::new())], "a put replaces");
     assert!(section(store, &p, Section::Dedup).await.is_empty(), "deleting an absent record is no error");
+}
+
+/// A write that deletes a task row and writes the task at another level,
+/// with a record, moves it whole: a fenced one changes nothing, and the
+/// rows beside it are untouched. Deleting an absent row is no error.
+pub async fn a_write_moves_a_task_to_another_level_whole_or_not_at_all(store: &dyn Store) {
+    let p = &partition("moves", 0);
+    let range = owned(store, p).await;
+    let [low, high, other] =
+        [task(Priority::DEFAULT, 1, 1), task(Priority::DEFAULT, 900, 2), task(Priority::LOWEST, 900, 2)];
+    let first = PartitionWrite { tasks: vec![low.clone(), high.clone(), other.clone()], ..PartitionWrite::default() };
+    store.write(p, range, &first).await.unwrap();
+    let moved = StoredTask { level: FairLevel::new(1, 3), ..high.clone() };
+    let absent = (Priority::DEFAULT, FairLevel::new(5, 5));
+    let move_it = PartitionWrite {
+        tasks: vec![moved.clone()],
+        put: vec![record(Section::Waiting, (1_767_225_600_000, 3), "1")],
+        delete_tasks: vec![(Priority::DEFAULT, high.level), absent],
+        metadata: None,
+        ..PartitionWrite::default()
+    };
+    let fenced = store.write(p, range + 1, &move_it).await;
+    assert_eq!(fenced.unwrap_err(), StoreError::Fenced { current_range_id: range });
+    let read = |priority| async move { store.read(p, priority, FairLevel::ZERO, 10).await.unwrap() };
+    assert_eq!(levels(&read(Priority::DEFAULT).await), vec![low.level, high.level], "a fenced write moved nothing");
+    assert!(section(store, p, Section::Waiting).await.is_empty());
+
+    store.write(p, range, &move_it).await.unwrap();
+    assert_eq!(read(Priority::DEFAULT).await, vec![low.clone(), moved.clone()], "the row moved, with its task");
+    assert_eq!(read(Priority::LOWEST).await, vec![other], "the same level of another subqueue stays");
+    assert_eq!(store.read_row(p, RowRef::Task(Priority::DEFAULT, high.level)).await.unwrap(), None);
+    assert_eq!(section(store, p, Section::Waiting).await, vec![((1_767_225_600_000, 3), "1".to_owned())]);
 }
 
 /// Records come back ascending by key, strictly above `after`, at most the
@@ -695,6 +734,7 @@ pub async fn read_row_finds_one_task_or_record(store: &dyn Store) {
         record(Section::Dedup, (3, 1), "dedup id"),
         record(Section::WriteMark, (0, 0), "-42"),
         record(Section::Drained, (7, 0), "65537"),
+        record(Section::Waiting, (1_767_225_600_000, 2), "4"),
     ];
     let write = PartitionWrite { tasks: vec![written.clone()], put: records.clone(), ..PartitionWrite::default() };
     store.write(&p, range, &write).await.unwrap();

@@ -45,6 +45,9 @@ impl ModelStore {
         for at in &write.delete {
             self.records.remove(at);
         }
+        for row in &write.delete_tasks {
+            self.tasks.remove(row);
+        }
     }
 
     /// Lands `write`, the `planned`-th write planned (counted across owners),

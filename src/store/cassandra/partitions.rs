@@ -84,7 +84,7 @@ impl PartitionStore for CassandraStore {
         let queue = CqlValue::Text(partition.queue.as_str().to_owned());
         let number = CqlValue::Int(partition_number(partition));
         let mut batch = Batch::new(BatchType::Logged);
-        let rows = write.tasks.len() + write.put.len() + write.delete.len() + 1;
+        let rows = write.tasks.len() + write.put.len() + write.delete.len() + write.delete_tasks.len() + 1;
         let mut values: Vec<Vec<CqlValue>> = Vec::with_capacity(rows);
         let mut insert = |kind: i32, key: (i64, i64), bytes: Vec<u8>| {
             batch.append_statement(self.statements.insert_task.clone());
@@ -103,14 +103,16 @@ impl PartitionStore for CassandraStore {
         for record in &write.put {
             insert(i32::from(record.at.section.code()), record.at.key, encode_record(&record.value));
         }
-        for at in &write.delete {
+        let record_rows = write.delete.iter().map(|at| (i32::from(at.section.code()), at.key));
+        let task_rows = write.delete_tasks.iter().map(|(priority, level)| (kind(*priority), (level.pass, level.id)));
+        for (kind, key) in record_rows.chain(task_rows) {
             batch.append_statement(self.statements.delete_record.clone());
             values.push(vec![
                 queue.clone(),
                 number.clone(),
-                CqlValue::Int(i32::from(at.section.code())),
-                CqlValue::BigInt(at.key.0),
-                CqlValue::BigInt(at.key.1),
+                CqlValue::Int(kind),
+                CqlValue::BigInt(key.0),
+                CqlValue::BigInt(key.1),
             ]);
         }
         match &write.metadata {

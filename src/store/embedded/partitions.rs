@@ -100,7 +100,10 @@ impl PartitionStore for EmbeddedStore {
             .map(|t| (priority_byte(t.priority), (t.level.pass, t.level.id), encode_task(t)))
             .collect();
         rows.extend(write.put.iter().map(|r| (r.at.section.code(), r.at.key, encode_record(&r.value))));
-        let deletes: Vec<(u8, (i64, i64))> = write.delete.iter().map(|at| (at.section.code(), at.key)).collect();
+        let mut deletes: Vec<(u8, (i64, i64))> = write.delete.iter().map(|at| (at.section.code(), at.key)).collect();
+        deletes.extend(
+            write.delete_tasks.iter().map(|(priority, level)| (priority_byte(*priority), (level.pass, level.id))),
+        );
         let meta_row = write.metadata.as_ref().map(encode_meta);
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(unavailable)?;

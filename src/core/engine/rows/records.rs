@@ -33,6 +33,11 @@ pub enum Section {
     /// generation's partition it added again, keyed `(task id there, 0)`
     /// (see `crate::partition`'s drain).
     Drained,
+    /// In a queue with a `max_wait`: where each task written to the backlog
+    /// is, keyed `(first added at, Unix ms; level id)`, so that the tasks
+    /// that have waited longest are found by one ordered read, whatever
+    /// their levels (see `crate::core::engine::aged`).
+    Waiting,
 }
 
 impl Section {
@@ -46,6 +51,7 @@ impl Section {
             Section::Parked => 10,
             Section::WriteMark => 11,
             Section::Drained => 12,
+            Section::Waiting => 13,
         }
     }
 }
@@ -75,7 +81,8 @@ pub struct Record {
 /// [`Section::Delayed`], [`Section::DeadLetters`] and [`Section::Parked`],
 /// a [`RecordValue::Task`]; of [`Section::Dedup`], a [`RecordValue::Dedup`];
 /// of [`Section::WriteMark`], a [`RecordValue::WriteMark`]; of
-/// [`Section::Drained`], a [`RecordValue::Drained`].
+/// [`Section::Drained`], a [`RecordValue::Drained`]; of
+/// [`Section::Waiting`], a [`RecordValue::Waiting`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum RecordValue {
     /// A task with a time: a running lease, a delayed task, a dead letter or
@@ -101,6 +108,13 @@ pub enum RecordValue {
     Drained {
         /// The id of the task added in its place.
         task_id: i64,
+    },
+    /// Where a task waiting in the backlog was written.
+    Waiting {
+        /// The subqueue of its row.
+        priority: Priority,
+        /// The level of its row.
+        level: FairLevel,
     },
 }
 
@@ -128,6 +142,7 @@ impl RecordValue {
             RecordValue::Dedup { .. } => "a dedup record",
             RecordValue::WriteMark(_) => "a write mark",
             RecordValue::Drained { .. } => "a drained mark",
+            RecordValue::Waiting { .. } => "a waiting record",
         };
         MisplacedRecord { kind, expected: what.to_owned() }
     }
@@ -136,7 +151,7 @@ impl RecordValue {
     pub fn bytes(&self) -> usize {
         match self {
             RecordValue::Task(record) => stored_task_bytes(&record.task) + record.message.len() + RECORD_FIELDS_BYTES,
-            RecordValue::FinishedLease { .. } => RECORD_FIELDS_BYTES,
+            RecordValue::FinishedLease { .. } | RecordValue::Waiting { .. } => RECORD_FIELDS_BYTES,
             RecordValue::Dedup { dedup_id, .. } => dedup_id.len() + 16,
             RecordValue::WriteMark(_) | RecordValue::Drained { .. } => 8,
         }
