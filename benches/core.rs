@@ -123,7 +123,7 @@ fn pass_assignment(c: &mut Criterion) {
             let plan = plan_append(&mut engine, batch);
             engine.write_failed(plan, false, NOW);
         }
-        assert_eq!(engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approximate_keys, past_limit);
+        assert_eq!(engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].approximate_keys, past_limit);
         let mut batches = all.chunks(BATCH).cycle();
         group.bench_function(BenchmarkId::new("plan_append", keys), |b| {
             b.iter(|| {

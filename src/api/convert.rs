@@ -148,13 +148,15 @@ pub(super) fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 
 /// A partition this node holds, from its engine.
 pub(super) fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
-    let (range_id, counts, leased, delayed, bytes, subqueues) = match report.snapshot.clone() {
+    let (range_id, counts, tasks, bytes, subqueues) = match report.snapshot.clone() {
         Some(s) => {
             let bytes = (s.metadata_bytes, s.largest_write_bytes);
-            (s.range_id, s.counts, s.leased, s.delayed, bytes, self::subqueues(s))
+            let tasks = (s.leased, s.delayed, s.over_max_wait);
+            (s.range_id, s.counts, tasks, bytes, self::subqueues(s))
         }
-        None => (0, TaskCounts::default(), 0, 0, (0, 0), Vec::new()),
+        None => (0, TaskCounts::default(), (0, 0, 0), (0, 0), Vec::new()),
     };
+    let (leased, delayed, tasks_over_max_wait) = tasks;
     pb::PartitionState {
         partition: report.partition,
         range_id,
@@ -169,6 +171,7 @@ pub(super) fn held_partition(report: &PartitionReport, node: &str) -> pb::Partit
         expired: counts.expired,
         metadata_bytes: bytes.0,
         largest_write_bytes: bytes.1,
+        tasks_over_max_wait,
         state: format!("{:?}", report.state).to_lowercase(),
     }
 }

@@ -297,7 +297,8 @@ impl Partition {
 
     /// A snapshot of the engine, if the partition may still hand out tasks.
     pub fn snapshot(&self, top_keys: usize) -> Option<PartitionSnapshot> {
-        self.with_engine(|e| e.snapshot(top_keys))
+        let now = self.shared.clock.now_ms();
+        self.with_engine(|e| e.snapshot(top_keys, now))
     }
 
     /// Whether every ready task is younger than `max_age` (true when the

@@ -29,8 +29,8 @@ use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
 use crate::core::engine::{AppendPlan, Finish, PlanInput, bury_bytes, spec_bytes};
 use crate::model::TaskSpec;
 use crate::store::{
-    MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordTask, RecordValue, Section, StoreError,
-    stored_task_bytes,
+    MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordTask, RecordValue, RowRef, Section, StoreError,
+    StoredRow, stored_task_bytes,
 };
 
 /// The writer: one conditional write at a time, commands grouped in
@@ -298,7 +298,8 @@ async fn process(shared: &Shared, batch: Vec<WriteCommand>) -> bool {
 }
 
 /// Reads what planning needs from the store: the dedup buckets of the new
-/// tasks, delayed tasks when their buffer runs low.
+/// tasks, delayed tasks when their buffer runs low, parked tasks, and in a
+/// queue with a `max_wait` the waiting records and the rows of tasks past it.
 async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), PartitionError> {
     resolve_dedup(shared, requests.specs.iter().filter_map(|s| s.dedup_id.as_deref())).await?;
     let delayed_read = shared.engine().delayed_read();
@@ -310,7 +311,39 @@ async fn prepare(shared: &Shared, requests: &mut Requests) -> Result<(), Partiti
             .collect::<Result<Vec<_>, _>>()?;
         shared.engine().apply_delayed_read(after, tasks, limit);
     }
-    read_parked(shared).await
+    read_parked(shared).await?;
+    read_waiting(shared).await
+}
+
+/// Rows of tasks past `max_wait` read per write, at most.
+const AGED_READS_PER_WRITE: usize = 16;
+
+/// Reads the waiting records when the engine's window runs low, then the
+/// rows of tasks past `max_wait` above the read level, so that the plan
+/// can move them to the front.
+async fn read_waiting(shared: &Shared) -> Result<(), PartitionError> {
+    let waiting_read = shared.engine().waiting_read();
+    if let Some((after, limit)) = waiting_read {
+        let records = shared.store.read_records(&shared.id, RecordRange::above(Section::Waiting, after), limit).await?;
+        let records = records
+            .into_iter()
+            .map(|record| match record.value {
+                RecordValue::Waiting { priority, level } => Ok((record.at.key, priority, level)),
+                other => Err(StoreError::from(other.misplaced("a waiting record"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        shared.engine().apply_waiting_read(after, records, limit);
+    }
+    let reads = shared.engine().aged_reads(shared.clock.now_ms(), AGED_READS_PER_WRITE);
+    for (key, priority, level) in reads {
+        let found = match shared.store.read_row(&shared.id, RowRef::Task(priority, level)).await? {
+            Some(StoredRow::Task(task)) => Some(task),
+            Some(StoredRow::Record(other)) => return Err(StoreError::from(other.misplaced("a task row")).into()),
+            None => None,
+        };
+        shared.engine().apply_aged_read(key, found);
+    }
+    Ok(())
 }
 
 /// Parked keys whose oldest task is read per write, at most.

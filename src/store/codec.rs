@@ -170,6 +170,7 @@ pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
             pass: meta.dead_letters_through.0,
             id: meta.dead_letters_through.1,
         }),
+        waiting_through: Some(pb::StoredLevel { pass: meta.waiting_through.0, id: meta.waiting_through.1 }),
     }
     .encode_to_vec()
 }
@@ -198,6 +199,7 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
     }
     let delayed_through = row.delayed_through.map_or((0, 0), |l| (l.pass, l.id));
     let dead_letters_through = row.dead_letters_through.map_or((0, 0), |l| (l.pass, l.id));
+    let waiting_through = row.waiting_through.map_or((0, 0), |l| (l.pass, l.id));
     Ok(PartitionMeta {
         range_id: row.range_id,
         owner: row.owner,
@@ -207,6 +209,7 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
         subqueues,
         delayed_through,
         dead_letters_through,
+        waiting_through,
     })
 }
 
@@ -400,13 +403,13 @@ mod tests {
         (
             (any::<i64>(), ".{0,30}", ".{0,20}", ".{0,20}", any::<bool>()),
             proptest::array::uniform5(any_subqueue()),
-            ((any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>())),
+            ((any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>())),
         )
             .prop_map(
                 |(
                     (range_id, owner, region, moved_from, drained),
                     subqueues,
-                    (delayed_through, dead_letters_through),
+                    (delayed_through, dead_letters_through, waiting_through),
                 )| {
                     PartitionMeta {
                         range_id,
@@ -416,6 +419,7 @@ mod tests {
                         subqueues,
                         delayed_through,
                         dead_letters_through,
+                        waiting_through,
                         drained,
                     }
                 },

@@ -14,6 +14,7 @@ mod forwarding;
 mod grpc_fairness;
 mod keeper;
 mod leases;
+mod max_wait;
 mod pki;
 mod polling;
 mod quiet_keys;

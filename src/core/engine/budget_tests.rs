@@ -56,13 +56,13 @@ fn large_tasks_due_together_are_promoted_and_leased_over_several_writes_beside_n
             engine.take(candidate, now);
         }
         // A producer adds a task with every write while promotions go on.
-        let adds = if engine.snapshot(0).delayed > 0 { vec![small.clone()] } else { Vec::new() };
+        let adds = if engine.snapshot(0, 0).delayed > 0 { vec![small.clone()] } else { Vec::new() };
         smalls += adds.len();
         largest = largest.max(write(&mut engine, &adds, &[], now));
         writes += 1;
         assert!(writes < 200, "the due work does not shrink");
     }
-    let snapshot = engine.snapshot(0);
+    let snapshot = engine.snapshot(0, 0);
     assert_eq!(snapshot.delayed, 0, "every delayed task was promoted");
     assert_eq!(snapshot.leased as usize, 40 + smalls, "every task was leased");
     assert!(smalls >= 10, "promotions took {smalls} writes: they were split");

@@ -25,7 +25,11 @@
 //!    `dedup`), changed in the same conditional writes as the tasks.
 //! 5. The tasks dispatched above `A` stay near `park_after`: a key held at
 //!    its limits that holds `A` back is parked off the ack path (`parked`).
+//! 6. In a queue with a `max_wait`, a task that has waited that long is
+//!    moved to the front of its subqueue by one write that deletes its row
+//!    and writes it again above `A` (`aged`): moved whole or not at all.
 
+pub mod aged;
 mod config;
 pub mod dedup;
 pub mod delayed;
@@ -53,6 +57,8 @@ pub use report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
 pub use sizes::{bury_bytes, spec_bytes};
 pub use subqueue::KeyBacklog;
 
+#[cfg(test)]
+mod aged_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]

@@ -124,7 +124,7 @@ fn held_keys_beside(max_parked_keys: usize, held: usize, waiting: usize) -> (Run
         run.complete(&done);
         run.now += 100;
         run.keep();
-        let marks = run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
+        let marks = run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
         most_marks = most_marks.max(marks);
     }
     (run, started, most_marks)
@@ -133,7 +133,7 @@ fn held_keys_beside(max_parked_keys: usize, held: usize, waiting: usize) -> (Run
 #[test]
 fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
     let (mut run, held, most_marks) = held_keys_beside(1000, 1, 50);
-    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    let subqueue = &run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()];
     assert!(
         most_marks <= (PARK_AFTER + 200) as u64,
         "{most_marks} tasks dispatched above the ack level at most, over park_after {PARK_AFTER} plus a round"
@@ -157,7 +157,7 @@ fn a_key_held_at_its_limit_does_not_hold_the_ack_level_back() {
     }
     let expected: Vec<String> = (1..51).map(|n| format!("slow0 {n}")).collect();
     assert_eq!(order, expected, "the key's tasks in the order they were added");
-    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    let subqueue = &run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()];
     assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (0, 0), "the key left the directory");
     let parked = run.store.records.keys().filter(|at| at.section == Section::Parked).count();
     assert_eq!(parked, 0, "every parked record was deleted when its task started");
@@ -180,7 +180,7 @@ fn more_held_keys_than_the_directory_holds_do_not_hold_the_ack_level_back() {
         most_marks <= (PARK_AFTER + 200) as u64,
         "{most_marks} tasks dispatched above the ack level at most, over park_after {PARK_AFTER} plus a round"
     );
-    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    let subqueue = &run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()];
     assert_eq!(subqueue.parked_keys, DIRECTORY as u64, "the directory is full");
     assert_eq!(subqueue.parked_tasks, held_keys as u64, "every held key's waiting task is parked");
     let slots = run.engine.metadata().subqueues[Priority::DEFAULT.index()].parked.len();
@@ -202,7 +202,7 @@ fn more_held_keys_than_the_directory_holds_do_not_hold_the_ack_level_back() {
     let mut expected: Vec<String> = (0..held_keys).map(|k| format!("slow{k} 1")).collect();
     expected.sort();
     assert_eq!(started, expected, "each waiting task started once");
-    let subqueue = &run.engine.snapshot(0).subqueues[Priority::DEFAULT.index()];
+    let subqueue = &run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()];
     assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (0, 0), "nothing is parked any more");
     let parked = run.store.records.keys().filter(|at| at.section == Section::Parked).count();
     assert_eq!(parked, 0, "every parked record was deleted when its task started");

@@ -2,6 +2,7 @@
 //! and passes, records to put and delete), a read, a delete of what every
 //! owner has acknowledged.
 
+use super::aged::WaitKey;
 use super::delayed::DelayKey;
 use super::leases::LeaseError;
 use super::outcomes::{Added, Finish, Finished};
@@ -52,6 +53,19 @@ pub struct AppendPlan {
     pub(super) moved_leases: Vec<(i64, i64)>,
     /// Tasks of held keys parked by this write, and their records.
     pub(super) parked: Vec<(RecordKey, StoredTask)>,
+    /// Waiting records this write puts (a queue with a `max_wait`).
+    pub(super) waiting: Vec<(WaitKey, Priority, FairLevel)>,
+    /// Tasks past `max_wait` this write moves to the front.
+    pub(super) moved: Vec<MovedTask>,
+}
+
+/// A task a write moves to the front of its subqueue: its waiting record,
+/// the task as it was (at its old level), and whether it was in the buffer.
+#[derive(Debug)]
+pub(super) struct MovedTask {
+    pub(super) key: WaitKey,
+    pub(super) task: StoredTask,
+    pub(super) buffered: bool,
 }
 
 impl AppendPlan {

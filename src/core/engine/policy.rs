@@ -56,7 +56,15 @@ pub struct TaskPolicy {
     /// The size that costs the most (`MAX_TASK_COST`) on the curve; larger
     /// sizes cost as much.
     pub cost_reference_size: u64,
+    /// With `"fair"` ordering: a task that has waited this long since it was
+    /// first added is moved to the front of its priority level, whatever its
+    /// key, weight or cost, and such tasks go oldest first (0: never).
+    #[serde(with = "crate::clock::duration_serde")]
+    pub max_wait: Duration,
 }
+
+/// The longest `max_wait` a queue may set.
+pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// The order of dispatch within a priority level.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +95,7 @@ impl Default for TaskPolicy {
             late_slack: Duration::from_secs(15 * 60),
             cost_curve: CostCurve::Linear,
             cost_reference_size: 1000,
+            max_wait: Duration::ZERO,
         }
     }
 }
@@ -134,6 +143,9 @@ impl TaskPolicy {
         }
         if self.late_slack > Duration::from_secs(7 * 24 * 3600) {
             return fail("late_slack", format!("is {:?}; it must be at most 7 days", self.late_slack));
+        }
+        if !self.max_wait.is_zero() && !(Duration::from_secs(1)..=MAX_WAIT_LIMIT).contains(&self.max_wait) {
+            return fail("max_wait", format!("is {:?}; it must be 0 (never) or 1s to 30 days", self.max_wait));
         }
         if !(1..=MAX_TASK_SIZE).contains(&self.cost_reference_size) {
             return fail(

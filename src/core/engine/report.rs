@@ -65,6 +65,10 @@ pub struct PartitionSnapshot {
     pub metadata_bytes: u64,
     /// The bytes of the largest write since this engine was loaded.
     pub largest_write_bytes: u64,
+    /// Tasks that have waited past the queue's `max_wait` and still wait (0
+    /// without one): those in the buffer, and those above the read level
+    /// whose waiting records are in memory (a lower bound when more are due).
+    pub over_max_wait: u64,
 }
 
 /// What an engine has counted since it was loaded, each from the writes that

@@ -2,7 +2,7 @@
 //! between the ack level and the read level, and the fair order over them.
 //! The ack level never passes a slot whose lease or park is being written.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::clock::UnixMillis;
 use crate::core::engine::rows::SubqueueMeta;
@@ -10,15 +10,33 @@ use crate::core::fairness::{CounterConfig, KeyCounters};
 use crate::model::{FairLevel, Priority, StoredTask};
 
 /// A buffered level: a task waiting for dispatch, one whose lease is being
-/// written, one being parked (`crate::core::engine::parked`), or the mark of one
+/// written, one being parked (`crate::core::engine::parked`), one being
+/// moved to the front (`crate::core::engine::aged`), or the mark of one
 /// dispatched or parked that the ack level has not passed yet. The ack level
-/// never passes a `Leasing` or `Parking` slot.
+/// never passes a `Leasing`, `Parking` or `Moving` slot.
 #[derive(Clone, Debug)]
 enum Slot {
     Ready(StoredTask),
     Leasing,
     Parking,
+    Moving,
     Dispatched,
+}
+
+/// What the buffer knows of a level: whether a task that has waited past
+/// `max_wait` there still needs moving to the front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LevelState {
+    /// A ready task in the buffer.
+    Ready,
+    /// A write that leases or moves its task is in flight: it may come back.
+    InFlight,
+    /// Nothing there waits any more: the task was dispatched or parked, or
+    /// the level is at or below the ack level, or within the buffer's
+    /// levels and not in it, or above them with the reader at the end.
+    Gone,
+    /// Above the read level, with rows not read yet: only the store knows.
+    Unread,
 }
 
 /// How many tasks of one key wait in the buffer.
@@ -69,6 +87,9 @@ pub(super) struct Subqueue {
     gc_through: FairLevel,
     /// Ready tasks of keys at their limits, beyond the buffer's capacity.
     blocked_room: usize,
+    /// Rows above `R` that a write in flight moves to the front: a read
+    /// that returns one of them does not buffer it.
+    moving_unread: BTreeSet<FairLevel>,
 }
 
 impl Subqueue {
@@ -108,6 +129,7 @@ impl Subqueue {
             last_gc_ms: now,
             gc_through: FairLevel::ZERO,
             blocked_room: 0,
+            moving_unread: BTreeSet::new(),
         }
     }
 
@@ -278,6 +300,51 @@ impl Subqueue {
         self.take_as(level, Slot::Parking)
     }
 
+    /// Takes the ready task at `level` to move it to the front; its slot
+    /// waits for the write.
+    pub(super) fn take_to_move(&mut self, level: FairLevel) -> Option<StoredTask> {
+        self.take_as(level, Slot::Moving)
+    }
+
+    /// What is known at `level` (see [`LevelState`]).
+    pub(super) fn level_state(&self, level: FairLevel) -> LevelState {
+        if level <= self.ack {
+            return LevelState::Gone;
+        }
+        match self.buffer.get(&level) {
+            Some(Slot::Ready(_)) => LevelState::Ready,
+            Some(Slot::Leasing | Slot::Moving) => LevelState::InFlight,
+            Some(Slot::Parking | Slot::Dispatched) => LevelState::Gone,
+            None if self.moving_unread.contains(&level) => LevelState::InFlight,
+            None if level <= self.read || self.at_end => LevelState::Gone,
+            None => LevelState::Unread,
+        }
+    }
+
+    /// A write in flight moves the row at `level`, above `R`, to the front.
+    pub(super) fn moving_unread(&mut self, level: FairLevel) {
+        self.moving_unread.insert(level);
+    }
+
+    /// The write that moved the task at `level` to the front is durable:
+    /// its old slot goes (the row is gone), and a read in flight that may
+    /// have seen the old row is not trusted.
+    pub(super) fn moved(&mut self, level: FairLevel) {
+        if matches!(self.buffer.get(&level), Some(Slot::Moving)) {
+            self.buffer.remove(&level);
+        }
+        if self.moving_unread.remove(&level) {
+            self.read_stale |= self.read_in_flight.is_some();
+        }
+    }
+
+    /// The write that moved the row at `level`, above `R`, failed; if it
+    /// `may_have_applied`, a read in flight is not trusted.
+    pub(super) fn move_failed(&mut self, level: FairLevel, may_have_applied: bool) {
+        self.moving_unread.remove(&level);
+        self.read_stale |= may_have_applied && self.read_in_flight.is_some();
+    }
+
     fn take_as(&mut self, level: FairLevel, state: Slot) -> Option<StoredTask> {
         let slot = self.buffer.get_mut(&level)?;
         if !matches!(slot, Slot::Ready(_)) {
@@ -308,7 +375,7 @@ impl Subqueue {
             }
             match slot {
                 Slot::Dispatched | Slot::Parking => {}
-                Slot::Leasing => holds_ack = false,
+                Slot::Leasing | Slot::Moving => holds_ack = false,
                 Slot::Ready(task) if park(task, holds_ack) => levels.push(*level),
                 Slot::Ready(_) => holds_ack = false,
             }
@@ -316,11 +383,11 @@ impl Subqueue {
         levels
     }
 
-    /// Puts back a task that was taken but whose lease, or parked record,
-    /// was not written.
+    /// Puts back a task that was taken but whose lease, parked record or
+    /// move was not written.
     pub(super) fn restore(&mut self, task: StoredTask) {
         match self.buffer.get_mut(&task.level) {
-            Some(slot @ (Slot::Leasing | Slot::Parking)) => {
+            Some(slot @ (Slot::Leasing | Slot::Parking | Slot::Moving)) => {
                 *slot = Slot::Ready(task);
                 self.ready += 1;
                 self.approx_backlog += 1;
@@ -368,6 +435,7 @@ impl Subqueue {
         }
         self.buffer.values().all(|slot| match slot {
             Slot::Ready(task) => now - task.created_at_unix_ms < max_age_ms,
+            Slot::Moving => false,
             Slot::Leasing | Slot::Parking | Slot::Dispatched => true,
         })
     }
@@ -401,6 +469,20 @@ impl Subqueue {
             Slot::Ready(task) => Some(task),
             _ => None,
         })
+    }
+
+    /// The ready task at `level`, if there is one.
+    pub(super) fn ready_task(&self, level: FairLevel) -> Option<&StoredTask> {
+        match self.buffer.get(&level) {
+            Some(Slot::Ready(task)) => Some(task),
+            _ => None,
+        }
+    }
+
+    /// Ready tasks in the buffer first added at or before `cutoff`. One
+    /// pass over the buffer, bounded by `engine.buffer_tasks`.
+    pub(super) fn ready_older_than(&self, cutoff: UnixMillis) -> usize {
+        self.ready_tasks().filter(|task| task.created_at_unix_ms <= cutoff).count()
     }
 
     /// When the oldest ready task in the buffer was first added: the oldest
@@ -449,7 +531,7 @@ impl Subqueue {
     }
 
     fn insert_ready(&mut self, task: StoredTask) -> bool {
-        if task.level <= self.ack || self.buffer.contains_key(&task.level) {
+        if task.level <= self.ack || self.buffer.contains_key(&task.level) || self.moving_unread.contains(&task.level) {
             return false;
         }
         self.buffer.insert(task.level, Slot::Ready(task));

@@ -236,7 +236,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
             *previous = saved.ack_level;
         }
         // The ack level only moves forward, and everything at or below it was dispatched.
-        for subqueue in engine.snapshot(0).subqueues {
+        for subqueue in engine.snapshot(0, 0).subqueues {
             let previous = last_ack.insert(subqueue.priority, subqueue.ack_level).unwrap_or(FairLevel::ZERO);
             prop_assert!(subqueue.ack_level >= previous, "ack level moved back");
             prop_assert!(subqueue.buffered as usize <= config.buffer_tasks, "buffer over capacity");
@@ -988,7 +988,7 @@ fn a_new_owner_counts_the_backlog_exactly_once_it_has_read_every_row() {
     backlog.store.meta = stale;
     let taken = backlog.store.take_ownership();
     backlog.engine = PartitionEngine::load(&taken, EngineConfig::default(), 0);
-    let count = |b: &Backlog| b.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog;
+    let count = |b: &Backlog| b.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].approx_backlog;
     assert_eq!(count(&backlog), 50, "the stale figure, before any read");
     let first = backlog.dispatch().expect("a task");
     assert_eq!(count(&backlog), 29, "the rows read to the end, less the one dispatched");
@@ -1009,9 +1009,9 @@ fn a_read_that_sees_an_append_in_flight_does_not_count_its_tasks_twice() {
         backlog.engine.apply_read(request, tasks);
     }
     backlog.engine.write_succeeded(plan, 0);
-    assert_eq!(backlog.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog, 10);
+    assert_eq!(backlog.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].approx_backlog, 10);
     assert_eq!(std::iter::from_fn(|| backlog.dispatch()).count(), 10);
-    assert_eq!(backlog.engine.snapshot(0).subqueues[Priority::DEFAULT.index()].approx_backlog, 0);
+    assert_eq!(backlog.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].approx_backlog, 0);
 }
 
 /// A task dispatched above the ack level (out of level order, because a new

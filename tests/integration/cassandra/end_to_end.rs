@@ -9,11 +9,19 @@ use fairway::proto::v1 as pb;
 use futures::future::join_all;
 
 use crate::grpc_fairness::three_keys_get_their_weighted_shares_on;
+use crate::max_wait::tasks_past_max_wait_pass_a_deep_backlog_on;
 use crate::support::{Backend, TestServer, add, poll, spec, wait};
 
 #[tokio::test]
 async fn three_keys_get_their_weighted_shares() {
     three_keys_get_their_weighted_shares_on(Backend::Cassandra).await;
+}
+
+/// Tasks past `max_wait` are moved to the front by Cassandra's conditional
+/// batches (a row deleted and written again in one), behind 100,000 tasks.
+#[tokio::test]
+async fn tasks_past_max_wait_pass_a_deep_backlog() {
+    tasks_past_max_wait_pass_a_deep_backlog_on(Backend::Cassandra, 100_000).await;
 }
 
 /// Concurrent large tasks are written in several appends, each a mutation

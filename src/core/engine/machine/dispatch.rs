@@ -129,7 +129,8 @@ impl PartitionEngine {
             return false;
         }
         let (priority, key) = (spec.priority, spec.fairness_key.as_str());
-        self.dispatchable(priority, key, now) && self.quiet(spec)
+        // Tasks past `max_wait` go first: none is to be moved to the front.
+        self.dispatchable(priority, key, now) && self.quiet(spec) && !self.aged_due(now)
     }
 
     /// No lease of `spec`'s key runs, and its counter is at or below the

@@ -4,6 +4,7 @@
 //! and gives back is in the engine's other files (config, outcomes, plan,
 //! report, sizes).
 
+mod aging;
 mod dispatch;
 mod planning;
 mod reads;
@@ -13,6 +14,7 @@ mod write_outcome;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use super::IdBlock;
+use super::aged::AgedWindow;
 use super::config::EngineConfig;
 use super::dedup::DedupIndex;
 use super::delayed::{DelayKey, Delayed};
@@ -64,6 +66,8 @@ pub struct PartitionEngine {
     /// Leases taken and not written yet.
     unwritten_leases: Vec<i64>,
     delayed: Delayed,
+    /// The waiting records of a queue with a `max_wait`.
+    aged: AgedWindow,
     /// The highest lease seq planned, and what the last range deletes of
     /// finished leases and promoted delayed records covered.
     max_lease_seq: i64,
@@ -145,6 +149,7 @@ impl PartitionEngine {
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),
+            aged: AgedWindow::new(config.buffer_tasks, meta.waiting_through),
             max_lease_seq: 0,
             lease_gc_through: 0,
             delayed_gc_through: meta.delayed_through,

@@ -1,6 +1,7 @@
 //! Planning a write: ids and passes for new tasks, lease records, the ends
 //! of leases, dedup records, and what is due, within the byte budget.
 
+use super::aging::{MAX_MOVES_PER_WRITE, WAITING_RECORD_BYTES};
 use super::{LEASE_EXPIRED, MAX_MAINTENANCE_PER_WRITE, PartitionEngine, lease_done, lease_key};
 use crate::clock::{UnixMillis, millis};
 use crate::core::engine::dedup::bucket_of;
@@ -76,6 +77,8 @@ impl PartitionEngine {
             dead_letters_floor: None,
             moved_leases: Vec::new(),
             parked: Vec::new(),
+            waiting: Vec::new(),
+            moved: Vec::new(),
         };
         // What is due goes in while it fits beside the commands and the
         // metadata, if this write may carry it (see the end of the plan).
@@ -97,7 +100,8 @@ impl PartitionEngine {
         };
         // Promotions first: the floor they raise bounds the keys of new
         // delayed records below.
-        let due = self.delayed.take_due(now, MAX_MAINTENANCE_PER_WRITE, |task| fits(requeue_bytes(task)));
+        let waiting = if self.max_wait_ms().is_some() { WAITING_RECORD_BYTES } else { 0 };
+        let due = self.delayed.take_due(now, MAX_MAINTENANCE_PER_WRITE, |task| fits(requeue_bytes(task) + waiting));
         for (key, dead) in due {
             plan.write.delete.push(RecordKey { section: Section::Delayed, key });
             let task = self.relevel(&mut plan, dead.clone());
@@ -105,6 +109,9 @@ impl PartitionEngine {
             plan.promoted.push((key, dead));
             plan.delayed_floor = Some(key);
         }
+        // Tasks past `max_wait` go to the front before the new tasks of
+        // this write get their ids, so they go before those too.
+        self.plan_aged_moves(&mut plan, now, &mut fits);
         for (index, spec) in input.specs.iter().enumerate() {
             let in_turn = input.in_turn.binary_search(&index).is_ok();
             // A task matched in its turn goes to the backlog instead if a
@@ -228,7 +235,7 @@ impl PartitionEngine {
     /// written; and [`MAX_DUE_IDS`] for what is due.
     fn ids_needed(&self, input: &PlanInput<'_>) -> i64 {
         let commands = input.specs.len() + input.direct.len() + input.redrive.len() + input.bury.len();
-        (commands + self.unwritten_leases.len() + MAX_DUE_IDS) as i64
+        (commands + self.unwritten_leases.len() + MAX_DUE_IDS + MAX_MOVES_PER_WRITE) as i64
     }
 
     /// The bytes the commands of `input` add to a write, at most.
@@ -237,7 +244,12 @@ impl PartitionEngine {
         let redrive: usize = input.redrive.iter().map(|(_, task)| requeue_bytes(task)).sum();
         let finishes: usize = input.finishes.iter().map(|f| self.finish_bytes(f)).sum();
         let bury: usize = input.bury.iter().map(bury_bytes).sum();
-        specs + redrive + finishes + bury
+        // In a queue with a `max_wait`, each task row comes with its waiting record.
+        let waiting = match self.max_wait_ms() {
+            Some(_) => (input.specs.len() + input.redrive.len()) * WAITING_RECORD_BYTES,
+            None => 0,
+        };
+        specs + redrive + finishes + bury + waiting
     }
 
     /// The bytes a worker's report on a lease adds to a write, at most (the
@@ -265,6 +277,7 @@ impl PartitionEngine {
             let index = spec.priority.index();
             self.pin(plan, index);
             task.level.pass = self.next_pass(index, &task);
+            self.plan_waiting_record(plan, &task);
             plan.write.tasks.push(task);
         } else {
             self.plan_delayed(plan, (now + millis(spec.delay), id), task);
@@ -441,6 +454,7 @@ impl PartitionEngine {
         self.pin(plan, index);
         let pass = self.next_pass(index, &task);
         task.level = FairLevel::new(pass, self.ids.take().expect("checked the block has room"));
+        self.plan_waiting_record(plan, &task);
         task
     }
 
@@ -466,7 +480,7 @@ impl PartitionEngine {
         }
     }
 
-    fn pin(&mut self, plan: &mut AppendPlan, index: usize) {
+    pub(super) fn pin(&mut self, plan: &mut AppendPlan, index: usize) {
         if !plan.pinned[index] {
             self.subqueues[index].pin();
             plan.pinned[index] = true;

@@ -43,6 +43,7 @@ impl PartitionEngine {
             || self.delayed.read_request().is_some()
             || !self.parked.reads(1).is_empty()
             || !self.to_park(now).is_empty()
+            || self.aged_due(now)
     }
 
     /// Reads of the oldest parked task of keys whose head is not in memory,

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 impl PartitionEngine {
     /// Range deletes of records no owner reads any more: finished leases
-    /// below the oldest running one, and delayed records below the floor
-    /// persisted in the metadata. Each is unconditional and idempotent.
+    /// below the oldest running one, and delayed and waiting records below
+    /// their floors persisted in the metadata. Each is unconditional and idempotent.
     pub fn record_deletes(&mut self) -> Vec<RecordKey> {
         let mut deletes = Vec::new();
         let subqueues = &self.subqueues;
@@ -32,6 +32,9 @@ impl PartitionEngine {
         if delayed_floor > self.delayed_gc_through {
             self.delayed_gc_through = delayed_floor;
             deletes.push(RecordKey { section: Section::Delayed, key: delayed_floor });
+        }
+        if let Some(waiting_floor) = self.aged.gc_due() {
+            deletes.push(RecordKey { section: Section::Waiting, key: waiting_floor });
         }
         deletes
     }
@@ -70,6 +73,7 @@ impl PartitionEngine {
             }),
             delayed_through: self.delayed.floor(),
             dead_letters_through: self.dead_letters_through,
+            waiting_through: self.aged.floor(),
             // Set only by the drain of the next generation, which fenced this owner first.
             drained: false,
         }
@@ -80,6 +84,7 @@ impl PartitionEngine {
     pub fn metadata_persisted(&mut self, meta: &PartitionMeta, now: UnixMillis) {
         self.last_meta_sync = now;
         self.parked.metadata_persisted();
+        self.aged.floor_persisted(meta.waiting_through);
         for (subqueue, saved) in self.subqueues.iter_mut().zip(&meta.subqueues) {
             subqueue.persisted_ack = subqueue.persisted_ack.max(saved.ack_level);
         }
@@ -88,7 +93,7 @@ impl PartitionEngine {
     /// Whether the metadata changed since it was last written: an ack level
     /// moved, or a parked key's floor.
     pub(super) fn metadata_moved(&self) -> bool {
-        self.subqueues.iter().any(|s| s.ack != s.persisted_ack) || self.parked.changed()
+        self.subqueues.iter().any(|s| s.ack != s.persisted_ack) || self.parked.changed() || self.aged.floor_moved()
     }
 
     /// True when nothing older than `max_age` waits: a new task may then go
@@ -103,9 +108,9 @@ impl PartitionEngine {
         self.counts
     }
 
-    /// The engine's state now, with the `top_keys` keys of each subqueue that
-    /// have the most ready tasks.
-    pub fn snapshot(&self, top_keys: usize) -> PartitionSnapshot {
+    /// The engine's state at `now`, with the `top_keys` keys of each subqueue
+    /// that have the most ready tasks.
+    pub fn snapshot(&self, top_keys: usize, now: UnixMillis) -> PartitionSnapshot {
         PartitionSnapshot {
             range_id: self.range_id,
             subqueues: self
@@ -134,6 +139,7 @@ impl PartitionEngine {
             counts: self.counts,
             leased: self.leases.len() as u64,
             delayed: self.delayed.len() as u64,
+            over_max_wait: self.over_max_wait(now),
             metadata_bytes: self.metadata().stored_bytes() as u64,
             largest_write_bytes: self.largest_write as u64,
         }

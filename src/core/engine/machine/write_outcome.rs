@@ -56,6 +56,7 @@ impl PartitionEngine {
             }
             subqueue.advance_ack();
         }
+        self.aged_written(&plan.moved, &plan.waiting);
     }
 
     fn count_succeeded(&mut self, plan: &AppendPlan) {
@@ -129,6 +130,8 @@ impl PartitionEngine {
             self.subqueues[task.priority.index()].restore(task.clone());
         }
         self.parked.park_failed(&plan.parked, may_have_applied);
+        // Before the rewind below, which reads again what a move may have changed.
+        self.aged_not_written(&plan.moved, &plan.waiting, may_have_applied);
         let delayed_lowest = plan.delayed.iter().chain(&plan.promoted).map(|(key, _)| *key).min();
         if may_have_applied {
             if let Some(lowest) = delayed_lowest {

@@ -62,6 +62,10 @@ pub struct PartitionMeta {
     /// Every dead letter at or below this key was put back or removed:
     /// reads of dead letters start above it, past their deleted rows.
     pub dead_letters_through: (i64, i64),
+    /// Every waiting record at or below this key is of a task that left the
+    /// backlog or was moved to its front: the next owner reads waiting
+    /// records above it (see `crate::core::engine::aged`).
+    pub waiting_through: (i64, i64),
     /// Set on a partition of an earlier generation (see
     /// `Store::force_queue_home`) once every task it held was added again
     /// to the next generation: nothing reads it any more.
@@ -88,7 +92,7 @@ impl PartitionMeta {
     pub fn stored_bytes(&self) -> usize {
         let strings: usize = [&self.owner, &self.region, &self.moved_from].iter().map(|s| s.len() + FIELD).sum();
         let subqueues: usize = self.subqueues.iter().map(SubqueueMeta::stored_bytes).sum();
-        NUMBER + FIELD + strings + subqueues + 2 * LEVEL
+        NUMBER + FIELD + strings + subqueues + 3 * LEVEL
     }
 }
 
