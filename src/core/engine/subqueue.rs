@@ -328,21 +328,28 @@ impl Subqueue {
 
     /// The write that moved the task at `level` to the front is durable:
     /// its old slot goes (the row is gone), and a read in flight that may
-    /// have seen the old row is not trusted.
+    /// have seen the old row is not trusted. The backlog counts the task
+    /// once, at its new row (merged by the same write).
     pub(super) fn moved(&mut self, level: FairLevel) {
         if matches!(self.buffer.get(&level), Some(Slot::Moving)) {
             self.buffer.remove(&level);
         }
         if self.moving_unread.remove(&level) {
             self.read_stale |= self.read_in_flight.is_some();
+            self.approx_backlog -= 1;
         }
     }
 
-    /// The write that moved the row at `level`, above `R`, failed; if it
-    /// `may_have_applied`, a read in flight is not trusted.
+    /// The write that moved the row at `level`, above `R` when it was
+    /// planned, failed; if it `may_have_applied`, a read in flight is not
+    /// trusted. A read that passed the row meanwhile did not buffer it: the
+    /// reader reads again from below it.
     pub(super) fn move_failed(&mut self, level: FairLevel, may_have_applied: bool) {
         self.moving_unread.remove(&level);
         self.read_stale |= may_have_applied && self.read_in_flight.is_some();
+        if level <= self.read {
+            self.rewind_before(level);
+        }
     }
 
     fn take_as(&mut self, level: FairLevel, state: Slot) -> Option<StoredTask> {
@@ -537,6 +544,13 @@ impl Subqueue {
         self.buffer.insert(task.level, Slot::Ready(task));
         self.ready += 1;
         true
+    }
+
+    /// Keeps the lowest `capacity` ready tasks (after tasks put back by
+    /// [`Self::restore`], which other writes may have filled the buffer
+    /// around).
+    pub(super) fn fit(&mut self, capacity: usize) {
+        self.trim(capacity);
     }
 
     /// Keeps the lowest `capacity` ready tasks; `R` falls to the last kept.

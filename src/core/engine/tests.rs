@@ -13,8 +13,8 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 
 use super::model_store::ModelStore;
-use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, ReadRequest};
-use crate::core::engine::rows::PartitionMeta;
+use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, PlanInput, ReadRequest};
+use crate::core::engine::rows::{PartitionMeta, RecordValue, Section};
 use crate::core::fairness::{CounterConfig, Weights, effective_weight};
 use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 
@@ -35,19 +35,30 @@ fn small_config(buffer_tasks: usize, reload_at: usize, weights: Weights) -> Engi
 
 /// The smallest task the store holds that this owner has not dispatched and
 /// that is above the ack level it loaded: what must be dispatched next.
+/// A task that a write in flight moves to the front (`moving`, by level id)
+/// waits for that write.
 fn expected_next(
     store: &ModelStore,
     loaded: &PartitionMeta,
     dispatched: &HashSet<i64>,
+    moving: &HashSet<i64>,
 ) -> Option<(Priority, FairLevel)> {
     store
         .tasks
         .keys()
         .find(|(priority, level)| {
             let saved = &loaded.subqueues[priority.index()];
-            *level > saved.ack_level && !saved.dispatched_above_ack.contains(level) && !dispatched.contains(&level.id)
+            *level > saved.ack_level
+                && !saved.dispatched_above_ack.contains(level)
+                && !dispatched.contains(&level.id)
+                && !moving.contains(&level.id)
         })
         .copied()
+}
+
+/// The level ids the writes in flight move to the front.
+fn moving(appends: &[(u64, AppendPlan)]) -> HashSet<i64> {
+    appends.iter().flat_map(|(_, plan)| plan.write.delete_tasks.iter().map(|(_, level)| level.id)).collect()
 }
 
 #[derive(Clone, Debug)]
@@ -73,6 +84,9 @@ enum Op {
     /// The deposed owner wakes up and runs its keeper: its writes are fenced,
     /// but its deletes are not.
     DeposedKeep,
+    /// The writer's reads before a plan (waiting records, rows of tasks
+    /// past `max_wait`), then a plan of what is due, in flight.
+    WriteDue,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -88,12 +102,46 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Crash),
         1 => Just(Op::Depose),
         1 => Just(Op::DeposedKeep),
+        2 => Just(Op::WriteDue),
     ]
 }
 
-/// Runs ops, then drains; checks every invariant on the way.
-fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCaseError> {
-    let config = small_config(buffer_tasks, reload_at, Weights::default());
+/// The reads the partition's writer makes before it plans a write, answered
+/// from the store at once: waiting records, and the rows of tasks past
+/// `max_wait` (see `crate::core::engine::aged`).
+pub(super) fn read_before_planning(engine: &mut PartitionEngine, store: &ModelStore, now: i64) {
+    if let Some((after, limit)) = engine.waiting_read() {
+        let records = store.section(Section::Waiting, after).into_iter().take(limit);
+        let records = records
+            .map(|(key, value)| match value {
+                RecordValue::Waiting { priority, level } => (key, priority, level),
+                other => panic!("{other:?} in the waiting section"),
+            })
+            .collect();
+        engine.apply_waiting_read(after, records, limit);
+    }
+    for (key, priority, level) in engine.aged_reads(now, 16) {
+        engine.apply_aged_read(key, store.tasks.get(&(priority, level)).cloned());
+    }
+}
+
+/// A plan's task rows landed: the levels it moved (tasks past `max_wait`,
+/// written again higher up) hold nothing any more.
+fn forget_moved(plan: &AppendPlan, ids: &mut [&mut HashSet<i64>]) {
+    for (_, level) in &plan.write.delete_tasks {
+        for set in ids.iter_mut() {
+            set.remove(&level.id);
+        }
+    }
+}
+
+/// Runs ops, then drains; checks every invariant on the way. With
+/// `max_wait`, tasks that waited 2 s are moved to the front by the plans.
+fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, max_wait: bool) -> Result<(), TestCaseError> {
+    let mut config = small_config(buffer_tasks, reload_at, Weights::default());
+    if max_wait {
+        config.tasks.max_wait = std::time::Duration::from_secs(2);
+    }
     let mut store = ModelStore::default();
     let mut now = 1_000;
     let mut loaded = store.take_ownership();
@@ -117,9 +165,10 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                     loaded: &PartitionMeta,
                     dispatched_now: &mut HashSet<i64>,
                     dispatched_ever: &mut HashSet<i64>,
+                    moving: &HashSet<i64>,
                     now: i64|
      -> Result<bool, TestCaseError> {
-        let expected = expected_next(store, loaded, dispatched_now);
+        let expected = expected_next(store, loaded, dispatched_now, moving);
         let Some(task) = engine.take_next(now) else {
             return Ok(false);
         };
@@ -151,6 +200,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 match outcome {
                     0 => {
                         store.land_planned(&plan.write, order);
+                        forget_moved(&plan, &mut [&mut acknowledged, &mut landed]);
                         for t in &plan.write.tasks {
                             acknowledged.insert(t.level.id);
                             landed.insert(t.level.id);
@@ -160,6 +210,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                     1 => engine.write_failed(plan, false, now),
                     2 => {
                         store.land_planned(&plan.write, order);
+                        forget_moved(&plan, &mut [&mut acknowledged, &mut landed]);
                         landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                         engine.write_failed(plan, true, now);
                     }
@@ -181,7 +232,8 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 }
             }
             Op::Dispatch => {
-                dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, now)?;
+                let moving = moving(&appends);
+                dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, &moving, now)?;
             }
             Op::DispatchRefused => {
                 // Taken, then its lease is certainly not written: it goes back.
@@ -192,6 +244,12 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 }
             }
             Op::Tick(ms) => now += i64::from(ms),
+            Op::WriteDue => {
+                read_before_planning(&mut engine, &store, now);
+                planned += 1;
+                let plan = engine.plan(PlanInput::default(), now, &mut || 0.5).expect("the id block is large");
+                appends.push((planned, plan));
+            }
             Op::Keep => {
                 for gc in engine.gc_requests(now) {
                     store.delete_through(gc.priority, gc.through);
@@ -207,6 +265,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
                 for (n, (order, plan)) in appends.drain(..).enumerate() {
                     if n % 2 == 0 {
                         store.land_planned(&plan.write, order);
+                        forget_moved(&plan, &mut [&mut acknowledged, &mut landed]);
                         landed.extend(plan.write.tasks.iter().map(|t| t.level.id));
                     }
                 }
@@ -254,6 +313,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
     // Drain: settle every append and read, then dispatch until nothing is left.
     for (order, plan) in appends.drain(..) {
         store.land_planned(&plan.write, order);
+        forget_moved(&plan, &mut [&mut acknowledged, &mut landed]);
         for t in &plan.write.tasks {
             acknowledged.insert(t.level.id);
             landed.insert(t.level.id);
@@ -264,7 +324,7 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize) -> Result<(), TestCa
         engine.apply_read(request, tasks);
     }
     loop {
-        if dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, now)? {
+        if dispatch(&mut engine, &store, &loaded, &mut dispatched_now, &mut dispatched_ever, &HashSet::new(), now)? {
             continue;
         }
         let requests = engine.read_requests(now);
@@ -295,7 +355,21 @@ proptest! {
         reload_seed in 0usize..12,
     ) {
         let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at)?;
+        run(ops, buffer, reload_at, false)?;
+    }
+
+    /// The same with a `max_wait` of 2 s: tasks that waited that long are
+    /// moved to the front (their rows deleted and written again), and still
+    /// none is lost or dispatched twice by one owner, and dispatch follows
+    /// the stored levels.
+    #[test]
+    fn interleavings_keep_the_invariants_with_a_max_wait(
+        ops in prop::collection::vec(op(), 1..250),
+        buffer in 2usize..12,
+        reload_seed in 0usize..12,
+    ) {
+        let reload_at = reload_seed % buffer;
+        run(ops, buffer, reload_at, true)?;
     }
 }
 
@@ -344,7 +418,7 @@ fn interleavings_replay_the_deposed_owner_case() {
     ];
     let buffer = 2;
     let reload_seed = 0;
-    if let Err(failure) = run(ops, buffer, reload_seed % buffer) {
+    if let Err(failure) = run(ops, buffer, reload_seed % buffer, false) {
         panic!("{failure}");
     }
 }

@@ -96,7 +96,8 @@ impl PartitionEngine {
 
     /// Moves due tasks to the front, oldest first, while `fits` takes them
     /// (at most [`MAX_MOVES_PER_WRITE`]); records whose tasks wait no more
-    /// are resolved. A task that cannot go in yet keeps its place, and those
+    /// are resolved (every due one in the window: one pass over it, bounded
+    /// by `engine.buffer_tasks`). A task that cannot go in yet keeps its place, and those
     /// after it wait too, so that moves keep the order of the records.
     pub(super) fn plan_aged_moves(
         &mut self,
@@ -108,7 +109,6 @@ impl PartitionEngine {
         let due: Vec<(WaitKey, Due)> = self
             .aged
             .due(now, max_wait)
-            .take(4 * MAX_MOVES_PER_WRITE)
             .map(|(key, row)| {
                 let subqueue = &self.subqueues[row.priority.index()];
                 let due = match subqueue.level_state(row.level) {
@@ -123,16 +123,18 @@ impl PartitionEngine {
                 (key, due)
             })
             .collect();
+        let mut moving = true;
         for (key, due) in due {
             match due {
                 Due::Resolved => self.aged.resolved(key),
                 Due::Later => {}
-                Due::Move(task, buffered) => {
-                    if plan.moved.len() >= MAX_MOVES_PER_WRITE || !fits(requeue_bytes(&task)) {
-                        break;
+                Due::Move(task, buffered) if moving => {
+                    moving = plan.moved.len() < MAX_MOVES_PER_WRITE && fits(requeue_bytes(&task));
+                    if moving {
+                        self.plan_move(plan, key, task, buffered);
                     }
-                    self.plan_move(plan, key, task, buffered);
                 }
+                Due::Move(..) => {}
             }
         }
     }
@@ -173,9 +175,10 @@ impl PartitionEngine {
     }
 
     /// The moves and waiting records of a write that failed. A task moved
-    /// from the buffer is ready there again (if the write may have landed,
-    /// the subqueue's rewind reads it again); the row of one moved from
-    /// above the read level is read again before it is moved.
+    /// from the buffer is ready there again; if the write may have landed,
+    /// its old row may be gone, so the reader reads again from below it.
+    /// The row of one moved from above the read level is read again before
+    /// it is moved.
     pub(super) fn aged_not_written(
         &mut self,
         moved: &[MovedTask],
@@ -195,6 +198,16 @@ impl PartitionEngine {
                     row.fetched = None;
                 }
             }
+        }
+        // After every restore: a rewind drops the ready tasks above its level.
+        let capacity = self.config.buffer_tasks;
+        for moved in moved.iter().filter(|moved| moved.buffered) {
+            let subqueue = &mut self.subqueues[moved.task.priority.index()];
+            if may_have_applied {
+                subqueue.rewind_before(moved.task.level);
+            }
+            // Other writes may have filled the buffer while the move was in flight.
+            subqueue.fit(capacity);
         }
         self.aged.not_written(waiting.iter().map(|(key, _, _)| *key), may_have_applied);
     }
