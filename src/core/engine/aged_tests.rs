@@ -5,11 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::tests::{Backlog, spec};
+use super::tests::{Backlog, read_before_planning, spec};
 use super::{AppendPlan, DispatchOrder, EngineConfig, PartitionEngine, PlanInput, TaskPolicy};
-use crate::core::engine::aged::WaitKey;
-use crate::core::engine::rows::{RecordValue, Section};
-use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
+use crate::core::engine::rows::Section;
+use crate::model::{Priority, StoredTask, TaskSpec};
 
 const MAX_WAIT_MS: i64 = 60_000;
 
@@ -40,29 +39,9 @@ impl Run {
         Run { backlog: Backlog::new(config) }
     }
 
-    /// Reads what planning needs: waiting records, and the rows of due tasks.
+    /// Reads what planning needs, as the partition's writer does.
     fn prepare(&mut self) {
-        let Backlog { engine, store, now } = &mut self.backlog;
-        if let Some((after, limit)) = engine.delayed_read() {
-            let records = store.section(Section::Delayed, after).into_iter().take(limit);
-            let tasks = records.map(|(key, value)| (key, value.into_task("a delayed record").unwrap().task)).collect();
-            engine.apply_delayed_read(after, tasks, limit);
-        }
-        if let Some((after, limit)) = engine.waiting_read() {
-            let records: Vec<(WaitKey, Priority, FairLevel)> = store
-                .section(Section::Waiting, after)
-                .into_iter()
-                .take(limit)
-                .map(|(key, value)| match value {
-                    RecordValue::Waiting { priority, level } => (key, priority, level),
-                    other => panic!("{other:?} in the waiting section"),
-                })
-                .collect();
-            engine.apply_waiting_read(after, records, limit);
-        }
-        for (key, priority, level) in engine.aged_reads(*now, 16) {
-            engine.apply_aged_read(key, store.tasks.get(&(priority, level)).cloned());
-        }
+        read_before_planning(&mut self.backlog.engine, &self.backlog.store, self.backlog.now);
     }
 
     /// Plans the write of what is due, after the reads it needs.

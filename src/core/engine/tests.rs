@@ -107,9 +107,14 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// The reads the partition's writer makes before it plans a write, answered
-/// from the store at once: waiting records, and the rows of tasks past
-/// `max_wait` (see `crate::core::engine::aged`).
+/// from the store at once: delayed records, waiting records, and the rows of
+/// tasks past `max_wait` (see `crate::core::engine::aged`).
 pub(super) fn read_before_planning(engine: &mut PartitionEngine, store: &ModelStore, now: i64) {
+    if let Some((after, limit)) = engine.delayed_read() {
+        let records = store.section(Section::Delayed, after).into_iter().take(limit);
+        let tasks = records.map(|(key, value)| (key, value.into_task("a delayed record").unwrap().task)).collect();
+        engine.apply_delayed_read(after, tasks, limit);
+    }
     if let Some((after, limit)) = engine.waiting_read() {
         let records = store.section(Section::Waiting, after).into_iter().take(limit);
         let records = records
