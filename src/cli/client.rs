@@ -523,6 +523,13 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 times::when(s.oldest_added_at.as_ref(), now)
             );
         }
+        match p.tasks_over_max_wait {
+            0 => {}
+            1 => println!("  1 task has waited past the queue's max_wait: it goes to the front of its priority"),
+            n => println!(
+                "  {n} tasks have waited past the queue's max_wait: they go to the front of their priority, oldest first"
+            ),
+        }
         for s in p.subqueues.iter().filter(|s| !s.top_keys.is_empty()) {
             println!(
                 "  priority {} top keys (buffered tasks, passes ahead of the ack level, oldest buffered waiting):",

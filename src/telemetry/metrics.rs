@@ -138,7 +138,7 @@ const fn gauge(name: &'static str, unit: &'static str, help: &'static str, value
 }
 
 /// Every metric, in the order of the exposition.
-pub const ALL: [Metric; 14] = [
+pub const ALL: [Metric; 15] = [
     counter(
         "fairway_tasks_added_total",
         "{task}",
@@ -194,6 +194,13 @@ pub const ALL: [Metric; 14] = [
         "Age of the oldest task waiting in memory, by priority, since its first add: the oldest waiting task's \
          where the partition's reader is at the end of its rows, else a lower bound.",
         Values::PerLevel(|level| level.oldest_waiting_seconds),
+    ),
+    gauge(
+        "fairway_tasks_over_max_wait",
+        "{task}",
+        "Tasks that have waited past the queue's max_wait and still wait (0 without one): those held in memory, \
+         and those whose waiting records are (a lower bound while more are due).",
+        Values::PerQueue(|s| s.over_max_wait),
     ),
     gauge("fairway_leased_tasks", "{task}", "Tasks out with workers.", Values::PerQueue(|s| s.leased)),
     gauge(

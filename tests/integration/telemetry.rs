@@ -72,6 +72,8 @@ fn queue_metrics(text: &str) -> Vec<(String, f64)> {
         format!("fairway_dispatch_latency_seconds_bucket{{queue=\"{QUEUE}\",le=\"30\"}}"),
         format!("fairway_dispatch_latency_seconds_sum{q}"),
         format!("fairway_oldest_waiting_seconds{{queue=\"{QUEUE}\",priority=\"3\"}}"),
+        // The queue has no max_wait (tests/integration/max_wait.rs counts them).
+        format!("fairway_tasks_over_max_wait{q}"),
     ];
     series
         .into_iter()
@@ -128,6 +130,7 @@ impl Want {
             self.first_pass,
             11 * self.waited_11s,
             self.oldest_waiting,
+            0,
         ]
         .into_iter()
         .map(f64::from)

@@ -245,6 +245,9 @@ class QueueInfo:
     #: a bound: a task not read into memory yet may be older.
     oldest_waiting_since: Optional[_dt.datetime] = None
     oldest_exact: bool = True
+    #: Tasks that have waited past the queue's ``max_wait`` and still wait
+    #: (0 without one); they go to the front of their priority, oldest first.
+    tasks_over_max_wait: int = 0
     raw: Any = field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -266,6 +269,7 @@ class QueueInfo:
             dispatched=sum(p.dispatched for p in parts),
             oldest_waiting_since=min(waiting, default=None),
             oldest_exact=all(s.reader_at_end for p in parts for s in p.subqueues),
+            tasks_over_max_wait=sum(p.tasks_over_max_wait for p in parts),
             raw=response,
         )
 

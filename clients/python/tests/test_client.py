@@ -73,6 +73,7 @@ def test_add_poll_heartbeat_complete(api, queue_name):
     api.add(queue, "waits")
     info = api.describe_queue(queue)
     assert info.oldest_waiting_since is not None and info.oldest_waiting_since >= before, info
+    assert info.tasks_over_max_wait == 0, "the queue has no max_wait"
 
 
 def test_a_task_is_named_by_its_partition_and_id(api, queue_name):

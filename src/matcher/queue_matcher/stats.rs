@@ -29,6 +29,9 @@ pub struct QueueStats {
     pub leased: u64,
     /// Delayed tasks and retries waiting out their backoff, known in memory.
     pub delayed: u64,
+    /// Tasks waiting past the queue's `max_wait` (see
+    /// [`PartitionSnapshot::over_max_wait`](crate::core::engine::PartitionSnapshot)).
+    pub over_max_wait: u64,
     /// Polls waiting for a task now.
     pub waiting_pollers: u64,
     /// Milliseconds from AddTask to delivery to a worker, of tasks
@@ -155,6 +158,7 @@ impl QueueMatcher {
             stats.owned_partitions += 1;
             stats.leased += snapshot.leased;
             stats.delayed += snapshot.delayed;
+            stats.over_max_wait += snapshot.over_max_wait;
             for (level, subqueue) in stats.levels.iter_mut().zip(&snapshot.subqueues) {
                 level.backlog += subqueue.approx_backlog;
                 level.ack_lag += subqueue.approx_backlog + subqueue.dispatched_above_ack;

@@ -227,7 +227,7 @@ class MoveQueueResponse(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., home: _Optional[str] = ..., partitions: _Optional[int] = ..., generation: _Optional[int] = ..., abandoned_partitions: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "state", "subqueues"]
+    __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "state", "subqueues", "tasks_over_max_wait"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +242,7 @@ class PartitionState(_message.Message):
     RANGE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SUBQUEUES_FIELD_NUMBER: _ClassVar[int]
+    TASKS_OVER_MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
     added: int
     completed: int
     delayed: int
@@ -256,7 +257,8 @@ class PartitionState(_message.Message):
     range_id: int
     state: str
     subqueues: _containers.RepeatedCompositeFieldContainer[SubqueueState]
-    def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ...) -> None: ...
+    tasks_over_max_wait: int
+    def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ..., tasks_over_max_wait: _Optional[int] = ...) -> None: ...
 
 class PollTaskRequest(_message.Message):
     __slots__ = ["max_wait", "queue", "worker_id"]
