@@ -246,6 +246,21 @@ mod tests {
     }
 
     #[test]
+    fn a_max_wait_is_off_or_one_second_to_thirty_days() {
+        for text in ["0s", "1s", "30d"] {
+            let policy: TaskPolicy = toml::from_str(&format!("max_wait = \"{text}\"")).unwrap();
+            assert!(policy.validate("tasks").is_ok(), "{text}");
+        }
+        assert!(TaskPolicy::default().max_wait.is_zero(), "off by default");
+        for text in ["500ms", "31d"] {
+            let policy: TaskPolicy = toml::from_str(&format!("max_wait = \"{text}\"")).unwrap();
+            let error = policy.validate("queues.\"imports\"").unwrap_err();
+            assert_eq!(error.field, "queues.\"imports\".max_wait");
+            assert!(error.to_string().contains("0 (never) or 1s to 30 days"), "{error}");
+        }
+    }
+
+    #[test]
     fn cost_curves_are_named_in_lowercase() {
         let policy: TaskPolicy = toml::from_str("cost_curve = \"log\"\ncost_reference_size = 100000").unwrap();
         assert_eq!((policy.cost_curve, policy.cost_reference_size), (CostCurve::Log, 100_000));
