@@ -327,16 +327,31 @@ impl Subqueue {
     }
 
     /// The write that moved the task at `level` to the front is durable:
-    /// its old slot goes (the row is gone), and a read in flight that may
-    /// have seen the old row is not trusted. The backlog counts the task
-    /// once, at its new row (merged by the same write).
+    /// its old slot goes (the row is gone), and a read in flight, which may
+    /// have seen the old row (above `R` from the start, or since a rewind),
+    /// is not trusted. The backlog counts the task once, at its new row
+    /// (merged by the same write).
     pub(super) fn moved(&mut self, level: FairLevel) {
         if matches!(self.buffer.get(&level), Some(Slot::Moving)) {
             self.buffer.remove(&level);
         }
         if self.moving_unread.remove(&level) {
-            self.read_stale |= self.read_in_flight.is_some();
             self.approx_backlog -= 1;
+        }
+        self.read_stale |= self.read_in_flight.is_some();
+    }
+
+    /// Puts back a task whose move from the buffer was not written: ready
+    /// again if its level is still within the buffer's, else only in the
+    /// store (a rewind while the move was in flight lowered `R` below it),
+    /// where the reader finds it.
+    pub(super) fn restore_moved(&mut self, task: StoredTask) {
+        if self.at_end || task.level <= self.read {
+            return self.restore(task);
+        }
+        if matches!(self.buffer.get(&task.level), Some(Slot::Moving)) {
+            self.buffer.remove(&task.level);
+            self.approx_backlog += 1;
         }
     }
 

@@ -97,8 +97,9 @@ impl PartitionEngine {
     /// Moves due tasks to the front, oldest first, while `fits` takes them
     /// (at most [`MAX_MOVES_PER_WRITE`]); records whose tasks wait no more
     /// are resolved (every due one in the window: one pass over it, bounded
-    /// by `engine.buffer_tasks`). A task that cannot go in yet keeps its place, and those
-    /// after it wait too, so that moves keep the order of the records.
+    /// by `engine.buffer_tasks`). A task that cannot go in yet (no room, its
+    /// row not read yet, a write in flight) keeps its place, and those after
+    /// it wait too, so that moves keep the order of the records.
     pub(super) fn plan_aged_moves(
         &mut self,
         plan: &mut AppendPlan,
@@ -127,7 +128,9 @@ impl PartitionEngine {
         for (key, due) in due {
             match due {
                 Due::Resolved => self.aged.resolved(key),
-                Due::Later => {}
+                // Its row is read first, or a write in flight decides: the
+                // younger ones wait for it, so that moves keep their order.
+                Due::Later => moving = false,
                 Due::Move(task, buffered) if moving => {
                     moving = plan.moved.len() < MAX_MOVES_PER_WRITE && fits(requeue_bytes(&task));
                     if moving {
@@ -188,7 +191,7 @@ impl PartitionEngine {
         for moved in moved {
             let subqueue = &mut self.subqueues[moved.task.priority.index()];
             if moved.buffered {
-                subqueue.restore(moved.task.clone());
+                subqueue.restore_moved(moved.task.clone());
             } else {
                 subqueue.move_failed(moved.task.level, may_have_applied);
             }

@@ -20,7 +20,7 @@ mod tests;
 mod workload;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
@@ -60,6 +60,10 @@ pub(super) struct ImportSimArgs {
     /// (480 minutes in the ranker; this workload lasts hours, not days).
     #[arg(long, default_value_t = 60.0)]
     extreme_after_minutes: f64,
+    /// The `max_wait` of the Fairway arm with one: past it a chunk goes to
+    /// the front, oldest first (the extreme age, as Fairway bounds it).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=43_200))]
+    max_wait_minutes: u32,
     /// Minutes of virtual time per window of the tenants' shares.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_440))]
     window_minutes: u32,
@@ -100,20 +104,27 @@ impl ImportSimArgs {
 }
 
 /// The orders compared, by name.
-fn arms(args: &ImportSimArgs) -> Vec<(&'static str, Box<dyn Order>)> {
-    let fairway = |key, charge| -> Box<dyn Order> { Box::new(FairwayOrder::new(key, charge, args.chunk_records)) };
+fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
+    let max_wait = Duration::from_secs(u64::from(args.max_wait_minutes) * 60);
+    let fairway = |key, charge, max_wait| -> Box<dyn Order> {
+        Box::new(FairwayOrder::new(key, charge, args.chunk_records, max_wait))
+    };
     vec![
-        ("chunk ranker (reference)", Box::new(RankerOrder::new(args.extreme_after_minutes))),
-        ("Fairway, key tenant, a chunk is a task", fairway(KeyBy::Tenant, Charge::Tasks)),
-        ("Fairway, key tenant, cost = chunk's records", fairway(KeyBy::Tenant, Charge::ChunkRecords)),
-        ("Fairway, key tenant, size = job's records (log)", fairway(KeyBy::Tenant, Charge::JobSizeLog)),
-        ("Fairway, key job, size = job's records (log)", fairway(KeyBy::Job, Charge::JobSizeLog)),
+        ("chunk ranker (reference)".into(), Box::new(RankerOrder::new(args.extreme_after_minutes))),
+        ("Fairway, key tenant, a chunk is a task".into(), fairway(KeyBy::Tenant, Charge::Tasks, None)),
+        ("Fairway, key tenant, cost = chunk's records".into(), fairway(KeyBy::Tenant, Charge::ChunkRecords, None)),
+        ("Fairway, key tenant, size = job's records (log)".into(), fairway(KeyBy::Tenant, Charge::JobSizeLog, None)),
+        (
+            format!("Fairway, key tenant, size = job's records (log), max_wait {} min", args.max_wait_minutes),
+            fairway(KeyBy::Tenant, Charge::JobSizeLog, Some(max_wait)),
+        ),
+        ("Fairway, key job, size = job's records (log)".into(), fairway(KeyBy::Job, Charge::JobSizeLog, None)),
     ]
 }
 
 #[derive(Serialize)]
 struct ArmReport {
-    name: &'static str,
+    name: String,
     figures: Figures,
     /// Microseconds of wall time per pick (and one add) with this many chunks waiting.
     pick_us: Vec<(usize, f64)>,
@@ -183,7 +194,7 @@ fn series(reports: &[ArmReport], values: impl Fn(&Figures) -> &Vec<f64>) -> Vec<
         .map(|(i, r)| {
             // Log x: a zero wait is drawn at a tenth of a second.
             let points = cdf(values(&r.figures)).into_iter().map(|(x, y)| (x.max(1.0 / 600.0), y)).collect();
-            Series::new(r.name, points).coloured(i)
+            Series::new(&r.name, points).coloured(i)
         })
         .collect()
 }

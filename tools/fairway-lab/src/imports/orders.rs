@@ -2,12 +2,13 @@
 //! engine itself (the product's pure core, driven in virtual time over rows
 //! kept in memory), with a chunk's tenant or its job as its fairness key
 //! and, by arm, no cost, its records as its cost, or its job's records as
-//! its size on the log curve.
+//! its size on the log curve, and with or without a `max_wait`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use fairway::core::engine::rows::{PartitionMeta, PartitionWrite};
-use fairway::core::engine::{EngineConfig, PartitionEngine, TaskPolicy};
+use fairway::core::engine::rows::{PartitionMeta, PartitionWrite, RecordKey, RecordRange, RecordValue, Section};
+use fairway::core::engine::{EngineConfig, PartitionEngine, PlanInput, TaskPolicy};
 use fairway::core::fairness::CostCurve;
 use fairway::model::{FairLevel, Priority, StoredTask, TaskSpec};
 
@@ -70,13 +71,15 @@ pub(crate) enum KeyBy {
 pub(crate) struct FairwayOrder {
     engine: PartitionEngine,
     rows: BTreeMap<(Priority, FairLevel), StoredTask>,
+    records: BTreeMap<RecordKey, RecordValue>,
     chunks: BTreeMap<usize, Chunk>,
     key: KeyBy,
     charge: Charge,
 }
 
 impl FairwayOrder {
-    pub(crate) fn new(key: KeyBy, charge: Charge, chunk_records: u64) -> Self {
+    /// `max_wait`: a chunk that has waited this long goes to the front.
+    pub(crate) fn new(key: KeyBy, charge: Charge, chunk_records: u64, max_wait: Option<Duration>) -> Self {
         let (cost_curve, cost_reference_size) = match charge {
             Charge::Tasks | Charge::ChunkRecords => (CostCurve::Linear, chunk_records),
             Charge::JobSizeLog => (CostCurve::Log, JOB_RECORDS.1),
@@ -85,11 +88,12 @@ impl FairwayOrder {
             lease_timeout: std::time::Duration::from_secs(24 * 3600),
             cost_curve,
             cost_reference_size,
+            max_wait: max_wait.unwrap_or_default(),
             ..TaskPolicy::default()
         };
         let meta = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
         let engine = PartitionEngine::load(&meta, EngineConfig { tasks, ..EngineConfig::default() }, 0);
-        FairwayOrder { engine, rows: BTreeMap::new(), chunks: BTreeMap::new(), key, charge }
+        FairwayOrder { engine, rows: BTreeMap::new(), records: BTreeMap::new(), chunks: BTreeMap::new(), key, charge }
     }
 
     fn spec(&self, chunk: &Chunk) -> TaskSpec {
@@ -107,8 +111,54 @@ impl FairwayOrder {
     }
 
     fn land(&mut self, write: &PartitionWrite) {
+        for row in &write.delete_tasks {
+            self.rows.remove(row);
+        }
         for task in &write.tasks {
             self.rows.insert((task.priority, task.level), task.clone());
+        }
+        for at in &write.delete {
+            self.records.remove(at);
+        }
+        for record in &write.put {
+            self.records.insert(record.at, record.value.clone());
+        }
+    }
+
+    /// What the partition's writer reads before it plans: the waiting
+    /// records, and the rows of chunks past `max_wait`.
+    fn read_before_planning(&mut self, now_ms: i64) {
+        if let Some((after, limit)) = self.engine.waiting_read() {
+            let range = RecordRange::above(Section::Waiting, after);
+            let start = RecordKey { section: range.section, key: range.after };
+            let records = self
+                .records
+                .range(start..)
+                .filter(|(at, _)| at.section == Section::Waiting && at.key > after)
+                .take(limit)
+                .map(|(at, value)| match value {
+                    RecordValue::Waiting { priority, level } => (at.key, *priority, *level),
+                    other => panic!("{other:?} in the waiting section"),
+                })
+                .collect();
+            self.engine.apply_waiting_read(after, records, limit);
+        }
+        for (key, priority, level) in self.engine.aged_reads(now_ms, 16) {
+            self.engine.apply_aged_read(key, self.rows.get(&(priority, level)).cloned());
+        }
+    }
+
+    /// Writes what the engine has due (chunks past `max_wait` to move).
+    fn write_due(&mut self, now_ms: i64) {
+        while self.engine.write_due(now_ms) {
+            self.read_before_planning(now_ms);
+            let plan = self.engine.plan(PlanInput::default(), now_ms, &mut || 0.5).expect("ids for the workload");
+            let moved = !plan.write.delete_tasks.is_empty();
+            self.land(&plan.write);
+            self.engine.write_succeeded(plan, now_ms);
+            if !moved {
+                break;
+            }
         }
     }
 }
@@ -118,6 +168,7 @@ impl Order for FairwayOrder {
         // In batches, as a producer's AddTasks would send them.
         for batch in chunks.chunks(500) {
             let specs: Vec<TaskSpec> = batch.iter().map(|chunk| self.spec(chunk)).collect();
+            self.read_before_planning(now_ms);
             let plan = self.engine.prepare_append(&specs, now_ms).expect("one id block holds the workload");
             self.land(&plan.write);
             self.engine.write_succeeded(plan, now_ms);
@@ -126,6 +177,7 @@ impl Order for FairwayOrder {
     }
 
     fn pick(&mut self, now_ms: i64, _running: &[usize], _all_running: usize) -> Option<Chunk> {
+        self.write_due(now_ms);
         loop {
             if let Some(task) = self.engine.take_next(now_ms) {
                 self.engine.settle();

@@ -49,9 +49,10 @@ fn every_order_runs_every_chunk_once() {
     let workload = Workload::generate(&shape);
     let orders: Vec<Box<dyn Order>> = vec![
         Box::new(RankerOrder::new(60.0)),
-        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::Tasks, 1_000)),
-        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::ChunkRecords, 1_000)),
-        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000)),
+        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::Tasks, 1_000, None)),
+        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::ChunkRecords, 1_000, None)),
+        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, None)),
+        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, Some(MAX_WAIT))),
     ];
     for (arm, mut order) in orders.into_iter().enumerate() {
         let run = sim::run(order.as_mut(), &workload, &shape, 60_000);
@@ -84,10 +85,39 @@ fn keyed_by_job_small_jobs_go_ahead_of_their_tenants_large_ones() {
     let shape = Shape { jobs: 120, tenants: 4, ..shape() };
     let workload = Workload::generate(&shape);
     let p99 = |key| {
-        let mut order = FairwayOrder::new(key, Charge::JobSizeLog, 1_000);
+        let mut order = FairwayOrder::new(key, Charge::JobSizeLog, 1_000, None);
         let run = sim::run(&mut order, &workload, &shape, 60_000);
         sim::figures(&run, &workload, &shape).small_p99_min
     };
     let (by_tenant, by_job) = (p99(KeyBy::Tenant), p99(KeyBy::Job));
     assert!(by_job < by_tenant / 2.0, "small jobs' p99: {by_job} min keyed by job, {by_tenant} min by tenant");
+}
+
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
+
+/// With a `max_wait`, chunks past it go oldest first, so the longest wait
+/// of any chunk is shorter than in fair order alone, and no chunk that
+/// waited past it is passed by one that waited less long (the moves go
+/// oldest first).
+#[test]
+fn a_max_wait_shortens_the_longest_wait() {
+    let shape = Shape { jobs: 150, tenants: 6, ..shape() };
+    let workload = Workload::generate(&shape);
+    let longest = |max_wait| {
+        let mut order = FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, max_wait);
+        let run = sim::run(&mut order, &workload, &shape, 60_000);
+        (sim::figures(&run, &workload, &shape).longest_wait_min, run)
+    };
+    let ((without, _), (with, run)) = (longest(None), longest(Some(MAX_WAIT)));
+    assert!(with < without, "longest wait {with} min with max_wait, {without} min without");
+    let max_wait_ms = MAX_WAIT.as_millis() as i64;
+    let mut aged: Vec<(i64, i64)> = workload
+        .chunks
+        .iter()
+        .map(|c| (run.started_ms[c.id], c.arrived_ms))
+        .filter(|(started, arrived)| started - arrived > max_wait_ms + 60_000)
+        .collect();
+    aged.sort();
+    assert!(!aged.is_empty(), "the workload keeps chunks waiting past max_wait");
+    assert!(aged.windows(2).all(|w| w[0].1 <= w[1].1), "chunks well past max_wait start in the order they arrived");
 }
