@@ -478,7 +478,7 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
     let mut client = connect(&server).await?;
     let response =
         client.describe_queue(pb::DescribeQueueRequest { queue, top_keys: top }).await.map_err(status)?.into_inner();
-    println!("queue {}{}: {} waiting poller(s)", response.queue, homed(&response.home), response.waiting_pollers);
+    print_queue_summary(&response);
     for p in response.partitions {
         println!(
             "partition {}{} ({}, owner {}), range id {}: {} leased, {} delayed",
@@ -523,12 +523,8 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 times::when(s.oldest_added_at.as_ref(), now)
             );
         }
-        match p.tasks_over_max_wait {
-            0 => {}
-            1 => println!("  1 task has waited past the queue's max_wait: it goes to the front of its priority"),
-            n => println!(
-                "  {n} tasks have waited past the queue's max_wait: they go to the front of their priority, oldest first"
-            ),
+        if p.tasks_over_max_wait > 0 {
+            println!("  {} waiting past the queue's max_wait", p.tasks_over_max_wait);
         }
         for s in p.subqueues.iter().filter(|s| !s.top_keys.is_empty()) {
             println!(
@@ -554,6 +550,39 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What a user asks of a queue first, over its partitions: tasks waiting,
+/// running and delayed, the oldest wait, those past `max_wait`, and the
+/// polls waiting; the engine's levels follow, per partition.
+fn print_queue_summary(response: &pb::DescribeQueueResponse) {
+    let parts = &response.partitions;
+    let waiting: u64 = parts.iter().flat_map(|p| &p.subqueues).map(|s| s.backlog).sum();
+    let running: u64 = parts.iter().map(|p| p.leased).sum();
+    let delayed: u64 = parts.iter().map(|p| p.delayed).sum();
+    println!(
+        "queue {}{}: {waiting} waiting, {running} running, {delayed} delayed, in {} partition(s); {} poll(s) waiting",
+        response.queue,
+        homed(&response.home),
+        parts.len(),
+        response.waiting_pollers
+    );
+    let now = times::now_ms();
+    let oldest =
+        parts.iter().flat_map(|p| &p.subqueues).filter_map(|s| s.oldest_added_at.as_ref()).min_by_key(|t| times::ms(t));
+    if let Some(oldest) = oldest {
+        let exact = parts.iter().flat_map(|p| &p.subqueues).all(|s| s.reader_at_end);
+        let bound = if exact { "" } else { " at least" };
+        println!(
+            "  the oldest task waiting has waited{bound} {}, since {}",
+            times::span(now - times::ms(oldest)),
+            times::when(Some(oldest), now)
+        );
+    }
+    let over: u64 = parts.iter().map(|p| p.tasks_over_max_wait).sum();
+    if over > 0 {
+        println!("  {over} waiting past the queue's max_wait: they go to the front of their priority, oldest first");
+    }
 }
 
 #[cfg(test)]

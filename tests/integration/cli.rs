@@ -89,3 +89,22 @@ async fn a_task_is_named_by_its_partition_and_id() {
     assert_eq!(names.len(), 6, "{names:?}");
     server.stop().await;
 }
+
+/// `queue describe` leads with what a person asks: tasks waiting, running
+/// and delayed, and how long the oldest has waited, before the levels.
+#[tokio::test]
+async fn queue_describe_leads_with_waiting_running_and_the_oldest_wait() {
+    let server = TestServer::start().await;
+    for payload in ["a", "b", "c"] {
+        ok(&run(&server, &["task", "add", "--queue", QUEUE, "--payload", payload], b"").await);
+    }
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--delay", "1h"], b"").await);
+    ok(&run(&server, &["task", "poll", "--queue", QUEUE, "--wait", "5s"], b"").await);
+    let described = ok(&run(&server, &["queue", "describe", "--queue", QUEUE], b"").await);
+    let mut lines = described.lines();
+    let first = lines.next().unwrap_or_default();
+    assert!(first.starts_with("queue cli: 2 waiting, 1 running, 1 delayed, in 1 partition(s)"), "{described}");
+    let second = lines.next().unwrap_or_default();
+    assert!(second.contains("the oldest task waiting has waited") && second.contains("ago)"), "{described}");
+    server.stop().await;
+}
