@@ -97,7 +97,8 @@ pub(super) enum TaskCommand {
         server: ServerArg,
         #[arg(long)]
         queue: String,
-        /// The fairness key (tenant, lister, host…).
+        /// The fairness key (tenant, lister, host…); without one, the task
+        /// goes under the empty key, which shares the queue like any other.
         #[arg(long, default_value = "")]
         key: String,
         /// The key's weight; 0 for the queue default.

@@ -335,8 +335,13 @@ async fn read_waiting(shared: &Shared) -> Result<(), PartitionError> {
         shared.engine().apply_waiting_read(after, records, limit);
     }
     let reads = shared.engine().aged_reads(shared.clock.now_ms(), AGED_READS_PER_WRITE);
-    for (key, priority, level) in reads {
-        let found = match shared.store.read_row(&shared.id, RowRef::Task(priority, level)).await? {
+    // At once: on Cassandra each is a serial read, a Paxos round.
+    let rows = futures::future::try_join_all(
+        reads.iter().map(|(_, priority, level)| shared.store.read_row(&shared.id, RowRef::Task(*priority, *level))),
+    )
+    .await?;
+    for ((key, _, _), row) in reads.into_iter().zip(rows) {
+        let found = match row {
             Some(StoredRow::Task(task)) => Some(task),
             Some(StoredRow::Record(other)) => return Err(StoreError::from(other.misplaced("a task row")).into()),
             None => None,
