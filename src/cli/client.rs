@@ -231,7 +231,7 @@ pub(super) enum QueueCommand {
         #[arg(long)]
         redrive: bool,
     },
-    /// Levels, backlog per priority and top keys of a queue.
+    /// A queue: tasks waiting, running and delayed, the oldest wait; then per partition its levels, backlog per priority and top keys.
     Describe {
         #[command(flatten)]
         server: ServerArg,
@@ -272,9 +272,15 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 None => payload.into_bytes(),
             };
             let mut client = connect(&server).await?;
+            // An add creates a queue that does not exist: say so, for a mistyped name.
+            let describe = pb::DescribeQueueRequest { queue: queue.clone(), top_keys: 0 };
+            let new_queue = matches!(
+                client.describe_queue(describe).await,
+                Err(status) if status.code() == tonic::Code::NotFound
+            );
             let response = client
                 .add_task(pb::AddTaskRequest {
-                    queue,
+                    queue: queue.clone(),
                     task: Some(pb::TaskSpec {
                         fairness_key: key,
                         fairness_weight: weight,
@@ -297,6 +303,12 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
             } else {
                 let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
                 println!("added {task}{how}");
+            }
+            if new_queue {
+                eprintln!(
+                    "note: queue {queue:?} did not exist; this add created it. If the name is mistyped, the \
+                     task waits there: `fairway queue describe --queue {queue}` shows it"
+                );
             }
         }
         TaskCommand::Poll { server, queue, wait, worker } => {

@@ -108,3 +108,18 @@ async fn queue_describe_leads_with_waiting_running_and_the_oldest_wait() {
     assert!(second.contains("the oldest task waiting has waited") && second.contains("ago)"), "{described}");
     server.stop().await;
 }
+
+/// An add to a queue that does not exist creates it, and says so, so that
+/// a mistyped name does not go unnoticed; the next add says nothing.
+#[tokio::test]
+async fn an_add_that_creates_a_queue_says_so() {
+    let server = TestServer::start().await;
+    let first = run(&server, &["task", "add", "--queue", "jbos", "--payload", "p"], b"").await;
+    ok(&first);
+    let note = String::from_utf8_lossy(&first.stderr);
+    assert!(note.contains("queue \"jbos\" did not exist; this add created it"), "{note}");
+    let second = run(&server, &["task", "add", "--queue", "jbos", "--payload", "p"], b"").await;
+    ok(&second);
+    assert!(second.stderr.is_empty(), "{}", String::from_utf8_lossy(&second.stderr));
+    server.stop().await;
+}
