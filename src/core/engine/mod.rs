@@ -66,6 +66,8 @@ mod dead_letter_tests;
 #[cfg(test)]
 mod front_tests;
 #[cfg(test)]
+mod lead_tests;
+#[cfg(test)]
 mod lease_tests;
 #[cfg(test)]
 mod model_store;

@@ -61,7 +61,16 @@ pub struct TaskPolicy {
     /// key, weight or cost, and such tasks go oldest first (0: never).
     #[serde(with = "crate::clock::duration_serde")]
     pub max_wait: Duration,
+    /// With `"fair"` ordering, for keys in a group (`engine.weights.groups`):
+    /// the work (in costs) a group may be dispatched ahead of its share so
+    /// that a key of the group with nothing waiting goes at the front, as a
+    /// key of its own would, instead of behind the group's other keys (0:
+    /// a group's keys go first come, first served).
+    pub group_lead: u64,
 }
+
+/// The largest `group_lead`: a thousand tasks of the largest cost.
+pub const MAX_GROUP_LEAD: u64 = 1_000_000;
 
 /// The longest `max_wait` a queue may set.
 pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -96,6 +105,7 @@ impl Default for TaskPolicy {
             cost_curve: CostCurve::Linear,
             cost_reference_size: 1000,
             max_wait: Duration::ZERO,
+            group_lead: 0,
         }
     }
 }
@@ -151,6 +161,12 @@ impl TaskPolicy {
             return fail(
                 "cost_reference_size",
                 format!("is {}; it must be 1 to {MAX_TASK_SIZE}", self.cost_reference_size),
+            );
+        }
+        if self.group_lead > MAX_GROUP_LEAD {
+            return fail(
+                "group_lead",
+                format!("is {}; it must be 0 (off) to {MAX_GROUP_LEAD} (in costs)", self.group_lead),
             );
         }
         Ok(())
@@ -258,6 +274,17 @@ mod tests {
             assert_eq!(error.field, "queues.\"imports\".max_wait");
             assert!(error.to_string().contains("0 (never) or 1s to 30 days"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_group_lead_is_off_by_default_and_bounded() {
+        assert_eq!(TaskPolicy::default().group_lead, 0);
+        let policy: TaskPolicy = toml::from_str("group_lead = 1000000").unwrap();
+        assert!(policy.validate("tasks").is_ok());
+        let policy: TaskPolicy = toml::from_str("group_lead = 1000001").unwrap();
+        let error = policy.validate("queues.\"imports\"").unwrap_err();
+        assert_eq!(error.field, "queues.\"imports\".group_lead");
+        assert!(error.to_string().contains("0 (off) to 1000000"), "{error}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::clock::UnixMillis;
 use crate::core::engine::rows::SubqueueMeta;
-use crate::core::fairness::{CounterConfig, KeyCounters};
+use crate::core::fairness::{CounterConfig, GroupLeads, KeyCounters};
 use crate::model::{FairLevel, Priority, StoredTask};
 
 /// A buffered level: a task waiting for dispatch, one whose lease is being
@@ -63,6 +63,10 @@ pub(super) struct Subqueue {
     pub max: FairLevel,
     pub at_end: bool,
     pub counters: KeyCounters,
+    /// What each group owes for tasks of its keys that went ahead of its
+    /// order (the queue's `group_lead`); not persisted: a new owner starts
+    /// with none.
+    pub leads: GroupLeads,
     /// Written minus dispatched, carried in the metadata; approximate after a
     /// crash (dispatches since the last metadata write are counted again)
     /// until the reader reaches the end of the rows with no append in
@@ -117,6 +121,7 @@ impl Subqueue {
             max: meta.max_level.max(meta.ack_level),
             at_end: false,
             counters: KeyCounters::seeded(counters, meta.top_keys.iter().cloned()),
+            leads: GroupLeads::default(),
             approx_backlog: meta.approx_backlog.max(0),
             persisted_ack: meta.ack_level,
             buffer,

@@ -140,12 +140,28 @@ fn forget_moved(plan: &AppendPlan, ids: &mut [&mut HashSet<i64>]) {
     }
 }
 
-/// Runs ops, then drains; checks every invariant on the way. With
-/// `max_wait`, tasks that waited 2 s are moved to the front by the plans.
-fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, max_wait: bool) -> Result<(), TestCaseError> {
+/// What a property run adds to the engine's plain fair order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Extra {
+    None,
+    /// A `max_wait` of 2 s: tasks that waited that long are moved to the
+    /// front by the plans.
+    MaxWait,
+    /// Every key in one group with a `group_lead` of 3: a key with nothing
+    /// waiting goes ahead of the group's order.
+    GroupLead,
+}
+
+/// Runs ops, then drains; checks every invariant on the way.
+fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, extra: Extra) -> Result<(), TestCaseError> {
     let mut config = small_config(buffer_tasks, reload_at, Weights::default());
-    if max_wait {
-        config.tasks.max_wait = std::time::Duration::from_secs(2);
+    match extra {
+        Extra::None => {}
+        Extra::MaxWait => config.tasks.max_wait = std::time::Duration::from_secs(2),
+        Extra::GroupLead => {
+            config.weights.groups = vec!["k".into()];
+            config.tasks.group_lead = 3;
+        }
     }
     let mut store = ModelStore::default();
     let mut now = 1_000;
@@ -360,7 +376,7 @@ proptest! {
         reload_seed in 0usize..12,
     ) {
         let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, false)?;
+        run(ops, buffer, reload_at, Extra::None)?;
     }
 
     /// The same with a `max_wait` of 2 s: tasks that waited that long are
@@ -374,7 +390,20 @@ proptest! {
         reload_seed in 0usize..12,
     ) {
         let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, true)?;
+        run(ops, buffer, reload_at, Extra::MaxWait)?;
+    }
+
+    /// The same with every key in one group and a `group_lead`: keys with
+    /// nothing waiting take the ack level's pass, ahead of the group's
+    /// order, and none of the invariants moves.
+    #[test]
+    fn interleavings_keep_the_invariants_with_a_group_lead(
+        ops in prop::collection::vec(op(), 1..250),
+        buffer in 2usize..12,
+        reload_seed in 0usize..12,
+    ) {
+        let reload_at = reload_seed % buffer;
+        run(ops, buffer, reload_at, Extra::GroupLead)?;
     }
 }
 
@@ -423,7 +452,7 @@ fn interleavings_replay_the_deposed_owner_case() {
     ];
     let buffer = 2;
     let reload_seed = 0;
-    if let Err(failure) = run(ops, buffer, reload_seed % buffer, false) {
+    if let Err(failure) = run(ops, buffer, reload_seed % buffer, Extra::None) {
         panic!("{failure}");
     }
 }
@@ -1164,7 +1193,7 @@ fn interleavings_replay_a_read_that_saw_a_row_moved_away() {
         FinishAppend(3, 1),
         StartReads,
     ];
-    if let Err(failure) = run(ops, 11, 0, true) {
+    if let Err(failure) = run(ops, 11, 0, Extra::MaxWait) {
         panic!("{failure}");
     }
 }

@@ -14,12 +14,14 @@
 mod across;
 mod cost;
 mod counters;
+mod lead;
 mod sketch;
 mod weights;
 
 pub use across::{CATCH_UP, PartitionClocks};
 pub use cost::CostCurve;
 pub use counters::{CounterConfig, KeyCounters};
+pub use lead::{GroupLeads, GroupTask};
 pub use sketch::PassSketch;
 pub use weights::Weights;
 

@@ -14,7 +14,7 @@ use crate::core::engine::rows::{PartitionWrite, Record, RecordKey, RecordTask, R
 use crate::core::engine::sizes::{
     SMALL_ROW_BYTES, bury_bytes, ending_bytes, meta_bytes, record_bytes, requeue_bytes, spec_bytes,
 };
-use crate::core::fairness::{advance, stride};
+use crate::core::fairness::{GroupTask, advance, stride};
 use crate::model::{FairLevel, PRIORITY_LEVELS, StoredTask, TaskSpec};
 
 /// The most ids what is due takes in one write: a promotion takes one (its
@@ -471,8 +471,16 @@ impl PartitionEngine {
         let subqueue = &mut self.subqueues[index];
         match self.config.tasks.ordering {
             DispatchOrder::Fair => {
-                let (share, weight) = self.config.weights.share(&task.fairness_key, task.fairness_weight);
-                subqueue.counters.next_pass(share, subqueue.ack.pass, advance(weight, self.config.tasks.cost_of(task)))
+                let key = task.fairness_key.as_str();
+                let (share, weight) = self.config.weights.share(key, task.fairness_weight);
+                let cost = self.config.tasks.cost_of(task);
+                let (base, lead) = (subqueue.ack.pass, self.config.tasks.group_lead);
+                if lead > 0 && share != key {
+                    let task = GroupTask { group: share, key, advance: advance(weight, cost), cost };
+                    subqueue.leads.next_pass(&mut subqueue.counters, task, base, lead)
+                } else {
+                    subqueue.counters.next_pass(share, base, advance(weight, cost))
+                }
             }
             DispatchOrder::Fifo | DispatchOrder::Deadline => {
                 subqueue.counters.next_pass("", subqueue.ack.pass, stride(1.0))

@@ -64,6 +64,12 @@ pub(super) struct ImportSimArgs {
     /// the front, oldest first (the extreme age, as Fairway bounds it).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=43_200))]
     max_wait_minutes: u32,
+    /// The `group_lead` of the Fairway arm that keys chunks by job in a
+    /// group per tenant: the work (in costs; a chunk of the largest job
+    /// costs 1,000) a tenant may run ahead of its share so that its jobs
+    /// with nothing waiting go first.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    group_lead: u64,
     /// Minutes of virtual time per window of the tenants' shares.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_440))]
     window_minutes: u32,
@@ -119,6 +125,14 @@ fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
             fairway(KeyBy::Tenant, Charge::JobSizeLog, Some(max_wait)),
         ),
         ("Fairway, key job, size = job's records (log)".into(), fairway(KeyBy::Job, Charge::JobSizeLog, None)),
+        (
+            format!("Fairway, key job in its tenant's group, size (log), group_lead {}", args.group_lead),
+            fairway(
+                KeyBy::JobInTenant { tenants: args.tenants as usize, lead: args.group_lead },
+                Charge::JobSizeLog,
+                None,
+            ),
+        ),
     ]
 }
 

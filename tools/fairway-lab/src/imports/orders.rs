@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fairway::core::engine::rows::{PartitionMeta, PartitionWrite, RecordKey, RecordRange, RecordValue, Section};
 use fairway::core::engine::{EngineConfig, PartitionEngine, PlanInput, TaskPolicy};
-use fairway::core::fairness::CostCurve;
+use fairway::core::fairness::{CostCurve, Weights};
 use fairway::model::{FairLevel, Priority, StoredTask, TaskSpec};
 
 use super::ranker::Ranker;
@@ -65,6 +65,15 @@ pub(crate) enum KeyBy {
     Tenant,
     /// Its job: jobs share the workers, whoever's they are.
     Job,
+    /// Its job, in a group of its tenant's jobs with this `group_lead`:
+    /// tenants share the workers, and a tenant's job with nothing waiting
+    /// goes ahead of its tenant's other jobs within the lead.
+    JobInTenant {
+        /// Tenants (the groups, one per tenant).
+        tenants: usize,
+        /// The queue's `group_lead`, in costs.
+        lead: u64,
+    },
 }
 
 /// Fairway's engine over rows in memory: a write lands whole and at once.
@@ -84,22 +93,27 @@ impl FairwayOrder {
             Charge::Tasks | Charge::ChunkRecords => (CostCurve::Linear, chunk_records),
             Charge::JobSizeLog => (CostCurve::Log, JOB_RECORDS.1),
         };
-        let tasks = TaskPolicy {
+        let mut tasks = TaskPolicy {
             lease_timeout: std::time::Duration::from_secs(24 * 3600),
             cost_curve,
             cost_reference_size,
             max_wait: max_wait.unwrap_or_default(),
             ..TaskPolicy::default()
         };
+        let mut weights = Weights::default();
+        if let KeyBy::JobInTenant { tenants, lead } = key {
+            weights.groups = (0..tenants).map(|tenant| format!("tenant-{tenant}/")).collect();
+            tasks.group_lead = lead;
+        }
         let meta = PartitionMeta { range_id: 1, ..PartitionMeta::default() };
-        let engine = PartitionEngine::load(&meta, EngineConfig { tasks, ..EngineConfig::default() }, 0);
+        let engine = PartitionEngine::load(&meta, EngineConfig { tasks, weights, ..EngineConfig::default() }, 0);
         FairwayOrder { engine, rows: BTreeMap::new(), records: BTreeMap::new(), chunks: BTreeMap::new(), key, charge }
     }
 
     fn spec(&self, chunk: &Chunk) -> TaskSpec {
         let key = match self.key {
             KeyBy::Tenant => format!("tenant-{}", chunk.tenant),
-            KeyBy::Job => format!("tenant-{}/job-{}", chunk.tenant, chunk.job),
+            KeyBy::Job | KeyBy::JobInTenant { .. } => format!("tenant-{}/job-{}", chunk.tenant, chunk.job),
         };
         let mut spec = TaskSpec::new(key, Priority::DEFAULT, chunk.id.to_le_bytes().to_vec());
         spec.size = match self.charge {

@@ -19,8 +19,9 @@ pub(crate) const SMALL_JOB_RECORDS: u64 = 1_000;
 pub(crate) struct Run {
     pub started_ms: Vec<i64>,
     pub ended_ms: Vec<i64>,
-    /// Per window of `window_ms`: the tenants with chunks waiting at its
-    /// start and at its end.
+    /// Per window of `window_ms`: the tenants with chunks waiting
+    /// throughout it (at its start, at its end, and at every moment
+    /// between).
     pub backlogged: Vec<Vec<usize>>,
     pub window_ms: i64,
 }
@@ -35,6 +36,8 @@ pub(crate) fn run(order: &mut dyn Order, workload: &Workload, shape: &Shape, win
     let mut ends: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut next_job = 0;
     let mut samples: Vec<Vec<usize>> = Vec::new();
+    // Per window: the tenants whose last waiting chunk started in it.
+    let mut emptied: Vec<Vec<usize>> = Vec::new();
     let mut done = 0;
     while done < chunks.len() {
         let arrival = workload.jobs.get(next_job).map(|job| job.arrived_ms);
@@ -69,13 +72,23 @@ pub(crate) fn run(order: &mut dyn Order, workload: &Workload, shape: &Shape, win
             assert_eq!(started_ms[chunk.id], -1, "chunk {} started twice", chunk.id);
             started_ms[chunk.id] = now;
             waiting[chunk.tenant] -= 1;
+            if waiting[chunk.tenant] == 0 {
+                let window = (now / window_ms) as usize;
+                emptied.resize(emptied.len().max(window + 1), Vec::new());
+                emptied[window].push(chunk.tenant);
+            }
             running[chunk.tenant] += 1;
             all_running += 1;
             ends.push(Reverse((now + chunk.work_ms(shape), chunk.id)));
         }
     }
     samples.push(Vec::new());
-    let backlogged = samples.windows(2).map(|w| w[0].iter().copied().filter(|t| w[1].contains(t)).collect()).collect();
+    emptied.resize(samples.len(), Vec::new());
+    let backlogged = samples
+        .windows(2)
+        .zip(&emptied)
+        .map(|(w, emptied)| w[0].iter().copied().filter(|t| w[1].contains(t) && !emptied.contains(t)).collect())
+        .collect();
     Run { started_ms, ended_ms, backlogged, window_ms }
 }
 
