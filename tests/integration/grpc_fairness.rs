@@ -172,6 +172,44 @@ async fn sizes_become_costs_on_the_queue_curve() {
     server.stop().await;
 }
 
+/// Tenants as groups, each job its own key, on a queue with a
+/// `group_lead` (docs/fairness.md §7e): a tenant's new 100-record job goes
+/// within the next dispatches, ahead of its own million-record job, and the
+/// tenants' large jobs keep taking turns; on a queue without a lead the same
+/// small job waits behind its tenant's large one.
+#[tokio::test]
+async fn a_tenants_new_job_goes_ahead_of_its_large_one_within_the_group_lead() {
+    let mut config = Config::default();
+    config.engine.weights.groups = vec!["acme/".into(), "tiny/".into()];
+    let curve = TaskPolicy { cost_curve: CostCurve::Log, cost_reference_size: 1_000_000, ..TaskPolicy::default() };
+    config.queues.insert("led".into(), TaskPolicy { group_lead: 10_000, ..curve.clone() });
+    config.queues.insert("plain".into(), curve);
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client.clone();
+    let sized = |key: &str, size: u64, i: usize| pb::TaskSpec { size, ..spec(key, 0.0, 0, format!("{i}").as_bytes()) };
+    for queue in ["led", "plain"] {
+        let specs = (0..100).flat_map(|i| [sized("acme/big", 1_000_000, i), sized("tiny/big", 1_000_000, i)]).collect();
+        add_all(&mut client, queue, specs).await;
+        for _ in 0..10 {
+            poll(&mut client, queue, WAIT).await.expect("a backlog");
+        }
+        add_all(&mut client, queue, vec![sized("acme/small", 100, 0)]).await;
+        let mut order = Vec::new();
+        while order.len() < 191 {
+            order.push(poll(&mut client, queue, WAIT).await.expect("a backlog").fairness_key);
+        }
+        let small = order.iter().position(|k| k == "acme/small").expect("the small job is dispatched");
+        if queue == "led" {
+            assert!(small <= 2, "with a lead the small job came {}th", small + 1);
+        } else {
+            assert!(small > 100, "without a lead the small job came {}th, before its tenant's large job", small + 1);
+        }
+        let big: Vec<&String> = order.iter().filter(|k| k.ends_with("/big")).collect();
+        assert!(big.windows(2).all(|w| w[0] != w[1]), "{queue}: the tenants' large jobs take turns: {big:?}");
+    }
+    server.stop().await;
+}
+
 /// Strict priority over gRPC: everything of priority 1 before any of 5.
 #[tokio::test]
 async fn priorities_are_strict() {

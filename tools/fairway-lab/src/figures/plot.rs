@@ -78,13 +78,15 @@ fn register_font() -> anyhow::Result<()> {
         .map_err(|e| anyhow!(e))
 }
 
-const COLOURS: [RGBColor; 6] = [
+const COLOURS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
 ];
 
 /// Draws `chart` into `dir` and returns the file's path.

@@ -93,6 +93,39 @@ fn keyed_by_job_small_jobs_go_ahead_of_their_tenants_large_ones() {
     assert!(by_job < by_tenant / 2.0, "small jobs' p99: {by_job} min keyed by job, {by_tenant} min by tenant");
 }
 
+/// Keyed by job in a group per tenant with a lead, small jobs go ahead of
+/// their tenant's large ones as keyed by job, and tenants keep their shares
+/// as keyed by tenant (Jain's lowest window within 0.01 of it), where keyed
+/// by job alone they lose them.
+#[test]
+fn in_tenant_groups_with_a_lead_small_jobs_go_first_and_tenants_keep_their_shares() {
+    let shape = Shape { jobs: 120, tenants: 4, ..shape() };
+    let workload = Workload::generate(&shape);
+    let figures = |key| {
+        let mut order = FairwayOrder::new(key, Charge::JobSizeLog, 1_000, None);
+        let run = sim::run(&mut order, &workload, &shape, 60_000);
+        sim::figures(&run, &workload, &shape)
+    };
+    let by_tenant = figures(KeyBy::Tenant);
+    let by_job = figures(KeyBy::Job);
+    let grouped = figures(KeyBy::JobInTenant { tenants: shape.tenants, lead: 100_000 });
+    assert!(
+        grouped.small_p99_min < by_tenant.small_p99_min / 2.0,
+        "small jobs' p99: {} min in groups, {} min by tenant",
+        grouped.small_p99_min,
+        by_tenant.small_p99_min
+    );
+    assert!(
+        grouped.jain_min >= by_tenant.jain_min - 0.01 && grouped.jain_min > by_job.jain_min,
+        "Jain's lowest window: {} in groups, {} by tenant, {} by job",
+        grouped.jain_min,
+        by_tenant.jain_min,
+        by_job.jain_min
+    );
+    let no_lead = figures(KeyBy::JobInTenant { tenants: shape.tenants, lead: 0 });
+    assert_eq!(no_lead.small_p99_min, by_tenant.small_p99_min, "without a lead a group is first come, first served");
+}
+
 const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
 
 /// With a `max_wait`, chunks past it go oldest first, so the longest wait
