@@ -58,6 +58,8 @@ pub use sizes::{bury_bytes, spec_bytes};
 pub use subqueue::KeyBacklog;
 
 #[cfg(test)]
+mod age_boost_tests;
+#[cfg(test)]
 mod aged_tests;
 #[cfg(test)]
 mod budget_tests;

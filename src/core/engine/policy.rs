@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{UnixMillis, millis};
-use crate::core::fairness::CostCurve;
+use crate::core::fairness::{CostCurve, boost_passes};
 use crate::model::validate::MAX_TASK_SIZE;
 use crate::model::{StoredTask, ValidationError};
 
@@ -67,7 +67,15 @@ pub struct TaskPolicy {
     /// key of its own would, instead of behind the group's other keys (0:
     /// a group's keys go first come, first served).
     pub group_lead: u64,
+    /// With `"fair"` ordering and a `max_wait`: a waiting task competes up
+    /// to this many strides of a weight-1 key ahead of its place, rising on
+    /// a log of its wait to the full boost at `max_wait` (0: off). Applied
+    /// among the tasks the owner holds in memory.
+    pub age_boost: u32,
 }
+
+/// The largest `age_boost`, in strides of a weight-1 key.
+pub const MAX_AGE_BOOST: u32 = 1000;
 
 /// The largest `group_lead`: a thousand tasks of the largest cost.
 pub const MAX_GROUP_LEAD: u64 = 1_000_000;
@@ -106,6 +114,7 @@ impl Default for TaskPolicy {
             cost_reference_size: 1000,
             max_wait: Duration::ZERO,
             group_lead: 0,
+            age_boost: 0,
         }
     }
 }
@@ -169,7 +178,28 @@ impl TaskPolicy {
                 format!("is {}; it must be 0 (off) to {MAX_GROUP_LEAD} (in costs)", self.group_lead),
             );
         }
+        if self.age_boost > MAX_AGE_BOOST {
+            return fail(
+                "age_boost",
+                format!("is {}; it must be 0 (off) to {MAX_AGE_BOOST} (strides of a weight-1 key)", self.age_boost),
+            );
+        }
+        if self.age_boost > 0 && self.max_wait.is_zero() {
+            return fail(
+                "age_boost",
+                format!(
+                    "is {} but max_wait is 0: the boost grows with a task's wait up to max_wait; set a max_wait",
+                    self.age_boost
+                ),
+            );
+        }
         Ok(())
+    }
+
+    /// The passes a task that has waited `waited_ms` competes ahead of its
+    /// own (0 without an `age_boost`).
+    pub fn age_boost_passes(&self, waited_ms: i64) -> i64 {
+        boost_passes(self.age_boost, waited_ms, millis(self.max_wait))
     }
 
     /// The cost a task is charged in fair order: the cost it gave, or its
@@ -285,6 +315,19 @@ mod tests {
         let error = policy.validate("queues.\"imports\"").unwrap_err();
         assert_eq!(error.field, "queues.\"imports\".group_lead");
         assert!(error.to_string().contains("0 (off) to 1000000"), "{error}");
+    }
+
+    #[test]
+    fn an_age_boost_needs_a_max_wait_and_is_bounded() {
+        assert_eq!(TaskPolicy::default().age_boost, 0);
+        let policy: TaskPolicy = toml::from_str("max_wait = \"1h\"\nage_boost = 8").unwrap();
+        assert!(policy.validate("tasks").is_ok());
+        let policy: TaskPolicy = toml::from_str("age_boost = 8").unwrap();
+        let error = policy.validate("tasks").unwrap_err();
+        assert_eq!(error.field, "tasks.age_boost");
+        assert!(error.to_string().contains("set a max_wait"), "{error}");
+        let policy: TaskPolicy = toml::from_str("max_wait = \"1h\"\nage_boost = 1001").unwrap();
+        assert!(policy.validate("tasks").unwrap_err().to_string().contains("0 (off) to 1000"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! between the ack level and the read level, and the fair order over them.
 //! The ack level never passes a slot whose lease or park is being written.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::clock::UnixMillis;
 use crate::core::engine::rows::SubqueueMeta;
@@ -269,6 +269,40 @@ impl Subqueue {
             Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
             _ => None,
         })
+    }
+
+    /// The ready task whose key `allowed` accepts that goes first when each
+    /// competes at its pass lowered by `boost(task)` (at most `max_boost`
+    /// passes; ties to the lower level), with that effective pass. Only
+    /// the first ready task of each key competes, so a key's tasks keep
+    /// their order. The scan stops at the first task whose pass, lowered by
+    /// the most any boost can be, is not below the best found: no later
+    /// task can do better. At most the buffer, bounded by
+    /// `engine.buffer_tasks`.
+    pub(super) fn boosted_first(
+        &self,
+        allowed: impl Fn(&str) -> bool,
+        boost: impl Fn(&StoredTask) -> i64,
+        max_boost: i64,
+    ) -> Option<(&StoredTask, i64)> {
+        if self.ready == 0 {
+            return None;
+        }
+        let mut best: Option<(&StoredTask, i64)> = None;
+        let mut seen: HashSet<&str> = HashSet::new();
+        for task in self.ready_tasks() {
+            if best.is_some_and(|(_, effective)| task.level.pass.saturating_sub(max_boost) >= effective) {
+                break;
+            }
+            if !seen.insert(task.fairness_key.as_str()) || !allowed(&task.fairness_key) {
+                continue;
+            }
+            let effective = task.level.pass.saturating_sub(boost(task).clamp(0, max_boost));
+            if best.is_none_or(|(_, b)| effective < b) {
+                best = Some((task, effective));
+            }
+        }
+        best
     }
 
     /// The ready task whose key `allowed` accepts that goes first by

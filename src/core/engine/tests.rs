@@ -150,6 +150,10 @@ enum Extra {
     /// Every key in one group with a `group_lead` of 3: a key with nothing
     /// waiting goes ahead of the group's order.
     GroupLead,
+    /// A `max_wait` of 2 s with an `age_boost` of 3: older buffered tasks
+    /// go ahead of their levels, so dispatch follows the levels only up to
+    /// the boost (checked: strict priority, a stored task each time).
+    AgeBoost,
 }
 
 /// Runs ops, then drains; checks every invariant on the way.
@@ -161,6 +165,10 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, extra: Extra) -> Res
         Extra::GroupLead => {
             config.weights.groups = vec!["k".into()];
             config.tasks.group_lead = 3;
+        }
+        Extra::AgeBoost => {
+            config.tasks.max_wait = std::time::Duration::from_secs(2);
+            config.tasks.age_boost = 3;
         }
     }
     let mut store = ModelStore::default();
@@ -196,7 +204,10 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, extra: Extra) -> Res
         engine.settle();
         // A row a deposed owner deleted may still be in the buffer: it goes
         // out again (at least once), in no checked order.
-        if !store.deleted_by_deposed.contains_key(&(task.priority, task.level)) {
+        if extra == Extra::AgeBoost {
+            prop_assert_eq!(Some(task.priority), expected.map(|e| e.0), "strict priority over what is stored");
+            prop_assert!(store.tasks.contains_key(&(task.priority, task.level)), "{:?} is not stored", task.level);
+        } else if !store.deleted_by_deposed.contains_key(&(task.priority, task.level)) {
             prop_assert_eq!(
                 Some((task.priority, task.level)),
                 expected,
@@ -404,6 +415,19 @@ proptest! {
     ) {
         let reload_at = reload_seed % buffer;
         run(ops, buffer, reload_at, Extra::GroupLead)?;
+    }
+
+    /// The same with an `age_boost` on a `max_wait`: buffered tasks go out
+    /// of level order by their age, and still none is lost or dispatched
+    /// twice by one owner, and priorities stay strict.
+    #[test]
+    fn interleavings_keep_the_invariants_with_an_age_boost(
+        ops in prop::collection::vec(op(), 1..250),
+        buffer in 2usize..12,
+        reload_seed in 0usize..12,
+    ) {
+        let reload_at = reload_seed % buffer;
+        run(ops, buffer, reload_at, Extra::AgeBoost)?;
     }
 }
 

@@ -12,6 +12,7 @@
 //! ever delays a key. See `docs/fairness.md` for the bound.
 
 mod across;
+mod age;
 mod cost;
 mod counters;
 mod lead;
@@ -19,6 +20,7 @@ mod sketch;
 mod weights;
 
 pub use across::{CATCH_UP, PartitionClocks};
+pub use age::boost_passes;
 pub use cost::CostCurve;
 pub use counters::{CounterConfig, KeyCounters};
 pub use lead::{GroupLeads, GroupTask};

@@ -63,6 +63,10 @@ impl PartitionEngine {
     /// and a candidate's `pass_ahead` is that rank, not a distance
     /// from the ack level: deadlines mean the same in every partition, so
     /// the matcher compares partitions by them.
+    ///
+    /// With an `age_boost` (fair ordering) each key's first buffered task
+    /// competes at its pass lowered by its age's boost, under the same
+    /// `park_after` limit, and its candidate carries that effective pass.
     pub fn peek(&self, now: UnixMillis) -> Option<Candidate> {
         match self.next(now) {
             Next::Ready(candidate) => Some(candidate),
@@ -75,6 +79,8 @@ impl PartitionEngine {
     /// a lower one may go before them).
     pub fn next(&self, now: UnixMillis) -> Next {
         let by_deadline = self.config.tasks.ordering == DispatchOrder::Deadline;
+        let boosted = self.config.tasks.ordering == DispatchOrder::Fair && self.config.tasks.age_boost > 0;
+        let max_boost = self.config.tasks.age_boost_passes(i64::MAX);
         let late_slack = crate::clock::millis(self.config.tasks.late_slack);
         for subqueue in &self.subqueues {
             let priority = subqueue.priority;
@@ -86,19 +92,27 @@ impl PartitionEngine {
                 }
             };
             let allowed = |key: &str| self.dispatchable(priority, key, now);
-            // The oldest waiting task holds the ack level: past `park_after`
-            // tasks dispatched above it, it goes next whatever its deadline,
-            // so that the ack level moves and the marks above it stay
-            // bounded (and no task waits for ever behind urgent ones).
-            let ready = match by_deadline && subqueue.dispatched_above_ack() < self.config.park_after {
-                true => subqueue.earliest_deadline(now, late_slack, allowed),
-                false => subqueue.first_ready(allowed),
-            };
             let candidate = |task: &StoredTask, parked: bool| {
                 let pass = task.level.pass.max(subqueue.ack.pass);
                 Candidate::at(task, priority, ahead(task), pass, parked)
             };
-            let ready = ready.map(|task| candidate(task, false));
+            // The oldest waiting task holds the ack level: past `park_after`
+            // tasks dispatched above it, it goes next whatever its deadline
+            // or its age, so that the ack level moves and the marks above
+            // it stay bounded (and no task waits for ever behind urgent or
+            // older ones).
+            let out_of_order = subqueue.dispatched_above_ack() < self.config.park_after;
+            let ready = if by_deadline && out_of_order {
+                subqueue.earliest_deadline(now, late_slack, allowed).map(|task| candidate(task, false))
+            } else if boosted && out_of_order {
+                let boost = |task: &StoredTask| self.config.tasks.age_boost_passes(now - task.created_at_unix_ms);
+                subqueue.boosted_first(allowed, boost, max_boost).map(|(task, effective)| {
+                    let pass = effective.max(subqueue.ack.pass);
+                    Candidate::at(task, priority, pass - subqueue.ack.pass, pass, false)
+                })
+            } else {
+                subqueue.first_ready(allowed).map(|task| candidate(task, false))
+            };
             let parked = self
                 .parked
                 .heads(priority)
