@@ -1,6 +1,7 @@
 //! A queue's `max_wait` against a real server: a task of a weight-0.01 key
 //! behind a backlog of 100,000 tasks of heavy keys goes once it has waited
-//! that long, before the backlog, and FIFO within each key still holds.
+//! that long, before the backlog, and FIFO within each key still holds; and
+//! its `age_boost`, which takes older tasks ahead by at most the boost.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,4 +81,51 @@ pub(crate) async fn tasks_past_max_wait_pass_a_deep_backlog_on(backend: Backend,
 #[tokio::test]
 async fn tasks_past_max_wait_pass_a_deep_backlog() {
     tasks_past_max_wait_pass_a_deep_backlog_on(Backend::Embedded, 100_000).await;
+}
+
+/// An `age_boost` under a `max_wait` of 4 s on a real server: 40 tasks of
+/// key `old` added, the clock moved on 3.9 s, 40 of key `new` added, and
+/// 0.05 s later the old tasks compete almost four strides ahead of their
+/// passes and the new ones barely ahead: four old tasks go first, then the
+/// keys alternate four apart. Each key's tasks stay in order. Without a
+/// boost the keys alternate from the start.
+#[tokio::test]
+async fn an_age_boost_takes_older_tasks_ahead_by_at_most_the_boost() {
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let mut config = Config::default();
+    config.matcher.sync_match = false;
+    let aged = TaskPolicy { max_wait: Duration::from_secs(4), ..TaskPolicy::default() };
+    config.queues.insert("boosted".into(), TaskPolicy { age_boost: 4, ..aged.clone() });
+    config.queues.insert("plain".into(), aged);
+    let server = TestServer::start_timed(Backend::Embedded, config, clock.clone()).await;
+    let mut client = server.client.clone();
+    let tasks = |key: &str| (0..40).map(|i| spec(key, 1.0, 0, format!("{key} {i}").as_bytes())).collect::<Vec<_>>();
+    for queue in ["boosted", "plain"] {
+        add_all(&mut client, queue, tasks("old")).await;
+    }
+    clock.advance(Duration::from_millis(3_900));
+    for queue in ["boosted", "plain"] {
+        add_all(&mut client, queue, tasks("new")).await;
+    }
+    clock.advance(Duration::from_millis(50));
+    for (queue, lead) in [("boosted", 4), ("plain", 1)] {
+        let mut order = Vec::new();
+        while order.len() < 80 {
+            let task = poll(&mut client, queue, Duration::from_secs(5)).await.expect("a backlog");
+            order.push(String::from_utf8(task.payload).unwrap());
+        }
+        let mut ahead = 0i32;
+        let mut most = 0;
+        for payload in &order {
+            ahead += if payload.starts_with("old") { 1 } else { -1 };
+            most = most.max(ahead);
+        }
+        assert_eq!(most, lead, "{queue}: the old key at most {lead} ahead: {order:?}");
+        for key in ["old", "new"] {
+            let own: Vec<&String> = order.iter().filter(|p| p.starts_with(key)).collect();
+            let expected: Vec<String> = (0..40).map(|i| format!("{key} {i}")).collect();
+            assert_eq!(own, expected.iter().collect::<Vec<_>>(), "{queue}: {key}'s tasks in order");
+        }
+    }
+    server.stop().await;
 }

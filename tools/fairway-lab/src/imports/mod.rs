@@ -70,6 +70,11 @@ pub(super) struct ImportSimArgs {
     /// with nothing waiting go first.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     group_lead: u64,
+    /// The `age_boost` of the Fairway arm with cost and age (key job in its
+    /// tenant's group, the `group_lead`, the `max_wait`): strides of a
+    /// weight-1 key an old chunk competes ahead of its place.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    age_boost: u32,
     /// Minutes of virtual time per window of the tenants' shares.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_440))]
     window_minutes: u32,
@@ -112,9 +117,10 @@ impl ImportSimArgs {
 /// The orders compared, by name.
 fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
     let max_wait = Duration::from_secs(u64::from(args.max_wait_minutes) * 60);
-    let fairway = |key, charge, max_wait| -> Box<dyn Order> {
-        Box::new(FairwayOrder::new(key, charge, args.chunk_records, max_wait))
+    let fairway = |key, charge, age: Option<(Duration, u32)>| -> Box<dyn Order> {
+        Box::new(FairwayOrder::new(key, charge, args.chunk_records, age))
     };
+    let grouped = KeyBy::JobInTenant { tenants: args.tenants as usize, lead: args.group_lead };
     vec![
         ("chunk ranker (reference)".into(), Box::new(RankerOrder::new(args.extreme_after_minutes))),
         ("Fairway, key tenant, a chunk is a task".into(), fairway(KeyBy::Tenant, Charge::Tasks, None)),
@@ -122,16 +128,19 @@ fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
         ("Fairway, key tenant, size = job's records (log)".into(), fairway(KeyBy::Tenant, Charge::JobSizeLog, None)),
         (
             format!("Fairway, key tenant, size = job's records (log), max_wait {} min", args.max_wait_minutes),
-            fairway(KeyBy::Tenant, Charge::JobSizeLog, Some(max_wait)),
+            fairway(KeyBy::Tenant, Charge::JobSizeLog, Some((max_wait, 0))),
         ),
         ("Fairway, key job, size = job's records (log)".into(), fairway(KeyBy::Job, Charge::JobSizeLog, None)),
         (
             format!("Fairway, key job in its tenant's group, size (log), group_lead {}", args.group_lead),
-            fairway(
-                KeyBy::JobInTenant { tenants: args.tenants as usize, lead: args.group_lead },
-                Charge::JobSizeLog,
-                None,
+            fairway(grouped, Charge::JobSizeLog, None),
+        ),
+        (
+            format!(
+                "Fairway, key job in its tenant's group, size (log), group_lead {}, max_wait {} min, age_boost {}",
+                args.group_lead, args.max_wait_minutes, args.age_boost
             ),
+            fairway(grouped, Charge::JobSizeLog, Some((max_wait, args.age_boost))),
         ),
     ]
 }

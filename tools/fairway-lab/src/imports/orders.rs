@@ -87,8 +87,10 @@ pub(crate) struct FairwayOrder {
 }
 
 impl FairwayOrder {
-    /// `max_wait`: a chunk that has waited this long goes to the front.
-    pub(crate) fn new(key: KeyBy, charge: Charge, chunk_records: u64, max_wait: Option<Duration>) -> Self {
+    /// `age`: the `max_wait` (a chunk that has waited this long goes to the
+    /// front) and the `age_boost` under it (strides an old chunk competes
+    /// ahead of its place).
+    pub(crate) fn new(key: KeyBy, charge: Charge, chunk_records: u64, age: Option<(Duration, u32)>) -> Self {
         let (cost_curve, cost_reference_size) = match charge {
             Charge::Tasks | Charge::ChunkRecords => (CostCurve::Linear, chunk_records),
             Charge::JobSizeLog => (CostCurve::Log, JOB_RECORDS.1),
@@ -97,7 +99,8 @@ impl FairwayOrder {
             lease_timeout: std::time::Duration::from_secs(24 * 3600),
             cost_curve,
             cost_reference_size,
-            max_wait: max_wait.unwrap_or_default(),
+            max_wait: age.map_or(Duration::ZERO, |(max_wait, _)| max_wait),
+            age_boost: age.map_or(0, |(_, boost)| boost),
             ..TaskPolicy::default()
         };
         let mut weights = Weights::default();

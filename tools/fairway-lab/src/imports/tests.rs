@@ -52,7 +52,7 @@ fn every_order_runs_every_chunk_once() {
         Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::Tasks, 1_000, None)),
         Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::ChunkRecords, 1_000, None)),
         Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, None)),
-        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, Some(MAX_WAIT))),
+        Box::new(FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, Some((MAX_WAIT, 0)))),
     ];
     for (arm, mut order) in orders.into_iter().enumerate() {
         let run = sim::run(order.as_mut(), &workload, &shape, 60_000);
@@ -136,8 +136,8 @@ const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(20 * 60);
 fn a_max_wait_shortens_the_longest_wait() {
     let shape = Shape { jobs: 150, tenants: 6, ..shape() };
     let workload = Workload::generate(&shape);
-    let longest = |max_wait| {
-        let mut order = FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, max_wait);
+    let longest = |max_wait: Option<std::time::Duration>| {
+        let mut order = FairwayOrder::new(KeyBy::Tenant, Charge::JobSizeLog, 1_000, max_wait.map(|m| (m, 0)));
         let run = sim::run(&mut order, &workload, &shape, 60_000);
         (sim::figures(&run, &workload, &shape).longest_wait_min, run)
     };
