@@ -114,25 +114,47 @@ impl ImportSimArgs {
     }
 }
 
-/// The orders compared, by name.
-fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
+/// An order compared: its name in the tables, the shorter one of its curve
+/// in the plot (`None`: not drawn, its curve lies on another's), the order.
+type Arm = (String, Option<&'static str>, Box<dyn Order>);
+
+/// The orders compared.
+fn arms(args: &ImportSimArgs) -> Vec<Arm> {
     let max_wait = Duration::from_secs(u64::from(args.max_wait_minutes) * 60);
     let fairway = |key, charge, age: Option<(Duration, u32)>| -> Box<dyn Order> {
         Box::new(FairwayOrder::new(key, charge, args.chunk_records, age))
     };
     let grouped = KeyBy::JobInTenant { tenants: args.tenants as usize, lead: args.group_lead };
     vec![
-        ("chunk ranker (reference)".into(), Box::new(RankerOrder::new(args.extreme_after_minutes))),
-        ("Fairway, key tenant, a chunk is a task".into(), fairway(KeyBy::Tenant, Charge::Tasks, None)),
-        ("Fairway, key tenant, cost = chunk's records".into(), fairway(KeyBy::Tenant, Charge::ChunkRecords, None)),
-        ("Fairway, key tenant, size = job's records (log)".into(), fairway(KeyBy::Tenant, Charge::JobSizeLog, None)),
+        (
+            "chunk ranker (reference)".into(),
+            Some("chunk ranker"),
+            Box::new(RankerOrder::new(args.extreme_after_minutes)),
+        ),
+        ("Fairway, key tenant, a chunk is a task".into(), None, fairway(KeyBy::Tenant, Charge::Tasks, None)),
+        (
+            "Fairway, key tenant, cost = chunk's records".into(),
+            None,
+            fairway(KeyBy::Tenant, Charge::ChunkRecords, None),
+        ),
+        (
+            "Fairway, key tenant, size = job's records (log)".into(),
+            Some("Fairway, key tenant"),
+            fairway(KeyBy::Tenant, Charge::JobSizeLog, None),
+        ),
         (
             format!("Fairway, key tenant, size = job's records (log), max_wait {} min", args.max_wait_minutes),
+            None,
             fairway(KeyBy::Tenant, Charge::JobSizeLog, Some((max_wait, 0))),
         ),
-        ("Fairway, key job, size = job's records (log)".into(), fairway(KeyBy::Job, Charge::JobSizeLog, None)),
+        (
+            "Fairway, key job, size = job's records (log)".into(),
+            Some("Fairway, key job"),
+            fairway(KeyBy::Job, Charge::JobSizeLog, None),
+        ),
         (
             format!("Fairway, key job in its tenant's group, size (log), group_lead {}", args.group_lead),
+            Some("Fairway, key job in tenant groups, lead"),
             fairway(grouped, Charge::JobSizeLog, None),
         ),
         (
@@ -140,6 +162,7 @@ fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
                 "Fairway, key job in its tenant's group, size (log), group_lead {}, max_wait {} min, age_boost {}",
                 args.group_lead, args.max_wait_minutes, args.age_boost
             ),
+            Some("the same with max_wait and age_boost"),
             fairway(grouped, Charge::JobSizeLog, Some((max_wait, args.age_boost))),
         ),
     ]
@@ -148,6 +171,8 @@ fn arms(args: &ImportSimArgs) -> Vec<(String, Box<dyn Order>)> {
 #[derive(Serialize)]
 struct ArmReport {
     name: String,
+    #[serde(skip)]
+    plotted: Option<&'static str>,
     figures: Figures,
     /// Microseconds of wall time per pick (and one add) with this many chunks waiting.
     pick_us: Vec<(usize, f64)>,
@@ -168,16 +193,16 @@ pub(super) fn run(args: ImportSimArgs) -> anyhow::Result<()> {
     );
     let window_ms = i64::from(args.window_minutes) * 60_000;
     let mut reports = Vec::new();
-    for (name, mut order) in arms(&args) {
+    for (name, plotted, mut order) in arms(&args) {
         let started = Instant::now();
         let run = sim::run(order.as_mut(), &workload, &shape, window_ms);
         let figures = sim::figures(&run, &workload, &shape);
         println!("{name}: simulated in {:.1} s", started.elapsed().as_secs_f64());
-        reports.push(ArmReport { name, figures, pick_us: Vec::new() });
+        reports.push(ArmReport { name, plotted, figures, pick_us: Vec::new() });
     }
     if args.timed_picks > 0 {
         for backlog in [1_000, 100_000] {
-            for (report, (_, mut order)) in reports.iter_mut().zip(arms(&args)) {
+            for (report, (_, _, mut order)) in reports.iter_mut().zip(arms(&args)) {
                 let us = time_picks(order.as_mut(), &workload, backlog, args.timed_picks as usize, shape.tenants);
                 report.pick_us.push((backlog, us));
             }
@@ -214,10 +239,10 @@ fn series(reports: &[ArmReport], values: impl Fn(&Figures) -> &Vec<f64>) -> Vec<
     reports
         .iter()
         .enumerate()
-        .map(|(i, r)| {
+        .filter_map(|(i, r)| {
             // Log x: a zero wait is drawn at a tenth of a second.
             let points = cdf(values(&r.figures)).into_iter().map(|(x, y)| (x.max(1.0 / 600.0), y)).collect();
-            Series::new(&r.name, points).coloured(i)
+            Some(Series::new(r.plotted?, points).coloured(i))
         })
         .collect()
 }
