@@ -376,58 +376,26 @@ fn run(ops: Vec<Op>, buffer_tasks: usize, reload_at: usize, extra: Extra) -> Res
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
 
     /// No task lost, none dispatched twice by one owner, dispatch in
-    /// (priority, pass, id) order, the ack level only ever moves forward.
+    /// (priority, pass, id) order, the ack level only ever moves forward;
+    /// a quarter of the runs each in plain fair order, with a `max_wait`
+    /// (tasks that waited 2 s moved to the front: their rows deleted and
+    /// written again), with a `group_lead` (keys with nothing waiting at the
+    /// ack level's pass, ahead of their group's order) and with an
+    /// `age_boost` (buffered tasks out of level order by their age: there
+    /// strict priority and a stored task each time are checked instead of
+    /// the order).
     #[test]
     fn interleavings_keep_the_invariants(
         ops in prop::collection::vec(op(), 1..250),
         buffer in 2usize..12,
         reload_seed in 0usize..12,
+        extra in prop_oneof![Just(Extra::None), Just(Extra::MaxWait), Just(Extra::GroupLead), Just(Extra::AgeBoost)],
     ) {
         let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, Extra::None)?;
-    }
-
-    /// The same with a `max_wait` of 2 s: tasks that waited that long are
-    /// moved to the front (their rows deleted and written again), and still
-    /// none is lost or dispatched twice by one owner, and dispatch follows
-    /// the stored levels.
-    #[test]
-    fn interleavings_keep_the_invariants_with_a_max_wait(
-        ops in prop::collection::vec(op(), 1..250),
-        buffer in 2usize..12,
-        reload_seed in 0usize..12,
-    ) {
-        let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, Extra::MaxWait)?;
-    }
-
-    /// The same with every key in one group and a `group_lead`: keys with
-    /// nothing waiting take the ack level's pass, ahead of the group's
-    /// order, and none of the invariants moves.
-    #[test]
-    fn interleavings_keep_the_invariants_with_a_group_lead(
-        ops in prop::collection::vec(op(), 1..250),
-        buffer in 2usize..12,
-        reload_seed in 0usize..12,
-    ) {
-        let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, Extra::GroupLead)?;
-    }
-
-    /// The same with an `age_boost` on a `max_wait`: buffered tasks go out
-    /// of level order by their age, and still none is lost or dispatched
-    /// twice by one owner, and priorities stay strict.
-    #[test]
-    fn interleavings_keep_the_invariants_with_an_age_boost(
-        ops in prop::collection::vec(op(), 1..250),
-        buffer in 2usize..12,
-        reload_seed in 0usize..12,
-    ) {
-        let reload_at = reload_seed % buffer;
-        run(ops, buffer, reload_at, Extra::AgeBoost)?;
+        run(ops, buffer, reload_at, extra)?;
     }
 }
 
@@ -1172,7 +1140,7 @@ fn a_new_owner_does_not_repeat_what_was_dispatched_above_the_ack_level() {
     assert!(!rest.contains(&format!("a@{}", second.level.id)), "{rest:?}");
 }
 
-/// A case `interleavings_keep_the_invariants_with_a_max_wait` shrank to,
+/// A case `interleavings_keep_the_invariants` with a `max_wait` shrank to,
 /// replayed as it is. A new owner's writes moved one task from above the
 /// read level and, in the next write, one from the buffer; the first failed,
 /// and the reader read again from below its task, which left the second's
