@@ -196,7 +196,12 @@ async fn a_tenants_new_job_goes_ahead_of_its_large_one_within_the_group_lead() {
         add_all(&mut client, queue, vec![sized("acme/small", 100, 0)]).await;
         let mut order = Vec::new();
         while order.len() < 191 {
-            order.push(poll(&mut client, queue, WAIT).await.expect("a backlog").fairness_key);
+            let task = poll(&mut client, queue, WAIT).await.expect("a backlog");
+            // Completed, so that no lease runs out and brings a task back
+            // however slowly the test runs.
+            let request = pb::CompleteTaskRequest { lease_token: task.lease_token, result: vec![] };
+            client.complete_task(request).await.expect("CompleteTask");
+            order.push(task.fairness_key);
         }
         let small = order.iter().position(|k| k == "acme/small").expect("the small job is dispatched");
         if queue == "led" {
@@ -204,8 +209,13 @@ async fn a_tenants_new_job_goes_ahead_of_its_large_one_within_the_group_lead() {
         } else {
             assert!(small > 100, "without a lead the small job came {}th, before its tenant's large job", small + 1);
         }
-        let big: Vec<&String> = order.iter().filter(|k| k.ends_with("/big")).collect();
-        assert!(big.windows(2).all(|w| w[0] != w[1]), "{queue}: the tenants' large jobs take turns: {big:?}");
+        // The tenants' large jobs take turns, within §7's bound for two
+        // keys of one weight and one cost: two tasks.
+        let mut apart = 0i32;
+        for key in order.iter().filter(|k| k.ends_with("/big")) {
+            apart += if key == "acme/big" { 1 } else { -1 };
+            assert!(apart.abs() <= 2, "{queue}: the tenants' large jobs drift apart: {order:?}");
+        }
     }
     server.stop().await;
 }
