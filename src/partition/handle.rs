@@ -226,7 +226,16 @@ impl Partition {
         }
         let (reply, result) = oneshot::channel();
         let closed = || PartitionError::Closed(self.shared.id.to_string());
-        self.writes.send(command(reply)).await.map_err(|_| closed())?;
+        // Queued at once while the channel has room: an awaited send spends
+        // the task's cooperative budget, and the sends of a batch of adds
+        // made in one task (AddTasks) that ran out of it went out in
+        // another order than the batch's, so its tasks got ids, and a key
+        // its tasks' order, out of the producer's order.
+        match self.writes.try_send(command(reply)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(command)) => self.writes.send(command).await.map_err(|_| closed())?,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(closed()),
+        }
         result.await.map_err(|_| closed())
     }
 
