@@ -39,6 +39,9 @@ pub enum Rpc {
     DescribeQueue,
     CreateQueue,
     MoveQueue,
+    UpdateQueue,
+    PauseQueue,
+    ResumeQueue,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -56,7 +59,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 25] = [
+    pub const ALL: [Rpc; 28] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -69,6 +72,9 @@ impl Rpc {
         Rpc::DescribeQueue,
         Rpc::CreateQueue,
         Rpc::MoveQueue,
+        Rpc::UpdateQueue,
+        Rpc::PauseQueue,
+        Rpc::ResumeQueue,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -99,6 +105,9 @@ impl Rpc {
             Rpc::DescribeQueue => "DescribeQueue",
             Rpc::CreateQueue => "CreateQueue",
             Rpc::MoveQueue => "MoveQueue",
+            Rpc::UpdateQueue => "UpdateQueue",
+            Rpc::PauseQueue => "PauseQueue",
+            Rpc::ResumeQueue => "ResumeQueue",
             Rpc::RecordOrigins => "RecordOrigins",
             Rpc::FinishListing => "FinishListing",
             Rpc::RequestVisit => "RequestVisit",
@@ -149,6 +158,9 @@ impl Rpc {
             Rpc::RedriveDeadLetters
             | Rpc::CreateQueue
             | Rpc::MoveQueue
+            | Rpc::UpdateQueue
+            | Rpc::PauseQueue
+            | Rpc::ResumeQueue
             | Rpc::RunRound
             | Rpc::CreateSchedule
             | Rpc::UpdateSchedule

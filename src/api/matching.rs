@@ -530,6 +530,36 @@ impl Matching for MatchingService {
             partitions,
             waiting_pollers: matcher.waiting_pollers() as u32,
             home: matcher.config().home,
+            settings: Some(super::queue_settings::to_proto(&matcher.config().settings)),
         }))
+    }
+
+    async fn update_queue(
+        &self,
+        request: Request<pb::UpdateQueueRequest>,
+    ) -> Result<Response<pb::UpdateQueueResponse>, Status> {
+        super::queue_settings::update(self.queues(), request).await
+    }
+
+    async fn pause_queue(
+        &self,
+        request: Request<pb::PauseQueueRequest>,
+    ) -> Result<Response<pb::PauseQueueResponse>, Status> {
+        let caller = caller(&request)?;
+        let request = request.into_inner();
+        let stored =
+            super::queue_settings::pause(self.queues(), caller, &request.queue, request.fairness_key, true).await?;
+        Ok(Response::new(pb::PauseQueueResponse { settings: Some(super::queue_settings::to_proto(&stored)) }))
+    }
+
+    async fn resume_queue(
+        &self,
+        request: Request<pb::ResumeQueueRequest>,
+    ) -> Result<Response<pb::ResumeQueueResponse>, Status> {
+        let caller = caller(&request)?;
+        let request = request.into_inner();
+        let stored =
+            super::queue_settings::pause(self.queues(), caller, &request.queue, request.fairness_key, false).await?;
+        Ok(Response::new(pb::ResumeQueueResponse { settings: Some(super::queue_settings::to_proto(&stored)) }))
     }
 }

@@ -198,6 +198,8 @@ pub fn from_match(error: MatchError) -> Status {
         MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
         MatchError::UnknownQueue(_) => Status::not_found(error.to_string()),
         MatchError::MoveInProgress { .. } => Status::failed_precondition(error.to_string()),
+        MatchError::InvalidSettings(_) => Status::invalid_argument(error.to_string()),
+        MatchError::SettingsContended { .. } | MatchError::StaleSettings { .. } => Status::aborted(error.to_string()),
         MatchError::QueueLimit { .. } | MatchError::TooManyPolls { .. } => {
             Status::resource_exhausted(error.to_string())
         }

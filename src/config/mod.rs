@@ -411,7 +411,7 @@ mod tests {
     fn visit_queues_default_to_the_schedulers_politeness_unless_configured() {
         let limit = |config: &Config, queue: &str| {
             let queue = validate::queue_name("queue", queue).unwrap();
-            config.settings().engine_for(&queue).tasks.key_concurrency
+            config.settings().engine_for(&queue, &Default::default()).tasks.key_concurrency
         };
         let mut config = Config::default();
         assert_eq!((limit(&config, "visits.git"), limit(&config, "jobs")), (10, 0));

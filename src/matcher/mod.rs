@@ -13,6 +13,7 @@
 mod queue_matcher;
 mod queues;
 mod settings;
+mod stored_settings;
 mod token;
 
 use std::time::Duration;

@@ -493,7 +493,7 @@ impl Queues {
         }
     }
 
-    fn opened_queue(&self, name: &QueueName) -> Option<Arc<QueueMatcher>> {
+    pub(super) fn opened_queue(&self, name: &QueueName) -> Option<Arc<QueueMatcher>> {
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).get(name).and_then(|slot| slot.get().cloned())
     }
 

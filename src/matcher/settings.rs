@@ -1,17 +1,19 @@
 //! What every queue of a node is opened with: the node's name and fence
 //! region, the engine and writer configs, and the task policies by queue.
 //!
-//! Invariant: a queue's engine config is a function of these settings and
-//! its name alone ([`Settings::engine_for`]), so every node that opens the
-//! queue's partitions runs them alike.
+//! Invariant: a queue's engine config is a function of these settings, its
+//! name and the settings stored with it alone ([`Settings::engine_for`]), so
+//! every node that opens the queue's partitions runs them alike once it has
+//! read the same stored settings.
 
 use std::collections::BTreeMap;
 
 use super::MatcherConfig;
-use crate::core::engine::{EngineConfig, TaskPolicy};
+use crate::core::engine::{EngineConfig, Pauses, TaskPolicy};
 use crate::model::QueueName;
 use crate::partition::WriterConfig;
 use crate::security::{Grant, tenant_prefixes};
+use crate::store::QueueSettings;
 
 /// What every queue of a node is opened with.
 #[derive(Clone, Debug, Default)]
@@ -51,20 +53,27 @@ pub struct Settings {
 impl Settings {
     /// The engine config of `queue`'s partitions: the node's, with the
     /// queue's task policy (its own section, else the default of its
-    /// prefix, else `[tasks]`), and the prefixes of the tenants granted adds
-    /// to it among its fairness groups.
-    pub fn engine_for(&self, queue: &QueueName) -> EngineConfig {
+    /// prefix, else `[tasks]`) and the settings `stored` with the queue over
+    /// it, and the prefixes of the tenants granted adds to it among its
+    /// fairness groups.
+    pub fn engine_for(&self, queue: &QueueName, stored: &QueueSettings) -> EngineConfig {
         let name = queue.as_str();
         let by_prefix = self
             .prefixed
             .iter()
             .find(|(prefix, _)| name.strip_prefix(prefix.as_str()).is_some_and(|rest| !rest.is_empty()))
             .map(|(_, policy)| policy);
-        let tasks = self.queues.get(name).or(by_prefix).unwrap_or(&self.tasks).clone();
-        let mut engine = EngineConfig { tasks, ..self.engine.clone() };
+        let tasks = stored.policy_over(self.queues.get(name).or(by_prefix).unwrap_or(&self.tasks));
+        let mut engine =
+            EngineConfig { tasks, weights: stored.weights_over(&self.engine.weights), ..self.engine.clone() };
         engine.weights.groups.extend(tenant_prefixes(&self.tenant_grants, name));
         engine.weights.groups.sort();
         engine.weights.groups.dedup();
         engine
+    }
+
+    /// The keys (or the whole queue) the settings `stored` with a queue pause.
+    pub fn pauses(stored: &QueueSettings) -> Pauses {
+        Pauses::new(stored.paused, stored.paused_keys.iter().cloned())
     }
 }

@@ -23,8 +23,8 @@ use super::error::{FinishError, PartitionError};
 use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
-    Added, Candidate, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot, TaskCounts, bury_bytes,
-    spec_bytes,
+    Added, Candidate, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot, Pauses, TaskCounts,
+    bury_bytes, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, StoreError};
@@ -58,6 +58,8 @@ pub struct PartitionSetup {
     pub clock: SharedClock,
     /// The engine's settings (section `[engine]`, with the queue's task policy).
     pub engine: EngineConfig,
+    /// The keys (or the whole queue) paused when it opens.
+    pub pauses: Pauses,
     /// Group commit (section `[writer]`).
     pub writer: WriterConfig,
     /// Called when tasks become ready, so that waiting polls are served.
@@ -73,11 +75,16 @@ impl Partition {
         stored_range: i64,
         setup: PartitionSetup,
     ) -> Result<Arc<Partition>, PartitionError> {
-        let PartitionSetup { node, region, store, clock, engine: engine_config, writer: config, on_ready } = setup;
+        let PartitionSetup { node, region, store, clock, engine: engine_config, pauses, writer: config, on_ready } =
+            setup;
         let meta = store.take_ownership(&id, stored_range, &node, &region).await?;
         let (leases, finished) = load_leases(store.as_ref(), &id).await?;
         tracing::info!(partition = %id, range_id = meta.range_id, leases = leases.len(), "took ownership");
         let mut engine = PartitionEngine::load_with_leases(&meta, leases, finished, engine_config, clock.now_ms());
+        if pauses.any() {
+            let config = engine.config().clone();
+            engine.retune(&config, pauses);
+        }
         if stored_range == 0 {
             engine.created_here();
         }
@@ -302,6 +309,18 @@ impl Partition {
             self.shared.wake_reader.notify_one();
         }
         Ok(())
+    }
+
+    /// Runs on with the task policy and weights of `config` and with
+    /// `pauses` (see [`PartitionEngine::retune`]); the reader and writer
+    /// look again at what they may do, and pollers waiting are offered what
+    /// a resumed key has.
+    pub fn retune(&self, config: &EngineConfig, pauses: Pauses) {
+        if self.with_engine(|e| e.retune(config, pauses)).is_some() {
+            self.shared.wake_reader.notify_one();
+            self.shared.wake_writer.notify_one();
+            (self.shared.on_ready)();
+        }
     }
 
     /// A snapshot of the engine, if the partition may still hand out tasks.

@@ -1,16 +1,18 @@
 //! The queue catalog: each queue's partition count (fixed at creation),
-//! home region and generation. A queue is created once (the first config
-//! wins); its home moves only by compare-and-set from the home (or
-//! generation) its caller read.
+//! home region, generation and stored settings. A queue is created once
+//! (the first config wins); its home moves only by compare-and-set from the
+//! home (or generation) its caller read, its settings from the version its
+//! caller read.
 
 use async_trait::async_trait;
 
 use super::StoreResult;
+use super::queue_settings::QueueSettings;
 use crate::model::QueueName;
 
 /// A queue's settings: its partitions are fixed when it is created, its
 /// home may move.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueueConfig {
     /// How many partitions the queue has, 1 to
     /// [`MAX_PARTITIONS`](crate::model::validate::MAX_PARTITIONS).
@@ -29,6 +31,9 @@ pub struct QueueConfig {
     /// Written with the creation, never changed: the per-principal bound
     /// `matcher.max_queues_per_principal` counts queues by it.
     pub created_by: String,
+    /// The settings stored with the queue (`UpdateQueue`, `PauseQueue`),
+    /// over each node's config file; none at creation.
+    pub settings: QueueSettings,
 }
 
 /// Partition numbers of generation `g` are `g * GENERATION_STRIDE + index`
@@ -50,6 +55,7 @@ impl QueueConfig {
             generation: 0,
             previous_home: String::new(),
             created_by: String::new(),
+            settings: QueueSettings::default(),
         }
     }
 
@@ -123,6 +129,19 @@ pub trait QueueCatalog: Send + Sync + std::fmt::Debug + 'static {
         queue: &QueueName,
         generation: u32,
         home: &str,
+    ) -> StoreResult<Option<QueueConfig>>;
+
+    /// Stores `settings` as the queue's, at version `expected + 1`, if its
+    /// settings are at version `expected`; its config as stored after
+    /// (settings of another version than `expected + 1`: nothing written,
+    /// someone else changed them first), `None` (nothing written) if it was
+    /// never created. The caller validated `settings`. On Cassandra a
+    /// conditional write at `SERIAL`, like a move of the home.
+    async fn update_queue_settings(
+        &self,
+        queue: &QueueName,
+        expected: u64,
+        settings: &QueueSettings,
     ) -> StoreResult<Option<QueueConfig>>;
 
     /// Every queue and its config.

@@ -76,6 +76,7 @@ macro_rules! store_conformance_suite {
             a_rotation_replaces_the_current_secret_once,
             a_forced_failover_starts_the_next_generation_once,
             of_racing_forced_failovers_one_wins,
+            queue_settings_change_by_compare_and_set_on_their_version,
             records_are_written_with_tasks_in_one_conditional_write,
             a_write_moves_a_task_to_another_level_whole_or_not_at_all,
             record_sections_are_ordered_separate_and_range_deleted,
@@ -438,6 +439,44 @@ pub async fn of_racing_forced_failovers_one_wins(store: &dyn Store) {
         homes.iter().zip(&answers).filter(|(home, a)| a.home == **home).map(|(h, _)| h).collect();
     assert_eq!(winners, vec![&stored.home], "one home won, and only its caller was told it did: {answers:?}");
     assert!(answers.iter().all(|a| a.generation == 1 && a.home == stored.home), "{answers:?}");
+}
+
+/// A queue's settings are none at creation; each change is written only
+/// from the version it names and moves the version on by one; of changes
+/// racing from one version one is written; the other parts of the config
+/// stay; a queue never created gets `None`.
+pub async fn queue_settings_change_by_compare_and_set_on_their_version(store: &dyn Store) {
+    use crate::store::QueueSettings;
+    let name = validate::queue_name("queue", "settings-cas").unwrap();
+    let created = store.create_queue(&name, QueueConfig::new(3, "a").created_by("ops")).await.unwrap();
+    assert_eq!(created.settings, QueueSettings::default());
+    let paused = QueueSettings {
+        lease_timeout_ms: Some(5_000),
+        weights: [("acme".to_owned(), 2.5)].into(),
+        paused_keys: [String::new(), "k".to_owned()].into(),
+        ..QueueSettings::default()
+    };
+    let stored = store.update_queue_settings(&name, 0, &paused).await.unwrap().expect("the queue exists");
+    assert_eq!(stored.settings, QueueSettings { version: 1, ..paused.clone() });
+    assert_eq!((stored.partitions, stored.home.as_str(), stored.created_by.as_str()), (3, "a", "ops"));
+    assert_eq!(store.queue(&name).await.unwrap().unwrap().settings, stored.settings);
+    let stale = QueueSettings { paused: true, ..QueueSettings::default() };
+    let refused = store.update_queue_settings(&name, 0, &stale).await.unwrap().unwrap();
+    assert_eq!(refused.settings, stored.settings, "a change from an old version writes nothing");
+    let racers: Vec<QueueSettings> =
+        (0..6).map(|i| QueueSettings { max_attempts: Some(i + 1), ..QueueSettings::default() }).collect();
+    let answers =
+        futures::future::join_all(racers.iter().map(|settings| store.update_queue_settings(&name, 1, settings))).await;
+    let now = store.queue(&name).await.unwrap().unwrap().settings;
+    assert_eq!(now.version, 2, "{now:?}");
+    let won: Vec<_> = answers.into_iter().map(|a| a.unwrap().unwrap().settings).filter(|s| *s == now).collect();
+    assert!(!won.is_empty() && racers.iter().filter(|r| r.max_attempts == now.max_attempts).count() == 1);
+    let listed = store.list_queues().await.unwrap();
+    assert_eq!(listed.iter().find(|(n, _)| *n == name).map(|(_, c)| &c.settings), Some(&now));
+    assert_eq!(store.set_queue_home(&name, "a", "b").await.unwrap().unwrap().settings, now, "a move keeps them");
+    let never = validate::queue_name("queue", "settings-never").unwrap();
+    assert_eq!(store.update_queue_settings(&never, 0, &paused).await.unwrap(), None);
+    assert_eq!(store.queue(&never).await.unwrap(), None, "nothing was created");
 }
 
 /// A heartbeat replaces the node's record; `members` lists the latest of each;

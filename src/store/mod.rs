@@ -21,6 +21,7 @@
 //! | [`QueueCatalog::create_queue`] | create-if-absent; the first creation's config (its creator too) wins | retry |
 //! | [`QueueCatalog::queue`] | one queue's config, `None` if it was never created | retry |
 //! | [`QueueCatalog::force_queue_home`] | compare (read) then write of the queue's generation: not linearizable | retry |
+//! | [`QueueCatalog::update_queue_settings`] | compare-and-set on the settings' version: of changes racing from one version, at most one is written (Cassandra: a lightweight transaction at `SERIAL`) | `Uncertain` (may have been written: read again); else retry |
 //! | [`QueueCatalog::list_queues`] | every queue, in no particular order | retry |
 //! | [`MemberStore::heartbeat`] / [`MemberStore::members`] / [`MemberStore::leave`] | last write wins per node | retry |
 //! | [`MemberStore::forget`] | removes a record written before a time; a later one stays | retry |
@@ -37,6 +38,7 @@ mod error;
 pub mod leases;
 mod members;
 mod partitions;
+pub mod queue_settings;
 pub mod schedules;
 mod secrets;
 pub mod visits;
@@ -50,6 +52,7 @@ pub use error::{StoreError, StoreResult};
 pub use members::{Member, MemberStore};
 pub use partitions::{MAX_BUCKETS_PER_READ, PartitionStore};
 pub(crate) use partitions::{check_metadata_range, taken_meta};
+pub use queue_settings::QueueSettings;
 pub(crate) use secrets::check_rotation;
 pub use secrets::{ClusterSecrets, PreviousSecret, SECRET_BYTES, SecretStore};
 // The row vocabulary is the core's: the engine plans in it, a backend stores it.

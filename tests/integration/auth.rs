@@ -132,6 +132,19 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             .move_queue(pb::MoveQueueRequest { queue, home: String::new(), force: false, abandon_previous: false })
             .await
             .map(drop),
+        Rpc::UpdateQueue => {
+            let settings = pb::QueueSettings { max_attempts: Some(3), ..Default::default() };
+            let request =
+                pb::UpdateQueueRequest { queue, settings: Some(settings), clear: vec![], expected_version: 0 };
+            m.update_queue(request).await.map(drop)
+        }
+        // Pauses one key no test task has: the others go on being dispatched.
+        Rpc::PauseQueue => {
+            m.pause_queue(pb::PauseQueueRequest { queue, fairness_key: Some("paused".into()) }).await.map(drop)
+        }
+        Rpc::ResumeQueue => {
+            m.resume_queue(pb::ResumeQueueRequest { queue, fairness_key: Some("paused".into()) }).await.map(drop)
+        }
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)

@@ -45,6 +45,7 @@ async fn ack_levels_are_persisted_and_acknowledged_tasks_deleted_on_schedule() {
         store: store.clone(),
         clock: clock.clone(),
         engine: config,
+        pauses: Default::default(),
         writer: WriterConfig::default(),
         on_ready: Arc::new(|| {}),
     };

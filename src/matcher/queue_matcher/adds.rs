@@ -41,7 +41,8 @@ impl QueueMatcher {
         if let Some(poller) = self.sync_match_poller(&spec, in_turn) {
             return Ok(matched(partition.append_to(spec, poller, in_turn).await?));
         }
-        if in_turn && !self.hold.is_zero() && self.held.len() < self.settings.matcher.max_held_tasks {
+        let hold = self.hold.load(Ordering::Relaxed);
+        if in_turn && hold > 0 && self.held.len() < self.settings.matcher.max_held_tasks {
             let (deliver, delivery) = oneshot::channel();
             let added = partition.append_to(spec, deliver, true).await?;
             // Nothing comes when the write went to the backlog instead (a
@@ -49,7 +50,7 @@ impl QueueMatcher {
             let Ok(delivery) = delivery.await else {
                 return Ok(AddOutcome { sync_matched: false, ..matched(added) });
             };
-            self.held.hold(delivery, partition.clone(), self.hold);
+            self.held.hold(delivery, partition.clone(), std::time::Duration::from_millis(hold));
             // A poll that came while the write was made may wait for it.
             self.dispatch_waiting();
             return Ok(matched(added));
@@ -69,7 +70,11 @@ impl QueueMatcher {
     /// `backlog_negligible_age` waits in any partition (so that it passes
     /// no one).
     fn sync_match_poller(&self, spec: &TaskSpec, in_turn: bool) -> Option<oneshot::Sender<Delivery>> {
-        if !self.settings.matcher.sync_match || !spec.delay.is_zero() || spec.dedup_id.is_some() {
+        if !self.settings.matcher.sync_match
+            || !spec.delay.is_zero()
+            || spec.dedup_id.is_some()
+            || self.key_paused(&spec.fairness_key)
+        {
             return None;
         }
         let mut waiters = self.waiters();

@@ -20,14 +20,14 @@ pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 use self::polls::Waiter;
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::LeaseToken;
 use super::Settings;
 use crate::clock::{SharedClock, UnixMillis};
 use crate::cluster::DispatchGate;
-use crate::core::engine::{DispatchOrder, LeaseError, TaskCounts};
+use crate::core::engine::{DispatchOrder, LeaseError, TaskCounts, TaskPolicy};
 use crate::core::fairness::PartitionClocks;
 use crate::histogram::LatencyHistogram;
 use crate::model::{QueueName, StoredTask};
@@ -96,6 +96,31 @@ pub enum MatchError {
         /// What is not done.
         detail: String,
     },
+    /// The settings a change of the queue's would store pass a bound;
+    /// nothing was written.
+    #[error(transparent)]
+    InvalidSettings(crate::model::ValidationError),
+    /// Other changes of the queue's settings came first, each time.
+    #[error(
+        "the settings of queue {queue} were changed by others {attempts} times while this change was made; \
+         nothing was written, retry"
+    )]
+    SettingsContended {
+        /// The queue.
+        queue: String,
+        /// How many times the change was made again.
+        attempts: usize,
+    },
+    /// The queue's settings were not at the version a change was made for.
+    #[error("the settings of queue {queue} are at version {stored}, not {expected}; nothing was written")]
+    StaleSettings {
+        /// The queue.
+        queue: String,
+        /// The version the change was made for.
+        expected: u64,
+        /// The version stored.
+        stored: u64,
+    },
     /// `matcher.max_parked_polls` polls of the queue already wait on this node.
     #[error("{limit} polls of queue {queue} already wait on this node (matcher.max_parked_polls); retry later")]
     TooManyPolls {
@@ -126,6 +151,9 @@ impl MatchError {
             | MatchError::UnknownQueue(_)
             | MatchError::QueueLimit { .. }
             | MatchError::MoveInProgress { .. }
+            | MatchError::InvalidSettings(_)
+            | MatchError::SettingsContended { .. }
+            | MatchError::StaleSettings { .. }
             | MatchError::TooManyPolls { .. } => true,
         }
     }
@@ -175,9 +203,14 @@ pub struct QueueMatcher {
     dispatch_latency: LatencyHistogram,
     /// Tasks matched in their turn, held for the next poll.
     held: held::HeldTasks,
-    /// How long a task is held: `matcher.quiet_hold`, at most half the
-    /// queue's lease timeout (a held task's lease runs meanwhile).
-    hold: std::time::Duration,
+    /// How long a task is held, in ms: `matcher.quiet_hold`, at most half
+    /// the queue's lease timeout (a held task's lease runs meanwhile).
+    hold: AtomicU64,
+}
+
+/// How long a task matched in its turn is held for the next poll, in ms.
+fn hold_ms(settings: &Settings, tasks: &TaskPolicy) -> u64 {
+    crate::clock::millis(settings.matcher.quiet_hold.min(tasks.lease_timeout / 2)) as u64
 }
 
 impl std::fmt::Debug for QueueMatcher {
@@ -197,8 +230,8 @@ impl QueueMatcher {
         gate: Arc<DispatchGate>,
     ) -> Arc<QueueMatcher> {
         let dispatch_latency = LatencyHistogram::new(settings.dispatch_latency_otlp.clone(), name.as_str());
-        let tasks = settings.engine_for(&name).tasks;
-        let hold = settings.matcher.quiet_hold.min(tasks.lease_timeout / 2);
+        let tasks = settings.engine_for(&name, &config.settings).tasks;
+        let hold = AtomicU64::new(hold_ms(&settings, &tasks));
         let by_deadline = tasks.ordering == DispatchOrder::Deadline;
         Arc::new_cyclic(|weak: &Weak<QueueMatcher>| {
             let weak = weak.clone();
@@ -244,6 +277,12 @@ impl QueueMatcher {
         self.config.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Whether the queue's stored settings pause `key` (or the whole queue).
+    pub fn key_paused(&self, key: &str) -> bool {
+        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
+        config.settings.paused || (!config.settings.paused_keys.is_empty() && config.settings.paused_keys.contains(key))
+    }
+
     /// The queue's partition count, fixed at its creation.
     pub fn partition_count(&self) -> u32 {
         self.config.read().unwrap_or_else(|p| p.into_inner()).partitions
@@ -254,18 +293,35 @@ impl QueueMatcher {
     /// earlier generation): the next ownership pass hands its partitions
     /// over to a new home, and those of an earlier generation to the next.
     pub fn update_config(&self, stored: &QueueConfig) {
-        let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
-        if stored.generation < config.generation || *stored == *config {
-            return;
+        let retuned = {
+            let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
+            if stored.generation < config.generation || *stored == *config {
+                return;
+            }
+            if (&stored.home, stored.generation) != (&config.home, config.generation) {
+                tracing::info!(
+                    queue = %self.name,
+                    from = %config.home,
+                    to = %stored.home,
+                    generation = stored.generation,
+                    "the queue's home moved"
+                );
+            }
+            // A read at a lagging replica can return earlier settings too.
+            let newer = stored.settings.version > config.settings.version;
+            let settings = if newer { stored.settings.clone() } else { config.settings.clone() };
+            *config = QueueConfig { settings: settings.clone(), ..stored.clone() };
+            newer.then_some(settings)
+        };
+        if let Some(settings) = retuned {
+            tracing::info!(queue = %self.name, version = settings.version, "applying the queue's stored settings");
+            let engine = self.settings.engine_for(&self.name, &settings);
+            self.hold.store(hold_ms(&self.settings, &engine.tasks), Ordering::Relaxed);
+            for partition in self.partitions() {
+                partition.retune(&engine, Settings::pauses(&settings));
+            }
+            self.dispatch_waiting();
         }
-        tracing::info!(
-            queue = %self.name,
-            from = %config.home,
-            to = %stored.home,
-            generation = stored.generation,
-            "the queue's home moved"
-        );
-        *config = stored.clone();
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {

@@ -8,6 +8,7 @@
 
 use super::{MatchError, QueueMatcher};
 use crate::core::engine::TaskCounts;
+use crate::matcher::Settings;
 use crate::model::PartitionId;
 use crate::partition::{Partition, PartitionError, PartitionSetup, PartitionState, StoredPartition};
 use crate::store::StoreError;
@@ -49,12 +50,14 @@ impl QueueMatcher {
         {
             return Ok(false);
         }
+        let stored_settings = self.config().settings;
         let setup = PartitionSetup {
             node: self.settings.node.clone(),
             region: self.settings.fence_region.clone(),
             store: self.store.clone(),
             clock: self.clock.clone(),
-            engine: self.settings.engine_for(&self.name),
+            engine: self.settings.engine_for(&self.name, &stored_settings),
+            pauses: Settings::pauses(&stored_settings),
             writer: self.settings.writer.clone(),
             on_ready: self.on_ready.clone(),
         };

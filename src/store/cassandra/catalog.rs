@@ -1,7 +1,7 @@
 //! The queue catalog on Cassandra: a row per queue. A creation is an
-//! insert `IF NOT EXISTS` (the first config wins); a move of the home and a
-//! forced failover are lightweight transactions on the home or generation
-//! read, at `SERIAL`.
+//! insert `IF NOT EXISTS` (the first config wins); a move of the home, a
+//! forced failover and a change of settings are lightweight transactions on
+//! the home, generation or settings version read, at `SERIAL`.
 
 use async_trait::async_trait;
 use scylla::statement::prepared::PreparedStatement;
@@ -9,7 +9,7 @@ use scylla::value::CqlValue;
 
 use super::error::{read_error, write_error};
 use crate::model::{QueueName, validate};
-use crate::store::{MAX_GENERATION, QueueCatalog, QueueConfig, StoreError, StoreResult};
+use crate::store::{MAX_GENERATION, QueueCatalog, QueueConfig, QueueSettings, StoreError, StoreResult};
 
 use super::{CassandraStore, column, conditional};
 
@@ -18,16 +18,24 @@ impl CassandraStore {
     async fn list_queues_with(&self, statement: &PreparedStatement) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         use futures::TryStreamExt;
         let pager = self.session.execute_iter(statement.clone(), ()).await.map_err(read_error)?;
-        let mut rows = pager
-            .rows_stream::<(String, Option<i32>, Option<String>, Option<i32>, Option<String>, Option<String>)>()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        type NamedRow = (
+            String,
+            Option<i32>,
+            Option<String>,
+            Option<i32>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+        );
+        let mut rows = pager.rows_stream::<NamedRow>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut queues = Vec::new();
-        while let Some((name, partitions, home, generation, previous, creator)) =
+        while let Some((name, partitions, home, generation, previous, creator, settings, version)) =
             rows.try_next().await.map_err(read_error)?
         {
             let name = validate::queue_name("queue", &name)
                 .map_err(|e| StoreError::Corrupt(format!("stored queue name: {e}")))?;
-            queues.push((name, stored_queue((partitions, home, generation, previous, creator))));
+            queues.push((name, stored_queue((partitions, home, generation, previous, creator, settings, version))?));
         }
         Ok(queues)
     }
@@ -37,22 +45,43 @@ impl CassandraStore {
         let result = self.session.execute_unpaged(statement, (queue.as_str(),)).await.map_err(read_error)?;
         let rows = result.into_rows_result().map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let row = rows.maybe_first_row::<QueueRow>().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(row.map(stored_queue))
+        row.map(stored_queue).transpose()
     }
 }
 
-/// A queue's row: partitions, home, generation, previous home, creator.
-type QueueRow = (Option<i32>, Option<String>, Option<i32>, Option<String>, Option<String>);
+/// A queue's row: partitions, home, generation, previous home, creator,
+/// settings and their version.
+type QueueRow = (Option<i32>, Option<String>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<i64>);
 
 /// A queue's config from its row.
-fn stored_queue((partitions, home, generation, previous_home, created_by): QueueRow) -> QueueConfig {
-    QueueConfig {
+fn stored_queue(
+    (partitions, home, generation, previous_home, created_by, settings, version): QueueRow,
+) -> StoreResult<QueueConfig> {
+    let version = version.unwrap_or(0).max(0) as u64;
+    Ok(QueueConfig {
         partitions: partitions.unwrap_or(1).max(1) as u32,
         home: home.unwrap_or_default(),
         generation: generation.unwrap_or(0).max(0) as u32,
         previous_home: previous_home.unwrap_or_default(),
         created_by: created_by.unwrap_or_default(),
-    }
+        settings: QueueSettings::decode(settings.as_deref().unwrap_or(""), version).map_err(StoreError::Corrupt)?,
+    })
+}
+
+/// A queue's config from the columns a conditional write found.
+fn found_queue(found: &[(String, CqlValue)]) -> StoreResult<QueueConfig> {
+    let text = |name: &str| column(found, name).and_then(CqlValue::as_text).cloned();
+    let int = |name: &str| column(found, name).and_then(CqlValue::as_int);
+    let version = column(found, "settings_version").and_then(CqlValue::as_bigint);
+    stored_queue((
+        int("partitions"),
+        text("home"),
+        int("generation"),
+        text("previous_home"),
+        text("created_by"),
+        text("settings"),
+        version,
+    ))
 }
 
 #[async_trait]
@@ -65,13 +94,7 @@ impl QueueCatalog for CassandraStore {
         match conditional(result)? {
             None => Ok(config),
             Some(found) => match column(&found, "partitions").and_then(CqlValue::as_int) {
-                Some(partitions) => {
-                    let home = column(&found, "home").and_then(CqlValue::as_text).cloned();
-                    let generation = column(&found, "generation").and_then(CqlValue::as_int);
-                    let previous = column(&found, "previous_home").and_then(CqlValue::as_text).cloned();
-                    let creator = column(&found, "created_by").and_then(CqlValue::as_text).cloned();
-                    Ok(stored_queue((Some(partitions), home, generation, previous, creator)))
-                }
+                Some(_) => found_queue(&found),
                 None => Err(StoreError::Corrupt(format!("queue {queue} has no partition count"))),
             },
         }
@@ -141,6 +164,36 @@ impl QueueCatalog for CassandraStore {
                 Ok(Some(QueueConfig { home: home.to_owned(), generation: next, previous_home: config.home, ..config }))
             }
             // Another change came first: what is stored now.
+            Some(_) => self.queue(queue).await,
+        }
+    }
+
+    async fn update_queue_settings(
+        &self,
+        queue: &QueueName,
+        expected: u64,
+        settings: &QueueSettings,
+    ) -> StoreResult<Option<QueueConfig>> {
+        let next = expected + 1;
+        // Version 0 is stored as null: the condition compares with null.
+        let stored_expected = (expected > 0).then_some(expected as i64);
+        let values = (settings.encode(), next as i64, queue.as_str(), stored_expected);
+        let result = self.session.execute_unpaged(&self.statements.set_settings, values).await.map_err(write_error)?;
+        match conditional(result)? {
+            None => match self.queue(queue).await? {
+                // A read at this region's level may not see the write yet:
+                // the settings written are what this caller stored.
+                Some(config) => {
+                    Ok(Some(QueueConfig { settings: QueueSettings { version: next, ..settings.clone() }, ..config }))
+                }
+                None => Err(StoreError::Uncertain(format!(
+                    "queue {queue}'s settings were written but the queue is not found"
+                ))),
+            },
+            // Not applied: the queue does not exist (no columns came back),
+            // or its settings were at another version (only the columns of
+            // the condition came back): what is stored now.
+            Some(found) if column(&found, "partitions").is_none() => Ok(None),
             Some(_) => self.queue(queue).await,
         }
     }

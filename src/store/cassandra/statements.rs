@@ -38,6 +38,9 @@ pub(super) struct Statements {
     /// failover, at `SERIAL` (a majority of every region's replicas), and the
     /// same at `LOCAL_SERIAL`, for when `SERIAL` cannot be had.
     pub force_home: (PreparedStatement, PreparedStatement),
+    /// `SET settings = ?, settings_version = ? … IF partitions > 0 AND
+    /// settings_version = ?` (null for version 0), at `SERIAL`.
+    pub set_settings: PreparedStatement,
     pub queue: PreparedStatement,
     pub list_queues: PreparedStatement,
     /// `queue` and `list_queues` at `QUORUM` (a majority of every region's
@@ -112,11 +115,13 @@ impl Statements {
         catch_up.set_consistency(Consistency::EachQuorum);
         catch_up.set_page_size(config.read_page_size);
         let queue = prepare(format!(
-            "SELECT partitions, home, generation, previous_home, created_by FROM {keyspace}.queues WHERE queue = ?"
+            "SELECT partitions, home, generation, previous_home, created_by, settings, settings_version \
+             FROM {keyspace}.queues WHERE queue = ?"
         ))
         .await?;
         let list_queues = prepare(format!(
-            "SELECT queue, partitions, home, generation, previous_home, created_by FROM {keyspace}.queues"
+            "SELECT queue, partitions, home, generation, previous_home, created_by, settings, settings_version \
+             FROM {keyspace}.queues"
         ))
         .await?;
         let local = matches!(config.consistency().map_err(ConnectError::Config)?, Consistency::LocalQuorum);
@@ -209,6 +214,15 @@ impl Statements {
                 everywhere.set_serial_consistency(Some(SerialConsistency::Serial));
                 here.set_serial_consistency(Some(SerialConsistency::LocalSerial));
                 (everywhere, here)
+            },
+            set_settings: {
+                let mut set_settings = prepare(format!(
+                    "UPDATE {keyspace}.queues SET settings = ?, settings_version = ? WHERE queue = ? \
+                     IF partitions > 0 AND settings_version = ?"
+                ))
+                .await?;
+                set_settings.set_serial_consistency(Some(SerialConsistency::Serial));
+                set_settings
             },
             queue,
             list_queues,

@@ -44,6 +44,9 @@ const QUEUE_HOMES: TableDefinition<&str, &str> = TableDefinition::new("queue_hom
 const QUEUE_GENERATIONS: TableDefinition<&str, (u32, &str)> = TableDefinition::new("queue_generations");
 /// The principal that created each queue that names one.
 const QUEUE_CREATORS: TableDefinition<&str, &str> = TableDefinition::new("queue_creators");
+/// The stored settings of each queue that has some: their version and their
+/// stored form ([`QueueSettings::encode`](crate::store::QueueSettings::encode)).
+const QUEUE_SETTINGS: TableDefinition<&str, (u64, &str)> = TableDefinition::new("queue_settings");
 /// The cluster's current secret, under the key `""`; the previous one
 /// under [`PREVIOUS_SECRET`] (its bytes, then the two times of
 /// [`PreviousSecret`](super::PreviousSecret), big-endian).
@@ -159,6 +162,7 @@ impl EmbeddedStore {
         txn.open_table(QUEUE_HOMES).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_GENERATIONS).map_err(|e| io(e.to_string()))?;
         txn.open_table(QUEUE_CREATORS).map_err(|e| io(e.to_string()))?;
+        txn.open_table(QUEUE_SETTINGS).map_err(|e| io(e.to_string()))?;
         visits::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         schedules::create_tables(&txn).map_err(|e| io(e.to_string()))?;
         leases::create_tables(&txn).map_err(|e| io(e.to_string()))?;
@@ -236,7 +240,8 @@ impl EmbeddedStore {
                 let mut homes = txn.open_table(QUEUE_HOMES).map_err(unavailable)?;
                 let mut generations = txn.open_table(QUEUE_GENERATIONS).map_err(unavailable)?;
                 let creators = txn.open_table(QUEUE_CREATORS).map_err(unavailable)?;
-                let current = config_of(&homes, &generations, &creators, &queue, partitions)?;
+                let settings = txn.open_table(QUEUE_SETTINGS).map_err(unavailable)?;
+                let current = config_of(&homes, &generations, &creators, &settings, &queue, partitions)?;
                 let Some(changed) = change(current.clone()) else { return Ok(Some(current)) };
                 put_home(&mut homes, &queue, &changed.home)?;
                 let generation = (changed.generation, changed.previous_home.as_str());

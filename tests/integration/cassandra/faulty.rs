@@ -212,6 +212,15 @@ impl QueueCatalog for FaultyStore {
         self.inner.force_queue_home(queue, generation, home).await
     }
 
+    async fn update_queue_settings(
+        &self,
+        queue: &QueueName,
+        expected: u64,
+        settings: &fairway::store::QueueSettings,
+    ) -> StoreResult<Option<QueueConfig>> {
+        self.inner.update_queue_settings(queue, expected, settings).await
+    }
+
     async fn list_queues(&self) -> StoreResult<Vec<(QueueName, QueueConfig)>> {
         if self.listing_fails.load(Ordering::Acquire) {
             return Err(unavailable("list_queues"));

@@ -10,6 +10,7 @@ mod end_to_end;
 mod faulty;
 mod outage;
 mod ownership;
+mod queue_settings;
 mod rounds_lease;
 mod schedules;
 mod secure;

@@ -32,15 +32,18 @@ impl PartitionEngine {
         self.leases.undelivered(lease_id, now);
     }
 
-    /// Whether the queue limits keys' concurrency or rate.
+    /// Whether the queue limits keys' concurrency or rate, or pauses keys.
     pub fn keys_limited(&self) -> bool {
-        self.config.tasks.key_concurrency > 0 || self.rates.limited()
+        self.config.tasks.key_concurrency > 0 || self.rates.limited() || self.pauses.any()
     }
 
-    /// Whether a task of `key` may start now (its concurrency and rate limits).
+    /// Whether a task of `key` may start now (not paused, within its
+    /// concurrency and rate limits).
     pub(super) fn key_allowed(&self, key: &str, now: UnixMillis) -> bool {
         let concurrency = self.config.tasks.key_concurrency;
-        (concurrency == 0 || self.leases.running(key) < concurrency) && self.rates.allows(key, now)
+        !self.pauses.holds(key)
+            && (concurrency == 0 || self.leases.running(key) < concurrency)
+            && self.rates.allows(key, now)
     }
 
     /// Whether a buffered task of `key` may be dispatched now: its key is

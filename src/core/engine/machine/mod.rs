@@ -21,6 +21,7 @@ use super::delayed::{DelayKey, Delayed};
 use super::key_rates::KeyRates;
 use super::leases::Leases;
 use super::parked::ParkedKeys;
+use super::pauses::Pauses;
 use super::report::TaskCounts;
 use super::subqueue::Subqueue;
 use crate::clock::UnixMillis;
@@ -81,6 +82,8 @@ pub struct PartitionEngine {
     dedup: DedupIndex,
     rates: KeyRates,
     parked: ParkedKeys,
+    /// The keys the operator paused: held as though at their limits.
+    pauses: Pauses,
     /// Lease records written by writes of unknown outcome that may be all
     /// that holds a task (task level id → the lowest such seq): the lease
     /// of a parked task whose record the write deleted, or a held lease's
@@ -157,6 +160,7 @@ impl PartitionEngine {
             finished,
             dedup: DedupIndex::default(),
             rates,
+            pauses: Pauses::default(),
             range_id: meta.range_id,
             owner: meta.owner.clone(),
             region: meta.region.clone(),
@@ -192,6 +196,34 @@ impl PartitionEngine {
     /// The settings the engine runs with.
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// Runs on with the task policy and weights of `config` and with
+    /// `pauses`, from now on: tasks already written keep their passes, a
+    /// lease running keeps its deadline until its next heartbeat. What
+    /// places rows (`ordering`, `max_wait`, `age_boost`, `late_slack`) and
+    /// how the partition buffers stay as the engine was opened with: a
+    /// change of those needs the partition opened again.
+    pub fn retune(&mut self, config: &EngineConfig, pauses: Pauses) {
+        let fixed = &self.config.tasks;
+        let tasks = super::TaskPolicy {
+            ordering: fixed.ordering,
+            max_wait: fixed.max_wait,
+            age_boost: fixed.age_boost,
+            late_slack: fixed.late_slack,
+            ..config.tasks.clone()
+        };
+        if (tasks.key_rate_per_second, tasks.key_burst) != (fixed.key_rate_per_second, fixed.key_burst) {
+            self.rates = KeyRates::new(tasks.key_rate_per_second, tasks.key_burst);
+        }
+        self.config.tasks = tasks;
+        self.config.weights = config.weights.clone();
+        self.pauses = pauses;
+    }
+
+    /// The keys paused here.
+    pub fn pauses(&self) -> &Pauses {
+        &self.pauses
     }
 
     /// Uses every id of the block but the last `left`.

@@ -1,0 +1,175 @@
+//! Settings stored with a queue on three `fairway serve` processes sharing
+//! a keyspace, each holding one of the queue's three partitions: a change
+//! made through one node reaches the other two at their next listing of the
+//! queues, and then a paused key is not dispatched by any of them while the
+//! others are, a new lease runs for the lease timeout stored, and on resume
+//! the key's tasks come back on every node.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use fairway::proto::v1 as pb;
+
+use super::Keyspace;
+use crate::support::{Client, ServerProcess, wait};
+
+const QUEUE: &str = "settings";
+
+/// Fast membership, and a listing of the queues every 500 ms.
+const ENV: &[(&str, &str)] = &[
+    ("FAIRWAY_CLUSTER__HEARTBEAT_INTERVAL", "500ms"),
+    ("FAIRWAY_CLUSTER__MEMBER_TIMEOUT", "3s"),
+    ("FAIRWAY_CLUSTER__REBALANCE_INTERVAL", "500ms"),
+    ("FAIRWAY_CLUSTER__FORWARD_TIMEOUT", "2s"),
+];
+
+fn now_ms() -> i64 {
+    use fairway::clock::Clock;
+    fairway::clock::SystemClock.now_ms()
+}
+
+async fn describe(client: &mut Client) -> pb::DescribeQueueResponse {
+    let request = pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 1 };
+    client.describe_queue(request).await.expect("describe").into_inner()
+}
+
+/// Waits until every node says the queue's stored settings are at
+/// `version`; how long that took after `since`.
+async fn applied_everywhere(clients: &mut [Client], version: u64, since: Instant) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut versions = Vec::new();
+        for client in clients.iter_mut() {
+            versions.push(describe(client).await.settings.map_or(0, |s| s.version));
+        }
+        if versions.iter().all(|v| *v == version) {
+            return since.elapsed();
+        }
+        assert!(Instant::now() < deadline, "settings at {versions:?} after 60 s, not all at {version}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Adds `n` tasks of each key through `client` (to the partition that node holds).
+async fn add(client: &mut Client, keys: &[&str], n: usize, tag: &str) {
+    for key in keys {
+        for i in 0..n {
+            let task = pb::TaskSpec {
+                fairness_key: (*key).into(),
+                payload: format!("{tag} {key} {i}").into_bytes(),
+                ..Default::default()
+            };
+            client.add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(task) }).await.expect("add");
+        }
+    }
+}
+
+/// Polls through `client` until `n` tasks came or a poll of 2 s brings
+/// none; completes each.
+async fn take(client: &mut Client, n: usize) -> Vec<pb::Task> {
+    let mut taken = Vec::new();
+    while taken.len() < n {
+        let request = pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "settings-test".into(),
+            max_wait: wait(Duration::from_secs(2)),
+            max_tasks: 16,
+            completions: Vec::new(),
+        };
+        let tasks = client.poll_tasks(request).await.expect("poll").into_inner().tasks;
+        if tasks.is_empty() {
+            break;
+        }
+        for task in &tasks {
+            let complete = pb::CompleteTaskRequest { lease_token: task.lease_token.clone(), result: Vec::new() };
+            client.complete_task(complete).await.expect("complete");
+        }
+        taken.extend(tasks);
+    }
+    taken
+}
+
+#[tokio::test]
+async fn settings_changed_through_one_node_apply_on_all_three() {
+    let keyspace = Keyspace::create().await;
+    let nodes: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start_on(&keyspace.store_url(), ENV)).collect();
+    let mut clients = Vec::new();
+    for node in &nodes {
+        clients.push(node.client().await);
+    }
+    let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 3, home: String::new() };
+    clients[0].create_queue(create).await.expect("create the queue");
+
+    // Each node holds one partition (at most ⌈3/3⌉ each, once all three are live).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let owners: BTreeSet<String> = describe(&mut clients[0])
+            .await
+            .partitions
+            .into_iter()
+            .filter(|p| !p.owner.is_empty())
+            .map(|p| p.owner)
+            .collect();
+        if owners.len() == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the three partitions are not held by three nodes: {owners:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let partitions = describe(&mut clients[0]).await.partitions;
+    for (i, node) in nodes.iter().enumerate() {
+        let held = partitions.iter().filter(|p| p.owner == node.addr.to_string()).count();
+        assert_eq!(held, 1, "node {i} holds one partition: {partitions:?}");
+    }
+
+    // Through node 0, pause a key; through node 1, a 7 s lease timeout.
+    let since = Instant::now();
+    let paused = pb::PauseQueueRequest { queue: QUEUE.into(), fairness_key: Some("held".into()) };
+    let settings = clients[0].pause_queue(paused).await.expect("pause").into_inner().settings.unwrap();
+    assert_eq!((settings.version, settings.paused_keys.clone()), (1, vec!["held".to_owned()]));
+    let update = pb::UpdateQueueRequest {
+        queue: QUEUE.into(),
+        settings: Some(pb::QueueSettings {
+            lease_timeout: Some(prost_types::Duration { seconds: 7, nanos: 0 }),
+            ..Default::default()
+        }),
+        clear: Vec::new(),
+        expected_version: 1,
+    };
+    let settings = clients[1].update_queue(update.clone()).await.expect("update").into_inner().settings.unwrap();
+    assert_eq!(settings.version, 2);
+    assert_eq!(settings.paused_keys, vec!["held".to_owned()], "the pause stays");
+    let stale = clients[2].update_queue(update).await.expect_err("a change for version 1 is stale now");
+    assert_eq!(stale.code(), tonic::Code::Aborted, "{stale:?}");
+    let took = applied_everywhere(&mut clients, 2, since).await;
+    println!("paused and updated through nodes 0 and 1: applied on all three within {took:?}");
+
+    // On every node: the other key's tasks are dispatched, the paused key's
+    // are not, and each lease runs for 7 s.
+    for (i, client) in clients.iter_mut().enumerate() {
+        add(client, &["held", "free"], 3, &format!("node{i}")).await;
+        let before = now_ms();
+        let taken = take(client, 6).await;
+        let keys: Vec<&str> = taken.iter().map(|t| t.fairness_key.as_str()).collect();
+        assert_eq!(keys, vec!["free"; 3], "node {i} dispatched only the key not paused");
+        for task in &taken {
+            let deadline = task.lease_deadline.as_ref().unwrap();
+            let lease = deadline.seconds * 1000 + i64::from(deadline.nanos / 1_000_000) - before;
+            assert!((6_000..=7_000 + 5_000).contains(&lease), "node {i}: a lease of {lease} ms, not the 7 s stored");
+        }
+    }
+
+    // Resumed through node 2: every node hands out the key's tasks, in order.
+    let since = Instant::now();
+    let resume = pb::ResumeQueueRequest { queue: QUEUE.into(), fairness_key: Some("held".into()) };
+    let settings = clients[2].resume_queue(resume).await.expect("resume").into_inner().settings.unwrap();
+    assert!(settings.paused_keys.is_empty() && settings.version == 3);
+    let took = applied_everywhere(&mut clients, 3, since).await;
+    println!("resumed through node 2: applied on all three within {took:?}");
+    for (i, client) in clients.iter_mut().enumerate() {
+        let taken = take(client, 3).await;
+        let payloads: Vec<String> = taken.iter().map(|t| String::from_utf8_lossy(&t.payload).into_owned()).collect();
+        let expected: Vec<String> = (0..3).map(|n| format!("node{i} held {n}")).collect();
+        assert_eq!(payloads, expected, "node {i} hands out the resumed key's tasks in order");
+    }
+}
