@@ -34,6 +34,10 @@ const CLEARABLE: [&str; 11] = [
     "weights",
 ];
 
+/// The task settings a queue cannot store: they place tasks as they are
+/// written, so only the config file sets them.
+const FIXED: [&str; 5] = ["ordering", "max_wait", "age_boost", "late_slack", "backoff_jitter"];
+
 /// What an UpdateQueue request changes, checked field by field.
 #[derive(Debug)]
 struct SettingsChange {
@@ -95,6 +99,12 @@ impl SettingsChange {
         }
         let mut clear = Vec::with_capacity(request.clear.len());
         for name in &request.clear {
+            if FIXED.contains(&name.as_str()) {
+                return Err(ValidationError::new(
+                    "clear",
+                    format!("names {name:?}, which the config file alone sets: it places tasks as they are written"),
+                ));
+            }
             let Some(field) = CLEARABLE.iter().find(|field| **field == name) else {
                 return Err(ValidationError::new(
                     "clear",
@@ -298,7 +308,8 @@ mod tests {
         assert!(refused(curve, &[]).contains("\"linear\" or \"log\""));
         let weight = pb::QueueSettings { weights: [("k".to_owned(), 5000.0)].into(), ..Default::default() };
         assert!(refused(weight, &[]).contains("settings.weights[\"k\"]"));
-        assert!(refused(pb::QueueSettings::default(), &["ordering"]).contains("which is not a setting"));
+        assert!(refused(pb::QueueSettings::default(), &["ordering"]).contains("the config file alone sets"));
+        assert!(refused(pb::QueueSettings::default(), &["lease"]).contains("which is not a setting"));
         let many =
             pb::QueueSettings { weights: (0..101).map(|i| (format!("k{i}"), 1.0)).collect(), ..Default::default() };
         assert!(refused(many, &[]).contains("the limit is 100"));

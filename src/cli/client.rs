@@ -21,7 +21,8 @@ use super::times;
 
 #[derive(Args, Debug)]
 pub(super) struct ServerArg {
-    /// The server to talk to (`https://…` for TLS).
+    /// The server to talk to: `host:port` as `serve` prints it, or a URL
+    /// (`https://…` for TLS).
     #[arg(long, env = "FAIRWAY_SERVER", default_value = "http://127.0.0.1:7070")]
     server: String,
     /// The CA (PEM) that signs the server's certificate: TLS, and an
@@ -73,8 +74,8 @@ impl ServerArg {
     }
 
     fn endpoint(&self) -> anyhow::Result<Endpoint> {
-        let mut endpoint = Endpoint::from_shared(self.server.clone())
-            .with_context(|| format!("--server {:?} is not a URL", self.server))?;
+        let mut endpoint = Endpoint::from_shared(server_url(&self.server, self.tls_ca.is_some()))
+            .with_context(|| format!("--server {:?} is not host:port or a URL", self.server))?;
         if let Some(ca) = &self.tls_ca {
             let read = |flag: &str, path: &PathBuf| {
                 std::fs::read(path).with_context(|| format!("{flag} {}: cannot read it", path.display()))
@@ -86,6 +87,16 @@ impl ServerArg {
             endpoint = endpoint.tls_config(tls).context("TLS settings")?;
         }
         Ok(endpoint)
+    }
+}
+
+/// `server` as a URL: `host:port` (as `serve` prints where it listens)
+/// gets `http://`, or `https://` with TLS.
+fn server_url(server: &str, tls: bool) -> String {
+    if server.contains("://") {
+        server.to_owned()
+    } else {
+        format!("{}://{server}", if tls { "https" } else { "http" })
     }
 }
 
@@ -231,6 +242,16 @@ pub(super) enum QueueCommand {
         #[arg(long)]
         redrive: bool,
     },
+    /// Stop handing out a queue's tasks, or one fairness key's (`--key`):
+    /// adds go on, polls wait. Stored with the queue: every node, and a
+    /// restart, keep it.
+    Pause(super::queue_settings::PauseArgs),
+    /// Hand out a paused queue's tasks, or a paused key's, again.
+    Resume(super::queue_settings::PauseArgs),
+    /// Change the settings stored with a queue (lease timeout, attempts,
+    /// backoff, key limits, weights, costs), which every node applies over
+    /// its config file's.
+    Update(super::queue_settings::UpdateArgs),
     /// A queue: tasks waiting, running and delayed, the oldest wait; then per partition its levels, backlog per priority and top keys.
     Describe {
         #[command(flatten)]
@@ -243,12 +264,12 @@ pub(super) enum QueueCommand {
     },
 }
 
-async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<AuthChannel>> {
+pub(super) async fn connect(server: &ServerArg) -> anyhow::Result<MatchingClient<AuthChannel>> {
     let client = MatchingClient::new(server.channel().await?);
     Ok(client.max_decoding_message_size(fairway::server::CLIENT_MAX_MESSAGE_BYTES))
 }
 
-fn status(error: tonic::Status) -> anyhow::Error {
+pub(super) fn status(error: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", error.code(), error.message())
 }
 
@@ -387,7 +408,7 @@ fn read_payload(path: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(payload)
 }
 
-fn proto_duration(d: Duration) -> prost_types::Duration {
+pub(super) fn proto_duration(d: Duration) -> prost_types::Duration {
     prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
 }
 
@@ -486,6 +507,9 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        QueueCommand::Pause(args) => return super::queue_settings::pause(args, true).await,
+        QueueCommand::Resume(args) => return super::queue_settings::pause(args, false).await,
+        QueueCommand::Update(args) => return super::queue_settings::update(args).await,
         QueueCommand::Describe { server, queue, top } => (server, queue, top),
     };
     let mut client = connect(&server).await?;
@@ -596,12 +620,23 @@ fn print_queue_summary(response: &pb::DescribeQueueResponse) {
     if over > 0 {
         println!("  {over} waiting past the queue's max_wait: they go to the front of their priority, oldest first");
     }
+    if let Some(settings) = response.settings.as_ref().filter(|s| s.version > 0) {
+        println!("  settings stored with the queue (version {}):", settings.version);
+        super::queue_settings::print_settings(settings);
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::generation_of;
+    use super::{generation_of, server_url};
     use fairway::store::GENERATION_STRIDE;
+
+    #[test]
+    fn a_server_given_as_serve_prints_it_is_reached() {
+        assert_eq!(server_url("127.0.0.1:7171", false), "http://127.0.0.1:7171");
+        assert_eq!(server_url("node-1:7070", true), "https://node-1:7070");
+        assert_eq!(server_url("https://node-1:7070", false), "https://node-1:7070", "a URL stays as given");
+    }
 
     #[test]
     fn describe_names_the_generation_of_renumbered_partitions() {

@@ -3,6 +3,7 @@
 mod auth;
 mod client;
 mod origin;
+mod queue_settings;
 mod schedule;
 mod schema;
 mod serve;

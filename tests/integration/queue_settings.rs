@@ -156,7 +156,7 @@ async fn bad_changes_are_refused_with_the_field_named_and_write_nothing() {
     let refused = client.update_queue(update(short, &[])).await.unwrap_err();
     assert_eq!(refused.code(), Code::InvalidArgument);
     assert!(refused.message().starts_with("settings.lease_timeout: "), "{}", refused.message());
-    let refused = client.update_queue(update(pb::QueueSettings::default(), &["ordering"])).await.unwrap_err();
+    let refused = client.update_queue(update(pb::QueueSettings::default(), &["lease"])).await.unwrap_err();
     assert!(
         refused.message().contains("clear") && refused.message().contains("lease_timeout"),
         "{}",

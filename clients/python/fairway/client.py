@@ -301,6 +301,14 @@ class _Ops:
         convert = lambda r: RedriveResult(redriven=r.redriven, duplicates=r.duplicates)  # noqa: E731
         return _Op("matching", "RedriveDeadLetters", request, False, convert)
 
+    # A pause or a resume sent twice leaves the queue as once: retried.
+    def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
+        if pause:
+            request = _m.PauseQueueRequest(queue=queue, fairness_key=key)
+            return _Op("matching", "PauseQueue", request, True, lambda r: r.settings)
+        request = _m.ResumeQueueRequest(queue=queue, fairness_key=key)
+        return _Op("matching", "ResumeQueue", request, True, lambda r: r.settings)
+
     def record_origins(self, lister: str, origins: Iterable[ListedOrigin]) -> _Op:
         request = _v.RecordOriginsRequest(lister=lister, origins=[o.to_pb() for o in origins])
         return _Op("scheduler", "RecordOrigins", request, True, lambda r: r.new_origins)
@@ -547,6 +555,16 @@ class Client:
     def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
         """Puts dead letters back in the queue (never retried after an unknown outcome)."""
         return self._invoke(self._ops.redrive(queue, limit))
+
+    def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
+        """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
+        empty key): adds go on, polls wait. Stored with the queue, on every node.
+        Returns the queue's settings as stored (``paused``, ``paused_keys``)."""
+        return self._invoke(self._ops.pause(queue, key, True))
+
+    def resume_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
+        """Undoes :meth:`pause_queue` for the queue, or for one key."""
+        return self._invoke(self._ops.pause(queue, key, False))
 
     # -- Scheduler -------------------------------------------------------
 
@@ -844,6 +862,12 @@ class AsyncClient:
 
     async def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
         return await self._invoke(self._ops.redrive(queue, limit))
+
+    async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
+        return await self._invoke(self._ops.pause(queue, key, True))
+
+    async def resume_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
+        return await self._invoke(self._ops.pause(queue, key, False))
 
     async def record_origins(self, lister: str, origins: Iterable[ListedOrigin]) -> int:
         return await self._invoke(self._ops.record_origins(lister, list(origins)))

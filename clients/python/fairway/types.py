@@ -248,6 +248,10 @@ class QueueInfo:
     #: Tasks that have waited past the queue's ``max_wait`` and still wait
     #: (0 without one); they go to the front of their priority, oldest first.
     tasks_over_max_wait: int = 0
+    #: The whole queue is paused (``Client.pause_queue``): nothing is handed out.
+    paused: bool = False
+    #: Fairness keys paused one by one.
+    paused_keys: List[str] = field(default_factory=list)
     raw: Any = field(repr=False, compare=False, default=None)
 
     @classmethod
@@ -270,6 +274,8 @@ class QueueInfo:
             oldest_waiting_since=min(waiting, default=None),
             oldest_exact=all(s.reader_at_end for p in parts for s in p.subqueues),
             tasks_over_max_wait=sum(p.tasks_over_max_wait for p in parts),
+            paused=response.settings.paused,
+            paused_keys=list(response.settings.paused_keys),
             raw=response,
         )
 

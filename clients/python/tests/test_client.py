@@ -209,6 +209,30 @@ def test_fail_dead_letters_and_redrive(api, queue_name):
     api.complete(again)
 
 
+def test_a_paused_key_waits_while_the_others_go(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue)
+    settings = api.pause_queue(queue, "slow")
+    assert list(settings.paused_keys) == ["slow"]
+    api.add(queue, b"s0", fairness_key="slow")
+    api.add(queue, b"f0", fairness_key="fast")
+    api.add(queue, b"s1", fairness_key="slow")
+    info = api.describe_queue(queue)
+    assert (info.paused, info.paused_keys, info.backlog) == (False, ["slow"], 3)
+    first = api.poll(queue, wait=5)
+    assert first is not None and first.payload == b"f0"
+    api.complete(first)
+    assert api.poll(queue, wait=1) is None, "the paused key's tasks wait"
+    assert not api.resume_queue(queue, "slow").paused_keys
+    resumed = [api.poll(queue, wait=5) for _ in range(2)]
+    assert [t.payload for t in resumed if t is not None] == [b"s0", b"s1"]
+    for task in resumed:
+        api.complete(task)
+    with pytest.raises(fairway.InvalidArgument) as refused:
+        api.pause_queue(queue, "x" * 257)
+    assert "fairness_key" in str(refused.value)
+
+
 def test_errors_keep_code_and_meaning(api, queue_name):
     missing = queue_name("missing")
     with pytest.raises(fairway.NotFound) as not_found:

@@ -116,16 +116,18 @@ class DescribeQueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., top_keys: _Optional[int] = ...) -> None: ...
 
 class DescribeQueueResponse(_message.Message):
-    __slots__ = ["home", "partitions", "queue", "waiting_pollers"]
+    __slots__ = ["home", "partitions", "queue", "settings", "waiting_pollers"]
     HOME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
     WAITING_POLLERS_FIELD_NUMBER: _ClassVar[int]
     home: str
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
     queue: str
+    settings: QueueSettings
     waiting_pollers: int
-    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., waiting_pollers: _Optional[int] = ..., home: _Optional[str] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., waiting_pollers: _Optional[int] = ..., home: _Optional[str] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
     __slots__ = ["lease_token", "message", "retry_after", "retryable"]
@@ -260,6 +262,20 @@ class PartitionState(_message.Message):
     tasks_over_max_wait: int
     def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ..., tasks_over_max_wait: _Optional[int] = ...) -> None: ...
 
+class PauseQueueRequest(_message.Message):
+    __slots__ = ["fairness_key", "queue"]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    fairness_key: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., fairness_key: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ["settings"]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: QueueSettings
+    def __init__(self, settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
+
 class PollTaskRequest(_message.Message):
     __slots__ = ["max_wait", "queue", "worker_id"]
     MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -298,6 +314,45 @@ class PollTasksResponse(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ...) -> None: ...
 
+class QueueSettings(_message.Message):
+    __slots__ = ["backoff_initial", "backoff_max", "cost_curve", "cost_reference_size", "group_lead", "key_burst", "key_concurrency", "key_rate_per_second", "lease_timeout", "max_attempts", "paused", "paused_keys", "version", "weights"]
+    class WeightsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    BACKOFF_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_FIELD_NUMBER: _ClassVar[int]
+    COST_CURVE_FIELD_NUMBER: _ClassVar[int]
+    COST_REFERENCE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_LEAD_FIELD_NUMBER: _ClassVar[int]
+    KEY_BURST_FIELD_NUMBER: _ClassVar[int]
+    KEY_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    KEY_RATE_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    backoff_initial: _duration_pb2.Duration
+    backoff_max: _duration_pb2.Duration
+    cost_curve: str
+    cost_reference_size: int
+    group_lead: int
+    key_burst: int
+    key_concurrency: int
+    key_rate_per_second: float
+    lease_timeout: _duration_pb2.Duration
+    max_attempts: int
+    paused: bool
+    paused_keys: _containers.RepeatedScalarFieldContainer[str]
+    version: int
+    weights: _containers.ScalarMap[str, float]
+    def __init__(self, version: _Optional[int] = ..., lease_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., backoff_initial: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., key_concurrency: _Optional[int] = ..., key_rate_per_second: _Optional[float] = ..., key_burst: _Optional[int] = ..., cost_curve: _Optional[str] = ..., cost_reference_size: _Optional[int] = ..., group_lead: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., paused: bool = ..., paused_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class RedriveDeadLettersRequest(_message.Message):
     __slots__ = ["limit", "queue"]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -313,6 +368,20 @@ class RedriveDeadLettersResponse(_message.Message):
     duplicates: int
     redriven: int
     def __init__(self, redriven: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ["fairness_key", "queue"]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    fairness_key: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., fairness_key: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ["settings"]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: QueueSettings
+    def __init__(self, settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
 
 class SubqueueState(_message.Message):
     __slots__ = ["ack_level", "approximate_keys", "backlog", "buffered", "dispatched_above_ack", "max_level", "oldest_added_at", "parked_keys", "parked_tasks", "priority", "read_level", "reader_at_end", "top_keys", "tracked_keys"]
@@ -389,3 +458,21 @@ class TaskSpec(_message.Message):
     priority: int
     size: int
     def __init__(self, fairness_key: _Optional[str] = ..., fairness_weight: _Optional[float] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., dedup_id: _Optional[str] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class UpdateQueueRequest(_message.Message):
+    __slots__ = ["clear", "expected_version", "queue", "settings"]
+    CLEAR_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    clear: _containers.RepeatedScalarFieldContainer[str]
+    expected_version: int
+    queue: str
+    settings: QueueSettings
+    def __init__(self, queue: _Optional[str] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ..., clear: _Optional[_Iterable[str]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class UpdateQueueResponse(_message.Message):
+    __slots__ = ["settings"]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: QueueSettings
+    def __init__(self, settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...

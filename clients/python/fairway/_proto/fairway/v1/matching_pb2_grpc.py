@@ -74,6 +74,21 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.FromString,
                 )
+        self.UpdateQueue = channel.unary_unary(
+                '/fairway.v1.Matching/UpdateQueue',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.UpdateQueueRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.UpdateQueueResponse.FromString,
+                )
+        self.PauseQueue = channel.unary_unary(
+                '/fairway.v1.Matching/PauseQueue',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.PauseQueueRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.PauseQueueResponse.FromString,
+                )
+        self.ResumeQueue = channel.unary_unary(
+                '/fairway.v1.Matching/ResumeQueue',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.FromString,
+                )
 
 
 class MatchingServicer(object):
@@ -185,6 +200,39 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateQueue(self, request, context):
+        """Changes the settings stored with a queue, which every node applies over
+        its config file's: each field set is stored, each field named in
+        `clear` goes back to the config file's. Applied on the node that
+        answers at once, on every other node holding a partition of the queue
+        within the server's `cluster.rebalance_interval` (1 s by default), from
+        the next lease, failure or task added on. INVALID_ARGUMENT names the
+        field and its bound (nothing written); ABORTED when other changes kept
+        coming first, or `expected_version` is not the stored one (nothing
+        written). Admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseQueue(self, request, context):
+        """Stops handing out the queue's tasks, or one fairness key's: adds go
+        on, polls wait (and get nothing at the end of their wait), leases
+        running run on. Takes effect as UpdateQueue does. At most 100 keys of a
+        queue are paused at once (pause the whole queue past that). Admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeQueue(self, request, context):
+        """Undoes PauseQueue: the queue's tasks, or one key's, are handed out
+        again, each key's in the order it had. Admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +295,21 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.MoveQueue,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.SerializeToString,
+            ),
+            'UpdateQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateQueue,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.UpdateQueueRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.UpdateQueueResponse.SerializeToString,
+            ),
+            'PauseQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseQueue,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.PauseQueueRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.PauseQueueResponse.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -459,5 +522,56 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/MoveQueue',
             fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/UpdateQueue',
+            fairway_dot_v1_dot_matching__pb2.UpdateQueueRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.UpdateQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PauseQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/PauseQueue',
+            fairway_dot_v1_dot_matching__pb2.PauseQueueRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.PauseQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/ResumeQueue',
+            fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
