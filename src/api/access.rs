@@ -39,6 +39,7 @@ pub enum Rpc {
     DescribeQueue,
     CreateQueue,
     MoveQueue,
+    ListQueues,
     UpdateQueue,
     PauseQueue,
     ResumeQueue,
@@ -59,7 +60,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 28] = [
+    pub const ALL: [Rpc; 29] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -72,6 +73,7 @@ impl Rpc {
         Rpc::DescribeQueue,
         Rpc::CreateQueue,
         Rpc::MoveQueue,
+        Rpc::ListQueues,
         Rpc::UpdateQueue,
         Rpc::PauseQueue,
         Rpc::ResumeQueue,
@@ -105,6 +107,7 @@ impl Rpc {
             Rpc::DescribeQueue => "DescribeQueue",
             Rpc::CreateQueue => "CreateQueue",
             Rpc::MoveQueue => "MoveQueue",
+            Rpc::ListQueues => "ListQueues",
             Rpc::UpdateQueue => "UpdateQueue",
             Rpc::PauseQueue => "PauseQueue",
             Rpc::ResumeQueue => "ResumeQueue",
@@ -151,6 +154,7 @@ impl Rpc {
             Rpc::PollTask | Rpc::PollTasks | Rpc::CompleteTask | Rpc::FailTask | Rpc::HeartbeatTask => Permission::Work,
             Rpc::ListDeadLetters
             | Rpc::DescribeQueue
+            | Rpc::ListQueues
             | Rpc::GetVisitStats
             | Rpc::GetListerMetrics
             | Rpc::ListSchedules

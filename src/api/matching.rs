@@ -534,6 +534,13 @@ impl Matching for MatchingService {
         }))
     }
 
+    async fn list_queues(
+        &self,
+        request: Request<pb::ListQueuesRequest>,
+    ) -> Result<Response<pb::ListQueuesResponse>, Status> {
+        super::queue_list::list(self.queues(), request).await
+    }
+
     async fn update_queue(
         &self,
         request: Request<pb::UpdateQueueRequest>,

@@ -13,6 +13,7 @@ mod convert;
 #[cfg(test)]
 mod fuzz;
 mod matching;
+mod queue_list;
 mod queue_settings;
 mod routed_schedules;
 mod routed_visits;

@@ -242,6 +242,18 @@ pub(super) enum QueueCommand {
         #[arg(long)]
         redrive: bool,
     },
+    /// The queues, in name order: backlog, running tasks, oldest wait and
+    /// pauses of each.
+    List {
+        #[command(flatten)]
+        server: ServerArg,
+        /// Only the queues whose names start with it.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most this many (all of them: pages are fetched until the end).
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+    },
     /// Stop handing out a queue's tasks, or one fairness key's (`--key`):
     /// adds go on, polls wait. Stored with the queue: every node, and a
     /// restart, keep it.
@@ -506,6 +518,9 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 );
             }
             return Ok(());
+        }
+        QueueCommand::List { server, prefix, limit } => {
+            return super::queue_settings::list(&server, &prefix, limit).await;
         }
         QueueCommand::Pause(args) => return super::queue_settings::pause(args, true).await,
         QueueCommand::Resume(args) => return super::queue_settings::pause(args, false).await,

@@ -1,5 +1,6 @@
-//! `fairway queue pause`, `queue resume` and `queue update`: the settings
-//! stored with a queue, which every node applies over its config file.
+//! `fairway queue list`, and `queue pause`, `queue resume` and `queue
+//! update`: the settings stored with a queue, which every node applies over
+//! its config file.
 
 use std::time::Duration;
 
@@ -77,6 +78,55 @@ fn parse_weight(text: &str) -> Result<(String, f64), String> {
     let (key, weight) = text.rsplit_once('=').ok_or_else(|| format!("{text:?} is not KEY=WEIGHT"))?;
     let weight = weight.parse::<f64>().map_err(|e| format!("the weight of {key:?}, {weight:?}: {e}"))?;
     Ok((key.to_owned(), weight))
+}
+
+/// `queue list`: pages fetched until `limit` queues or the last one.
+pub(super) async fn list(server: &ServerArg, prefix: &str, limit: usize) -> anyhow::Result<()> {
+    let mut client = connect(server).await?;
+    let (mut shown, mut token) = (Vec::new(), String::new());
+    loop {
+        let request = pb::ListQueuesRequest { page_size: 100, page_token: token, prefix: prefix.to_owned() };
+        let page = client.list_queues(request).await.map_err(status)?.into_inner();
+        shown.extend(page.queues);
+        token = page.next_page_token;
+        if token.is_empty() || shown.len() >= limit {
+            break;
+        }
+    }
+    let more = !token.is_empty() || shown.len() > limit;
+    shown.truncate(limit);
+    if shown.is_empty() {
+        println!("no queue{}", if prefix.is_empty() { String::new() } else { format!(" named {prefix}…") });
+        return Ok(());
+    }
+    let now = super::times::now_ms();
+    println!("{:<32} {:>5} {:>10} {:>8} {:>12}  state", "queue", "parts", "waiting", "running", "oldest wait");
+    for q in &shown {
+        let oldest =
+            q.oldest_added_at.as_ref().map_or("-".to_owned(), |t| super::times::span(now - super::times::ms(t)));
+        let settings = q.settings.clone().unwrap_or_default();
+        let state = match (settings.paused, settings.paused_keys.len()) {
+            (true, _) => "PAUSED".to_owned(),
+            (false, 0) => "active".to_owned(),
+            (false, keys) => format!("{keys} key(s) paused"),
+        };
+        let partial = if q.held_here < q.partitions { "*" } else { "" };
+        println!(
+            "{:<32} {:>5} {:>10} {:>8} {:>12}  {state}",
+            q.queue,
+            q.partitions,
+            q.backlog,
+            format!("{}{partial}", q.leased),
+            format!("{oldest}{partial}")
+        );
+    }
+    if shown.iter().any(|q| q.held_here < q.partitions) {
+        println!("* of the partitions the node answering holds; ask the others for theirs");
+    }
+    if more {
+        println!("(more queues: raise --limit, or narrow with --prefix)");
+    }
+    Ok(())
 }
 
 /// `queue pause` (`pause`) or `queue resume`.

@@ -10,6 +10,7 @@
 //! Invariants: pollers are served in arrival order; a task handed to a poller
 //! that has gone away is put back before anyone else can miss it.
 
+mod listing;
 mod queue_matcher;
 mod queues;
 mod settings;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{ValidationError, validate};
 
+pub use listing::{MAX_STORED_READS_PER_PAGE, QueuePage, QueueSummary};
 pub use queue_matcher::{
     AddOutcome, DispatchedTask, LevelStats, MatchError, PartitionReport, PartitionView, QueueMatcher, QueueStats,
 };

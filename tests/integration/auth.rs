@@ -132,6 +132,7 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             .move_queue(pb::MoveQueueRequest { queue, home: String::new(), force: false, abandon_previous: false })
             .await
             .map(drop),
+        Rpc::ListQueues => m.list_queues(pb::ListQueuesRequest::default()).await.map(drop),
         Rpc::UpdateQueue => {
             let settings = pb::QueueSettings { max_attempts: Some(3), ..Default::default() };
             let request =

@@ -17,6 +17,7 @@ mod leases;
 mod max_wait;
 mod pki;
 mod polling;
+mod queue_list;
 mod queue_settings;
 mod quiet_keys;
 mod ranker_scenarios;

@@ -477,3 +477,89 @@ async fn metrics_are_served_beyond_loopback_only_on_the_operators_word() {
     let log = allowed.terminate();
     assert!(log.contains("SERVING /metrics WITHOUT AUTHENTICATION ON A NON-LOOPBACK ADDRESS"), "{log}");
 }
+
+/// The Grafana dashboard in `deploy/grafana/fairway.json` queries only
+/// metrics a server serves (names and labels as scraped from a real one,
+/// with a queue and a schedule), and lays its panels out on Grafana's grid
+/// of 24 columns, each with an id of its own.
+#[tokio::test]
+async fn the_grafana_dashboard_reads_only_what_a_server_serves() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/fairway.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut ids = BTreeSet::new();
+    // Each query, and the labels it groups by.
+    let mut queries: Vec<(String, Vec<String>)> = Vec::new();
+    for panel in panels {
+        assert!(ids.insert(panel["id"].as_u64().expect("an id")), "panel ids are unique: {panel}");
+        let grid = &panel["gridPos"];
+        let (x, w) = (grid["x"].as_u64().unwrap(), grid["w"].as_u64().unwrap());
+        assert!(x + w <= 24, "{} is off the grid", panel["title"]);
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("a PromQL expression").to_owned();
+            let grouped = expr
+                .match_indices("by (")
+                .flat_map(|(at, _)| expr[at + 4..].split(')').next().unwrap().split(',').map(|l| l.trim().to_owned()))
+                .collect();
+            queries.push((expr, grouped));
+        }
+    }
+    assert!(queries.len() >= 20, "{} queries", queries.len());
+    let wanted: BTreeSet<String> = queries
+        .iter()
+        .flat_map(|(expr, _)| expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(str::to_owned))
+        .filter(|word| word.starts_with("fairway_"))
+        .collect();
+
+    let mut config = Config::default();
+    config.telemetry.metrics_listen = "127.0.0.1:0".into();
+    config.schedules.scan_interval = Duration::from_millis(100);
+    let server = TestServer::start_with(config).await;
+    let metrics = server.metrics.expect("a metrics endpoint");
+    let mut client = server.client.clone();
+    add_all(&mut client, QUEUE, vec![spec("k", 0.0, 0, b"x")]).await;
+    let hourly = pb::CreateScheduleRequest {
+        id: "hourly".into(),
+        spec: Some(pb::ScheduleSpec {
+            cadence: Some(pb::schedule_spec::Cadence::Periodic(pb::PeriodicCadence {
+                scheduling_period: Some(prost_types::Duration { seconds: 3600, nanos: 0 }),
+                cooldown: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+            })),
+            ..Default::default()
+        }),
+        template: Some(pb::RunTemplate { queue: QUEUE.into(), ..Default::default() }),
+        paused_note: String::new(),
+    };
+    let mut schedules = fairway::proto::v1::schedules_client::SchedulesClient::new(server.channel());
+    schedules.create_schedule(hourly).await.expect("a schedule");
+    // Each series' name, and the labels it has, once every name wanted is served.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (served, text) = loop {
+        let text = scrape(metrics).await;
+        let mut served: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in text.lines().filter(|line| line.starts_with("fairway_")) {
+            let series = line.split(' ').next().unwrap();
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            let labels = labels.trim_end_matches('}').split(',').filter_map(|l| l.split_once('='));
+            served.entry(name.to_owned()).or_default().extend(labels.map(|(k, _)| k.to_owned()));
+        }
+        let missing: Vec<&String> = wanted.iter().filter(|name| !served.contains_key(*name)).collect();
+        if missing.is_empty() {
+            break (served, text);
+        }
+        assert!(std::time::Instant::now() < deadline, "never served: {missing:?}\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (expr, grouped) in &queries {
+        for name in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("fairway_"))
+        {
+            for label in grouped {
+                // `instance` is the scrape target's, added by Prometheus.
+                let known = served[name].contains(label) || label == "instance";
+                assert!(known, "{expr:?} groups by {label}, which {name} does not have:\n{text}");
+            }
+        }
+    }
+    server.stop().await;
+}
