@@ -151,6 +151,9 @@ pub(super) enum TaskCommand {
         wait: Duration,
         #[arg(long, default_value = "cli")]
         worker: String,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// Report a task done.
     Complete {
@@ -241,6 +244,9 @@ pub(super) enum QueueCommand {
         limit: u32,
         #[arg(long)]
         redrive: bool,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// The queues, in name order: backlog, running tasks, oldest wait and
     /// pauses of each.
@@ -253,6 +259,9 @@ pub(super) enum QueueCommand {
         /// At most this many (all of them: pages are fetched until the end).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// Stop handing out a queue's tasks, or one fairness key's (`--key`):
     /// adds go on, polls wait. Stored with the queue: every node, and a
@@ -273,6 +282,9 @@ pub(super) enum QueueCommand {
         /// Keys to list per priority level.
         #[arg(long, default_value_t = 10)]
         top: u32,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -344,13 +356,16 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 );
             }
         }
-        TaskCommand::Poll { server, queue, wait, worker } => {
+        TaskCommand::Poll { server, queue, wait, worker, json } => {
             let mut client = connect(&server).await?;
             let response = client
                 .poll_task(pb::PollTaskRequest { queue, worker_id: worker, max_wait: Some(proto_duration(wait)) })
                 .await
                 .map_err(status)?
                 .into_inner();
+            if json {
+                return super::json::print(&response, "fairway.v1.PollTaskResponse");
+            }
             match response.task {
                 Some(task) => {
                     println!("task_id:      {} (partition {})", task.task_id, task.partition);
@@ -450,7 +465,7 @@ fn generation_of(partition: u32) -> String {
 }
 
 pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
-    let (server, queue, top) = match command {
+    let (server, queue, top, json) = match command {
         QueueCommand::Create { server, queue, partitions, home } => {
             let mut client = connect(&server).await?;
             let response = client
@@ -489,11 +504,14 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        QueueCommand::DeadLetters { server, queue, limit, redrive } => {
+        QueueCommand::DeadLetters { server, queue, limit, redrive, json } => {
             let mut client = connect(&server).await?;
             if redrive {
                 let request = pb::RedriveDeadLettersRequest { queue: queue.clone(), limit };
                 let response = client.redrive_dead_letters(request).await.map_err(status)?.into_inner();
+                if json {
+                    return super::json::print(&response, "fairway.v1.RedriveDeadLettersResponse");
+                }
                 println!("queue {queue}: {} dead letter(s) put back", response.redriven);
                 if response.duplicates > 0 {
                     println!(
@@ -504,7 +522,11 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
                 return Ok(());
             }
             let request = pb::ListDeadLettersRequest { queue: queue.clone(), limit };
-            let dead = client.list_dead_letters(request).await.map_err(status)?.into_inner().dead_letters;
+            let response = client.list_dead_letters(request).await.map_err(status)?.into_inner();
+            if json {
+                return super::json::print(&response, "fairway.v1.ListDeadLettersResponse");
+            }
+            let dead = response.dead_letters;
             println!("queue {queue}: {} dead letter(s)", dead.len());
             for d in dead {
                 println!(
@@ -519,17 +541,20 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        QueueCommand::List { server, prefix, limit } => {
-            return super::queue_settings::list(&server, &prefix, limit).await;
+        QueueCommand::List { server, prefix, limit, json } => {
+            return super::queue_settings::list(&server, &prefix, limit, json).await;
         }
         QueueCommand::Pause(args) => return super::queue_settings::pause(args, true).await,
         QueueCommand::Resume(args) => return super::queue_settings::pause(args, false).await,
         QueueCommand::Update(args) => return super::queue_settings::update(args).await,
-        QueueCommand::Describe { server, queue, top } => (server, queue, top),
+        QueueCommand::Describe { server, queue, top, json } => (server, queue, top, json),
     };
     let mut client = connect(&server).await?;
     let response =
         client.describe_queue(pb::DescribeQueueRequest { queue, top_keys: top }).await.map_err(status)?.into_inner();
+    if json {
+        return super::json::print(&response, "fairway.v1.DescribeQueueResponse");
+    }
     print_queue_summary(&response);
     for p in response.partitions {
         println!(

@@ -2,6 +2,7 @@
 
 mod auth;
 mod client;
+mod json;
 mod origin;
 mod queue_settings;
 mod schedule;

@@ -42,6 +42,9 @@ pub(super) enum OriginCommand {
         #[arg(long, default_value = "git")]
         visit_type: String,
         url: String,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// "Save code now": queue one visit at the top priority.
     Visit {
@@ -56,6 +59,9 @@ pub(super) enum OriginCommand {
         #[command(flatten)]
         server: ServerArg,
         lister: String,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// Run a lister on a schedule: its listings become runs of the schedule
     /// `listers/<LISTER>` on queue `--queue` (give that queue `ordering =
@@ -208,10 +214,14 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
                 if finished { "; listing finished" } else { "" }
             );
         }
-        OriginCommand::Stats { server, visit_type, url } => {
+        OriginCommand::Stats { server, visit_type, url, json } => {
             let mut client = connect(&server).await?;
             let request = pb::GetVisitStatsRequest { url: url.clone(), visit_type: visit_type.clone() };
-            let Some(s) = client.get_visit_stats(request).await.map_err(status)?.into_inner().stats else {
+            let response = client.get_visit_stats(request).await.map_err(status)?.into_inner();
+            if json {
+                return super::json::print(&response, "fairway.v1.GetVisitStatsResponse");
+            }
+            let Some(s) = response.stats else {
                 bail!("{url} ({visit_type}) was never recorded");
             };
             println!("{url} ({visit_type}), lister {}{}", s.lister, if s.enabled { "" } else { ", DISABLED" });
@@ -282,10 +292,13 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
                 super::schedule::human(period)
             );
         }
-        OriginCommand::Metrics { server, lister } => {
+        OriginCommand::Metrics { server, lister, json } => {
             let mut client = connect(&server).await?;
             let request = pb::GetListerMetricsRequest { lister: lister.clone() };
             let response = client.get_lister_metrics(request).await.map_err(status)?.into_inner();
+            if json {
+                return super::json::print(&response, "fairway.v1.GetListerMetricsResponse");
+            }
             println!("lister {lister}: last listing finished {}", time(response.listing_finished));
             let mut schedules = SchedulesClient::new(server.channel().await?);
             let request = pb::DescribeScheduleRequest { id: lister_schedule_id(&lister) };

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use comfy_table::{Table, presets::NOTHING};
 use fairway::clock::duration_serde;
 use fairway::proto::v1 as pb;
 
@@ -81,7 +82,7 @@ fn parse_weight(text: &str) -> Result<(String, f64), String> {
 }
 
 /// `queue list`: pages fetched until `limit` queues or the last one.
-pub(super) async fn list(server: &ServerArg, prefix: &str, limit: usize) -> anyhow::Result<()> {
+pub(super) async fn list(server: &ServerArg, prefix: &str, limit: usize, json: bool) -> anyhow::Result<()> {
     let mut client = connect(server).await?;
     let (mut shown, mut token) = (Vec::new(), String::new());
     loop {
@@ -94,13 +95,21 @@ pub(super) async fn list(server: &ServerArg, prefix: &str, limit: usize) -> anyh
         }
     }
     let more = !token.is_empty() || shown.len() > limit;
+    if json {
+        // The pages fetched as one answer; its token goes on after the last queue shown.
+        shown.truncate(limit);
+        let next_page_token = if more { shown.last().map(|q| q.queue.clone()).unwrap_or_default() } else { token };
+        let response = pb::ListQueuesResponse { queues: shown, next_page_token };
+        return super::json::print(&response, "fairway.v1.ListQueuesResponse");
+    }
     shown.truncate(limit);
     if shown.is_empty() {
         println!("no queue{}", if prefix.is_empty() { String::new() } else { format!(" named {prefix}…") });
         return Ok(());
     }
     let now = super::times::now_ms();
-    println!("{:<32} {:>5} {:>10} {:>8} {:>12}  state", "queue", "parts", "waiting", "running", "oldest wait");
+    let mut table = Table::new();
+    table.load_style(NOTHING).set_header(["QUEUE", "PARTITIONS", "WAITING", "RUNNING", "OLDEST WAIT", "STATE"]);
     for q in &shown {
         let oldest =
             q.oldest_added_at.as_ref().map_or("-".to_owned(), |t| super::times::span(now - super::times::ms(t)));
@@ -111,15 +120,16 @@ pub(super) async fn list(server: &ServerArg, prefix: &str, limit: usize) -> anyh
             (false, keys) => format!("{keys} key(s) paused"),
         };
         let partial = if q.held_here < q.partitions { "*" } else { "" };
-        println!(
-            "{:<32} {:>5} {:>10} {:>8} {:>12}  {state}",
-            q.queue,
-            q.partitions,
-            q.backlog,
+        table.add_row([
+            q.queue.clone(),
+            q.partitions.to_string(),
+            q.backlog.to_string(),
             format!("{}{partial}", q.leased),
-            format!("{oldest}{partial}")
-        );
+            format!("{oldest}{partial}"),
+            state,
+        ]);
     }
+    println!("{table}");
     if shown.iter().any(|q| q.held_here < q.partitions) {
         println!("* of the partitions the node answering holds; ask the others for theirs");
     }

@@ -72,12 +72,18 @@ pub(super) enum ScheduleCommand {
         /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: u32,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
     /// One schedule: its spec, health, next times and runs in flight.
     Describe {
         #[command(flatten)]
         server: ServerArg,
         id: String,
+        /// Print the answer as JSON (proto3's mapping of the response).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -405,7 +411,7 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             let s = response.schedule.context("the server sent no schedule")?;
             println!("triggered {}: a run will be added within a few seconds", s.id);
         }
-        ScheduleCommand::List { server, health, limit } => {
+        ScheduleCommand::List { server, health, limit, json } => {
             let health = match health {
                 None => pb::Health::Unspecified,
                 Some(HealthArg::Ok) => pb::Health::Ok,
@@ -414,6 +420,7 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             };
             let mut client = connect(&server).await?;
             let (mut token, mut shown, now) = (String::new(), 0u32, now_ms());
+            let mut listed = Vec::new();
             let mut table = Table::new();
             table.load_style(NOTHING).set_header([
                 "SCHEDULE",
@@ -442,23 +449,31 @@ pub(super) async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                     ]);
                 }
                 shown += page.schedules.len() as u32;
+                listed.extend(page.schedules);
                 token = page.next_page_token;
                 if token.is_empty() || shown >= limit {
                     break;
                 }
+            }
+            if json {
+                let response = pb::ListSchedulesResponse { schedules: listed, next_page_token: token };
+                return super::json::print(&response, "fairway.v1.ListSchedulesResponse");
             }
             println!("{table}");
             if !token.is_empty() {
                 println!("(more: raise --limit)");
             }
         }
-        ScheduleCommand::Describe { server, id } => {
+        ScheduleCommand::Describe { server, id, json } => {
             let response = connect(&server)
                 .await?
                 .describe_schedule(pb::DescribeScheduleRequest { id })
                 .await
                 .map_err(status)?
                 .into_inner();
+            if json {
+                return super::json::print(&response, "fairway.v1.DescribeScheduleResponse");
+            }
             describe(&response.schedule.context("the server sent no schedule")?, &response.next_ticks);
         }
     }

@@ -123,3 +123,47 @@ async fn an_add_that_creates_a_queue_says_so() {
     assert!(second.stderr.is_empty(), "{}", String::from_utf8_lossy(&second.stderr));
     server.stop().await;
 }
+
+/// The read commands answer in JSON with `--json`: the proto3 mapping of
+/// their response, which a script parses.
+#[tokio::test]
+async fn read_commands_answer_in_json_when_asked() {
+    let server = TestServer::start().await;
+    let mut client = server.client.clone();
+    create(&mut client, QUEUE, 1).await;
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--key", "k", "--payload", "one"], b"").await);
+    ok(&run(&server, &["task", "add", "--queue", QUEUE, "--key", "k", "--payload", "two"], b"").await);
+    let parse = |output: &Output| -> serde_json::Value {
+        let text = ok(output);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+
+    let listed = parse(&run(&server, &["queue", "list", "--json"], b"").await);
+    assert_eq!(listed["queues"][0]["queue"], QUEUE, "{listed}");
+    assert_eq!(listed["queues"][0]["backlog"], "2", "{listed}");
+    let described = parse(&run(&server, &["queue", "describe", "--queue", QUEUE, "--json"], b"").await);
+    assert_eq!(described["partitions"][0]["subqueues"][2]["backlog"], "2", "{described}");
+    let polled = parse(&run(&server, &["task", "poll", "--queue", QUEUE, "--wait", "5s", "--json"], b"").await);
+    let task = &polled["task"];
+    assert_eq!(task["payload"], "b25l", "bytes are base64 ('one'): {polled}");
+    assert!(task["leaseDeadline"].as_str().is_some_and(|t| t.ends_with('Z')), "{polled}");
+    let token = task["leaseToken"].as_str().unwrap().to_owned();
+    ok(&run(&server, &["task", "fail", "--lease-token", &token, "--fatal", "--message", "bad"], b"").await);
+    let dead = parse(&run(&server, &["queue", "dead-letters", "--queue", QUEUE, "--json"], b"").await);
+    assert_eq!(dead["deadLetters"][0]["message"], "bad", "{dead}");
+    let empty = parse(&run(&server, &["queue", "list", "--prefix", "none", "--json"], b"").await);
+    assert_eq!(empty["queues"], serde_json::json!([]), "{empty}");
+
+    // Pauses and settings from the command line, as `describe` shows them.
+    let paused = ok(&run(&server, &["queue", "pause", "--queue", QUEUE, "--key", "k"], b"").await);
+    assert!(paused.contains("key \"k\" paused"), "{paused}");
+    let updated = ok(&run(&server, &["queue", "update", "--queue", QUEUE, "--max-attempts", "7"], b"").await);
+    assert!(updated.contains("max_attempts = 7"), "{updated}");
+    let described = parse(&run(&server, &["queue", "describe", "--queue", QUEUE, "--json"], b"").await);
+    assert_eq!(described["settings"]["pausedKeys"], serde_json::json!(["k"]), "{described}");
+    assert_eq!(described["settings"]["maxAttempts"], 7, "{described}");
+    let refused = run(&server, &["queue", "update", "--queue", QUEUE, "--lease-timeout", "100ms"], b"").await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("settings.lease_timeout"), "{refused:?}");
+    server.stop().await;
+}

@@ -206,6 +206,8 @@ pub struct QueueMatcher {
     /// How long a task is held, in ms: `matcher.quiet_hold`, at most half
     /// the queue's lease timeout (a held task's lease runs meanwhile).
     hold: AtomicU64,
+    /// Held while the stored settings are applied to the partitions.
+    retuning: Mutex<()>,
 }
 
 /// How long a task matched in its turn is held for the next poll, in ms.
@@ -263,6 +265,7 @@ impl QueueMatcher {
                 dispatch_latency,
                 held: held::HeldTasks::default(),
                 hold,
+                retuning: Mutex::new(()),
             }
         })
     }
@@ -293,7 +296,7 @@ impl QueueMatcher {
     /// earlier generation): the next ownership pass hands its partitions
     /// over to a new home, and those of an earlier generation to the next.
     pub fn update_config(&self, stored: &QueueConfig) {
-        let retuned = {
+        let newer = {
             let mut config = self.config.write().unwrap_or_else(|p| p.into_inner());
             if stored.generation < config.generation || *stored == *config {
                 return;
@@ -310,18 +313,28 @@ impl QueueMatcher {
             // A read at a lagging replica can return earlier settings too.
             let newer = stored.settings.version > config.settings.version;
             let settings = if newer { stored.settings.clone() } else { config.settings.clone() };
-            *config = QueueConfig { settings: settings.clone(), ..stored.clone() };
-            newer.then_some(settings)
+            *config = QueueConfig { settings, ..stored.clone() };
+            newer
         };
-        if let Some(settings) = retuned {
-            tracing::info!(queue = %self.name, version = settings.version, "applying the queue's stored settings");
-            let engine = self.settings.engine_for(&self.name, &settings);
-            self.hold.store(hold_ms(&self.settings, &engine.tasks), Ordering::Relaxed);
-            for partition in self.partitions() {
-                partition.retune(&engine, Settings::pauses(&settings));
-            }
-            self.dispatch_waiting();
+        if newer {
+            self.apply_stored_settings();
         }
+    }
+
+    /// Runs every partition held here with the stored settings known now
+    /// (see [`Partition::retune`]). One at a time, each with the settings
+    /// known when it starts: the last one to run leaves every partition
+    /// with the newest.
+    pub(super) fn apply_stored_settings(&self) {
+        let _one_at_a_time = self.retuning.lock().unwrap_or_else(|p| p.into_inner());
+        let settings = self.config.read().unwrap_or_else(|p| p.into_inner()).settings.clone();
+        tracing::info!(queue = %self.name, version = settings.version, "applying the queue's stored settings");
+        let engine = self.settings.engine_for(&self.name, &settings);
+        self.hold.store(hold_ms(&self.settings, &engine.tasks), Ordering::Relaxed);
+        for partition in self.partitions() {
+            partition.retune(&engine, Settings::pauses(&settings));
+        }
+        self.dispatch_waiting();
     }
 
     fn partitions(&self) -> Vec<Arc<Partition>> {

@@ -63,6 +63,10 @@ impl QueueMatcher {
         };
         let opened = Partition::open(id, stored.map_or(0, |m| m.range_id), setup).await?;
         self.write_partitions().push(opened);
+        // Settings stored while it opened were applied to the others only.
+        if self.config().settings.version != stored_settings.version {
+            self.apply_stored_settings();
+        }
         self.abandoned().remove(&partition);
         if not_handed_over {
             self.takeovers.fetch_add(1, Ordering::Relaxed);
