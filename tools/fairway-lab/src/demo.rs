@@ -69,7 +69,7 @@ const WINDOW: Duration = Duration::from_secs(2);
 /// refreshes: every 2 s.
 const LOG_EVERY_FRAMES: u32 = 4;
 /// Cells of a live bar for a share of 100%.
-const BAR_WIDTH: usize = 40;
+const BAR_WIDTH: usize = 30;
 
 type Client = MatchingClient<tonic::transport::Channel>;
 
@@ -239,17 +239,27 @@ async fn demo(args: &DemoArgs, config: &Config, server: &DemoServer) -> anyhow::
 }
 
 fn print_intro(args: &DemoArgs, server: &DemoServer, plan: &PerKey) {
-    println!("fairway-lab demo: a server on {}, store {}, queue {:?}", server.address, server.store, QUEUE.as_str());
+    let at = format!("a server on {}, store {}", server.address, server.store);
+    for line in intro_lines(&at, args.workers, args.rate, args.duration, plan) {
+        println!("{line}");
+    }
+}
+
+/// What the run will do: `at` says where the server is.
+fn intro_lines(at: &str, workers: u32, rate: u32, duration: Duration, plan: &PerKey) -> Vec<String> {
+    let mut lines = vec![format!("fairway-lab demo, queue {:?}:", QUEUE.as_str()), format!("  {at}")];
     for (key, tasks) in KEYS.iter().zip(plan) {
         let what = match key.role {
             Role::Quiet => format!("{tasks:>6} tasks preloaded"),
-            Role::Noisy => format!("{tasks:>6} tasks preloaded: the noisy neighbour, 90% of all tasks"),
-            Role::Late => format!("starts adding tasks at {}", seconds(args.duration / 2)),
+            Role::Noisy => format!("{tasks:>6} tasks preloaded: the noisy one, 90% of them all"),
+            Role::Late => format!("starts adding tasks at {}", seconds(duration / 2)),
         };
-        println!("  {:<6} weight {:<3} {what}", key.name, key.weight);
+        lines.push(format!("  {:<6} weight {:<3} {what}", key.name, key.weight));
     }
-    println!("  {} workers poll at most {} tasks/s in all, for {}.", args.workers, args.rate, seconds(args.duration));
-    println!("  A key's target is its weight over the total weight of the keys with tasks waiting.\n");
+    lines.push(format!("  {workers} workers poll at most {rate} tasks/s in all, for {}.", seconds(duration)));
+    lines.push("  A key's target: its weight over the weights of the keys with tasks waiting.".to_owned());
+    lines.push(String::new());
+    lines
 }
 
 /// Tasks to preload per key so that each stays backlogged for the whole run:
@@ -630,7 +640,7 @@ impl Snapshot {
                 seconds(self.window_span)
             ),
             format!(
-                "  {:<6} {:>6} {:>10} {:>8} {:>8}   share of the last {} (| marks the target)",
+                "  {:<6} {:>6} {:>10} {:>8} {:>8}   last {}, | = target",
                 "key",
                 "weight",
                 "dispatched",
@@ -777,85 +787,98 @@ fn phases(log: &[Dispatch]) -> Vec<Phase> {
 }
 
 fn print_summary(ledger: &Ledger) {
-    let phases = phases(&ledger.log);
-    print_shares(ledger, &phases);
-    print_deviation(ledger, &phases);
-    print_late_key(ledger);
+    for line in summary_lines(ledger) {
+        println!("{line}");
+    }
 }
 
-/// The table of shares per key and phase, beside a FIFO queue's.
-fn print_shares(ledger: &Ledger, phases: &[Phase]) {
+/// The summary of a run: the shares, how far they came from their targets,
+/// and how soon the late key was served.
+fn summary_lines(ledger: &Ledger) -> Vec<String> {
+    let phases = phases(&ledger.log);
+    let mut lines = share_lines(ledger, &phases);
+    lines.extend(deviation_lines(ledger, &phases));
+    lines.extend(late_key_lines(ledger));
+    lines
+}
+
+/// The table of shares per key and phase (share/target, in percent),
+/// beside a FIFO queue's.
+fn share_lines(ledger: &Ledger, phases: &[Phase]) -> Vec<String> {
     let added: u64 = ledger.added.iter().sum();
     let received = ledger.log.len();
     let seconds_run = ledger.log.last().map_or(Duration::ZERO, |d| d.at);
-    println!("\nSummary: {received} tasks dispatched in {}, {added} added.", seconds(seconds_run));
-    println!("Shares while a set of keys was backlogged, against the weighted target w_i / Σ w of that set;");
-    println!("FIFO is what a queue in order of arrival would give: the key's share of the tasks added.\n");
-    let mut header = format!("  {:<6} {:>6} {:>7} {:>10}", "key", "weight", "added", "dispatched");
-    let mut names = format!("  {:<6} {:>6} {:>7} {:>10}", "", "", "", "");
+    let mut lines = vec![
+        String::new(),
+        format!("Summary: {received} tasks dispatched in {}, {added} added.", seconds(seconds_run)),
+        "Each key's share/target (%) while a set of keys was backlogged; the target".to_owned(),
+        "is w_i / Σ w of that set. FIFO: the share a queue in order of arrival gives.".to_owned(),
+        String::new(),
+    ];
+    let mut header = format!("  {:<6} {:>4} {:>7} {:>7}", "key", "w", "added", "sent");
+    let mut spans = format!("  {:<6} {:>4} {:>7} {:>7}", "", "", "", "");
     for phase in phases {
-        let title = format!("{} keys, {}–{}", phase.keys.count(), seconds(phase.from), seconds(phase.to));
-        header.push_str(&format!("   {title:>17}"));
-        names.push_str(&format!("   {:>8} {:>8}", "share", "target"));
+        header.push_str(&format!("  {:>11}", format!("{} keys", phase.keys.count())));
+        spans.push_str(&format!("  {:>11}", format!("{}-{}", seconds(phase.from), seconds(phase.to))));
     }
-    println!("{header}   {:>6}", "FIFO");
-    println!("{names}   {:>6}", "share");
+    lines.push(format!("{header}  {:>5}", "FIFO"));
+    lines.push(spans);
     for (k, key) in KEYS.iter().enumerate() {
-        let mut row =
-            format!("  {:<6} {:>6} {:>7} {:>10}", key.name, key.weight, ledger.added[k], ledger.dispatched[k]);
+        let mut row = format!("  {:<6} {:>4} {:>7} {:>7}", key.name, key.weight, ledger.added[k], ledger.dispatched[k]);
         for phase in phases {
-            row.push_str(&format!("   {:>8} {:>8}", percent(phase.share(k)), percent(phase.keys.target(k))));
+            let pair = match (phase.share(k), phase.keys.target(k)) {
+                (Some(share), Some(target)) => format!("{:.1}/{:.1}", share * 100.0, target * 100.0),
+                _ => "-".to_owned(),
+            };
+            row.push_str(&format!("  {pair:>11}"));
         }
-        let fifo = (added > 0).then(|| ledger.added[k] as f64 / added as f64);
-        println!("{row}   {:>6}", percent(fifo));
+        let fifo = (added > 0).then(|| ledger.added[k] as f64 / added as f64 * 100.0);
+        row.push_str(&format!("  {:>5}", fifo.map_or("-".to_owned(), |f| format!("{f:.1}"))));
+        lines.push(row);
     }
+    lines
 }
 
 /// How far the shares came from their targets, and what FIFO would have done.
-fn print_deviation(ledger: &Ledger, phases: &[Phase]) {
+fn deviation_lines(ledger: &Ledger, phases: &[Phase]) -> Vec<String> {
     let worst = phases
         .iter()
         .flat_map(|phase| (0..KEY_COUNT).map(move |k| (phase, k)))
         .filter_map(|(phase, k)| Some((phase, k, (phase.share(k)? - phase.keys.target(k)?).abs())))
         .max_by(|a, b| a.2.total_cmp(&b.2));
     let Some((phase, key, deviation)) = worst else {
-        println!("\nNo task was dispatched: nothing to compare.");
-        return;
+        return vec![String::new(), "No task was dispatched: nothing to compare.".to_owned()];
     };
     let added: u64 = ledger.added.iter().sum();
-    println!(
-        "\nEvery measured share was within {:.2} percentage points of its weighted target \
-         (the largest gap: {}, {} keys backlogged).",
-        deviation * 100.0,
-        KEYS[key].name,
-        phase.keys.count(),
-    );
-    println!(
-        "A FIFO queue would have given {} {} of the dispatches, whatever its weight.",
-        KEYS[NOISY].name,
-        percent((added > 0).then(|| ledger.added[NOISY] as f64 / added as f64)),
-    );
+    vec![
+        String::new(),
+        format!("Every share was within {:.2} points of its weighted target", deviation * 100.0),
+        format!("(the largest gap: {}, {} keys backlogged).", KEYS[key].name, phase.keys.count()),
+        format!(
+            "A FIFO queue would have given {} {} of the dispatches, weights aside.",
+            KEYS[NOISY].name,
+            percent((added > 0).then(|| ledger.added[NOISY] as f64 / added as f64)),
+        ),
+    ]
 }
 
 /// How soon the late key was first served after it started adding tasks.
-fn print_late_key(ledger: &Ledger) {
+fn late_key_lines(ledger: &Ledger) -> Vec<String> {
     let name = KEYS[LATE].name;
     let Some(joined) = ledger.joined[LATE] else {
-        println!("{name} never joined: the run ended first.");
-        return;
+        return vec![format!("{name} never joined: the run ended first.")];
     };
     let Some(first) = ledger.log.iter().position(|d| d.key == LATE) else {
-        println!("{name} started adding tasks at {} and none of them was dispatched.", seconds(joined));
-        return;
+        return vec![format!("{name} started adding tasks at {} and none was dispatched.", seconds(joined))];
     };
     let before = ledger.log[..first].iter().filter(|d| d.at >= joined).count();
-    println!(
-        "{name} started adding tasks at {}, behind a backlog of {} tasks; its first task was dispatched\n\
-         {:.1} ms later, after {before} dispatch(es) of other keys.",
-        seconds(joined),
-        backlog_at(ledger, joined),
-        (ledger.log[first].at.saturating_sub(joined)).as_secs_f64() * 1000.0,
-    );
+    vec![
+        format!("{name} started adding tasks at {}, behind {} tasks;", seconds(joined), backlog_at(ledger, joined)),
+        format!(
+            "its first was dispatched {:.1} ms later, after {before} dispatch(es) of other keys.",
+            (ledger.log[first].at.saturating_sub(joined)).as_secs_f64() * 1000.0,
+        ),
+    ]
 }
 
 /// Tasks added before `at` and not dispatched by then.
@@ -914,7 +937,50 @@ mod tests {
 
     #[test]
     fn bars_mark_the_target() {
-        assert_eq!(bar(0.5, Some(0.25), false), format!("{}|{}", "#".repeat(10), "#".repeat(9)));
+        assert_eq!(bar(0.5, Some(0.25), false), format!("{}|{}", "#".repeat(8), "#".repeat(6)));
         assert_eq!(bar(0.0, Some(0.05), false), "  |");
+    }
+
+    /// Everything the demo prints fits a terminal of 80 columns and 24
+    /// rows (the live view is redrawn in place: a line that wraps would
+    /// break it), with the largest numbers a long run gives.
+    #[test]
+    fn every_line_fits_80_columns_and_a_view_fits_24_rows() {
+        let fits = |lines: &[String], what: &str| {
+            for line in lines {
+                assert!(line.chars().count() <= 80, "{what}: {} columns: {line:?}", line.chars().count());
+            }
+        };
+        let long = Duration::from_secs(3600);
+        let plan = preload_plan(100_000, long);
+        let address = "a server on 255.255.255.255:65535, store embedded:/tmp/.tmpAbCdEf";
+        fits(&intro_lines(address, 1000, 100_000, long, &plan), "intro");
+        let all = (0..KEY_COUNT).fold(KeySet::default(), KeySet::with);
+        let snapshot = Snapshot {
+            elapsed: long,
+            window_span: WINDOW,
+            dispatched: [99_999_999; KEY_COUNT],
+            window: [1, 0, 0, 0, 0],
+            backlogged: all,
+            joined: [Some(Duration::ZERO); KEY_COUNT],
+        };
+        for fancy in [false, true] {
+            let lines = snapshot.lines(long, fancy);
+            fits(&lines, "live view");
+            assert!(lines.len() <= 24);
+        }
+        // Three phases: four keys, five, then four again.
+        let mut ledger = Ledger::new(plan);
+        let four = (0..4).fold(KeySet::default(), KeySet::with);
+        for i in 0..30_000u32 {
+            let backlogged = if (10_000..20_000).contains(&i) { all } else { four };
+            let key = (i % 5) as usize % if backlogged == all { 5 } else { 4 };
+            ledger.log.push(Dispatch { key, at: Duration::from_millis(u64::from(i) * 120), backlogged });
+            ledger.dispatched[key] += 1;
+        }
+        ledger.joined[LATE] = Some(Duration::from_secs(1200));
+        let summary = summary_lines(&ledger);
+        fits(&summary, "summary");
+        assert!(summary.len() <= 24, "{} lines", summary.len());
     }
 }
