@@ -121,19 +121,28 @@ fn held_keys_beside(max_parked_keys: usize, held: usize, waiting: usize) -> (Run
     run.write(&slow, &[]);
     let started = run.dispatch();
     assert_eq!(started.len(), held, "one task of each held key starts, the others wait for it");
+    let most_marks = others_dispatched(&mut run);
+    (run, started, most_marks)
+}
+
+/// 200 rounds of a task for each of 100 other keys, every one of them
+/// started, completed and collected; the most dispatched marks above the
+/// ack level seen.
+fn others_dispatched(run: &mut Run) -> u64 {
     let mut most_marks = 0;
     for round in 0..200 {
         let others: Vec<TaskSpec> = (0..100).map(|k| task(&format!("k{k}"), round)).collect();
         run.write(&others, &[]);
         let done = run.dispatch();
         assert_eq!(done.len(), 100, "every other key starts its task at once");
+        assert!(done.iter().all(|t| t.fairness_key.starts_with('k')), "only the other keys start");
         run.complete(&done);
         run.now += 100;
         run.keep();
         let marks = run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
         most_marks = most_marks.max(marks);
     }
-    (run, started, most_marks)
+    most_marks
 }
 
 #[test]
@@ -225,19 +234,7 @@ fn a_paused_key_is_not_dispatched_while_the_others_are_and_comes_back_in_order_o
     run.write(&paused, &[]);
     let config = run.engine.config().clone();
     run.engine.retune(&config, Pauses::new(false, [String::new()]));
-    let mut most_marks = 0;
-    for round in 0..200 {
-        let others: Vec<TaskSpec> = (0..100).map(|k| task(&format!("k{k}"), round)).collect();
-        run.write(&others, &[]);
-        let done = run.dispatch();
-        assert_eq!(done.len(), 100, "every other key starts its task at once");
-        assert!(done.iter().all(|t| !t.fairness_key.is_empty()), "no task of the paused (empty) key starts");
-        run.complete(&done);
-        run.now += 100;
-        run.keep();
-        let marks = run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()].dispatched_above_ack;
-        most_marks = most_marks.max(marks);
-    }
+    let most_marks = others_dispatched(&mut run);
     assert!(most_marks <= (PARK_AFTER + 200) as u64, "{most_marks} marks above the ack level at most");
     let subqueue = &run.engine.snapshot(0, 0).subqueues[Priority::DEFAULT.index()];
     assert_eq!((subqueue.parked_keys, subqueue.parked_tasks), (1, 50), "the paused key's tasks are parked");
