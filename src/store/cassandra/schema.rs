@@ -179,9 +179,9 @@ mod tests {
         let statements = schema_statements("fw", "{'class': 'SimpleStrategy', 'replication_factor': 3}").unwrap();
         assert_eq!(
             statements.len(),
-            27,
+            29,
             "17 (the leases included), the 3 columns of a rotated secret, the creator of a queue, 5 counts of \
-             visit_metrics, a member's address"
+             visit_metrics, a member's address, the 2 columns of a queue's stored settings"
         );
         assert!(statements[0].starts_with("CREATE KEYSPACE IF NOT EXISTS fw"));
         assert!(statements[0].contains("'replication_factor': 3"));
