@@ -220,6 +220,34 @@ def _poll_result(response: _m.PollTasksResponse) -> PollResult:
     )
 
 
+_DURATION_SETTINGS = ("lease_timeout", "backoff_initial", "backoff_max")
+_PLAIN_SETTINGS = (
+    "max_attempts",
+    "key_concurrency",
+    "key_rate_per_second",
+    "key_burst",
+    "cost_curve",
+    "cost_reference_size",
+    "group_lead",
+)
+
+
+def _queue_settings(given: Dict[str, Any]) -> _m.QueueSettings:
+    """UpdateQueue's settings from keyword arguments; an unknown name is a TypeError."""
+    unknown = set(given) - set(_DURATION_SETTINGS) - set(_PLAIN_SETTINGS) - {"weights"}
+    if unknown:
+        known = ", ".join(_DURATION_SETTINGS + _PLAIN_SETTINGS + ("weights",))
+        raise TypeError(f"not a queue setting: {', '.join(sorted(unknown))} (the settings: {known})")
+    settings = _m.QueueSettings(weights=given.get("weights") or {})
+    for name in _DURATION_SETTINGS:
+        if given.get(name) is not None:
+            getattr(settings, name).CopyFrom(duration_pb(given[name]))
+    for name in _PLAIN_SETTINGS:
+        if given.get(name) is not None:
+            setattr(settings, name, given[name])
+    return settings
+
+
 class _Ops:
     """Builds each call; shared by the sync and asyncio clients."""
 
@@ -300,6 +328,18 @@ class _Ops:
         request = _m.RedriveDeadLettersRequest(queue=queue, limit=limit)
         convert = lambda r: RedriveResult(redriven=r.redriven, duplicates=r.duplicates)  # noqa: E731
         return _Op("matching", "RedriveDeadLetters", request, False, convert)
+
+    def list_queues(self, prefix: str, page_token: str) -> _Op:
+        request = _m.ListQueuesRequest(page_size=100, page_token=page_token, prefix=prefix)
+        return _Op("matching", "ListQueues", request, True, lambda r: r)
+
+    # An update sent twice stores the same settings (one more version at
+    # most): retried, as are a pause and a resume.
+    def update_queue(self, queue: str, settings: _m.QueueSettings, clear: Sequence[str], expected_version: int) -> _Op:
+        request = _m.UpdateQueueRequest(
+            queue=queue, settings=settings, clear=list(clear), expected_version=expected_version
+        )
+        return _Op("matching", "UpdateQueue", request, expected_version == 0, lambda r: r.settings)
 
     # A pause or a resume sent twice leaves the queue as once: retried.
     def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
@@ -555,6 +595,30 @@ class Client:
     def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
         """Puts dead letters back in the queue (never retried after an unknown outcome)."""
         return self._invoke(self._ops.redrive(queue, limit))
+
+    def list_queues(self, prefix: str = "", *, limit: int = 1000) -> List[_m.QueueSummary]:
+        """The queues you may read, in name order (pages fetched until ``limit``):
+        each with its backlog, running tasks, oldest wait and stored settings."""
+        queues: List[_m.QueueSummary] = []
+        token = ""
+        while len(queues) < limit:
+            page = self._invoke(self._ops.list_queues(prefix, token))
+            queues.extend(page.queues)
+            token = page.next_page_token
+            if not token:
+                break
+        return queues[:limit]
+
+    def update_queue(
+        self, queue: str, *, clear: Sequence[str] = (), expected_version: int = 0, **settings: Any
+    ) -> _m.QueueSettings:
+        """Stores settings with the queue, applied by every node over its config
+        file: ``lease_timeout``, ``backoff_initial``, ``backoff_max`` (seconds or
+        timedelta), ``max_attempts``, ``key_concurrency``, ``key_rate_per_second``,
+        ``key_burst``, ``cost_curve``, ``cost_reference_size``, ``group_lead``,
+        ``weights`` (a dict; a weight of 0 removes a key's). ``clear`` names
+        settings to give back to the config file."""
+        return self._invoke(self._ops.update_queue(queue, _queue_settings(settings), clear, expected_version))
 
     def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
@@ -862,6 +926,22 @@ class AsyncClient:
 
     async def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
         return await self._invoke(self._ops.redrive(queue, limit))
+
+    async def list_queues(self, prefix: str = "", *, limit: int = 1000) -> List[_m.QueueSummary]:
+        queues: List[_m.QueueSummary] = []
+        token = ""
+        while len(queues) < limit:
+            page = await self._invoke(self._ops.list_queues(prefix, token))
+            queues.extend(page.queues)
+            token = page.next_page_token
+            if not token:
+                break
+        return queues[:limit]
+
+    async def update_queue(
+        self, queue: str, *, clear: Sequence[str] = (), expected_version: int = 0, **settings: Any
+    ) -> _m.QueueSettings:
+        return await self._invoke(self._ops.update_queue(queue, _queue_settings(settings), clear, expected_version))
 
     async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         return await self._invoke(self._ops.pause(queue, key, True))

@@ -233,6 +233,28 @@ def test_a_paused_key_waits_while_the_others_go(api, queue_name):
     assert "fairness_key" in str(refused.value)
 
 
+def test_queues_are_listed_and_their_settings_stored(api, queue_name):
+    first, second = queue_name("listed"), queue_name("listed")
+    api.create_queue(first)
+    api.create_queue(second, 2)
+    api.add(second, b"x")
+    prefix = first[: first.index("listed") + len("listed")]
+    listed = {q.queue: q for q in api.list_queues(prefix)}
+    assert {first, second} <= set(listed)
+    assert (listed[second].partitions, listed[second].backlog) == (2, 1)
+    settings = api.update_queue(first, lease_timeout=5, max_attempts=7, weights={"acme": 3.0})
+    assert (settings.lease_timeout.seconds, settings.max_attempts, dict(settings.weights)) == (5, 7, {"acme": 3.0})
+    cleared = api.update_queue(first, clear=["weights"])
+    assert dict(cleared.weights) == {} and cleared.max_attempts == 7
+    with pytest.raises(fairway.InvalidArgument) as refused:
+        api.update_queue(first, lease_timeout=0.5)
+    assert "settings.lease_timeout" in str(refused.value)
+    with pytest.raises(fairway.Aborted):
+        api.update_queue(first, max_attempts=2, expected_version=1)
+    with pytest.raises(TypeError):
+        api.update_queue(first, ordering="fifo")
+
+
 def test_errors_keep_code_and_meaning(api, queue_name):
     missing = queue_name("missing")
     with pytest.raises(fairway.NotFound) as not_found:

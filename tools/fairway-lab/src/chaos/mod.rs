@@ -359,10 +359,19 @@ async fn prepare_store(store: &str, replication: &str) -> anyhow::Result<u16> {
     // waits for the nodes to agree, as the schema's statements do.
     let agreement = fairway::store::cassandra::SCHEMA_AGREEMENT_TIMEOUT;
     fairway::store::cassandra::await_schema_agreement(&session, agreement).await?;
-    match session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await {
-        // Dropped; the schema's first statement waits for the agreement.
-        Ok(_) | Err(scylla::errors::ExecutionError::SchemaAgreementError(_)) => {}
-        Err(error) => return Err(error).context("drop the keyspace"),
+    // A drop under load can outlast the client's timeout and go on in
+    // Cassandra: it is asked again (IF EXISTS) until it answers, for a minute.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match session.query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ()).await {
+            // Dropped; the schema's first statement waits for the agreement.
+            Ok(_) | Err(scylla::errors::ExecutionError::SchemaAgreementError(_)) => break,
+            Err(error) if Instant::now() < deadline => {
+                tracing::warn!(%error, "drop the keyspace: asking again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error).context("drop the keyspace"),
+        }
     }
     fairway::store::cassandra::apply_schema(&session, &keyspace, replication).await?;
     let port = contact_point.rsplit(':').next().and_then(|p| p.parse().ok());

@@ -202,6 +202,24 @@ class ListDeadLettersResponse(_message.Message):
     dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
     def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
 
+class ListQueuesRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "prefix"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    prefix: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., prefix: _Optional[str] = ...) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ["next_page_token", "queues"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueSummary]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class MoveQueueRequest(_message.Message):
     __slots__ = ["abandon_previous", "force", "home", "queue"]
     ABANDON_PREVIOUS_FIELD_NUMBER: _ClassVar[int]
@@ -352,6 +370,26 @@ class QueueSettings(_message.Message):
     version: int
     weights: _containers.ScalarMap[str, float]
     def __init__(self, version: _Optional[int] = ..., lease_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_attempts: _Optional[int] = ..., backoff_initial: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., key_concurrency: _Optional[int] = ..., key_rate_per_second: _Optional[float] = ..., key_burst: _Optional[int] = ..., cost_curve: _Optional[str] = ..., cost_reference_size: _Optional[int] = ..., group_lead: _Optional[int] = ..., weights: _Optional[_Mapping[str, float]] = ..., paused: bool = ..., paused_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class QueueSummary(_message.Message):
+    __slots__ = ["backlog", "held_here", "home", "leased", "oldest_added_at", "partitions", "queue", "settings"]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    HELD_HERE_FIELD_NUMBER: _ClassVar[int]
+    HOME_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_ADDED_AT_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    backlog: int
+    held_here: int
+    home: str
+    leased: int
+    oldest_added_at: _timestamp_pb2.Timestamp
+    partitions: int
+    queue: str
+    settings: QueueSettings
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[int] = ..., home: _Optional[str] = ..., backlog: _Optional[int] = ..., leased: _Optional[int] = ..., oldest_added_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., held_here: _Optional[int] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
 
 class RedriveDeadLettersRequest(_message.Message):
     __slots__ = ["limit", "queue"]

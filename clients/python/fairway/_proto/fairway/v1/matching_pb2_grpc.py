@@ -74,6 +74,11 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.FromString,
                 )
+        self.ListQueues = channel.unary_unary(
+                '/fairway.v1.Matching/ListQueues',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.ListQueuesResponse.FromString,
+                )
         self.UpdateQueue = channel.unary_unary(
                 '/fairway.v1.Matching/UpdateQueue',
                 request_serializer=fairway_dot_v1_dot_matching__pb2.UpdateQueueRequest.SerializeToString,
@@ -200,6 +205,15 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueues(self, request, context):
+        """The queues, in name order, a page at a time: each with its backlog,
+        what the answering node knows of its running tasks and oldest wait,
+        and its pauses. A principal sees the queues it may read. Read role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateQueue(self, request, context):
         """Changes the settings stored with a queue, which every node applies over
         its config file's: each field set is stored, each field named in
@@ -295,6 +309,11 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.MoveQueue,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.ListQueuesRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.ListQueuesResponse.SerializeToString,
             ),
             'UpdateQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateQueue,
@@ -522,6 +541,23 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/MoveQueue',
             fairway_dot_v1_dot_matching__pb2.MoveQueueRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.MoveQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/ListQueues',
+            fairway_dot_v1_dot_matching__pb2.ListQueuesRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.ListQueuesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
