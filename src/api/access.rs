@@ -43,6 +43,7 @@ pub enum Rpc {
     UpdateQueue,
     PauseQueue,
     ResumeQueue,
+    GetTask,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -60,7 +61,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 29] = [
+    pub const ALL: [Rpc; 30] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -77,6 +78,7 @@ impl Rpc {
         Rpc::UpdateQueue,
         Rpc::PauseQueue,
         Rpc::ResumeQueue,
+        Rpc::GetTask,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -111,6 +113,7 @@ impl Rpc {
             Rpc::UpdateQueue => "UpdateQueue",
             Rpc::PauseQueue => "PauseQueue",
             Rpc::ResumeQueue => "ResumeQueue",
+            Rpc::GetTask => "GetTask",
             Rpc::RecordOrigins => "RecordOrigins",
             Rpc::FinishListing => "FinishListing",
             Rpc::RequestVisit => "RequestVisit",
@@ -139,6 +142,7 @@ impl Rpc {
                 | Rpc::FailTask
                 | Rpc::HeartbeatTask
                 | Rpc::RedriveDeadLetters
+                | Rpc::GetTask
         )
     }
 
@@ -155,6 +159,7 @@ impl Rpc {
             Rpc::ListDeadLetters
             | Rpc::DescribeQueue
             | Rpc::ListQueues
+            | Rpc::GetTask
             | Rpc::GetVisitStats
             | Rpc::GetListerMetrics
             | Rpc::ListSchedules

@@ -559,6 +559,10 @@ impl Matching for MatchingService {
         Ok(Response::new(pb::PauseQueueResponse { settings: Some(super::queue_settings::to_proto(&stored)) }))
     }
 
+    async fn get_task(&self, request: Request<pb::GetTaskRequest>) -> Result<Response<pb::GetTaskResponse>, Status> {
+        super::task_lookup::get(&self.router, request).await
+    }
+
     async fn resume_queue(
         &self,
         request: Request<pb::ResumeQueueRequest>,

@@ -21,6 +21,7 @@ mod routing;
 pub mod scheduler;
 pub mod schedules;
 pub mod status;
+mod task_lookup;
 
 pub use access::{Gate, Rpc};
 pub use connection::ConnInfo;

@@ -69,6 +69,7 @@ async fn take_ready_within(
     matcher: &QueueMatcher,
     max: usize,
     max_bytes: usize,
+    worker_id: &str,
     tasks: &mut Vec<pb::Task>,
 ) {
     let want = max.saturating_sub(tasks.len());
@@ -88,7 +89,7 @@ async fn take_ready_within(
         fits
     };
     for task in matcher.take_ready(want, &mut fits).await {
-        let task = router.deliver(matcher.name(), task);
+        let task = router.deliver(matcher, task, worker_id);
         debug_assert!(
             response_bytes(&task) <= task.payload.len() + task.fairness_key.len() + TASK_OVERHEAD_BYTES,
             "TASK_OVERHEAD_BYTES is too small"
@@ -122,12 +123,14 @@ impl Router {
     }
 
     /// A task dispatched here as its worker gets it, shown to the hooks.
-    fn deliver(&self, queue: &QueueName, task: DispatchedTask) -> pb::Task {
+    /// Its lease records `worker_id`, for GetTask.
+    fn deliver(&self, matcher: &QueueMatcher, task: DispatchedTask, worker_id: &str) -> pb::Task {
         if let Some(dedup_id) = &task.task.dedup_id {
             for hook in &self.hooks {
-                hook.dispatched(queue, dedup_id, task.task.task_id, task.task.attempt);
+                hook.dispatched(matcher.name(), dedup_id, task.task.task_id, task.task.attempt);
             }
         }
+        matcher.worker_took(&task.token, worker_id);
         convert::task(task, &self.keys, self.now_ms())
     }
 
@@ -232,7 +235,7 @@ impl Router {
     }
 
     /// The owner of `partition` when it is another node.
-    fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
+    pub(super) fn remote_owner(&self, matcher: &QueueMatcher, partition: u32) -> Result<String, Status> {
         let view = self.queues.view();
         let config = matcher.config();
         let numbers = config.partition_numbers();
@@ -257,7 +260,7 @@ impl Router {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         if origin != Origin::Client {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| self.deliver(queue, task)));
+            return Ok(task.map(|task| self.deliver(&matcher, task, worker_id)));
         }
         // Partitions take turns at being asked first, here or at their owner:
         // were local partitions always first, a node with many workers would
@@ -269,7 +272,7 @@ impl Router {
             return Ok(Some(task));
         }
         if let Some(task) = matcher.try_take().await {
-            return Ok(Some(self.deliver(queue, task)));
+            return Ok(Some(self.deliver(&matcher, task, worker_id)));
         }
         let others = self.other_owners(&matcher);
         for owner in others.iter().filter(|owner| Some(*owner) != first.as_ref()) {
@@ -287,7 +290,7 @@ impl Router {
         }
         if !matcher.held().is_empty() || others.is_empty() {
             let task = matcher.poll(wait).await.map_err(status::from_match)?;
-            return Ok(task.map(|task| self.deliver(queue, task)));
+            return Ok(task.map(|task| self.deliver(&matcher, task, worker_id)));
         }
         let owner = &others[self.next_turn() % others.len()];
         self.forward_poll(owner, queue, wait, worker_id).await
@@ -319,7 +322,7 @@ impl Router {
             }
         }
         let mut tasks = Vec::new();
-        take_ready_within(self, &matcher, max, max_bytes, &mut tasks).await;
+        take_ready_within(self, &matcher, max, max_bytes, worker_id, &mut tasks).await;
         if !tasks.is_empty() {
             return Ok(tasks);
         }
@@ -327,7 +330,7 @@ impl Router {
             return Ok(Vec::new());
         };
         tasks.push(first);
-        take_ready_within(self, &matcher, max, max_bytes, &mut tasks).await;
+        take_ready_within(self, &matcher, max, max_bytes, worker_id, &mut tasks).await;
         Ok(tasks)
     }
 

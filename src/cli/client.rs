@@ -181,6 +181,9 @@ pub(super) enum TaskCommand {
         #[arg(long, value_parser = duration_serde::parse)]
         retry_after: Option<Duration>,
     },
+    /// Show one task: pending (and what it waits for), delayed, leased (to
+    /// whom, until when) or dead.
+    Get(super::task_lookup::GetArgs),
     /// Extend a task's lease by the queue's lease timeout.
     Heartbeat {
         #[command(flatten)]
@@ -356,6 +359,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
                 );
             }
         }
+        TaskCommand::Get(args) => return super::task_lookup::get(args).await,
         TaskCommand::Poll { server, queue, wait, worker, json } => {
             let mut client = connect(&server).await?;
             let response = client

@@ -8,6 +8,7 @@ mod queue_settings;
 mod schedule;
 mod schema;
 mod serve;
+mod task_lookup;
 mod times;
 mod worker;
 

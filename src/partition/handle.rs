@@ -31,7 +31,7 @@ use crate::store::{PartitionStore, PartitionWrite, Record, RecordRange, RecordTa
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     writes: mpsc::Sender<WriteCommand>,
     stop: CancellationToken,
     tasks: tokio::sync::Mutex<JoinSet<()>>,
@@ -256,6 +256,11 @@ impl Partition {
         }
     }
 
+    /// Records that the lease of `lease_id` at `attempt` went to `worker_id`.
+    pub fn worker_took(&self, lease_id: i64, attempt: u32, worker_id: &str) {
+        self.with_engine(|e| e.worker_took(lease_id, attempt, Arc::from(worker_id)));
+    }
+
     /// The dedup id of the task a held lease is on (an error when the lease
     /// is not held).
     pub fn leased_dedup_id(&self, lease_id: i64, attempt: u32) -> Result<Option<String>, FinishError> {
@@ -341,7 +346,7 @@ impl Partition {
     }
 
     /// Runs `f` on the engine, if the partition may still hand out tasks.
-    fn with_engine<T>(&self, f: impl FnOnce(&mut PartitionEngine) -> T) -> Option<T> {
+    pub(super) fn with_engine<T>(&self, f: impl FnOnce(&mut PartitionEngine) -> T) -> Option<T> {
         if self.state() != PartitionState::Active {
             return None;
         }

@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use crate::model::PartitionId;
-use crate::store::{PartitionMeta, PartitionStore, RecordKey, RecordRange, RecordTask, Section, StoreError};
+use crate::model::{FairLevel, PartitionId, Priority, StoredTask};
+use crate::store::{PartitionMeta, PartitionStore, Record, RecordKey, RecordRange, RecordTask, Section, StoreError};
 
 /// A dead letter as stored: its row's key, and the task with its last
 /// failure.
@@ -54,6 +54,22 @@ impl StoredPartition {
         let range = RecordRange::above(Section::DeadLetters, after);
         let records = self.store.read_records(&self.id, range, page).await?;
         records.into_iter().map(|record| Ok((record.at, record.value.into_task("a dead letter")?))).collect()
+    }
+
+    /// Up to `page` records of `range`, in key order.
+    pub async fn records(&self, range: RecordRange, page: usize) -> Result<Vec<Record>, StoreError> {
+        self.store.read_records(&self.id, range, page).await
+    }
+
+    /// Up to `page` backlog rows of the `priority` subqueue above `above`,
+    /// in level order.
+    pub async fn backlog(
+        &self,
+        priority: Priority,
+        above: FairLevel,
+        page: usize,
+    ) -> Result<Vec<StoredTask>, StoreError> {
+        self.store.read(&self.id, priority, above, page).await
     }
 
     /// Writes `freed` (its metadata, with no owner: see

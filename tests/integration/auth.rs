@@ -146,6 +146,10 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
         Rpc::ResumeQueue => {
             m.resume_queue(pb::ResumeQueueRequest { queue, fairness_key: Some("paused".into()) }).await.map(drop)
         }
+        Rpc::GetTask => {
+            let request = pb::GetTaskRequest { queue, partition: 0, task_id: 1, include_payload: false };
+            m.get_task(request).await.map(drop)
+        }
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)
@@ -611,5 +615,48 @@ async fn one_principal_at_its_queue_bound_leaves_others_free_to_create() {
     admin.matching.create_queue(create).await.expect("CreateQueue is bounded by the global limits only");
     let refused = b.matching.add_task(add("jobs.b3")).await.expect_err("tenant-b at its bound too");
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (admin_key, reader_key, acme_key) = (new_api_key(), new_api_key(), new_api_key());
+    let principals = vec![
+        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+        keyed("reader", &reader_key, vec![grant(Role::Reader, None)]),
+        keyed("acme-worker", &acme_key, vec![grant(Role::Worker, Some("acme/")), grant(Role::Reader, None)]),
+    ];
+    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+    admin
+        .matching
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
+        .await
+        .unwrap();
+    let add = pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("globex/repo", 0.0, 3, b"secret")) };
+    let added = admin.matching.add_task(add).await.unwrap().into_inner();
+    let request = |include_payload| pb::GetTaskRequest {
+        queue: QUEUE.into(),
+        partition: added.partition,
+        task_id: added.task_id,
+        include_payload,
+    };
+
+    let mut reader = clients(&server, client_tls(&ca, None), Some(&reader_key)).await;
+    let seen = reader.matching.get_task(request(false)).await.expect("a reader sees the task").into_inner();
+    assert_eq!((seen.fairness_key.as_str(), seen.payload.len(), seen.payload_bytes), ("globex/repo", 0, 6));
+    let denied = reader.matching.get_task(request(true)).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert!(denied.message().contains("include_payload"), "{}", denied.message());
+
+    // A worker bound to another tenant's keys does not see this one's payload.
+    let mut acme = clients(&server, client_tls(&ca, None), Some(&acme_key)).await;
+    let denied = acme.matching.get_task(request(true)).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+
+    let shown = admin.matching.get_task(request(true)).await.unwrap().into_inner();
+    assert_eq!(shown.payload, b"secret");
     server.stop().await;
 }

@@ -28,6 +28,7 @@ mod schedules;
 mod security;
 mod services;
 mod support;
+mod task_lookup;
 mod telemetry;
 mod tls;
 mod validation;

@@ -54,6 +54,18 @@ impl Delayed {
         if key > floor { key } else { (floor.0 + 1, key.1) }
     }
 
+    /// The delayed task with id `task_id` among those in memory, with its
+    /// key. Looks at every one: for an operator's lookup.
+    pub fn find(&self, task_id: i64) -> Option<(DelayKey, &StoredTask)> {
+        self.buffer.iter().find(|(_, task)| task.task_id == task_id).map(|(key, task)| (*key, task))
+    }
+
+    /// Where the records not in memory start: every delayed record waiting
+    /// above the floor and at or below it is in memory; `None` when all are.
+    pub fn unread_after(&self) -> Option<DelayKey> {
+        (!self.complete).then_some(self.loaded_through)
+    }
+
     /// Delayed records buffered in memory.
     pub fn len(&self) -> usize {
         self.buffer.len()

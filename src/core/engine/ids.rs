@@ -27,6 +27,12 @@ impl IdBlock {
         self.end - self.next + 1
     }
 
+    /// The lowest id not handed out yet: every id handed out in the
+    /// partition is below it.
+    pub fn next_unused(&self) -> i64 {
+        self.next
+    }
+
     /// The next id, if the block is not used up.
     pub fn take(&mut self) -> Option<i64> {
         (self.next <= self.end).then(|| {

@@ -10,6 +10,7 @@
 //!    neither finished again nor expired.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::clock::UnixMillis;
 use crate::model::StoredTask;
@@ -41,6 +42,9 @@ pub struct Lease {
     /// False when no worker got it (its poller left while it was written):
     /// it then expires at once and its attempt does not count.
     pub delivered: bool,
+    /// The id the worker polled with, once it is known (`None` for a lease
+    /// a previous owner handed out): for operators, see [`Leases::worker_took`].
+    pub worker: Option<Arc<str>>,
 }
 
 /// Why a lease operation was refused.
@@ -87,7 +91,9 @@ impl Leases {
             leases.count(&task.fairness_key, 1);
             let deadline = deadline.max(now + lease_ms);
             leases.deadlines.insert((deadline, id));
-            leases.by_id.insert(id, Lease { task, seq, deadline, state: LeaseState::Held, delivered: true });
+            leases
+                .by_id
+                .insert(id, Lease { task, seq, deadline, state: LeaseState::Held, delivered: true, worker: None });
         }
         leases
     }
@@ -126,6 +132,20 @@ impl Leases {
         self.by_id.get(&id)
     }
 
+    /// The lease of the task with id `task_id` (kept across retries), if
+    /// one runs. Looks at every lease: for an operator's lookup, not the
+    /// hot path.
+    pub fn of_task(&self, task_id: i64) -> Option<&Lease> {
+        self.by_id.values().find(|lease| lease.task.task_id == task_id)
+    }
+
+    /// Records which worker the lease of `id` at `attempt` went to.
+    pub fn worker_took(&mut self, id: i64, attempt: u32, worker: Arc<str>) {
+        if let Some(lease) = self.by_id.get_mut(&id).filter(|lease| lease.task.attempt == attempt) {
+            lease.worker = Some(worker);
+        }
+    }
+
     /// Tasks a new owner must not hand out again from the backlog.
     pub fn levels(&self) -> impl Iterator<Item = &StoredTask> {
         self.by_id.values().map(|l| &l.task)
@@ -135,7 +155,7 @@ impl Leases {
     pub fn start(&mut self, task: StoredTask, deadline: UnixMillis) {
         self.count(&task.fairness_key, 1);
         let id = task.level.id;
-        let lease = Lease { task, seq: 0, deadline, state: LeaseState::Writing, delivered: true };
+        let lease = Lease { task, seq: 0, deadline, state: LeaseState::Writing, delivered: true, worker: None };
         let previous = self.by_id.insert(id, lease);
         debug_assert!(previous.is_none(), "a task leased twice");
     }

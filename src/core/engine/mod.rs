@@ -36,6 +36,7 @@ pub mod delayed;
 mod ids;
 pub mod key_rates;
 pub mod leases;
+pub mod lookup;
 mod machine;
 mod outcomes;
 pub mod parked;

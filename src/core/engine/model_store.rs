@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::{GcRequest, ReadRequest};
-use crate::core::engine::rows::{PartitionMeta, PartitionWrite, RecordKey, RecordValue, Section};
+use crate::core::engine::lookup::{StoreSearch, StoredPlace};
+use crate::core::engine::rows::{
+    PartitionMeta, PartitionWrite, RecordKey, RecordRange, RecordTask, RecordValue, Section,
+};
 use crate::model::{FairLevel, Priority, StoredTask};
 
 #[derive(Default, Debug)]
@@ -95,6 +98,44 @@ impl ModelStore {
             .filter(|(at, _)| at.section == section && at.key > after)
             .map(|(at, value)| (at.key, value.clone()))
             .collect()
+    }
+
+    /// Task `task_id` in the places `search` names, as the partition's
+    /// lookup reads them (with no bound): dead letters, delayed and parked
+    /// records, then backlog rows above the read levels.
+    pub(super) fn find(&self, search: &StoreSearch, task_id: i64) -> Option<(StoredTask, StoredPlace)> {
+        let record = |range: RecordRange, place: &dyn Fn(&RecordTask) -> StoredPlace| {
+            self.records.iter().find_map(|(at, value)| match value {
+                RecordValue::Task(record)
+                    if at.section == range.section
+                        && (range.after..=range.through).contains(&at.key)
+                        && at.key != range.after
+                        && record.task.task_id == task_id =>
+                {
+                    Some((record.task.clone(), place(record)))
+                }
+                _ => None,
+            })
+        };
+        let dead = |r: &RecordTask| StoredPlace::Dead { failed_at: r.at_unix_ms, message: r.message.clone() };
+        let delayed = |r: &RecordTask| StoredPlace::Delayed { ready_at: r.at_unix_ms };
+        record(RecordRange::above(Section::DeadLetters, search.dead_letters_above), &dead)
+            .or_else(|| {
+                search.delayed_above.and_then(|after| record(RecordRange::above(Section::Delayed, after), &delayed))
+            })
+            .or_else(|| {
+                search.parked_above.iter().find_map(|(slot, seq)| {
+                    record(RecordRange::bucket(Section::Parked, *slot, *seq), &|_| StoredPlace::Waiting)
+                })
+            })
+            .or_else(|| {
+                search.backlog_above.iter().find_map(|(priority, above)| {
+                    self.tasks
+                        .range((*priority, *above)..=(*priority, FairLevel::MAX))
+                        .find(|((_, level), task)| level > above && task.task_id == task_id)
+                        .map(|(_, task)| (task.clone(), StoredPlace::Waiting))
+                })
+            })
     }
 
     /// Deletes the tasks of `priority` at or below `through`.

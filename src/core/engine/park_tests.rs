@@ -277,3 +277,43 @@ fn a_retune_applies_to_what_starts_after_it() {
     assert_eq!(after, 5_000, "the new lease timeout");
     assert_eq!(run.engine.config().tasks.ordering, crate::core::engine::DispatchOrder::Fair, "ordering stays");
 }
+
+/// GetTask's view of a partition with a held key: the running task is
+/// leased, each of the key's parked tasks (read back into memory or only in
+/// its records) waits for the key's concurrency, a task of another key
+/// that completed is found nowhere, and an id above every one handed out
+/// is unused.
+#[test]
+fn each_task_is_found_where_it_stands_in_memory_or_in_the_places_the_engine_names() {
+    use crate::core::engine::lookup::{TaskState, Waiting};
+    let (run, held, _) = held_keys_beside(1000, 1, 50);
+    let look_up = |task_id: i64| {
+        run.engine.find_task(task_id, run.now).or_else(|| {
+            let (task, place) = run.store.find(&run.engine.store_search(), task_id)?;
+            Some(run.engine.found_in_store(task, place, run.now))
+        })
+    };
+    let running = look_up(held[0].task_id).expect("the held task");
+    assert!(matches!(running.state, TaskState::Leased { .. }), "{:?}", running.state);
+
+    let parked: Vec<i64> = run
+        .store
+        .section(Section::Parked, (i64::MIN, i64::MIN))
+        .into_iter()
+        .map(|(_, value)| value.into_task("a parked record").unwrap().task.task_id)
+        .collect();
+    assert_eq!(parked.len(), 50, "the key's waiting tasks are parked");
+    let in_memory = parked.iter().filter(|id| run.engine.find_task(**id, run.now).is_some()).count();
+    assert!(in_memory > 0 && in_memory < 50, "{in_memory} of the parked tasks in memory: both paths are tried");
+    for id in parked {
+        let found = look_up(id).unwrap_or_else(|| panic!("parked task {id} not found"));
+        assert_eq!(found.state, TaskState::Pending(Waiting::KeyConcurrency { running: 1, limit: 1 }), "task {id}");
+        assert_eq!(found.task.fairness_key, "slow0");
+    }
+
+    let first_other = held[0].task_id + 51;
+    assert!(look_up(first_other).is_none(), "a completed task is found nowhere");
+    assert!(!run.engine.id_unused(first_other));
+    let highest = run.store.tasks.values().map(|t| t.task_id).max().unwrap();
+    assert!(run.engine.id_unused(highest + 1_000_000), "an id above every one handed out");
+}

@@ -313,6 +313,25 @@ impl ParkedKeys {
         self.leave_if_empty(read.priority, read.slot, &read.fairness_key);
     }
 
+    /// The parked task with id `task_id` among those read into memory and
+    /// not handed out. Looks at every one: for an operator's lookup.
+    pub fn find_ready(&self, task_id: i64) -> Option<&StoredTask> {
+        Priority::all()
+            .flat_map(|p| self.slots(p))
+            .flat_map(|parked| parked.ready.values())
+            .find(|task| task.task_id == task_id)
+    }
+
+    /// The slots whose records above a sequence number are not in memory:
+    /// `(slot, seen)`, the records to read being `(slot, seq > seen)`.
+    pub fn unread(&self) -> Vec<(i64, i64)> {
+        Priority::all()
+            .flat_map(|p| self.slots(p))
+            .filter(|parked| parked.unread != Some(0))
+            .map(|parked| (parked.slot, parked.seen))
+            .collect()
+    }
+
     /// Records parked and not handed out (exact unless a count is unknown),
     /// the shared slot's included.
     pub fn tasks(&self, priority: Priority) -> u64 {

@@ -29,6 +29,11 @@ impl Pauses {
         self.all || !self.keys.is_empty()
     }
 
+    /// Whether the whole queue is paused.
+    pub fn holds_all(&self) -> bool {
+        self.all
+    }
+
     /// Whether `key` is paused.
     pub fn holds(&self, key: &str) -> bool {
         self.all || (!self.keys.is_empty() && self.keys.contains(key))

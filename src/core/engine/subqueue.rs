@@ -345,6 +345,15 @@ impl Subqueue {
         self.take_as(level, Slot::Moving)
     }
 
+    /// The ready task with id `task_id` in the buffer, if there is one.
+    /// Looks at every slot: for an operator's lookup.
+    pub(super) fn find_ready(&self, task_id: i64) -> Option<&StoredTask> {
+        self.buffer.values().find_map(|slot| match slot {
+            Slot::Ready(task) if task.task_id == task_id => Some(task),
+            _ => None,
+        })
+    }
+
     /// What is known at `level` (see [`LevelState`]).
     pub(super) fn level_state(&self, level: FairLevel) -> LevelState {
         if level <= self.ack {

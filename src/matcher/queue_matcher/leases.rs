@@ -9,7 +9,7 @@ use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;
 use crate::core::engine::{Finish, Finished, Outcome};
 use crate::matcher::LeaseToken;
-use crate::partition::{PartitionError, RecordTask, Redriven};
+use crate::partition::{Lookup, LookupBounds, PartitionError, RecordTask, Redriven};
 
 impl QueueMatcher {
     /// Records a worker's report on the lease of `token`.
@@ -23,10 +23,24 @@ impl QueueMatcher {
         Ok(self.held_partition(token.partition)?.heartbeat(token.lease_id, token.attempt)?)
     }
 
+    /// Records that the lease of `token` went to the worker `worker_id`
+    /// (shown by GetTask); nothing if the lease ended meanwhile.
+    pub fn worker_took(&self, token: &LeaseToken, worker_id: &str) {
+        if let Ok(partition) = self.held_partition(token.partition) {
+            partition.worker_took(token.lease_id, token.attempt, worker_id);
+        }
+    }
+
     /// The dedup id of the task the lease of `token` is on, while the lease
     /// is held.
     pub fn leased_dedup_id(&self, token: &LeaseToken) -> Result<Option<String>, MatchError> {
         Ok(self.held_partition(token.partition)?.leased_dedup_id(token.lease_id, token.attempt)?)
+    }
+
+    /// The task of `partition` with id `task_id`, looked up by this node,
+    /// its owner (see [`crate::partition::Partition::find_task`]).
+    pub async fn find_task(&self, partition: u32, task_id: i64, bounds: LookupBounds) -> Result<Lookup, MatchError> {
+        Ok(self.held_partition(partition)?.find_task(task_id, bounds).await?)
     }
 
     /// Puts up to `limit` dead letters of `partition` back in the queue.

@@ -2,7 +2,8 @@
 //! a keyspace, each holding one of the queue's three partitions: a change
 //! made through one node reaches the other two at their next listing of the
 //! queues, and then a paused key is not dispatched by any of them while the
-//! others are, a new lease runs for the lease timeout stored, and on resume
+//! others are, a new lease runs for the lease timeout stored, any node
+//! answers GetTask for a task of any partition, and on resume
 //! the key's tasks come back from every partition, in order.
 
 use std::collections::BTreeSet;
@@ -50,8 +51,10 @@ async fn applied_everywhere(clients: &mut [Client], version: u64, since: Instant
     }
 }
 
-/// Adds `n` tasks of each key through `client` (to the partition that node holds).
-async fn add(client: &mut Client, keys: &[&str], n: usize, tag: &str) {
+/// Adds `n` tasks of each key through `client` (to the partition that node
+/// holds); their partitions and ids.
+async fn add(client: &mut Client, keys: &[&str], n: usize, tag: &str) -> Vec<(u32, i64)> {
+    let mut added = Vec::new();
     for key in keys {
         for i in 0..n {
             let task = pb::TaskSpec {
@@ -59,9 +62,12 @@ async fn add(client: &mut Client, keys: &[&str], n: usize, tag: &str) {
                 payload: format!("{tag} {key} {i}").into_bytes(),
                 ..Default::default()
             };
-            client.add_task(pb::AddTaskRequest { queue: QUEUE.into(), task: Some(task) }).await.expect("add");
+            let request = pb::AddTaskRequest { queue: QUEUE.into(), task: Some(task) };
+            let response = client.add_task(request).await.expect("add").into_inner();
+            added.push((response.partition, response.task_id));
         }
     }
+    added
 }
 
 /// Polls through `client` until `n` tasks came or a poll of 2 s brings
@@ -146,8 +152,9 @@ async fn settings_changed_through_one_node_apply_on_all_three() {
 
     // On every node: the other key's tasks are dispatched, the paused key's
     // are not, and each lease runs for 7 s.
+    let mut held = Vec::new();
     for (i, client) in clients.iter_mut().enumerate() {
-        add(client, &["held", "free"], 3, &format!("node{i}")).await;
+        held.push(add(client, &["held", "free"], 3, &format!("node{i}")).await[0]);
         let before = now_ms();
         let taken = take(client, 6).await;
         let keys: Vec<&str> = taken.iter().map(|t| t.fairness_key.as_str()).collect();
@@ -156,6 +163,25 @@ async fn settings_changed_through_one_node_apply_on_all_three() {
             let deadline = task.lease_deadline.as_ref().unwrap();
             let lease = deadline.seconds * 1000 + i64::from(deadline.nanos / 1_000_000) - before;
             assert!((6_000..=7_000 + 5_000).contains(&lease), "node {i}: a lease of {lease} ms, not the 7 s stored");
+        }
+    }
+
+    // Any node answers GetTask for a task of any partition (its owner
+    // looks it up), and says what the task waits for.
+    for (i, client) in clients.iter_mut().enumerate() {
+        for (partition, task_id) in &held {
+            let request = pb::GetTaskRequest {
+                queue: QUEUE.into(),
+                partition: *partition,
+                task_id: *task_id,
+                include_payload: true,
+            };
+            let got =
+                client.get_task(request).await.unwrap_or_else(|e| panic!("node {i}, {partition}/{task_id}: {e:?}"));
+            let got = got.into_inner();
+            assert_eq!(got.state(), pb::get_task_response::State::Pending, "node {i}, {partition}/{task_id}");
+            assert_eq!(got.waiting_for, "its key is paused", "node {i}, {partition}/{task_id}");
+            assert!(got.payload.ends_with(b"held 0"), "node {i}: {:?}", String::from_utf8_lossy(&got.payload));
         }
     }
 

@@ -1,6 +1,8 @@
 //! Handing tasks out: the best candidate under the per-key limits, taking
 //! and giving back, and the leases of the tasks handed out.
 
+use std::sync::Arc;
+
 use super::PartitionEngine;
 use crate::clock::UnixMillis;
 use crate::core::engine::leases::LeaseError;
@@ -25,6 +27,11 @@ impl PartitionEngine {
     /// if the lease is held.
     pub fn leased_dedup_id(&self, lease_id: i64, attempt: u32) -> Result<Option<String>, LeaseError> {
         Ok(self.leases.check(lease_id, attempt)?.task.dedup_id.clone())
+    }
+
+    /// Records that the lease of `lease_id` at `attempt` went to `worker`.
+    pub fn worker_took(&mut self, lease_id: i64, attempt: u32, worker: Arc<str>) {
+        self.leases.worker_took(lease_id, attempt, worker);
     }
 
     /// A lease was written but its worker had gone: it goes back to the queue.

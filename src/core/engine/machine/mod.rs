@@ -6,6 +6,7 @@
 
 mod aging;
 mod dispatch;
+mod lookup;
 mod planning;
 mod reads;
 mod upkeep;

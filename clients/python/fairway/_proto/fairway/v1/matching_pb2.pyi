@@ -1,6 +1,7 @@
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
@@ -155,6 +156,67 @@ class FairLevel(_message.Message):
     PASS_FIELD_NUMBER: _ClassVar[int]
     id: int
     def __init__(self, id: _Optional[int] = ..., **kwargs) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ["include_payload", "partition", "queue", "task_id"]
+    INCLUDE_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    include_payload: bool
+    partition: int
+    queue: str
+    task_id: int
+    def __init__(self, queue: _Optional[str] = ..., partition: _Optional[int] = ..., task_id: _Optional[int] = ..., include_payload: bool = ...) -> None: ...
+
+class GetTaskResponse(_message.Message):
+    __slots__ = ["attempt", "cost", "created_at", "deadline", "dedup_id", "failed_at", "failure_message", "fairness_key", "lease_deadline", "partition", "payload", "payload_bytes", "priority", "ready_at", "size", "state", "task_id", "waiting_for", "worker_id"]
+    class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = []
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEAD: GetTaskResponse.State
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
+    DELAYED: GetTaskResponse.State
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    LEASED: GetTaskResponse.State
+    LEASE_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PENDING: GetTaskResponse.State
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STATE_UNSPECIFIED: GetTaskResponse.State
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    cost: int
+    created_at: _timestamp_pb2.Timestamp
+    deadline: _timestamp_pb2.Timestamp
+    dedup_id: str
+    failed_at: _timestamp_pb2.Timestamp
+    failure_message: str
+    fairness_key: str
+    lease_deadline: _timestamp_pb2.Timestamp
+    partition: int
+    payload: bytes
+    payload_bytes: int
+    priority: int
+    ready_at: _timestamp_pb2.Timestamp
+    size: int
+    state: GetTaskResponse.State
+    task_id: int
+    waiting_for: str
+    worker_id: str
+    def __init__(self, state: _Optional[_Union[GetTaskResponse.State, str]] = ..., task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., dedup_id: _Optional[str] = ..., attempt: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ..., size: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ..., waiting_for: _Optional[str] = ..., ready_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class HeartbeatTaskRequest(_message.Message):
     __slots__ = ["lease_token"]

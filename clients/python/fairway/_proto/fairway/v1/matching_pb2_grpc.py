@@ -94,6 +94,11 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.FromString,
                 )
+        self.GetTask = channel.unary_unary(
+                '/fairway.v1.Matching/GetTask',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.GetTaskResponse.FromString,
+                )
 
 
 class MatchingServicer(object):
@@ -247,6 +252,20 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTask(self, request, context):
+        """One task by its partition and id (AddTask's `partition` and `task_id`):
+        pending (and what it waits for), delayed, leased (to which worker, until
+        when) or dead. Answered by the partition's owner, from its memory and
+        then from the store, reading at most 10,000 rows and 64 MiB of
+        payloads. NOT_FOUND says whether the id was never used, or the task
+        completed (or was put back under a new id), or it was not found within
+        that bound. The payload only with `include_payload` and the admin or
+        worker role on the queue (PERMISSION_DENIED otherwise). Read role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +348,11 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'GetTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTask,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.GetTaskRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.GetTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -609,5 +633,22 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/ResumeQueue',
             fairway_dot_v1_dot_matching__pb2.ResumeQueueRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.ResumeQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/GetTask',
+            fairway_dot_v1_dot_matching__pb2.GetTaskRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.GetTaskResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
