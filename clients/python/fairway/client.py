@@ -341,6 +341,10 @@ class _Ops:
         )
         return _Op("matching", "UpdateQueue", request, expected_version == 0, lambda r: r.settings)
 
+    def get_task(self, queue: str, task_id: int, partition: int, include_payload: bool) -> _Op:
+        request = _m.GetTaskRequest(queue=queue, partition=partition, task_id=task_id, include_payload=include_payload)
+        return _Op("matching", "GetTask", request, True, lambda r: r)
+
     # A pause or a resume sent twice leaves the queue as once: retried.
     def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
         if pause:
@@ -619,6 +623,17 @@ class Client:
         ``weights`` (a dict; a weight of 0 removes a key's). ``clear`` names
         settings to give back to the config file."""
         return self._invoke(self._ops.update_queue(queue, _queue_settings(settings), clear, expected_version))
+
+    def get_task(
+        self, queue: str, task_id: int, *, partition: int = 0, include_payload: bool = False
+    ) -> _m.GetTaskResponse:
+        """One task by its id and partition (as :meth:`add` returned them): its
+        ``state`` (PENDING with ``waiting_for``, DELAYED with ``ready_at``,
+        LEASED with ``worker_id`` and ``lease_deadline``, DEAD with
+        ``failed_at`` and ``failure_message``). :class:`NotFound` says whether it
+        completed or never existed. The payload only with ``include_payload``
+        and the admin or worker role."""
+        return self._invoke(self._ops.get_task(queue, task_id, partition, include_payload))
 
     def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
@@ -942,6 +957,11 @@ class AsyncClient:
         self, queue: str, *, clear: Sequence[str] = (), expected_version: int = 0, **settings: Any
     ) -> _m.QueueSettings:
         return await self._invoke(self._ops.update_queue(queue, _queue_settings(settings), clear, expected_version))
+
+    async def get_task(
+        self, queue: str, task_id: int, *, partition: int = 0, include_payload: bool = False
+    ) -> _m.GetTaskResponse:
+        return await self._invoke(self._ops.get_task(queue, task_id, partition, include_payload))
 
     async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         return await self._invoke(self._ops.pause(queue, key, True))

@@ -233,6 +233,26 @@ def test_a_paused_key_waits_while_the_others_go(api, queue_name):
     assert "fairness_key" in str(refused.value)
 
 
+def test_a_task_is_found_by_its_id_in_each_state(api, queue_name):
+    from fairway._proto.fairway.v1 import matching_pb2 as m
+
+    queue = queue_name()
+    api.create_queue(queue)
+    added = api.add(queue, b"look", fairness_key="k", dedup_id="one")
+    pending = api.get_task(queue, added.task_id, partition=added.partition)
+    assert (pending.state, pending.waiting_for, pending.dedup_id) == (m.GetTaskResponse.PENDING, "its turn", "one")
+    assert (pending.payload, pending.payload_bytes) == (b"", 4)
+    assert api.get_task(queue, added.task_id, include_payload=True).payload == b"look"
+    task = api.poll(queue, wait=5, worker_id="py-worker")
+    assert task is not None and task.task_id == added.task_id
+    leased = api.get_task(queue, added.task_id)
+    assert (leased.state, leased.worker_id) == (m.GetTaskResponse.LEASED, "py-worker")
+    api.complete(task)
+    with pytest.raises(fairway.NotFound) as gone:
+        api.get_task(queue, added.task_id)
+    assert "completed" in str(gone.value)
+
+
 def test_queues_are_listed_and_their_settings_stored(api, queue_name):
     first, second = queue_name("listed"), queue_name("listed")
     api.create_queue(first)
