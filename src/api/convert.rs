@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::core::engine::dispatch_tally::{RecentDispatch, Tally};
 use crate::core::engine::{KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskHistory, TaskSpec, ValidationError, validate};
@@ -148,14 +149,22 @@ pub(super) fn subqueues(snapshot: PartitionSnapshot) -> Vec<pb::SubqueueState> {
 
 /// A partition this node holds, from its engine.
 pub(super) fn held_partition(report: &PartitionReport, node: &str) -> pb::PartitionState {
-    let (range_id, counts, tasks, bytes, subqueues) = match report.snapshot.clone() {
-        Some(s) => {
+    let (range_id, counts, tasks, bytes, recent, subqueues) = match report.snapshot.clone() {
+        Some(mut s) => {
             let bytes = (s.metadata_bytes, s.largest_write_bytes);
             let tasks = (s.leased, s.delayed, s.over_max_wait);
-            (s.range_id, s.counts, tasks, bytes, self::subqueues(s))
+            let recent = std::mem::take(&mut s.recent_dispatch);
+            (s.range_id, s.counts, tasks, bytes, recent, self::subqueues(s))
         }
-        None => (0, TaskCounts::default(), (0, 0, 0), (0, 0), Vec::new()),
+        None => (0, TaskCounts::default(), (0, 0, 0), (0, 0), RecentDispatch::default(), Vec::new()),
     };
+    let dispatch = |key: String, tally: Tally, weight: f64| pb::KeyDispatch {
+        fairness_key: key,
+        tasks: tally.tasks,
+        cost: tally.cost,
+        weight,
+    };
+    let recent_span = Duration::from_millis(recent.span_ms.max(0) as u64);
     let (leased, delayed, tasks_over_max_wait) = tasks;
     pb::PartitionState {
         partition: report.partition,
@@ -172,6 +181,9 @@ pub(super) fn held_partition(report: &PartitionReport, node: &str) -> pb::Partit
         metadata_bytes: bytes.0,
         largest_write_bytes: bytes.1,
         tasks_over_max_wait,
+        recent_dispatch: recent.keys.into_iter().map(|k| dispatch(k.fairness_key, k.tally, k.weight)).collect(),
+        recent_others: Some(dispatch(String::new(), recent.others, 0.0)),
+        recent_span: prost_types::Duration::try_from(recent_span).ok(),
         state: format!("{:?}", report.state).to_lowercase(),
     }
 }

@@ -664,6 +664,7 @@ fn print_queue_summary(response: &pb::DescribeQueueResponse) {
     if over > 0 {
         println!("  {over} waiting past the queue's max_wait: they go to the front of their priority, oldest first");
     }
+    super::dispatch_shares::print(response);
     if let Some(settings) = response.settings.as_ref().filter(|s| s.version > 0) {
         println!("  settings stored with the queue (version {}):", settings.version);
         super::queue_settings::print_settings(settings);

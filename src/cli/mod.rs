@@ -2,6 +2,7 @@
 
 mod auth;
 mod client;
+mod dispatch_shares;
 mod json;
 mod origin;
 mod queue_settings;

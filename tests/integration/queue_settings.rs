@@ -185,3 +185,42 @@ async fn bad_changes_are_refused_with_the_field_named_and_write_nothing() {
     assert_eq!(listed.unwrap_err().code(), Code::NotFound, "the mistyped queue was not created");
     server.terminate();
 }
+
+/// Weights stored with the queue are what DescribeQueue sets each key's
+/// share of dispatch beside: 100 tasks handed out of a backlog of two keys
+/// weighted 3 and 1 go 75 and 25, and the answer says so with the weights.
+#[tokio::test]
+async fn describe_queue_shows_each_keys_recent_share_of_dispatch_with_its_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path());
+    let mut client = server.client().await;
+    create(&mut client, QUEUE, 1).await;
+    let weights = [("heavy".to_owned(), 3.0), ("light".to_owned(), 1.0)].into_iter().collect();
+    client.update_queue(update(pb::QueueSettings { weights, ..Default::default() }, &[])).await.expect("weights");
+    add_tasks(&mut client, "heavy", 100).await;
+    add_tasks(&mut client, "light", 100).await;
+    let mut taken = 0;
+    while taken < 100 {
+        let request = pb::PollTasksRequest {
+            queue: QUEUE.into(),
+            worker_id: "shares".into(),
+            max_wait: wait(Duration::from_secs(5)),
+            max_tasks: (100 - taken).min(10) as u32,
+            completions: Vec::new(),
+        };
+        let tasks = client.poll_tasks(request).await.expect("poll").into_inner().tasks;
+        assert!(!tasks.is_empty(), "a backlog of 200 has tasks to hand out");
+        taken += tasks.len();
+    }
+
+    let described = describe(&mut client, QUEUE).await;
+    let recent = &described.partitions[0].recent_dispatch;
+    let of = |key: &str| recent.iter().find(|k| k.fairness_key == key).unwrap_or_else(|| panic!("{key}: {recent:?}"));
+    let (heavy, light) = (of("heavy"), of("light"));
+    assert_eq!(heavy.tasks + light.tasks, 100, "{recent:?}");
+    assert!((73..=77).contains(&heavy.tasks), "weights 3:1 hand out 75 of 100: {recent:?}");
+    assert_eq!((heavy.weight, light.weight), (3.0, 1.0));
+    assert_eq!((heavy.cost, light.cost), (heavy.tasks, light.tasks), "tasks of cost 1");
+    let span = described.partitions[0].recent_span.expect("a span");
+    assert!(span.seconds < 60, "the last seconds only: {span:?}");
+}

@@ -33,6 +33,7 @@ pub mod aged;
 mod config;
 pub mod dedup;
 pub mod delayed;
+pub mod dispatch_tally;
 mod ids;
 pub mod key_rates;
 pub mod leases;

@@ -3,6 +3,7 @@
 
 use std::ops::AddAssign;
 
+use super::dispatch_tally::RecentDispatch;
 use super::subqueue::KeyBacklog;
 use crate::clock::UnixMillis;
 use crate::model::{FairLevel, Priority};
@@ -69,6 +70,9 @@ pub struct PartitionSnapshot {
     /// without one): those in the buffer, and those above the read level
     /// whose waiting records are in memory (a lower bound when more are due).
     pub over_max_wait: u64,
+    /// What was handed out over the last 10 to 20 s, the `top_keys` keys
+    /// with the most cost by name.
+    pub recent_dispatch: RecentDispatch,
 }
 
 /// What an engine has counted since it was loaded, each from the writes that

@@ -193,6 +193,7 @@ impl PartitionEngine {
         self.parked.lease_written(task.level.id);
         self.subqueues[task.priority.index()].leased(task.level);
         self.counts.dispatched += 1;
+        self.tally.record(&task.fairness_key, task.cost, now);
         Some(task)
     }
 

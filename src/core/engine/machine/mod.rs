@@ -19,6 +19,7 @@ use super::aged::AgedWindow;
 use super::config::EngineConfig;
 use super::dedup::DedupIndex;
 use super::delayed::{DelayKey, Delayed};
+use super::dispatch_tally::DispatchTally;
 use super::key_rates::KeyRates;
 use super::leases::Leases;
 use super::parked::ParkedKeys;
@@ -102,6 +103,8 @@ pub struct PartitionEngine {
     lease_rows: VecDeque<i64>,
     lease_rows_unchecked: usize,
     largest_write: usize,
+    /// What was handed out lately, by key.
+    tally: DispatchTally,
 }
 
 impl PartitionEngine {
@@ -150,6 +153,7 @@ impl PartitionEngine {
             lease_rows: VecDeque::new(),
             lease_rows_unchecked: 0,
             largest_write: 0,
+            tally: DispatchTally::default(),
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),

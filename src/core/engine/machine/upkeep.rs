@@ -3,6 +3,7 @@
 
 use super::{PartitionEngine, lease_key};
 use crate::clock::{UnixMillis, millis};
+use crate::core::engine::dispatch_tally::RecentDispatch;
 use crate::core::engine::plan::GcRequest;
 use crate::core::engine::report::{PartitionSnapshot, SubqueueSnapshot, TaskCounts};
 use crate::core::engine::rows::{PartitionMeta, RecordKey, Section, SubqueueMeta};
@@ -108,6 +109,15 @@ impl PartitionEngine {
         self.counts
     }
 
+    /// What was handed out lately, with each key's weight.
+    fn recent_dispatch(&self, top_keys: usize, now: UnixMillis) -> RecentDispatch {
+        let mut recent = self.tally.recent(top_keys, now);
+        for key in &mut recent.keys {
+            key.weight = self.config.weights.resolve(&key.fairness_key, None);
+        }
+        recent
+    }
+
     /// The engine's state at `now`, with the `top_keys` keys of each subqueue
     /// that have the most ready tasks.
     pub fn snapshot(&self, top_keys: usize, now: UnixMillis) -> PartitionSnapshot {
@@ -142,6 +152,7 @@ impl PartitionEngine {
             over_max_wait: self.over_max_wait(now),
             metadata_bytes: self.metadata().stored_bytes() as u64,
             largest_write_bytes: self.largest_write as u64,
+            recent_dispatch: self.recent_dispatch(top_keys, now),
         }
     }
 }

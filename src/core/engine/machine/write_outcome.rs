@@ -13,7 +13,7 @@ impl PartitionEngine {
         if let Some(meta) = &plan.write.metadata {
             self.metadata_persisted(meta, now);
         }
-        self.count_succeeded(&plan);
+        self.count_succeeded(&plan, now);
         self.largest_write = self.largest_write.max(plan.write.bytes());
         if let Some(floor) = plan.delayed_floor {
             self.delayed.raise_floor(floor);
@@ -59,7 +59,10 @@ impl PartitionEngine {
         self.aged_written(&plan.moved, &plan.waiting);
     }
 
-    fn count_succeeded(&mut self, plan: &AppendPlan) {
+    fn count_succeeded(&mut self, plan: &AppendPlan, now: UnixMillis) {
+        for (_, task, _) in &plan.leases {
+            self.tally.record(&task.fairness_key, task.cost, now);
+        }
         let counts = &mut self.counts;
         counts.added += plan.added.iter().filter(|added| matches!(added, Added::Added { .. })).count() as u64;
         counts.dispatched += plan.leases.len() as u64;

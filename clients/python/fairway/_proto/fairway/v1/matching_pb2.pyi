@@ -238,6 +238,18 @@ class ItemError(_message.Message):
     message: str
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
+class KeyDispatch(_message.Message):
+    __slots__ = ["cost", "fairness_key", "tasks", "weight"]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    cost: int
+    fairness_key: str
+    tasks: int
+    weight: float
+    def __init__(self, fairness_key: _Optional[str] = ..., tasks: _Optional[int] = ..., cost: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
+
 class KeyState(_message.Message):
     __slots__ = ["buffered", "fairness_key", "oldest_added_at", "pass_ahead"]
     BUFFERED_FIELD_NUMBER: _ClassVar[int]
@@ -309,7 +321,7 @@ class MoveQueueResponse(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., home: _Optional[str] = ..., partitions: _Optional[int] = ..., generation: _Optional[int] = ..., abandoned_partitions: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "state", "subqueues", "tasks_over_max_wait"]
+    __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "recent_dispatch", "recent_others", "recent_span", "state", "subqueues", "tasks_over_max_wait"]
     ADDED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +334,9 @@ class PartitionState(_message.Message):
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECENT_DISPATCH_FIELD_NUMBER: _ClassVar[int]
+    RECENT_OTHERS_FIELD_NUMBER: _ClassVar[int]
+    RECENT_SPAN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SUBQUEUES_FIELD_NUMBER: _ClassVar[int]
     TASKS_OVER_MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -337,10 +352,13 @@ class PartitionState(_message.Message):
     owner: str
     partition: int
     range_id: int
+    recent_dispatch: _containers.RepeatedCompositeFieldContainer[KeyDispatch]
+    recent_others: KeyDispatch
+    recent_span: _duration_pb2.Duration
     state: str
     subqueues: _containers.RepeatedCompositeFieldContainer[SubqueueState]
     tasks_over_max_wait: int
-    def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ..., tasks_over_max_wait: _Optional[int] = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., range_id: _Optional[int] = ..., owner: _Optional[str] = ..., subqueues: _Optional[_Iterable[_Union[SubqueueState, _Mapping]]] = ..., dispatched: _Optional[int] = ..., added: _Optional[int] = ..., state: _Optional[str] = ..., leased: _Optional[int] = ..., delayed: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., expired: _Optional[int] = ..., metadata_bytes: _Optional[int] = ..., largest_write_bytes: _Optional[int] = ..., tasks_over_max_wait: _Optional[int] = ..., recent_dispatch: _Optional[_Iterable[_Union[KeyDispatch, _Mapping]]] = ..., recent_others: _Optional[_Union[KeyDispatch, _Mapping]] = ..., recent_span: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ["fairness_key", "queue"]
