@@ -19,7 +19,8 @@
 # (127.0.0.11-13, in .deploy/cassandra-cluster, datacenters dc1, dc1 and
 # dc2), started and stopped the same way; the chaos
 # tests of network partitions need root and iptables, installed from
-# Debian's packages if missing.
+# Debian's packages if missing, as are Chromium and chromedriver for the
+# console's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -99,6 +100,17 @@ fi
 if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test: installing iptables (network partitions in the chaos tests)"
   apt-get install -y -q iptables >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q iptables >/dev/null; }
+fi
+
+if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "test: installing Debian's chromium and chromium-driver (the console's browser tests)"
+    apt-get install -y -q chromium chromium-driver >/dev/null \
+      || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; } \
+      || echo "test: could not install chromium; the console's browser test will fail saying so" >&2
+  else
+    echo "test: /usr/bin/chromium or /usr/bin/chromedriver is missing and cannot be installed here (not root, or no apt-get): the console's browser test will fail saying so" >&2
+  fi
 fi
 
 log="$(mktemp)"

@@ -4,6 +4,7 @@
 //! [`duration_serde`]'s, here below every config section that has one.
 
 pub mod duration_serde;
+pub mod human;
 
 use std::fmt::Debug;
 use std::sync::Arc;

@@ -45,6 +45,7 @@ pub mod api;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod core;
 pub mod hash;
 pub mod histogram;

@@ -13,14 +13,27 @@ use std::process::{Child, Command, Stdio};
 /// that prints anything else first, or nothing, is killed, and the error
 /// says what it printed (its log says why).
 pub fn spawn_server(command: &mut Command, log: File) -> io::Result<(Child, String)> {
+    spawn_server_with_console(command, log).map(|(child, address, _)| (child, address))
+}
+
+/// [`spawn_server`], and the console's URL when the server printed one
+/// (it prints it in the same write as its address).
+pub fn spawn_server_with_console(command: &mut Command, log: File) -> io::Result<(Child, String, Option<String>)> {
     let mut child = command.env("NO_COLOR", "1").stdout(Stdio::piped()).stderr(log).spawn()?;
     let mut line = String::new();
+    let mut console = None;
     let read = match child.stdout.take() {
-        Some(stdout) => BufReader::new(stdout).read_line(&mut line),
+        Some(stdout) => {
+            let mut reader = BufReader::new(stdout);
+            let read = reader.read_line(&mut line);
+            let rest = String::from_utf8_lossy(reader.buffer()).into_owned();
+            console = rest.lines().next().and_then(|l| l.strip_prefix("console on ")).map(str::to_owned);
+            read
+        }
         None => Err(io::Error::other("no stdout")),
     };
     match (read, line.trim().strip_prefix("listening on ")) {
-        (Ok(_), Some(addr)) => Ok((child, addr.to_owned())),
+        (Ok(_), Some(addr)) => Ok((child, addr.to_owned(), console)),
         (read, _) => {
             let _ = child.kill();
             let _ = child.wait();

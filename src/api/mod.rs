@@ -10,6 +10,7 @@ pub mod codec;
 mod connection;
 mod connection_polls;
 mod convert;
+pub mod dispatch_shares;
 #[cfg(test)]
 mod fuzz;
 mod matching;

@@ -10,7 +10,7 @@ mod schedule;
 mod schema;
 mod serve;
 mod task_lookup;
-mod times;
+use fairway::clock::human as times;
 mod worker;
 
 use std::process::ExitCode;

@@ -87,12 +87,37 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let console = match config.console.address(address).map_err(anyhow::Error::msg)? {
+        Some(at) => Some(bind_console(at, config.console.listen.is_empty()).await?),
+        None => None,
+    };
     tracing::info!(store = %store_url, "store open");
     let shutdown = shutdown_signal();
-    println!("listening on {address}");
-    let listeners = Listeners { grpc, metrics };
+    // One write: a reader that stops after the first line (the tests'
+    // harness) has both lines in the pipe before it closes it.
+    match &console {
+        Some(console) => print!("listening on {address}\nconsole on http://{}/\n", console.local_addr()?),
+        None => println!("listening on {address}"),
+    }
+    let listeners = Listeners { grpc, metrics, console };
     server::serve(listeners, config, store, Arc::new(SystemClock), shutdown).await?;
     Ok(())
+}
+
+/// The console's listener at `at`; when `at` is only the default (the
+/// port after gRPC's) and taken, any free port, with a warning.
+async fn bind_console(at: std::net::SocketAddr, default: bool) -> anyhow::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(at).await {
+        Ok(listener) => Ok(listener),
+        Err(error) if default => {
+            tracing::warn!(%error, "the console's default address {at} is taken: serving it on another port (set console.listen)");
+            let any = std::net::SocketAddr::new(at.ip(), 0);
+            tokio::net::TcpListener::bind(any).await.with_context(|| format!("cannot serve the console on {any}"))
+        }
+        Err(error) => Err(error).with_context(|| {
+            format!("cannot serve the console on {at} (console.listen; console.enabled = false turns it off)")
+        }),
+    }
 }
 
 /// Ctrl-C or SIGTERM. The handlers are installed when this is called, not

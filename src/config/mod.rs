@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use store_url::StoreUrl;
 
 use crate::cluster::{ClusterConfig, Failover};
+use crate::console::ConsoleConfig;
 use crate::core::engine::{EngineConfig, TaskPolicy};
 use crate::matcher::{MatcherConfig, Settings};
 use crate::model::validate::{self, Limits, ValidationError};
@@ -104,6 +105,8 @@ pub struct Config {
     pub schedules: SchedulesConfig,
     /// TLS on the gRPC port.
     pub security: SecurityConfig,
+    /// The web console (section `[console]`).
+    pub console: ConsoleConfig,
     /// `FAIRWAY_*` variables of the environment that name no config key
     /// (Kubernetes sets `FAIRWAY_SERVICE_HOST`, `FAIRWAY_PORT`, … for a
     /// Service named `fairway`; scripts may set their own): ignored, for the
@@ -132,6 +135,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             schedules: SchedulesConfig::default(),
             security: SecurityConfig::default(),
+            console: ConsoleConfig::default(),
             ignored_env: Vec::new(),
         }
     }
@@ -230,6 +234,7 @@ impl Config {
             policy.validate(&section)?;
         }
         self.telemetry.validate(self.listen)?;
+        self.console.address(self.listen)?;
         self.scheduler.validate()?;
         self.schedules.validate()?;
         self.security.validate()?;

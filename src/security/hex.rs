@@ -2,12 +2,12 @@
 //! allocation per byte, constant time).
 
 /// `bytes` in lower-case hex.
-pub(super) fn encode(bytes: &[u8]) -> String {
+pub(crate) fn encode(bytes: &[u8]) -> String {
     base16ct::lower::encode_string(bytes)
 }
 
 /// The bytes of lower-case hex `text`; anything else is `None`.
-pub(super) fn decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode(text: &str) -> Option<Vec<u8>> {
     base16ct::lower::decode_vec(text).ok()
 }
 

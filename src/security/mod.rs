@@ -8,7 +8,7 @@ mod access;
 mod authn;
 mod bearer;
 mod config;
-mod hex;
+pub(crate) mod hex;
 mod jwt;
 mod keys;
 mod secrets;

@@ -42,8 +42,9 @@ impl LocalServer {
         let shutdown = CancellationToken::new();
         let stopped = shutdown.clone().cancelled_owned();
         let config = config.clone();
-        let task =
-            tokio::spawn(async move { serve(Listeners { grpc, metrics }, &config, stores, clock, stopped).await });
+        let task = tokio::spawn(async move {
+            serve(Listeners { grpc, metrics, console: None }, &config, stores, clock, stopped).await
+        });
         Ok(LocalServer { addr, metrics_addr, shutdown: shutdown.drop_guard(), task })
     }
 

@@ -45,6 +45,7 @@ use crate::api::{
 use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, NameTaken, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
+use crate::console::Console;
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
@@ -117,12 +118,14 @@ pub struct Listeners {
     /// `GET /metrics`, if served (bound by the caller, as `grpc` is, from
     /// `telemetry.metrics_listen`).
     pub metrics: Option<TcpListener>,
+    /// The web console, if served (bound by the caller from `[console]`).
+    pub console: Option<TcpListener>,
 }
 
 impl From<TcpListener> for Listeners {
     /// gRPC alone.
     fn from(grpc: TcpListener) -> Self {
-        Listeners { grpc, metrics: None }
+        Listeners { grpc, metrics: None, console: None }
     }
 }
 
@@ -163,7 +166,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let Stores { tasks: store, visits: visit_store, schedules: schedule_store, leases: lease_store } = stores;
-    let Listeners { grpc: listener, metrics } = listeners.into();
+    let Listeners { grpc: listener, metrics, console: console_listener } = listeners.into();
     let mut settings = config.settings();
     let address = node_address(config, &listener);
     settings.node = config.cluster.node_name(&address).to_owned();
@@ -219,6 +222,17 @@ pub async fn serve(
         let report = Arc::new(move |look: &FiringReport| gauges.record(look, clock.now_ms()));
         tokio::spawn(run_firing(schedules, runs, shards, report, stop_firing.clone()))
     });
+    let stop_console = CancellationToken::new();
+    let console = match console_listener {
+        Some(console_listener) => {
+            let peers = Peers::new(peer_tls(&config.security)?, config.cluster.forward_timeout);
+            let grpc = listener.local_addr()?;
+            let console = Console::new(&console_listener, peers, grpc, authenticator.clone(), clock.clone())?;
+            Some(tokio::spawn(crate::console::serve(console_listener, Arc::new(console), stop_console.clone())))
+        }
+        None => None,
+    };
+
     let stop_rounds = CancellationToken::new();
     let rounds = config.scheduler.rounds.then(|| {
         let visits: Arc<dyn VisitQueue> = Arc::new(RoutedVisits { router });
@@ -282,6 +296,14 @@ pub async fn serve(
         }
     };
     stop_reloads.cancel();
+    stop_console.cancel();
+    if let Some(console) = console {
+        match tokio::time::timeout(grace, console).await {
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "the console stopped with an error"),
+            Err(_) => tracing::warn!(?grace, "the console's requests outlasted shutdown_grace; left behind"),
+            Ok(_) => {}
+        }
+    }
     stop_rounds.cancel();
     stop_firing.cancel();
     if let Some(rounds) = rounds {

@@ -6,6 +6,7 @@ mod cassandra;
 mod cli;
 mod conformance_embedded;
 mod connections;
+mod console;
 mod deadline;
 mod durability;
 mod failover;

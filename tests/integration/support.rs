@@ -233,6 +233,8 @@ pub(crate) fn fairway_command() -> Command {
 pub(crate) struct ServerProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The console's URL (`http://127.0.0.1:PORT/`), when it serves one.
+    pub console: Option<String>,
     log: tempfile::NamedTempFile,
 }
 
@@ -255,13 +257,13 @@ impl ServerProcess {
             .args(["serve", "--listen", listen, "--store", store])
             .env("FAIRWAY_LOG", "info")
             .envs(env.iter().copied());
-        let started = fairway::test_util::spawn_server(&mut command, log.reopen().expect("the log file"));
-        let (child, addr) = started.unwrap_or_else(|error| {
+        let started = fairway::test_util::spawn_server_with_console(&mut command, log.reopen().expect("the log file"));
+        let (child, addr, console) = started.unwrap_or_else(|error| {
             let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
             panic!("{error}; stderr: {stderr}")
         });
         let addr = addr.parse().expect("an address");
-        ServerProcess { child, addr, log }
+        ServerProcess { child, addr, console, log }
     }
 
     /// Sends a signal (`STOP`, `CONT`, `TERM`) to the process.

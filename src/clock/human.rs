@@ -1,19 +1,20 @@
 //! Times as people read them: a date in the local zone with how far it is
 //! from now ("2026-12-01 22:30:05 +01:00 (in 42 s)"), spans in their two
-//! largest units. Every client command prints times through these.
+//! largest units. Every client command and the console print times
+//! through these.
 
 /// Now, in ms since the Unix epoch.
-pub(super) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
 /// A protobuf timestamp in ms since the Unix epoch.
-pub(super) fn ms(t: &prost_types::Timestamp) -> i64 {
+pub fn ms(t: &prost_types::Timestamp) -> i64 {
     t.seconds.saturating_mul(1000).saturating_add(i64::from(t.nanos / 1_000_000))
 }
 
 /// "3 h 5 min", "42 s": the largest two units of `ms`.
-pub(super) fn span(ms: i64) -> String {
+pub fn span(ms: i64) -> String {
     let s = ms.unsigned_abs() / 1000;
     let (d, h, m) = (s / 86_400, s / 3600 % 24, s / 60 % 60);
     match () {
@@ -25,17 +26,17 @@ pub(super) fn span(ms: i64) -> String {
 }
 
 /// "in 3 h 5 min" or "5 min ago", from `now`.
-pub(super) fn relative(at: i64, now: i64) -> String {
+pub fn relative(at: i64, now: i64) -> String {
     if at >= now { format!("in {}", span(at - now)) } else { format!("{} ago", span(now - at)) }
 }
 
 /// A local date and how far it is: "2026-11-27 15:04:05 +01:00 (in 3 h 5 min)"; "-" when unset.
-pub(super) fn when(t: Option<&prost_types::Timestamp>, now: i64) -> String {
+pub fn when(t: Option<&prost_types::Timestamp>, now: i64) -> String {
     when_ms(t.map(ms), now)
 }
 
 /// As [`when`], from ms since the Unix epoch.
-pub(super) fn when_ms(at: Option<i64>, now: i64) -> String {
+pub fn when_ms(at: Option<i64>, now: i64) -> String {
     let Some(at) = at else { return "-".into() };
     let Some(date) = chrono::DateTime::from_timestamp_millis(at) else { return format!("{at} ms since 1970") };
     let local = date.with_timezone(&chrono::Local);

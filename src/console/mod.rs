@@ -1,0 +1,91 @@
+//! The web console `fairway serve` runs beside gRPC: server-rendered pages
+//! of the queues, one queue (each key's share of dispatch beside its
+//! target, partitions, pauses), one task, and dead letters, with the
+//! actions pause, resume and redrive.
+//!
+//! Invariants:
+//! - The console has no rights of its own: every page and action is a call
+//!   to this node's gRPC API with the credential the browser logged in
+//!   with, so the access table decides, and admin actions are audited, as
+//!   for any client.
+//! - When the node authenticates clients, no page and no action is served
+//!   without a session that logged in; every action is a POST carrying the
+//!   session's form token, and a request naming another host than the
+//!   console's is refused (no page is reachable through a name an attacker
+//!   points at loopback).
+//! - It listens on loopback only ([`ConsoleConfig::address`]); sessions are
+//!   bounded ([`sessions`]).
+
+mod config;
+mod pages;
+mod routes;
+pub mod sessions;
+
+use std::sync::{Arc, Mutex};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use config::ConsoleConfig;
+
+use crate::clock::SharedClock;
+use crate::cluster::Peers;
+use crate::security::Authenticator;
+use sessions::Sessions;
+
+/// One node's console.
+pub struct Console {
+    sessions: Mutex<Sessions>,
+    peers: Peers,
+    /// This node's gRPC address, as the console reaches it.
+    grpc: String,
+    /// How the node authenticates clients, if it does: then pages need a
+    /// login, checked by it.
+    authenticator: Option<Arc<Authenticator>>,
+    /// The `Host` values the console answers to.
+    hosts: Vec<String>,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").field("grpc", &self.grpc).field("hosts", &self.hosts).finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    fn authenticates(&self) -> bool {
+        self.authenticator.is_some()
+    }
+
+    /// A console on `listener` for the node whose gRPC API `peers` reaches
+    /// at `grpc`.
+    pub fn new(
+        listener: &TcpListener,
+        peers: Peers,
+        grpc: std::net::SocketAddr,
+        authenticator: Option<Arc<Authenticator>>,
+        clock: SharedClock,
+    ) -> std::io::Result<Console> {
+        let port = listener.local_addr()?.port();
+        let hosts = ["127.0.0.1", "localhost", "[::1]"].iter().map(|host| format!("{host}:{port}")).collect();
+        let grpc = if grpc.ip().is_unspecified() {
+            std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), grpc.port())
+        } else {
+            grpc
+        };
+        Ok(Console {
+            sessions: Mutex::new(Sessions::default()),
+            peers,
+            grpc: grpc.to_string(),
+            authenticator,
+            hosts,
+            clock,
+        })
+    }
+}
+
+/// Serves `console` on `listener` until `stop`.
+pub async fn serve(listener: TcpListener, console: Arc<Console>, stop: CancellationToken) -> std::io::Result<()> {
+    axum::serve(listener, routes::router(console)).with_graceful_shutdown(stop.cancelled_owned()).await
+}

@@ -1,0 +1,311 @@
+//! The web console of a real `fairway serve` (embedded store, API keys),
+//! driven in Debian's headless Chromium through chromedriver: log in, open
+//! a queue, see each key's share of dispatch move as tasks are handed out,
+//! pause a key, find a task, redrive a dead letter; a reader sees pages but
+//! cannot act and sees no payload; without a login no page or action is
+//! served. Each page is saved as a screenshot under
+//! `target/console-screenshots/`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fairway::proto::v1 as pb;
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{Client, ServerProcess, fairway_command, spec, wait};
+
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// chromedriver on a free port, stopped when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        for path in [CHROMEDRIVER, CHROMIUM] {
+            assert!(
+                Path::new(path).exists(),
+                "{path} is missing: the console tests drive Debian's Chromium; install it with \
+                 `apt-get install chromium chromium-driver` (scripts/test.sh does)"
+            );
+        }
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not listen on {port} within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver { child, port }
+    }
+
+    async fn browser(&self, profile: &Path) -> Browser {
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push(format!("--user-data-dir={}", profile.display()));
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": CHROMIUM, "args": args }));
+        // The WebDriver client's TLS (unused on loopback) needs a crypto provider chosen.
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+        ClientBuilder::rustls()
+            .expect("a TLS config for the WebDriver client")
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{}", self.port))
+            .await
+            .expect("a Chromium session through chromedriver")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A new API key with `role` on every queue: the key and its config.
+fn api_key(name: &str, role: &str) -> (String, String) {
+    let out = fairway_command()
+        .args(["auth", "key", "create", "--name", name, "--role", role, "--queues", "*"])
+        .output()
+        .expect("fairway auth key create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let key = printed.lines().find(|l| l.starts_with("fwk_")).expect("a key").to_owned();
+    let (_, config) = printed.split_once("[[security.principals]]").expect("the principal");
+    (key, format!("[[security.principals]]{config}"))
+}
+
+fn screenshots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn screenshot(browser: &Browser, name: &str) {
+    let png = browser.screenshot().await.expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(screenshots().join(format!("{name}.png")), png).unwrap();
+}
+
+async fn text(browser: &Browser, css: &str) -> String {
+    browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+}
+
+async fn click(browser: &Browser, css: &str) {
+    browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+}
+
+/// The share shown for `key`, in percent.
+async fn share(browser: &Browser, key: &str) -> f64 {
+    let cell = text(browser, &format!("#shares tr[data-key='{key}'] td.share")).await;
+    cell.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("a share: {cell:?}"))
+}
+
+fn with_key<T>(message: T, key: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
+    request
+}
+
+/// Polls `n` tasks as worker `w` (completing none).
+async fn take(client: &mut Client, key: &str, queue: &str, n: usize) -> Vec<pb::Task> {
+    let mut taken = Vec::new();
+    while taken.len() < n {
+        let request = pb::PollTasksRequest {
+            queue: queue.into(),
+            worker_id: "w".into(),
+            max_wait: wait(Duration::from_secs(5)),
+            max_tasks: (n - taken.len()).min(10) as u32,
+            completions: Vec::new(),
+        };
+        let tasks = client.poll_tasks(with_key(request, key)).await.expect("poll").into_inner().tasks;
+        assert!(!tasks.is_empty(), "tasks to take in {queue}");
+        taken.extend(tasks);
+    }
+    taken
+}
+
+/// A raw HTTP/1.1 request without a session: its status line and headers.
+async fn anonymous(console: &str, method: &str, path: &str, body: &str) -> String {
+    let address = console.trim_start_matches("http://").trim_end_matches('/');
+    raw(address, address, method, path, body).await
+}
+
+/// A raw HTTP/1.1 request to `address` naming `host`.
+async fn raw(address: &str, host: &str, method: &str, path: &str, body: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives_and_serves_no_one_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, admin_config) = api_key("ops", "admin");
+    let (reader, reader_config) = api_key("auditor", "reader");
+    let config = dir.path().join("fairway.toml");
+    std::fs::write(&config, format!("{admin_config}\n{reader_config}")).unwrap();
+    let store = format!("embedded:{}", dir.path().join("data").display());
+    let server = ServerProcess::start_on(&store, &[("FAIRWAY_CONFIG", &config.display().to_string())]);
+    let console = server.console.clone().expect("the server prints its console's address");
+    let mut client = server.client().await;
+
+    // A queue of two keys weighted 3 and 1, with a backlog of both.
+    let queue = "console-demo";
+    let create = pb::CreateQueueRequest { queue: queue.into(), partitions: 1, home: String::new() };
+    client.create_queue(with_key(create, &admin)).await.expect("create");
+    let weights = [("heavy".to_owned(), 3.0), ("light".to_owned(), 1.0)].into_iter().collect();
+    let update = pb::UpdateQueueRequest {
+        queue: queue.into(),
+        settings: Some(pb::QueueSettings { weights, ..Default::default() }),
+        clear: Vec::new(),
+        expected_version: 0,
+    };
+    client.update_queue(with_key(update, &admin)).await.expect("weights");
+    let mut light_task = 0;
+    for i in 0..200 {
+        for key in ["heavy", "light"] {
+            let add = pb::AddTaskRequest {
+                queue: queue.into(),
+                task: Some(spec(key, 0.0, 3, format!("{key} {i}").as_bytes())),
+            };
+            let added = client.add_task(with_key(add, &admin)).await.expect("add").into_inner();
+            if key == "light" && i == 199 {
+                light_task = added.task_id;
+            }
+        }
+    }
+
+    // Nothing without a login: every page sends to the login, every action is refused.
+    for path in ["/", "/queues/console-demo", "/queues/console-demo/dead", "/queues/console-demo/task?id=1"] {
+        let answer = anonymous(&console, "GET", path, "").await;
+        assert!(answer.starts_with("HTTP/1.1 303"), "GET {path}: {answer}");
+        assert!(answer.to_lowercase().contains("location: /login"), "GET {path}: {answer}");
+    }
+    for verb in ["pause", "resume", "redrive"] {
+        let answer =
+            anonymous(&console, "POST", &format!("/queues/{queue}/{verb}"), "token=x&one_key=yes&key=heavy").await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "POST {verb}: {answer}");
+    }
+    // Nor through another name for loopback (a rebound DNS name).
+    let address = console.trim_start_matches("http://").trim_end_matches('/');
+    let rebound = raw(address, "fairway.evil.example", "GET", "/login", "").await;
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+
+    let driver = Driver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let browser = driver.browser(profile.path()).await;
+
+    // Log in: a wrong key is refused, the admin's lets in.
+    browser.goto(&console).await.unwrap();
+    assert!(browser.current_url().await.unwrap().path().ends_with("/login"), "sent to the login");
+    screenshot(&browser, "login").await;
+    browser.find(Locator::Css("#credential")).await.unwrap().send_keys("fwk_not_a_key").await.unwrap();
+    click(&browser, "#login").await;
+    assert!(text(&browser, "#error").await.contains("Not a key or token this node accepts"));
+    browser.find(Locator::Css("#credential")).await.unwrap().send_keys(&admin).await.unwrap();
+    click(&browser, "#login").await;
+    assert!(text(&browser, "header .logout").await.contains("logged in as ops"));
+    assert!(text(&browser, "#queues").await.contains(queue), "the queue is listed");
+    screenshot(&browser, "queues").await;
+
+    // The queue: nothing handed out yet; then 3:1 as weighted; then, with
+    // the heavy key paused from the page, the light key's share grows.
+    browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
+    assert!(text(&browser, "#no-shares").await.contains("Nothing handed out"));
+    take(&mut client, &admin, queue, 40).await;
+    browser.refresh().await.unwrap();
+    let (heavy, light) = (share(&browser, "heavy").await, share(&browser, "light").await);
+    assert!((70.0..=80.0).contains(&heavy) && (20.0..=30.0).contains(&light), "3:1 weights: {heavy}% / {light}%");
+    browser.find(Locator::Css("#key")).await.unwrap().send_keys("heavy").await.unwrap();
+    click(&browser, "#pause-key button").await;
+    assert!(text(&browser, "#flash").await.contains("Paused key \"heavy\""));
+    assert!(text(&browser, "#paused-keys").await.contains("heavy"));
+    let described = client
+        .describe_queue(with_key(pb::DescribeQueueRequest { queue: queue.into(), top_keys: 0 }, &admin))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(described.settings.unwrap().paused_keys, ["heavy"], "paused in the store");
+    let more = take(&mut client, &admin, queue, 40).await;
+    assert!(more.iter().all(|t| t.fairness_key == "light"), "only the light key while the heavy one is paused");
+    browser.refresh().await.unwrap();
+    let light_after = share(&browser, "light").await;
+    assert!(light_after > light + 20.0, "the light key's share grows: {light}% then {light_after}%");
+    screenshot(&browser, "queue").await;
+
+    // A task found by its id, with its payload for the admin.
+    browser.find(Locator::Css("#task_id")).await.unwrap().send_keys(&light_task.to_string()).await.unwrap();
+    click(&browser, "#find-task button").await;
+    assert!(text(&browser, "#task-state").await.starts_with("pending"), "{}", text(&browser, "#task-state").await);
+    assert!(text(&browser, "#payload").await.contains("light 199"));
+    screenshot(&browser, "task").await;
+
+    // A dead letter, redriven from its page.
+    let dead_queue = "console-dead";
+    let add = pb::AddTaskRequest { queue: dead_queue.into(), task: Some(spec("x", 0.0, 3, b"doomed")) };
+    client.add_task(with_key(add, &admin)).await.expect("add");
+    let doomed = take(&mut client, &admin, dead_queue, 1).await.remove(0);
+    let fail = pb::FailTaskRequest {
+        lease_token: doomed.lease_token,
+        retryable: false,
+        message: "boom".into(),
+        retry_after: None,
+    };
+    client.fail_task(with_key(fail, &admin)).await.expect("fail");
+    browser.goto(&format!("{console}queues/{dead_queue}/dead")).await.unwrap();
+    assert!(text(&browser, "#dead-letters").await.contains("boom"));
+    screenshot(&browser, "dead-letters").await;
+    click(&browser, "form.action button").await;
+    assert!(text(&browser, "#flash").await.contains("Put 1 dead letter(s) back"));
+    assert!(text(&browser, "#no-dead-letters").await.contains("No dead letters"));
+    let again = take(&mut client, &admin, dead_queue, 1).await;
+    assert_eq!(again[0].payload, b"doomed", "the redriven task is handed out again");
+
+    // Log out; a reader sees the queue, cannot act, and sees no payload.
+    browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
+    click(&browser, "header .logout button").await;
+    assert!(browser.current_url().await.unwrap().path().ends_with("/login"));
+    browser.find(Locator::Css("#credential")).await.unwrap().send_keys(&reader).await.unwrap();
+    click(&browser, "#login").await;
+    browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
+    browser.find(Locator::Css("#key")).await.unwrap().send_keys("light").await.unwrap();
+    click(&browser, "#pause-key button").await;
+    let refused = text(&browser, "#flash").await;
+    assert!(refused.starts_with("Not done") && refused.contains("admin"), "{refused}");
+    browser.goto(&format!("{console}queues/{queue}/task?partition=0&id={light_task}")).await.unwrap();
+    assert!(text(&browser, "#payload").await.contains("hidden"), "no payload for a reader");
+
+    browser.close().await.unwrap();
+    drop(driver);
+}
