@@ -93,15 +93,24 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
     };
     tracing::info!(store = %store_url, "store open");
     let shutdown = shutdown_signal();
-    // One write: a reader that stops after the first line (the tests'
-    // harness) has both lines in the pipe before it closes it.
-    match &console {
-        Some(console) => print!("listening on {address}\nconsole on http://{}/\n", console.local_addr()?),
-        None => println!("listening on {address}"),
+    let mut announced = format!("listening on {address}\n");
+    if let Some(console) = &console {
+        announced.push_str(&format!("console on http://{}/\n", console.local_addr()?));
     }
+    announce(&announced);
     let listeners = Listeners { grpc, metrics, console };
     server::serve(listeners, config, store, Arc::new(SystemClock), shutdown).await?;
     Ok(())
+}
+
+/// Prints `lines` in one write to standard output, where a reader may
+/// stop after the first line (the tests' harnesses do) and close the pipe:
+/// one write puts every line in the pipe before the reader can close it,
+/// and a pipe closed even so costs nothing but the lines.
+fn announce(lines: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(lines.as_bytes()).and_then(|()| stdout.flush());
 }
 
 /// The console's listener at `at`; when `at` is only the default (the
