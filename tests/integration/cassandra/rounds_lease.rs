@@ -193,7 +193,20 @@ async fn another_node_takes_the_rounds_over_within_ten_seconds_and_no_origin_is_
     let started = Instant::now();
     let mut batch = 0;
     while started.elapsed() < Duration::from_secs(12) || seen.lock().unwrap().len() < 40 {
-        assert!(started.elapsed() < Duration::from_secs(60), "only {} visits in 60 s", seen.lock().unwrap().len());
+        if started.elapsed() > Duration::from_secs(60) {
+            // Say why: who holds the lease, and what each node last logged.
+            let tails: Vec<String> = nodes
+                .iter()
+                .map(|n| {
+                    let log = n.log();
+                    let lines: Vec<&str> = log.lines().rev().take(15).collect();
+                    format!("--- {}\n{}", n.addr, lines.into_iter().rev().collect::<Vec<_>>().join("\n"))
+                })
+                .collect();
+            let visits = seen.lock().unwrap().len();
+            let held = lease(&store).await;
+            panic!("only {visits} visits in 60 s, {batch} batches listed; the lease: {held:?}\n{}", tails.join("\n"));
+        }
         record(&live, "before", batch).await;
         batch += 1;
         tokio::time::sleep(Duration::from_millis(300)).await;
