@@ -114,8 +114,13 @@ async fn text(browser: &Browser, css: &str) -> String {
     browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
 }
 
-async fn click(browser: &Browser, css: &str) {
+/// Submits a form by clicking `css`, and waits (at most 30 s) for the page
+/// it leads to: one with an element matching `then` (which the page
+/// clicked on has not).
+async fn submit(browser: &Browser, css: &str, then: &str) {
     browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+    let arrived = browser.wait().at_most(Duration::from_secs(30)).for_element(Locator::Css(then)).await;
+    arrived.unwrap_or_else(|e| panic!("after clicking {css}, no {then} within 30 s: {e}"));
 }
 
 /// The share shown for `key`, in percent.
@@ -231,10 +236,10 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     assert!(browser.current_url().await.unwrap().path().ends_with("/login"), "sent to the login");
     screenshot(&browser, "login").await;
     browser.find(Locator::Css("#credential")).await.unwrap().send_keys("fwk_not_a_key").await.unwrap();
-    click(&browser, "#login").await;
+    submit(&browser, "#login", "#error").await;
     assert!(text(&browser, "#error").await.contains("Not a key or token this node accepts"));
     browser.find(Locator::Css("#credential")).await.unwrap().send_keys(&admin).await.unwrap();
-    click(&browser, "#login").await;
+    submit(&browser, "#login", "header .logout").await;
     assert!(text(&browser, "header .logout").await.contains("logged in as ops"));
     assert!(text(&browser, "#queues").await.contains(queue), "the queue is listed");
     screenshot(&browser, "queues").await;
@@ -248,7 +253,7 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     let (heavy, light) = (share(&browser, "heavy").await, share(&browser, "light").await);
     assert!((70.0..=80.0).contains(&heavy) && (20.0..=30.0).contains(&light), "3:1 weights: {heavy}% / {light}%");
     browser.find(Locator::Css("#key")).await.unwrap().send_keys("heavy").await.unwrap();
-    click(&browser, "#pause-key button").await;
+    submit(&browser, "#pause-key button", "#flash").await;
     assert!(text(&browser, "#flash").await.contains("Paused key \"heavy\""));
     assert!(text(&browser, "#paused-keys").await.contains("heavy"));
     let described = client
@@ -266,7 +271,7 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
 
     // A task found by its id, with its payload for the admin.
     browser.find(Locator::Css("#task_id")).await.unwrap().send_keys(&light_task.to_string()).await.unwrap();
-    click(&browser, "#find-task button").await;
+    submit(&browser, "#find-task button", "#task-state").await;
     assert!(text(&browser, "#task-state").await.starts_with("pending"), "{}", text(&browser, "#task-state").await);
     assert!(text(&browser, "#payload").await.contains("light 199"));
     screenshot(&browser, "task").await;
@@ -286,7 +291,7 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     browser.goto(&format!("{console}queues/{dead_queue}/dead")).await.unwrap();
     assert!(text(&browser, "#dead-letters").await.contains("boom"));
     screenshot(&browser, "dead-letters").await;
-    click(&browser, "form.action button").await;
+    submit(&browser, "form.action button", "#flash").await;
     assert!(text(&browser, "#flash").await.contains("Put 1 dead letter(s) back"));
     assert!(text(&browser, "#no-dead-letters").await.contains("No dead letters"));
     let again = take(&mut client, &admin, dead_queue, 1).await;
@@ -294,13 +299,13 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
 
     // Log out; a reader sees the queue, cannot act, and sees no payload.
     browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
-    click(&browser, "header .logout button").await;
+    submit(&browser, "header .logout button", "#credential").await;
     assert!(browser.current_url().await.unwrap().path().ends_with("/login"));
     browser.find(Locator::Css("#credential")).await.unwrap().send_keys(&reader).await.unwrap();
-    click(&browser, "#login").await;
+    submit(&browser, "#login", "header .logout").await;
     browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
     browser.find(Locator::Css("#key")).await.unwrap().send_keys("light").await.unwrap();
-    click(&browser, "#pause-key button").await;
+    submit(&browser, "#pause-key button", "#flash").await;
     let refused = text(&browser, "#flash").await;
     assert!(refused.starts_with("Not done") && refused.contains("admin"), "{refused}");
     browser.goto(&format!("{console}queues/{queue}/task?partition=0&id={light_task}")).await.unwrap();
