@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::core::engine::dispatch_tally::{RecentDispatch, Tally};
-use crate::core::engine::{KeyBacklog, PartitionSnapshot, TaskCounts};
+use crate::core::engine::{DeadLetterFilter, KeyBacklog, PartitionSnapshot, TaskCounts};
 use crate::matcher::{DispatchedTask, PartitionReport};
 use crate::model::{FairLevel, Limits, Priority, TaskHistory, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
@@ -79,19 +79,44 @@ pub(super) fn task(dispatched: DispatchedTask, keys: &ClusterKeys, now_ms: i64) 
     }
 }
 
-pub(super) fn dead_letter(partition: u32, dead: RecordTask) -> pb::DeadLetter {
+/// A dead letter as listed; its payload only if `with_payload`.
+pub(super) fn dead_letter(partition: u32, dead: RecordTask, with_payload: bool) -> pb::DeadLetter {
     let RecordTask { task, at_unix_ms, message } = dead;
     pb::DeadLetter {
         task_id: task.task_id,
         partition,
         fairness_key: task.fairness_key,
         priority: task.priority.get(),
-        payload: task.payload,
+        payload_bytes: task.payload.len() as u64,
+        payload: if with_payload { task.payload } else { Vec::new() },
         attempts: task.attempt,
         failed_at: Some(timestamp(at_unix_ms)),
         message,
         dedup_id: task.dedup_id.unwrap_or_default(),
     }
+}
+
+/// Validates a filter of dead letters; unset means every letter.
+pub(super) fn dead_letter_filter(filter: Option<pb::DeadLetterFilter>) -> Result<DeadLetterFilter, ValidationError> {
+    let Some(filter) = filter else { return Ok(DeadLetterFilter::default()) };
+    let field = |name: &str| format!("filter.{name}");
+    if let Some(key) = &filter.fairness_key {
+        validate::fairness_key(&field("fairness_key"), key)?;
+    }
+    validate::failure_message(&field("message_contains"), &filter.message_contains)?;
+    let time = |name: &str, at: Option<prost_types::Timestamp>| at.map(|at| unix_ms(&field(name), &at)).transpose();
+    let failed_from = time("failed_from", filter.failed_from)?;
+    let failed_before = time("failed_before", filter.failed_before)?;
+    if let (Some(from), Some(before)) = (failed_from, failed_before)
+        && from >= before
+    {
+        return Err(ValidationError::new(
+            field("failed_before"),
+            format!("is {before} ms, not after failed_from ({from} ms): no letter can match"),
+        ));
+    }
+    let message_contains = Some(filter.message_contains).filter(|text| !text.is_empty());
+    Ok(DeadLetterFilter { fairness_key: filter.fairness_key, message_contains, failed_from, failed_before })
 }
 
 /// A protobuf timestamp as ms since the Unix epoch; bad nanoseconds or a

@@ -23,7 +23,7 @@ use crate::model::{Limits, QueueName, TaskSpec, ValidationError, validate};
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_server::Matching;
 use crate::schedules::RUN_DEDUP_PREFIX;
-use crate::security::{Caller, ClusterKeys};
+use crate::security::{Caller, ClusterKeys, Permission};
 
 /// The longest worker id, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;
@@ -435,12 +435,20 @@ impl Matching for MatchingService {
         let queue = queue_name(&request.queue)?;
         authorize(&caller, Rpc::ListDeadLetters, queue.as_str(), None)?;
         let limit = bounded("limit", request.limit, 100, MAX_DEAD_LETTERS_LISTED)?;
+        let filter = convert::dead_letter_filter(request.filter).map_err(status::invalid)?;
         let matcher = self.queues().get(&queue).await.map_err(status::from_match)?;
-        let dead =
-            matcher.dead_letters(limit, self.limits.max_poll_response_bytes).await.map_err(status::from_match)?;
-        Ok(Response::new(pb::ListDeadLettersResponse {
-            dead_letters: dead.into_iter().map(|(partition, d)| convert::dead_letter(partition, d)).collect(),
-        }))
+        let bounds = (self.limits.max_poll_response_bytes, self.limits.max_dead_letters_read);
+        let (dead, more) = matcher.dead_letters(limit, bounds, &filter).await.map_err(status::from_match)?;
+        // Payloads go to whom may work the letter's key, as GetTask's do.
+        let may_see = |key: &str| caller.may(Permission::Work, queue.as_str(), Some(key)).is_ok();
+        let dead_letters = dead
+            .into_iter()
+            .map(|(partition, d)| {
+                let with_payload = may_see(&d.task.fairness_key);
+                convert::dead_letter(partition, d, with_payload)
+            })
+            .collect();
+        Ok(Response::new(pb::ListDeadLettersResponse { dead_letters, more }))
     }
 
     async fn redrive_dead_letters(
@@ -453,7 +461,17 @@ impl Matching for MatchingService {
         authorize(&caller, Rpc::RedriveDeadLetters, queue.as_str(), None)?;
         let origin = Origin::of(&caller);
         let limit = bounded("limit", request.limit, 1000, MAX_REDRIVE)?;
-        Ok(Response::new(self.router.redrive(&queue, limit, origin).await?))
+        let filter = convert::dead_letter_filter(request.filter.clone()).map_err(status::invalid)?;
+        let limits = (limit, self.limits.max_dead_letters_read);
+        let done = self.router.redrive(&queue, limits, (&filter, request.filter), origin).await?;
+        if origin == Origin::Client {
+            tracing::info!(
+                target: "fairway::audit", caller = caller.name(), %queue, filter = ?filter, redriven = done.redriven,
+                duplicates = done.duplicates, passed_over = done.passed_over, more = done.more,
+                "redrove dead letters"
+            );
+        }
+        Ok(Response::new(done))
     }
 
     async fn create_queue(

@@ -19,7 +19,7 @@ use super::matching::TaskHook;
 use super::{convert, status};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{FORWARDED, FORWARDED_PARTITION, Peers};
-use crate::core::engine::Candidate;
+use crate::core::engine::{Candidate, DeadLetterFilter};
 use crate::matcher::{DispatchedTask, LeaseToken, QueueMatcher, Queues};
 use crate::model::ValidationError;
 use crate::model::{QueueName, TaskSpec};
@@ -414,29 +414,38 @@ impl Router {
         Ok(Target::There(self.remote_owner(&matcher, token.partition)?))
     }
 
-    /// Puts up to `limit` dead letters of each partition back in the queue
-    /// (only of the partition named, when forwarded).
+    /// Puts up to `limit` dead letters of each partition that `filter`
+    /// chooses back in the queue, reading at most `max_read` of each (only
+    /// of the partition named, when forwarded); the filter comes as checked
+    /// and as asked for, to forward.
     pub async fn redrive(
         &self,
         queue: &QueueName,
-        limit: usize,
+        (limit, max_read): (usize, usize),
+        (filter, asked): (&DeadLetterFilter, Option<pb::DeadLetterFilter>),
         origin: Origin,
     ) -> Result<pb::RedriveDeadLettersResponse, Status> {
         let matcher = self.queues.get(queue).await.map_err(status::from_match)?;
         let here = |redriven: Redriven| pb::RedriveDeadLettersResponse {
             redriven: redriven.redriven as u64,
             duplicates: redriven.duplicates as u64,
+            passed_over: redriven.passed_over as u64,
+            more: redriven.more,
         };
         if let Origin::Forwarded(Some(partition)) = origin {
-            return Ok(here(matcher.redrive(partition, limit).await.map_err(status::from_match)?));
+            return Ok(here(matcher.redrive(partition, limit, filter, max_read).await.map_err(status::from_match)?));
         }
         let mut total = pb::RedriveDeadLettersResponse::default();
         for partition in matcher.config().partition_numbers() {
             let done = if matcher.holds(partition) {
-                here(matcher.redrive(partition, limit).await.map_err(status::from_match)?)
+                here(matcher.redrive(partition, limit, filter, max_read).await.map_err(status::from_match)?)
             } else {
                 let owner = self.remote_owner(&matcher, partition)?;
-                let message = pb::RedriveDeadLettersRequest { queue: queue.to_string(), limit: limit as u32 };
+                let message = pb::RedriveDeadLettersRequest {
+                    queue: queue.to_string(),
+                    limit: limit as u32,
+                    filter: asked.clone(),
+                };
                 self.forward(
                     &owner,
                     Rpc::RedriveDeadLetters,
@@ -449,6 +458,8 @@ impl Router {
             };
             total.redriven += done.redriven;
             total.duplicates += done.duplicates;
+            total.passed_over += done.passed_over;
+            total.more |= done.more;
         }
         Ok(total)
     }

@@ -44,11 +44,15 @@ pub(super) async fn get(
         look_up_here(&matcher, partition, request.task_id).await?
     } else {
         let owner = router.remote_owner(&matcher, partition)?;
-        let forwarded = pb::GetTaskRequest { include_payload: true, ..request.clone() };
         router
-            .forward(&owner, Rpc::GetTask, forwarded, Some(partition), Duration::ZERO, |mut peer, request| async move {
-                peer.get_task(request).await
-            })
+            .forward(
+                &owner,
+                Rpc::GetTask,
+                request.clone(),
+                Some(partition),
+                Duration::ZERO,
+                |mut peer, request| async move { peer.get_task(request).await },
+            )
             .await?
     };
     if !request.include_payload {

@@ -236,21 +236,9 @@ pub(super) enum QueueCommand {
         abandon_previous: bool,
     },
     /// Tasks that failed their last attempt, oldest first; `--redrive`
-    /// puts them back in the queue as first attempts.
-    DeadLetters {
-        #[command(flatten)]
-        server: ServerArg,
-        #[arg(long)]
-        queue: String,
-        /// How many to list (at most 1000), or to re-drive per partition (at most 10000).
-        #[arg(long, default_value_t = 100)]
-        limit: u32,
-        #[arg(long)]
-        redrive: bool,
-        /// Print the answer as JSON (proto3's mapping of the response).
-        #[arg(long)]
-        json: bool,
-    },
+    /// puts them back in the queue as first attempts. `--key`,
+    /// `--message-contains`, `--older-than` and `--newer-than` choose some.
+    DeadLetters(super::dead_letters::DeadLettersArgs),
     /// The queues, in name order: backlog, running tasks, oldest wait and
     /// pauses of each.
     List {
@@ -508,43 +496,7 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        QueueCommand::DeadLetters { server, queue, limit, redrive, json } => {
-            let mut client = connect(&server).await?;
-            if redrive {
-                let request = pb::RedriveDeadLettersRequest { queue: queue.clone(), limit };
-                let response = client.redrive_dead_letters(request).await.map_err(status)?.into_inner();
-                if json {
-                    return super::json::print(&response, "fairway.v1.RedriveDeadLettersResponse");
-                }
-                println!("queue {queue}: {} dead letter(s) put back", response.redriven);
-                if response.duplicates > 0 {
-                    println!(
-                        "queue {queue}: {} dead letter(s) removed: a task with the same dedup id is pending or running",
-                        response.duplicates
-                    );
-                }
-                return Ok(());
-            }
-            let request = pb::ListDeadLettersRequest { queue: queue.clone(), limit };
-            let response = client.list_dead_letters(request).await.map_err(status)?.into_inner();
-            if json {
-                return super::json::print(&response, "fairway.v1.ListDeadLettersResponse");
-            }
-            let dead = response.dead_letters;
-            println!("queue {queue}: {} dead letter(s)", dead.len());
-            for d in dead {
-                println!(
-                    "  task {} (partition {}, key {:?}, {} attempt(s), failed at {}): {}",
-                    d.task_id,
-                    d.partition,
-                    d.fairness_key,
-                    d.attempts,
-                    timestamp(d.failed_at),
-                    d.message
-                );
-            }
-            return Ok(());
-        }
+        QueueCommand::DeadLetters(args) => return super::dead_letters::run(args).await,
         QueueCommand::List { server, prefix, limit, json } => {
             return super::queue_settings::list(&server, &prefix, limit, json).await;
         }

@@ -2,6 +2,7 @@
 
 mod auth;
 mod client;
+mod dead_letters;
 mod dispatch_shares;
 mod json;
 mod origin;

@@ -356,7 +356,7 @@ async fn dead_letters(State(console): State<Arc<Console>>, headers: HeaderMap, P
     };
     let listed = async {
         let queue = queue_name(&name)?;
-        let request = pb::ListDeadLettersRequest { queue, limit: DEAD_LETTERS_SHOWN };
+        let request = pb::ListDeadLettersRequest { queue, limit: DEAD_LETTERS_SHOWN, filter: None };
         console.client()?.list_dead_letters(Console::request(request, visit.session.credential.as_deref())).await
     };
     match listed.await {
@@ -414,7 +414,8 @@ async fn act(
                 format!("Resumed {what}.")
             }
             "redrive" => {
-                let message = pb::RedriveDeadLettersRequest { queue: queue.clone(), limit: REDRIVE_LIMIT };
+                let message =
+                    pb::RedriveDeadLettersRequest { queue: queue.clone(), limit: REDRIVE_LIMIT, filter: None };
                 let done = client.redrive_dead_letters(Console::request(message, credential)).await?.into_inner();
                 format!(
                     "Put {} dead letter(s) back in the queue ({} dropped as duplicates).",

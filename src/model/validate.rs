@@ -82,6 +82,11 @@ pub struct Limits {
     /// connection, nor the requests on it, for long.
     #[serde(with = "crate::clock::duration_serde")]
     pub keepalive_timeout: Duration,
+    /// The most dead letters of one partition that one ListDeadLetters or
+    /// RedriveDeadLetters call reads, those a filter passes over included:
+    /// a filter that matches few letters of a long history ends there, and
+    /// says so, instead of reading the whole history.
+    pub max_dead_letters_read: usize,
 }
 
 impl Default for Limits {
@@ -100,6 +105,7 @@ impl Default for Limits {
             connection_idle_timeout: Duration::from_secs(600),
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
+            max_dead_letters_read: 10_000,
         }
     }
 }
@@ -151,6 +157,12 @@ impl Limits {
                     "is {}; it must be 1 to limits.max_connections ({})",
                     self.max_connections_per_address, self.max_connections
                 ),
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.max_dead_letters_read) {
+            return Err(ValidationError::new(
+                "limits.max_dead_letters_read",
+                format!("is {}; it must be 1 to 1000000", self.max_dead_letters_read),
             ));
         }
         for (key, value, (shortest, longest)) in [

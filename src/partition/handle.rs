@@ -20,14 +20,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::WriterConfig;
 use super::error::{FinishError, PartitionError};
-use super::shared::{Delivery, PartitionState, ReadyHook, Redriven, Shared, WriteCommand};
+use super::shared::{Delivery, PartitionState, ReadyHook, RedriveStep, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
-    Added, Candidate, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot, Pauses, TaskCounts,
-    bury_bytes, spec_bytes,
+    Added, Candidate, DeadLetterFilter, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot,
+    Pauses, TaskCounts, bury_bytes, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, StoreError};
+
+/// Dead letters one write of a re-drive reads, at most.
+const REDRIVE_READ_PER_WRITE: usize = 256;
 
 /// An owned partition: its engine, and the tasks that drive it.
 pub struct Partition {
@@ -209,20 +212,42 @@ impl Partition {
         self.command(|reply| WriteCommand::Finish { finish, reply }).await?
     }
 
-    /// Puts up to `limit` dead letters back in the queue, in as many writes
-    /// as their bytes need.
-    pub async fn redrive(&self, limit: usize) -> Result<Redriven, PartitionError> {
+    /// Puts back in the queue up to `limit` dead letters that `filter`
+    /// chooses, oldest first, reading at most `max_read` letters, in as many
+    /// writes as their bytes and the letters read need (each write reads at
+    /// most `REDRIVE_READ_PER_WRITE`, so that adds and reports wait for no
+    /// long scan).
+    pub async fn redrive(
+        &self,
+        limit: usize,
+        filter: &DeadLetterFilter,
+        max_read: usize,
+    ) -> Result<Redriven, PartitionError> {
+        let filter = Arc::new(filter.clone());
         let mut total = Redriven::default();
-        while total.redriven + total.duplicates < limit {
-            let left = limit - total.redriven - total.duplicates;
-            let step = self.command(|reply| WriteCommand::Redrive { limit: left, reply }).await??;
-            if step.redriven + step.duplicates == 0 {
-                break;
+        let (mut after, mut read) = (None, 0);
+        loop {
+            let taken = total.redriven + total.duplicates;
+            if taken >= limit || read >= max_read {
+                total.more = true;
+                return Ok(total);
             }
-            total.redriven += step.redriven;
-            total.duplicates += step.duplicates;
+            let step = RedriveStep {
+                limit: limit - taken,
+                filter: filter.clone(),
+                after,
+                read: (max_read - read).min(REDRIVE_READ_PER_WRITE),
+            };
+            let done = self.command(|reply| WriteCommand::Redrive { step, reply }).await??;
+            total.redriven += done.redriven;
+            total.duplicates += done.duplicates;
+            total.passed_over += done.read - done.redriven - done.duplicates;
+            read += done.read;
+            after = done.through.or(after);
+            if done.end || done.read == 0 {
+                return Ok(total);
+            }
         }
-        Ok(total)
     }
 
     async fn command<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> WriteCommand) -> Result<T, PartitionError> {

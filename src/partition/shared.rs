@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot};
 use super::config::WriterConfig;
 use super::error::{FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::engine::{Added, Finish, Finished, PartitionEngine};
+use crate::core::engine::{Added, DeadLetterFilter, Finish, Finished, PartitionEngine};
 use crate::model::{PartitionId, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, RecordTask, StoreError};
 
@@ -43,6 +43,34 @@ pub struct Redriven {
     /// Removed without being put back: a task with the same dedup id is
     /// pending or running.
     pub duplicates: usize,
+    /// Read and left where they are: the filter did not choose them.
+    pub passed_over: usize,
+    /// Stopped before the last letter, at the limit asked for or at the
+    /// bound of letters read in one call: another call may find more.
+    pub more: bool,
+}
+
+/// What one write of a re-drive is to do: put back up to `limit` letters
+/// the filter chooses, reading at most `read` letters after `after` (or
+/// after the floor, if that is higher).
+pub(super) struct RedriveStep {
+    pub limit: usize,
+    pub filter: Arc<DeadLetterFilter>,
+    pub after: Option<(i64, i64)>,
+    pub read: usize,
+}
+
+/// What one write of a re-drive did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct RedriveStepDone {
+    pub redriven: usize,
+    pub duplicates: usize,
+    /// Letters read, those put back or removed included.
+    pub read: usize,
+    /// The key of the last letter read; where the next step reads after.
+    pub through: Option<(i64, i64)>,
+    /// No letter is left after `through`.
+    pub end: bool,
 }
 
 /// A task on its way to the worker that polled for it: sent once its lease
@@ -72,7 +100,7 @@ pub(super) enum WriteCommand {
         reply: FinishReply,
     },
     Redrive {
-        limit: usize,
+        step: RedriveStep,
         reply: RedriveReply,
     },
     /// Dead letters of another partition to write as this one's.
@@ -198,7 +226,7 @@ impl Shared {
 
 pub(super) type AppendReply = oneshot::Sender<Result<Vec<Added>, PartitionError>>;
 pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
-pub(super) type RedriveReply = oneshot::Sender<Result<Redriven, PartitionError>>;
+pub(super) type RedriveReply = oneshot::Sender<Result<RedriveStepDone, PartitionError>>;
 /// The ids the dead letters got here, in order.
 pub(super) type BuryReply = oneshot::Sender<Result<Vec<i64>, PartitionError>>;
 

@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 
 use super::error::{FinishError, PartitionError};
 use super::shared::{
-    AppendReply, BuryReply, Delivery, FinishReply, PartitionState, RedriveReply, Redriven, Shared, WriteCommand,
-    on_write_error,
+    AppendReply, BuryReply, Delivery, FinishReply, PartitionState, RedriveReply, RedriveStep, RedriveStepDone, Shared,
+    WriteCommand, on_write_error,
 };
 use super::stored::StoredPartition;
 
@@ -222,7 +222,7 @@ struct Requests {
     appends: Vec<(usize, AppendReply)>,
     finishes: Vec<Finish>,
     finish_replies: Vec<FinishReply>,
-    redrive: Option<(usize, RedriveReply)>,
+    redrive: Option<(RedriveStep, RedriveReply)>,
     bury: Vec<RecordTask>,
     bury_replies: Vec<(usize, BuryReply)>,
     sync: bool,
@@ -248,13 +248,14 @@ impl Requests {
                     requests.finishes.push(finish);
                     requests.finish_replies.push(reply);
                 }
-                WriteCommand::Redrive { limit, reply } => match &requests.redrive {
+                WriteCommand::Redrive { step, reply } => match &requests.redrive {
                     // One re-drive per write: a concurrent second one finds
-                    // the same dead letters being put back, and puts back none.
+                    // the same dead letters being put back, and puts back
+                    // none (it read none, so it stops).
                     Some(_) => {
-                        let _ = reply.send(Ok(Redriven::default()));
+                        let _ = reply.send(Ok(RedriveStepDone::default()));
                     }
-                    None => requests.redrive = Some((limit, reply)),
+                    None => requests.redrive = Some((step, reply)),
                 },
                 WriteCommand::Bury { letters, reply } => {
                     requests.bury_replies.push((letters.len(), reply));
@@ -408,48 +409,83 @@ async fn read_dedup_buckets(
     Ok(entries)
 }
 
-/// Dead letters read per re-drive write, at most.
+/// Dead letters read from the store at a time by a re-drive.
 const REDRIVE_PAGE: usize = 16;
 
-/// Dead letters to put back in this write, oldest first, at most `limit`
+/// The letters one write of a re-drive puts back, and how far it read.
+#[derive(Default)]
+struct Redrivable {
+    letters: Vec<(RecordKey, crate::model::StoredTask)>,
+    /// The floor the write raises: the last letter put back while every
+    /// letter from the floor up to it is put back too. Past a letter the
+    /// filter leaves, the floor stays (that letter must still be listed),
+    /// and the rows of letters put back beyond it are deleted one by one.
+    floor: Option<(i64, i64)>,
+    done: RedriveStepDone,
+}
+
+/// Dead letters to put back in this write, oldest first: those `step`'s
+/// filter chooses, at most `step.limit`, among at most `step.read` read,
 /// and as many as fit in `room` bytes (the first always), with their dedup
 /// buckets resolved.
-async fn redrivable(
-    shared: &Shared,
-    limit: usize,
-    mut room: usize,
-) -> Result<Vec<(RecordKey, crate::model::StoredTask)>, PartitionError> {
-    let page = limit.min(REDRIVE_PAGE);
+async fn redrivable(shared: &Shared, step: &RedriveStep, mut room: usize) -> Result<Redrivable, PartitionError> {
     let floor = shared.engine().dead_letters_floor();
-    let letters = StoredPartition::new(shared.store.clone(), shared.id.clone()).dead_letters(floor, page).await?;
-    let mut dead = Vec::with_capacity(letters.len());
-    for (at, letter) in letters {
-        let task = letter.task;
-        let bytes = stored_task_bytes(&task) + 2 * ROW_BYTES;
-        if !dead.is_empty() && bytes > room {
+    let mut after = step.after.map_or(floor, |after| after.max(floor));
+    let mut from_floor = after == floor;
+    let stored = StoredPartition::new(shared.store.clone(), shared.id.clone());
+    let mut out = Redrivable::default();
+    'pages: while out.letters.len() < step.limit && out.done.read < step.read {
+        let mut page = (step.read - out.done.read).min(REDRIVE_PAGE);
+        if step.filter.is_everything() {
+            page = page.min(step.limit - out.letters.len());
+        }
+        let letters = stored.dead_letters(after, page).await?;
+        let last_page = letters.len() < page;
+        for (at, letter) in letters {
+            if out.letters.len() == step.limit {
+                break 'pages;
+            }
+            if step.filter.matches(&letter) {
+                let task = letter.task;
+                let bytes = stored_task_bytes(&task) + 2 * ROW_BYTES;
+                if !out.letters.is_empty() && bytes > room {
+                    break 'pages;
+                }
+                room = room.saturating_sub(bytes);
+                if from_floor {
+                    out.floor = Some(at.key);
+                }
+                out.letters.push((at, task));
+            } else {
+                from_floor = false;
+            }
+            after = at.key;
+            out.done.read += 1;
+            out.done.through = Some(at.key);
+        }
+        if last_page {
+            out.done.end = true;
             break;
         }
-        room = room.saturating_sub(bytes);
-        dead.push((at, task));
     }
-    resolve_dedup(shared, dead.iter().filter_map(|(_, task)| task.dedup_id.as_deref())).await?;
-    Ok(dead)
+    resolve_dedup(shared, out.letters.iter().filter_map(|(_, task)| task.dedup_id.as_deref())).await?;
+    Ok(out)
 }
 
 async fn write(shared: &Shared, mut requests: Requests) {
     let redrive = match &requests.redrive {
-        Some((limit, _)) => match redrivable(shared, *limit, redrive_room(shared, &requests)).await {
-            Ok(dead) => dead,
+        Some((step, _)) => match redrivable(shared, step, redrive_room(shared, &requests)).await {
+            Ok(redrivable) => redrivable,
             Err(error) => {
                 if let Some((_, reply)) = requests.redrive.take() {
                     let _ = reply.send(Err(error));
                 }
-                Vec::new()
+                Redrivable::default()
             }
         },
-        None => Vec::new(),
+        None => Redrivable::default(),
     };
-    let plan = match plan(shared, &requests, redrive).await {
+    let plan = match plan(shared, &requests, &redrive).await {
         Ok(plan) => plan,
         Err(error) => return requests.fail(error),
     };
@@ -469,7 +505,8 @@ async fn write(shared: &Shared, mut requests: Requests) {
         Ok(()) => {
             let added = plan.added.clone();
             let finished = plan.finished.clone();
-            let redriven = Redriven { redriven: plan.redriven, duplicates: plan.redrive_duplicates };
+            let redriven =
+                RedriveStepDone { redriven: plan.redriven, duplicates: plan.redrive_duplicates, ..redrive.done };
             let buried = plan.buried.clone();
             let leases = plan.leases.clone();
             shared.engine().write_succeeded(plan, now);
@@ -544,11 +581,7 @@ fn redrive_room(shared: &Shared, requests: &Requests) -> usize {
 }
 
 /// Plans the write, renewing the range id when the id block runs out.
-async fn plan(
-    shared: &Shared,
-    requests: &Requests,
-    redrive: Vec<(RecordKey, crate::model::StoredTask)>,
-) -> Result<AppendPlan, PartitionError> {
+async fn plan(shared: &Shared, requests: &Requests, redrive: &Redrivable) -> Result<AppendPlan, PartitionError> {
     loop {
         let mut unit = || rand::random::<f64>();
         let input = PlanInput {
@@ -556,7 +589,8 @@ async fn plan(
             direct: &requests.direct,
             in_turn: &requests.in_turn,
             finishes: &requests.finishes,
-            redrive: redrive.clone(),
+            redrive: redrive.letters.clone(),
+            redrive_floor: redrive.floor,
             bury: &requests.bury,
             max_bytes: shared.config.max_write_bytes,
         };

@@ -119,9 +119,11 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             m.fail_task(request).await.map(drop)
         }
         Rpc::HeartbeatTask => m.heartbeat_task(pb::HeartbeatTaskRequest { lease_token: token }).await.map(drop),
-        Rpc::ListDeadLetters => m.list_dead_letters(pb::ListDeadLettersRequest { queue, limit: 1 }).await.map(drop),
+        Rpc::ListDeadLetters => {
+            m.list_dead_letters(pb::ListDeadLettersRequest { queue, limit: 1, filter: None }).await.map(drop)
+        }
         Rpc::RedriveDeadLetters => {
-            m.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue, limit: 1 }).await.map(drop)
+            m.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue, limit: 1, filter: None }).await.map(drop)
         }
         Rpc::DescribeQueue => m.describe_queue(pb::DescribeQueueRequest { queue, top_keys: 1 }).await.map(drop),
         Rpc::CreateQueue => m
@@ -658,5 +660,57 @@ async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
 
     let shown = admin.matching.get_task(request(true)).await.unwrap().into_inner();
     assert_eq!(shown.payload, b"secret");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn dead_letters_show_a_payload_only_to_whom_may_work_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("fairway test CA");
+    let (admin_key, reader_key, acme_key) = (new_api_key(), new_api_key(), new_api_key());
+    let principals = vec![
+        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+        keyed("reader", &reader_key, vec![grant(Role::Reader, None)]),
+        keyed("acme-worker", &acme_key, vec![grant(Role::Worker, Some("acme/")), grant(Role::Reader, None)]),
+    ];
+    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
+    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+    admin
+        .matching
+        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
+        .await
+        .unwrap();
+    for key in ["globex/repo", "acme/repo"] {
+        let add = pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 0.0, 0, b"secret")) };
+        admin.matching.add_task(add).await.unwrap();
+        let poll = pb::PollTaskRequest {
+            queue: QUEUE.into(),
+            worker_id: "admin".into(),
+            max_wait: Some(prost_types::Duration { seconds: 10, nanos: 0 }),
+        };
+        let task = admin.matching.poll_task(poll).await.unwrap().into_inner().task.expect("the task is ready");
+        let fail = pb::FailTaskRequest {
+            lease_token: task.lease_token,
+            retryable: false,
+            message: "gone".into(),
+            retry_after: None,
+        };
+        admin.matching.fail_task(fail).await.unwrap();
+    }
+    let list = || pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10, filter: None };
+    let shown = |mut letters: Vec<pb::DeadLetter>| {
+        letters.sort_by(|a, b| a.fairness_key.cmp(&b.fairness_key));
+        letters.into_iter().map(|d| (d.fairness_key, d.payload, d.payload_bytes)).collect::<Vec<_>>()
+    };
+    let secret = || b"secret".to_vec();
+
+    let letters = admin.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
+    assert_eq!(shown(letters), [("acme/repo".into(), secret(), 6), ("globex/repo".into(), secret(), 6)]);
+    let mut reader = clients(&server, client_tls(&ca, None), Some(&reader_key)).await;
+    let letters = reader.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
+    assert_eq!(shown(letters), [("acme/repo".into(), vec![], 6), ("globex/repo".into(), vec![], 6)]);
+    let mut acme = clients(&server, client_tls(&ca, None), Some(&acme_key)).await;
+    let letters = acme.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
+    assert_eq!(shown(letters), [("acme/repo".into(), secret(), 6), ("globex/repo".into(), vec![], 6)]);
     server.stop().await;
 }

@@ -59,7 +59,7 @@ async fn fail(client: &mut Client, task: pb::Task, retryable: bool) -> pb::FailT
 }
 
 async fn dead_letters(client: &mut Client) -> Vec<pb::DeadLetter> {
-    let request = pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 100 };
+    let request = pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 100, filter: None };
     client.list_dead_letters(request).await.expect("list dead letters").into_inner().dead_letters
 }
 
@@ -116,7 +116,7 @@ async fn dead_letters_of_the_old_generation_are_listed_and_put_back_in_the_new_o
     assert_eq!(payloads, [&b"first"[..], b"second"], "each once");
     assert!(letters.iter().all(|d| d.attempts == 1 && d.message == "broken"), "{letters:?}");
 
-    let request = pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 100 };
+    let request = pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 100, filter: None };
     let redriven = client.redrive_dead_letters(request).await.expect("redrive").into_inner();
     assert_eq!(redriven.redriven, 2);
     assert!(dead_letters(&mut client).await.is_empty(), "none left once put back");

@@ -193,7 +193,7 @@ async fn retries_back_off_exponentially_then_the_task_is_a_dead_letter_until_red
 
     let listed = h
         .client
-        .list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 0 })
+        .list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 0, filter: None })
         .await
         .expect("ListDeadLetters")
         .into_inner()
@@ -206,7 +206,7 @@ async fn retries_back_off_exponentially_then_the_task_is_a_dead_letter_until_red
 
     let redriven = h
         .client
-        .redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 0 })
+        .redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 0, filter: None })
         .await
         .expect("RedriveDeadLetters")
         .into_inner()
@@ -215,7 +215,8 @@ async fn retries_back_off_exponentially_then_the_task_is_a_dead_letter_until_red
     let again = h.take().await;
     assert_eq!((again.task_id, again.attempt), (id, 1), "re-driven as a first attempt");
     h.complete(&again).await.unwrap();
-    let listed = h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 0 }).await;
+    let listed =
+        h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 0, filter: None }).await;
     assert!(listed.unwrap().into_inner().dead_letters.is_empty());
     h.stop().await;
 }
@@ -230,7 +231,7 @@ async fn a_redriven_dead_letter_keeps_its_dedup_id() {
     let redrive = |client: &mut Client| {
         let mut client = client.clone();
         async move {
-            let request = pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 0 };
+            let request = pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 0, filter: None };
             client.redrive_dead_letters(request).await.expect("RedriveDeadLetters").into_inner()
         }
     };
@@ -251,7 +252,8 @@ async fn a_redriven_dead_letter_keeps_its_dedup_id() {
     assert!(!newer.duplicate, "a dead letter does not hold its dedup id");
     let done = redrive(&mut h.client).await;
     assert_eq!((done.redriven, done.duplicates), (0, 1));
-    let listed = h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10 }).await;
+    let listed =
+        h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10, filter: None }).await;
     assert!(listed.unwrap().into_inner().dead_letters.is_empty());
     let only = h.take().await;
     assert_eq!(only.task_id, newer.task_id);
@@ -266,7 +268,8 @@ async fn a_failure_that_is_not_retryable_is_buried_at_once() {
     let task = h.take().await;
     let failed = h.fail(&task, false, "not found").await;
     assert!(!failed.will_retry);
-    let listed = h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10 }).await;
+    let listed =
+        h.client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10, filter: None }).await;
     let listed = listed.unwrap().into_inner().dead_letters;
     assert_eq!((listed.len(), listed[0].attempts), (1, 1));
     h.stop().await;

@@ -7,6 +7,7 @@ mod cli;
 mod conformance_embedded;
 mod connections;
 mod console;
+mod dead_letters;
 mod deadline;
 mod durability;
 mod failover;

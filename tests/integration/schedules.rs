@@ -194,7 +194,7 @@ async fn a_run_that_outlives_max_allowed_duration_is_failed_at_its_next_heartbea
     assert!(info.runs.is_empty(), "{info:#?}");
     // Failed for good: a dead letter, never delivered again.
     let dead = matching
-        .list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10 })
+        .list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 10, filter: None })
         .await
         .expect("dead letters")
         .into_inner();

@@ -147,11 +147,17 @@ async fn reads_of_an_unknown_queue_create_nothing() {
     let describe = pb::DescribeQueueRequest { queue: typo.into(), top_keys: 0 };
     not_found(client.describe_queue(describe.clone()).await.map(drop), "DescribeQueue");
     not_found(
-        client.list_dead_letters(pb::ListDeadLettersRequest { queue: typo.into(), limit: 1 }).await.map(drop),
+        client
+            .list_dead_letters(pb::ListDeadLettersRequest { queue: typo.into(), limit: 1, filter: None })
+            .await
+            .map(drop),
         "ListDeadLetters",
     );
     not_found(
-        client.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: typo.into(), limit: 1 }).await.map(drop),
+        client
+            .redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: typo.into(), limit: 1, filter: None })
+            .await
+            .map(drop),
         "RedriveDeadLetters",
     );
     let wait = Some(prost_types::Duration { seconds: 0, nanos: 0 });

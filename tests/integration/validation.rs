@@ -237,10 +237,12 @@ async fn lease_tokens_and_describe_limits_are_checked() {
     let status = ended_lease.expect_err("the lease has ended");
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
     assert!(status.message().contains("lease_token"), "{status:?}");
-    let listed = client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 1001 }).await;
+    let listed =
+        client.list_dead_letters(pb::ListDeadLettersRequest { queue: QUEUE.into(), limit: 1001, filter: None }).await;
     assert_invalid(listed, &["limit", "1000"]);
-    let redriven =
-        client.redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 10_001 }).await;
+    let redriven = client
+        .redrive_dead_letters(pb::RedriveDeadLettersRequest { queue: QUEUE.into(), limit: 10_001, filter: None })
+        .await;
     assert_invalid(redriven, &["limit", "10000"]);
     let too_many_keys = client.describe_queue(pb::DescribeQueueRequest { queue: QUEUE.into(), top_keys: 101 }).await;
     assert_invalid(too_many_keys, &["top_keys", "100"]);

@@ -392,6 +392,6 @@ fn running(marker: &str) -> bool {
 }
 
 async fn dead_letters(client: &mut Client, queue: &str) -> Vec<fairway::proto::v1::DeadLetter> {
-    let request = fairway::proto::v1::ListDeadLettersRequest { queue: queue.to_owned(), limit: 100 };
+    let request = fairway::proto::v1::ListDeadLettersRequest { queue: queue.to_owned(), limit: 100, filter: None };
     client.list_dead_letters(request).await.expect("ListDeadLetters").into_inner().dead_letters
 }

@@ -38,9 +38,24 @@ from .types import (
     VisitRequestResult,
     datetime_of,
     duration_pb,
+    instant_pb,
     payload_bytes,
     seconds_of,
 )
+
+def dead_letter_filter(
+    key: Optional[str], message_contains: str, failed_from: Optional[Instant], failed_before: Optional[Instant]
+) -> Optional[_m.DeadLetterFilter]:
+    """The filter of dead letters to send; None (every letter) when nothing narrows it."""
+    if key is None and not message_contains and failed_from is None and failed_before is None:
+        return None
+    return _m.DeadLetterFilter(
+        fairness_key=key,
+        message_contains=message_contains,
+        failed_from=instant_pb(failed_from, "failed_from"),
+        failed_before=instant_pb(failed_before, "failed_before"),
+    )
+
 
 #: What Fairway's own clients accept in one response (docs/operations.md).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -320,13 +335,15 @@ class _Ops:
         request = _m.CreateQueueRequest(queue=queue, partitions=partitions, home=home)
         return _Op("matching", "CreateQueue", request, True, lambda r: r)
 
-    def dead_letters(self, queue: str, limit: int) -> _Op:
-        request = _m.ListDeadLettersRequest(queue=queue, limit=limit)
+    def dead_letters(self, queue: str, limit: int, chosen: Optional[_m.DeadLetterFilter]) -> _Op:
+        request = _m.ListDeadLettersRequest(queue=queue, limit=limit, filter=chosen)
         return _Op("matching", "ListDeadLetters", request, True, lambda r: list(r.dead_letters))
 
-    def redrive(self, queue: str, limit: int) -> _Op:
-        request = _m.RedriveDeadLettersRequest(queue=queue, limit=limit)
-        convert = lambda r: RedriveResult(redriven=r.redriven, duplicates=r.duplicates)  # noqa: E731
+    def redrive(self, queue: str, limit: int, chosen: Optional[_m.DeadLetterFilter]) -> _Op:
+        request = _m.RedriveDeadLettersRequest(queue=queue, limit=limit, filter=chosen)
+        convert = lambda r: RedriveResult(  # noqa: E731
+            redriven=r.redriven, duplicates=r.duplicates, passed_over=r.passed_over, more=r.more
+        )
         return _Op("matching", "RedriveDeadLetters", request, False, convert)
 
     def list_queues(self, prefix: str, page_token: str) -> _Op:
@@ -593,12 +610,36 @@ class Client:
         """Creates a queue (a queue that exists keeps its settings: see the response)."""
         return self._invoke(self._ops.create_queue(queue, partitions, home))
 
-    def dead_letters(self, queue: str, *, limit: int = 0) -> List[_m.DeadLetter]:
-        return self._invoke(self._ops.dead_letters(queue, limit))
+    def dead_letters(
+        self,
+        queue: str,
+        *,
+        limit: int = 0,
+        key: Optional[str] = None,
+        message_contains: str = "",
+        failed_from: Optional[Instant] = None,
+        failed_before: Optional[Instant] = None,
+    ) -> List[_m.DeadLetter]:
+        """Dead letters, oldest failure first: all, or those of ``key``, whose
+        message contains ``message_contains``, failed in [failed_from,
+        failed_before). A payload comes only to a caller who may work its key."""
+        chosen = dead_letter_filter(key, message_contains, failed_from, failed_before)
+        return self._invoke(self._ops.dead_letters(queue, limit, chosen))
 
-    def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
-        """Puts dead letters back in the queue (never retried after an unknown outcome)."""
-        return self._invoke(self._ops.redrive(queue, limit))
+    def redrive(
+        self,
+        queue: str,
+        *,
+        limit: int = 0,
+        key: Optional[str] = None,
+        message_contains: str = "",
+        failed_from: Optional[Instant] = None,
+        failed_before: Optional[Instant] = None,
+    ) -> RedriveResult:
+        """Puts dead letters back in the queue, all or those chosen as in
+        :meth:`dead_letters` (never retried after an unknown outcome)."""
+        chosen = dead_letter_filter(key, message_contains, failed_from, failed_before)
+        return self._invoke(self._ops.redrive(queue, limit, chosen))
 
     def list_queues(self, prefix: str = "", *, limit: int = 1000) -> List[_m.QueueSummary]:
         """The queues you may read, in name order (pages fetched until ``limit``):
@@ -936,11 +977,31 @@ class AsyncClient:
     async def create_queue(self, queue: str, partitions: int = 1, *, home: str = "") -> _m.CreateQueueResponse:
         return await self._invoke(self._ops.create_queue(queue, partitions, home))
 
-    async def dead_letters(self, queue: str, *, limit: int = 0) -> List[_m.DeadLetter]:
-        return await self._invoke(self._ops.dead_letters(queue, limit))
+    async def dead_letters(
+        self,
+        queue: str,
+        *,
+        limit: int = 0,
+        key: Optional[str] = None,
+        message_contains: str = "",
+        failed_from: Optional[Instant] = None,
+        failed_before: Optional[Instant] = None,
+    ) -> List[_m.DeadLetter]:
+        chosen = dead_letter_filter(key, message_contains, failed_from, failed_before)
+        return await self._invoke(self._ops.dead_letters(queue, limit, chosen))
 
-    async def redrive(self, queue: str, *, limit: int = 0) -> RedriveResult:
-        return await self._invoke(self._ops.redrive(queue, limit))
+    async def redrive(
+        self,
+        queue: str,
+        *,
+        limit: int = 0,
+        key: Optional[str] = None,
+        message_contains: str = "",
+        failed_from: Optional[Instant] = None,
+        failed_before: Optional[Instant] = None,
+    ) -> RedriveResult:
+        chosen = dead_letter_filter(key, message_contains, failed_from, failed_before)
+        return await self._invoke(self._ops.redrive(queue, limit, chosen))
 
     async def list_queues(self, prefix: str = "", *, limit: int = 1000) -> List[_m.QueueSummary]:
         queues: List[_m.QueueSummary] = []

@@ -213,6 +213,10 @@ class FailResult:
 class RedriveResult:
     redriven: int
     duplicates: int
+    #: Letters read and left in place: the filter did not choose them.
+    passed_over: int = 0
+    #: Some partition stopped before its last letter: call again for more.
+    more: bool = False
 
 
 @dataclass(frozen=True)

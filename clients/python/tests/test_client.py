@@ -209,6 +209,34 @@ def test_fail_dead_letters_and_redrive(api, queue_name):
     api.complete(again)
 
 
+def test_dead_letters_chosen_by_key_message_and_time(api, queue_name):
+    queue = queue_name()
+    api.create_queue(queue, partitions=1)
+    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+    for key, message in [("a", "timeout connecting"), ("b", "refused"), ("a", "refused")]:
+        api.add(queue, key.encode(), fairness_key=key)
+        task = api.poll(queue, wait=5)
+        assert task is not None
+        api.fail(task, message, retryable=False)
+    letters = lambda **chosen: [(d.fairness_key, d.message) for d in api.dead_letters(queue, **chosen)]  # noqa: E731
+    assert letters(key="a") == [("a", "timeout connecting"), ("a", "refused")]
+    assert letters(message_contains="refused") == [("b", "refused"), ("a", "refused")]
+    assert letters(key="a", message_contains="refused") == [("a", "refused")]
+    assert letters(failed_before=before) == []
+    assert len(letters(failed_from=before)) == 3
+    with pytest.raises(ValueError, match="failed_from"):
+        api.dead_letters(queue, failed_from=dt.datetime(2026, 1, 1))
+    with pytest.raises(fairway.InvalidArgument, match="filter.failed_before"):
+        api.dead_letters(queue, failed_from=before, failed_before=before)
+
+    done = api.redrive(queue, key="b")
+    assert (done.redriven, done.passed_over, done.more) == (1, 2, False)
+    task = api.poll(queue, wait=5)
+    assert task is not None and task.fairness_key == "b" and task.attempt == 1
+    api.complete(task)
+    assert letters() == [("a", "timeout connecting"), ("a", "refused")]
+
+
 def test_a_paused_key_waits_while_the_others_go(api, queue_name):
     queue = queue_name()
     api.create_queue(queue)

@@ -34,6 +34,7 @@ fn a_letter_buried_beside_a_redrive_lands_above_the_raised_floor() {
     let input = PlanInput {
         finishes: std::slice::from_ref(&fail),
         redrive: vec![(put_back, task.clone())],
+        redrive_floor: Some(put_back.key),
         ..PlanInput::default()
     };
     let plan = engine.plan(input, now, &mut || 0.5).expect("ids left");
@@ -60,8 +61,12 @@ fn moved_dead_letters_land_above_the_floor() {
     let letter = RecordTask { task: StoredTask { attempt: 3, ..old }, at_unix_ms: 500, message: "broken".into() };
     let ahead = RecordKey { section: Section::DeadLetters, key: (now + 5_000, 9) };
     let redriven = TaskSpec::new("k", Priority::DEFAULT, b"back".to_vec()).at_level(FairLevel::new(0, 9), 0);
-    let input =
-        PlanInput { redrive: vec![(ahead, redriven)], bury: std::slice::from_ref(&letter), ..PlanInput::default() };
+    let input = PlanInput {
+        redrive: vec![(ahead, redriven)],
+        redrive_floor: Some(ahead.key),
+        bury: std::slice::from_ref(&letter),
+        ..PlanInput::default()
+    };
     let plan = engine.plan(input, now, &mut || 0.5).expect("ids left");
     let floor = plan.write.metadata.as_ref().expect("the floor is raised").dead_letters_through;
     let moved: Vec<_> = plan

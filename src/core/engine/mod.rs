@@ -31,6 +31,7 @@
 
 pub mod aged;
 mod config;
+pub mod dead_letter_filter;
 pub mod dedup;
 pub mod delayed;
 pub mod dispatch_tally;
@@ -50,6 +51,7 @@ mod sizes;
 mod subqueue;
 
 pub use config::EngineConfig;
+pub use dead_letter_filter::DeadLetterFilter;
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
 pub use leases::LeaseError;
 pub use machine::{MAX_MAINTENANCE_PER_WRITE, PartitionEngine};

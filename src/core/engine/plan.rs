@@ -117,6 +117,10 @@ pub struct PlanInput<'a> {
     pub finishes: &'a [Finish],
     /// Dead letters to put back in the queue, as read from the store.
     pub redrive: Vec<(RecordKey, StoredTask)>,
+    /// Where the floor of dead letters rises with them: to the last letter
+    /// put back while every letter from the floor up to it is put back too
+    /// (none when a filter left the first letter where it is).
+    pub redrive_floor: Option<(i64, i64)>,
     /// Dead letters moved in from elsewhere (an old generation's partition,
     /// after a forced failover), in order: each is written as a dead letter
     /// here, with an id of this partition, above the dead-letter floor, its
@@ -137,6 +141,7 @@ impl Default for PlanInput<'_> {
             in_turn: &[],
             finishes: &[],
             redrive: Vec::new(),
+            redrive_floor: None,
             bury: &[],
             max_bytes: usize::MAX,
         }

@@ -7,7 +7,7 @@
 
 use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;
-use crate::core::engine::{Finish, Finished, Outcome};
+use crate::core::engine::{DeadLetterFilter, Finish, Finished, Outcome};
 use crate::matcher::LeaseToken;
 use crate::partition::{Lookup, LookupBounds, PartitionError, RecordTask, Redriven};
 
@@ -43,47 +43,75 @@ impl QueueMatcher {
         Ok(self.held_partition(partition)?.find_task(task_id, bounds).await?)
     }
 
-    /// Puts up to `limit` dead letters of `partition` back in the queue.
-    pub async fn redrive(&self, partition: u32, limit: usize) -> Result<Redriven, MatchError> {
-        Ok(self.held_partition(partition)?.redrive(limit).await?)
+    /// Puts up to `limit` dead letters of `partition` that `filter` chooses
+    /// back in the queue, reading at most `max_read` letters.
+    pub async fn redrive(
+        &self,
+        partition: u32,
+        limit: usize,
+        filter: &DeadLetterFilter,
+        max_read: usize,
+    ) -> Result<Redriven, MatchError> {
+        Ok(self.held_partition(partition)?.redrive(limit, filter, max_read).await?)
     }
 
-    /// Up to `limit` dead letters of the queue, oldest failure first, with
-    /// their partitions, within `max_bytes` of payloads and messages (the
-    /// first always). Read from the store, so that any node can list them:
-    /// per partition, above the floor of those put back (past their deleted
-    /// rows), in pages, until its share of `max_bytes` is read.
-    pub async fn dead_letters(&self, limit: usize, max_bytes: usize) -> Result<Vec<(u32, RecordTask)>, MatchError> {
+    /// Up to `limit` dead letters of the queue that `filter` chooses, oldest
+    /// failure first, with their partitions, within `max_bytes` of payloads
+    /// and messages (the first always). Read from the store, so that any
+    /// node can list them: per partition, above the floor of those put back
+    /// (past their deleted rows), in pages, until its share of `max_bytes`
+    /// is read or `max_read` letters are. With them, whether any were left
+    /// unread or out: whether another call, or a narrower one, may find more.
+    pub async fn dead_letters(
+        &self,
+        limit: usize,
+        (max_bytes, max_read): (usize, usize),
+        filter: &DeadLetterFilter,
+    ) -> Result<(Vec<(u32, RecordTask)>, bool), MatchError> {
         const PAGE: usize = 64;
         let size = |d: &RecordTask| d.task.payload.len() + d.message.len();
         let share = (max_bytes / self.partition_count() as usize).max(1);
         let mut dead = Vec::new();
+        let mut more = false;
         for partition in self.config().partition_numbers() {
             let stored = self.stored(partition);
             let meta = stored.meta().await.map_err(PartitionError::from)?;
             let mut after = meta.map_or((0, 0), |m| m.dead_letters_through);
-            let (mut taken, mut bytes) = (0, 0);
-            while taken < limit && bytes < share {
-                let page = (limit - taken).min(PAGE);
+            let (mut taken, mut bytes, mut read) = (0, 0, 0);
+            let mut ended = false;
+            while taken < limit && bytes < share && read < max_read {
+                let page = if filter.is_everything() { limit - taken } else { max_read - read };
+                let page = page.min(PAGE);
                 let letters = stored.dead_letters(after, page).await.map_err(PartitionError::from)?;
                 let last_page = letters.len() < page;
                 for (at, letter) in letters {
                     after = at.key;
-                    (taken, bytes) = (taken + 1, bytes + size(&letter));
-                    dead.push((partition, letter));
+                    read += 1;
+                    if filter.matches(&letter) {
+                        (taken, bytes) = (taken + 1, bytes + size(&letter));
+                        dead.push((partition, letter));
+                    }
                 }
                 if last_page {
+                    ended = true;
                     break;
                 }
             }
+            more |= !ended;
         }
         dead.sort_by_key(|(partition, d)| (d.at_unix_ms, *partition, d.task.task_id));
+        let found = dead.len();
         let mut total = 0;
-        let within = dead.into_iter().take(limit).take_while(|(_, letter)| {
-            let first = total == 0;
-            total += size(letter).max(1);
-            first || total <= max_bytes
-        });
-        Ok(within.collect())
+        let within: Vec<_> = dead
+            .into_iter()
+            .take(limit)
+            .take_while(|(_, letter)| {
+                let first = total == 0;
+                total += size(letter).max(1);
+                first || total <= max_bytes
+            })
+            .collect();
+        more |= within.len() < found;
+        Ok((within, more))
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairway::clock::SystemClock;
-use fairway::core::engine::Outcome;
+use fairway::core::engine::{DeadLetterFilter, Outcome};
 use fairway::matcher::{Queues, Settings};
 use fairway::model::{FairLevel, PartitionId, Priority, TaskSpec, validate};
 use fairway::store::{RecordRange, Section, Store};
@@ -241,10 +241,11 @@ async fn dead_letters_put_back_are_not_crossed_again() {
         }
     };
 
+    let every = DeadLetterFilter::default();
     bury_all(BURIED, 0).await;
     let mut redriven = 0;
     while redriven < BURIED {
-        let put_back = matcher.redrive(0, 10_000).await.expect("re-drive");
+        let put_back = matcher.redrive(0, 10_000, &every, 10_000).await.expect("re-drive");
         assert!(put_back.redriven > 0, "dead letters are left, and none was put back");
         redriven += put_back.redriven;
     }
@@ -255,9 +256,9 @@ async fn dead_letters_put_back_are_not_crossed_again() {
 
     // New dead letters are listed and put back above the floor.
     bury_all(5, 1).await;
-    let listed = matcher.dead_letters(100, 1 << 20).await.expect("list dead letters");
+    let (listed, _) = matcher.dead_letters(100, (1 << 20, 10_000), &every).await.expect("list dead letters");
     assert_eq!(listed.len(), 5, "the new dead letters, and none of those put back");
-    assert_eq!(matcher.redrive(0, 100).await.expect("re-drive").redriven, 5);
+    assert_eq!(matcher.redrive(0, 100, &every, 10_000).await.expect("re-drive").redriven, 5);
     queues.close().await;
     assert_eq!(
         cassandra.read_warnings(),

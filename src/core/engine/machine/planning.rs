@@ -125,10 +125,11 @@ impl PartitionEngine {
             };
             plan.added.push(added);
         }
+        // Dead letters are put back oldest first: those gone from the
+        // floor up go below it.
+        plan.dead_letters_floor = plan.dead_letters_floor.max(input.redrive_floor);
         for (key, dead) in input.redrive {
             plan.write.delete.push(key);
-            // Dead letters are put back oldest first: those gone are below the floor.
-            plan.dead_letters_floor = plan.dead_letters_floor.max(Some(key.key));
             // Back with everything it was added with, its dedup id too; if
             // a newer task holds that id now, this one would run beside it.
             let mut fresh = StoredTask { attempt: 1, ..dead };

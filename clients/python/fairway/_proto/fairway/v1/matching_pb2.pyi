@@ -87,13 +87,14 @@ class CreateQueueResponse(_message.Message):
     def __init__(self, partitions: _Optional[int] = ..., home: _Optional[str] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
-    __slots__ = ["attempts", "dedup_id", "failed_at", "fairness_key", "message", "partition", "payload", "priority", "task_id"]
+    __slots__ = ["attempts", "dedup_id", "failed_at", "fairness_key", "message", "partition", "payload", "payload_bytes", "priority", "task_id"]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     DEDUP_ID_FIELD_NUMBER: _ClassVar[int]
     FAILED_AT_FIELD_NUMBER: _ClassVar[int]
     FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -104,9 +105,22 @@ class DeadLetter(_message.Message):
     message: str
     partition: int
     payload: bytes
+    payload_bytes: int
     priority: int
     task_id: int
-    def __init__(self, task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempts: _Optional[int] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., dedup_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempts: _Optional[int] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., message: _Optional[str] = ..., dedup_id: _Optional[str] = ..., payload_bytes: _Optional[int] = ...) -> None: ...
+
+class DeadLetterFilter(_message.Message):
+    __slots__ = ["failed_before", "failed_from", "fairness_key", "message_contains"]
+    FAILED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FROM_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    failed_before: _timestamp_pb2.Timestamp
+    failed_from: _timestamp_pb2.Timestamp
+    fairness_key: str
+    message_contains: str
+    def __init__(self, fairness_key: _Optional[str] = ..., message_contains: _Optional[str] = ..., failed_from: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failed_before: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DescribeQueueRequest(_message.Message):
     __slots__ = ["queue", "top_keys"]
@@ -263,18 +277,22 @@ class KeyState(_message.Message):
     def __init__(self, fairness_key: _Optional[str] = ..., buffered: _Optional[int] = ..., pass_ahead: _Optional[int] = ..., oldest_added_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListDeadLettersRequest(_message.Message):
-    __slots__ = ["limit", "queue"]
+    __slots__ = ["filter", "limit", "queue"]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    filter: DeadLetterFilter
     limit: int
     queue: str
-    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ...) -> None: ...
 
 class ListDeadLettersResponse(_message.Message):
-    __slots__ = ["dead_letters"]
+    __slots__ = ["dead_letters", "more"]
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
-    def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+    more: bool
+    def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ..., more: bool = ...) -> None: ...
 
 class ListQueuesRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "prefix"]
@@ -472,20 +490,26 @@ class QueueSummary(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[int] = ..., home: _Optional[str] = ..., backlog: _Optional[int] = ..., leased: _Optional[int] = ..., oldest_added_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., held_here: _Optional[int] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
 
 class RedriveDeadLettersRequest(_message.Message):
-    __slots__ = ["limit", "queue"]
+    __slots__ = ["filter", "limit", "queue"]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    filter: DeadLetterFilter
     limit: int
     queue: str
-    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[DeadLetterFilter, _Mapping]] = ...) -> None: ...
 
 class RedriveDeadLettersResponse(_message.Message):
-    __slots__ = ["duplicates", "redriven"]
+    __slots__ = ["duplicates", "more", "passed_over", "redriven"]
     DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    PASSED_OVER_FIELD_NUMBER: _ClassVar[int]
     REDRIVEN_FIELD_NUMBER: _ClassVar[int]
     duplicates: int
+    more: bool
+    passed_over: int
     redriven: int
-    def __init__(self, redriven: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+    def __init__(self, redriven: _Optional[int] = ..., duplicates: _Optional[int] = ..., passed_over: _Optional[int] = ..., more: bool = ...) -> None: ...
 
 class ResumeQueueRequest(_message.Message):
     __slots__ = ["fairness_key", "queue"]
