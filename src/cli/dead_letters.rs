@@ -62,7 +62,7 @@ impl FilterArgs {
         (filter != pb::DeadLetterFilter::default()).then_some(filter)
     }
 
-    /// " of key \"k\", whose message contains \"x\"": what the filter chose, for a summary.
+    /// " (those of key \"k\", whose message contains \"x\")": what the filter chose, for a summary.
     fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(key) = &self.key {
@@ -77,7 +77,7 @@ impl FilterArgs {
         if let Some(span) = self.older_than {
             parts.push(format!("failed over {} ago", times::span(span.as_millis() as i64)));
         }
-        if parts.is_empty() { String::new() } else { format!(" {}", parts.join(", ")) }
+        if parts.is_empty() { String::new() } else { format!(" (those {})", parts.join(", ")) }
     }
 }
 
@@ -97,7 +97,7 @@ pub(super) async fn run(args: DeadLettersArgs) -> anyhow::Result<()> {
         if json {
             return super::json::print(&response, "fairway.v1.RedriveDeadLettersResponse");
         }
-        println!("queue {queue}: {} dead letter(s){which} put back", response.redriven);
+        println!("queue {queue}: {} dead letter(s) put back{which}", response.redriven);
         if response.duplicates > 0 {
             println!(
                 "queue {queue}: {} dead letter(s) removed: a task with the same dedup id is pending or running",
@@ -161,6 +161,6 @@ mod tests {
         assert_eq!(filter.fairness_key.as_deref(), Some(""), "the empty key is a key");
         assert_eq!(filter.failed_before, Some(timestamp(10_000_000 - 60_000)));
         assert_eq!(filter.failed_from, Some(timestamp(10_000_000 - 3_600_000)));
-        assert_eq!(aged.describe(), " of key \"\", failed in the last 1 h 0 min, failed over 1 min 0 s ago");
+        assert_eq!(aged.describe(), " (those of key \"\", failed in the last 1 h 0 min, failed over 1 min 0 s ago)");
     }
 }
