@@ -44,6 +44,7 @@ pub enum Rpc {
     PauseQueue,
     ResumeQueue,
     GetTask,
+    CancelTask,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -61,7 +62,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 30] = [
+    pub const ALL: [Rpc; 31] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -79,6 +80,7 @@ impl Rpc {
         Rpc::PauseQueue,
         Rpc::ResumeQueue,
         Rpc::GetTask,
+        Rpc::CancelTask,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -114,6 +116,7 @@ impl Rpc {
             Rpc::PauseQueue => "PauseQueue",
             Rpc::ResumeQueue => "ResumeQueue",
             Rpc::GetTask => "GetTask",
+            Rpc::CancelTask => "CancelTask",
             Rpc::RecordOrigins => "RecordOrigins",
             Rpc::FinishListing => "FinishListing",
             Rpc::RequestVisit => "RequestVisit",
@@ -143,6 +146,7 @@ impl Rpc {
                 | Rpc::HeartbeatTask
                 | Rpc::RedriveDeadLetters
                 | Rpc::GetTask
+                | Rpc::CancelTask
         )
     }
 
@@ -165,6 +169,7 @@ impl Rpc {
             | Rpc::ListSchedules
             | Rpc::DescribeSchedule => Permission::Read,
             Rpc::RedriveDeadLetters
+            | Rpc::CancelTask
             | Rpc::CreateQueue
             | Rpc::MoveQueue
             | Rpc::UpdateQueue

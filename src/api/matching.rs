@@ -581,6 +581,13 @@ impl Matching for MatchingService {
         super::task_lookup::get(&self.router, request).await
     }
 
+    async fn cancel_task(
+        &self,
+        request: Request<pb::CancelTaskRequest>,
+    ) -> Result<Response<pb::CancelTaskResponse>, Status> {
+        super::task_cancel::cancel(&self.router, request).await
+    }
+
     async fn resume_queue(
         &self,
         request: Request<pb::ResumeQueueRequest>,

@@ -22,6 +22,7 @@ mod routing;
 pub mod scheduler;
 pub mod schedules;
 pub mod status;
+mod task_cancel;
 mod task_lookup;
 
 pub use access::{Gate, Rpc};

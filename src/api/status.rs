@@ -10,13 +10,14 @@
 //! | forwarded to the owner, no answer within `cluster.forward_timeout` | `UNKNOWN`, metadata `fairway-maybe-applied: true` | maybe |
 //! | store refused a write this server made (too large, bad value): not the caller's fault | `INTERNAL` | no |
 //! | corrupt stored data | `DATA_LOSS` | no |
-//! | lease token no longer holds the lease | `FAILED_PRECONDITION` | no |
+//! | lease token no longer holds the lease, or its task was cancelled | `FAILED_PRECONDITION` | no |
 //! | a completion or failure of the same lease is being written | `ABORTED` | no: retry |
 //! | the queue was never created | `NOT_FOUND` | no |
 //! | a queue's home named where no node is live, or moved while an earlier move is not done | `FAILED_PRECONDITION` | no |
 //! | a partition homed in another region (a take refused) | `UNAVAILABLE` | no: safe to retry |
 //! | creating a queue would pass `matcher.max_queues` or `matcher.max_partitions` | `RESOURCE_EXHAUSTED` | no |
 //! | a poll past `matcher.max_parked_polls` or `limits.max_polls_per_connection` | `RESOURCE_EXHAUSTED` | no |
+//! | a cancel while 1,000 cancelled tasks of the partition wait to be reached | `RESOURCE_EXHAUSTED` | no |
 //! | no credentials, or credentials no principal has | `UNAUTHENTICATED` | no |
 //! | the caller lacks the permission, or adds under another tenant's fairness key | `PERMISSION_DENIED` | no |
 //! | routing metadata without a node's valid proof, or a node's proof for another RPC | `PERMISSION_DENIED` | no |
@@ -194,13 +195,15 @@ pub fn from_match(error: MatchError) -> Status {
             Status::unavailable("the server is shutting down; nothing was written, retry elsewhere")
         }
         MatchError::NoPartition(_) => Status::unavailable(format!("{error}; nothing was written, retry")),
-        MatchError::Lease(LeaseError::Stale) => Status::failed_precondition(format!("lease_token: {error}")),
+        MatchError::Lease(LeaseError::Stale | LeaseError::Cancelled) => {
+            Status::failed_precondition(format!("lease_token: {error}"))
+        }
         MatchError::Lease(LeaseError::Busy) => Status::aborted(format!("lease_token: {error}")),
         MatchError::UnknownQueue(_) => Status::not_found(error.to_string()),
         MatchError::MoveInProgress { .. } => Status::failed_precondition(error.to_string()),
         MatchError::InvalidSettings(_) => Status::invalid_argument(error.to_string()),
         MatchError::SettingsContended { .. } | MatchError::StaleSettings { .. } => Status::aborted(error.to_string()),
-        MatchError::QueueLimit { .. } | MatchError::TooManyPolls { .. } => {
+        MatchError::QueueLimit { .. } | MatchError::TooManyPolls { .. } | MatchError::CancelRefused(_) => {
             Status::resource_exhausted(error.to_string())
         }
     }

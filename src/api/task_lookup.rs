@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use super::access::{Rpc, authorize, caller};
 use super::convert::timestamp;
-use super::routing::{Origin, Router};
+use super::routing::{Origin, Router, Target};
 use super::status;
 use crate::core::engine::lookup::{FoundTask, TaskState, Waiting};
 use crate::matcher::QueueMatcher;
@@ -32,28 +32,21 @@ pub(super) async fn get(
     if request.include_payload {
         may_see_payload(&caller, &queue, None)?;
     }
-    let matcher = router.queues().get(&queue).await.map_err(status::from_match)?;
-    let partition = request.partition;
-    let numbers = matcher.config().partition_numbers();
-    if partition >= numbers.end {
-        let limit = format!("queue {queue} has partitions {} to {}", numbers.start, numbers.end - 1);
-        return Err(status::invalid(ValidationError::new("partition", format!("is {partition}; {limit}"))));
-    }
     let origin = Origin::of(&caller);
-    let mut response = if matches!(origin, Origin::Forwarded(_)) || matcher.holds(partition) {
-        look_up_here(&matcher, partition, request.task_id).await?
-    } else {
-        let owner = router.remote_owner(&matcher, partition)?;
-        router
-            .forward(
-                &owner,
-                Rpc::GetTask,
-                request.clone(),
-                Some(partition),
-                Duration::ZERO,
-                |mut peer, request| async move { peer.get_task(request).await },
-            )
-            .await?
+    let mut response = match task_target(router, origin, &queue, request.partition).await? {
+        Target::Here(matcher) => look_up_here(&matcher, request.partition, request.task_id).await?,
+        Target::There(owner) => {
+            router
+                .forward(
+                    &owner,
+                    Rpc::GetTask,
+                    request.clone(),
+                    Some(request.partition),
+                    Duration::ZERO,
+                    |mut peer, request| async move { peer.get_task(request).await },
+                )
+                .await?
+        }
     };
     if !request.include_payload {
         response.payload.clear();
@@ -63,8 +56,30 @@ pub(super) async fn get(
     Ok(Response::new(response))
 }
 
-fn queue_name(name: &str) -> Result<QueueName, Status> {
+pub(super) fn queue_name(name: &str) -> Result<QueueName, Status> {
     validate::queue_name("queue", name).map_err(status::invalid)
+}
+
+/// Where a request on one task of partition `partition` of `queue` is
+/// served: here when this node owns the partition (or the request was
+/// forwarded to it), else by the owner. A partition the queue does not
+/// have is invalid.
+pub(super) async fn task_target(
+    router: &Router,
+    origin: Origin,
+    queue: &QueueName,
+    partition: u32,
+) -> Result<Target, Status> {
+    let matcher = router.queues().get(queue).await.map_err(status::from_match)?;
+    let numbers = matcher.config().partition_numbers();
+    if partition >= numbers.end {
+        let limit = format!("queue {queue} has partitions {} to {}", numbers.start, numbers.end - 1);
+        return Err(status::invalid(ValidationError::new("partition", format!("is {partition}; {limit}"))));
+    }
+    if matches!(origin, Origin::Forwarded(_)) || matcher.holds(partition) {
+        return Ok(Target::Here(matcher));
+    }
+    Ok(Target::There(router.remote_owner(&matcher, partition)?))
 }
 
 /// Payloads are shown to whom may work the task's key: a worker gets them
@@ -79,11 +94,15 @@ fn may_see_payload(caller: &Caller, queue: &QueueName, fairness_key: Option<&str
 }
 
 async fn look_up_here(matcher: &QueueMatcher, partition: u32, task_id: i64) -> Result<pb::GetTaskResponse, Status> {
-    let name = matcher.name();
-    let found = matcher.find_task(partition, task_id, LookupBounds::default()).await.map_err(status::from_match)?;
-    let task = format!("task {task_id} of queue {name}, partition {partition},");
-    match found {
-        Lookup::Found(found) => Ok(response(partition, *found)),
+    let lookup = matcher.find_task(partition, task_id, LookupBounds::default()).await.map_err(status::from_match)?;
+    Ok(response(partition, found(lookup, matcher.name(), partition, task_id)?))
+}
+
+/// The task a lookup found; else `NOT_FOUND` saying which of three it is.
+pub(super) fn found(lookup: Lookup, queue: &QueueName, partition: u32, task_id: i64) -> Result<FoundTask, Status> {
+    let task = format!("task {task_id} of queue {queue}, partition {partition},");
+    match lookup {
+        Lookup::Found(found) => Ok(*found),
         Lookup::NeverAdded => {
             Err(Status::not_found(format!("{task} does not exist: no task of the partition has had that id")))
         }
@@ -98,9 +117,22 @@ async fn look_up_here(matcher: &QueueMatcher, partition: u32, task_id: i64) -> R
     }
 }
 
+/// The state of a task as GetTask and CancelTask name it.
+pub(super) fn state_of(state: &TaskState) -> pb::get_task_response::State {
+    use pb::get_task_response::State;
+    match state {
+        TaskState::Pending(_) => State::Pending,
+        TaskState::Delayed { .. } => State::Delayed,
+        TaskState::Leased { .. } => State::Leased,
+        TaskState::Dead { .. } => State::Dead,
+    }
+}
+
 fn response(partition: u32, found: FoundTask) -> pb::GetTaskResponse {
-    let FoundTask { task, state } = found;
+    let FoundTask { task, state, cancelled } = found;
     let mut response = pb::GetTaskResponse {
+        state: state_of(&state).into(),
+        cancelled,
         task_id: task.task_id,
         partition,
         fairness_key: task.fairness_key,
@@ -115,23 +147,14 @@ fn response(partition: u32, found: FoundTask) -> pb::GetTaskResponse {
         payload: task.payload,
         ..pb::GetTaskResponse::default()
     };
-    use pb::get_task_response::State;
     match state {
-        TaskState::Pending(waiting) => {
-            response.set_state(State::Pending);
-            response.waiting_for = waiting_for(waiting);
-        }
-        TaskState::Delayed { ready_at } => {
-            response.set_state(State::Delayed);
-            response.ready_at = Some(timestamp(ready_at));
-        }
+        TaskState::Pending(waiting) => response.waiting_for = waiting_for(waiting),
+        TaskState::Delayed { ready_at } => response.ready_at = Some(timestamp(ready_at)),
         TaskState::Leased { deadline, worker, delivered: _ } => {
-            response.set_state(State::Leased);
             response.worker_id = worker.map(|w| w.to_string()).unwrap_or_default();
             response.lease_deadline = Some(timestamp(deadline));
         }
-        TaskState::Dead { failed_at, message } => {
-            response.set_state(State::Dead);
+        TaskState::Dead { failed_at, message, .. } => {
             response.failed_at = Some(timestamp(failed_at));
             response.failure_message = message;
         }

@@ -184,6 +184,9 @@ pub(super) enum TaskCommand {
     /// Show one task: pending (and what it waits for), delayed, leased (to
     /// whom, until when) or dead.
     Get(super::task_lookup::GetArgs),
+    /// Cancel one task: a dead letter is removed, a leased task's lease ends
+    /// at once, a pending or delayed one ends when it comes up (admin role).
+    Cancel(super::task_cancel::CancelArgs),
     /// Extend a task's lease by the queue's lease timeout.
     Heartbeat {
         #[command(flatten)]
@@ -348,6 +351,7 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
             }
         }
         TaskCommand::Get(args) => return super::task_lookup::get(args).await,
+        TaskCommand::Cancel(args) => return super::task_cancel::cancel(args).await,
         TaskCommand::Poll { server, queue, wait, worker, json } => {
             let mut client = connect(&server).await?;
             let response = client

@@ -10,6 +10,7 @@ mod queue_settings;
 mod schedule;
 mod schema;
 mod serve;
+mod task_cancel;
 mod task_lookup;
 use fairway::clock::human as times;
 mod worker;

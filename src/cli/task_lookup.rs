@@ -38,6 +38,9 @@ pub(super) async fn get(args: GetArgs) -> anyhow::Result<()> {
     }
     let now = now_ms();
     println!("task {} of partition {}: {}", task.task_id, task.partition, state_line(&task, now));
+    if task.cancelled {
+        println!("  cancelled:    it ends, completed and never delivered, when it comes up");
+    }
     println!("  fairness key: {:?}   priority: {}   attempt: {}", task.fairness_key, task.priority, task.attempt);
     println!("  added:        {}", when(task.created_at.as_ref(), now));
     if task.deadline.is_some() {

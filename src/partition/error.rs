@@ -4,7 +4,7 @@
 //! ([`PartitionError::certainly_not_applied`]), so that a caller retries
 //! only what was certainly not written.
 
-use crate::core::engine::LeaseError;
+use crate::core::engine::{CancelRefused, LeaseError};
 use crate::store::StoreError;
 
 /// Why a partition could not do what was asked.
@@ -44,6 +44,17 @@ pub enum FinishError {
     /// The token no longer holds the lease: nothing was written.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// The partition could not record it; see [`PartitionError`].
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+}
+
+/// Why a cancel was not recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CancelError {
+    /// Refused with nothing written: too many cancelled tasks wait.
+    #[error(transparent)]
+    Refused(#[from] CancelRefused),
     /// The partition could not record it; see [`PartitionError`].
     #[error(transparent)]
     Partition(#[from] PartitionError),

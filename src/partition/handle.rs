@@ -19,15 +19,17 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::config::WriterConfig;
-use super::error::{FinishError, PartitionError};
+use super::error::{CancelError, FinishError, PartitionError};
 use super::shared::{Delivery, PartitionState, ReadyHook, RedriveStep, Redriven, Shared, WriteCommand};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
-    Added, Candidate, DeadLetterFilter, EngineConfig, Finish, Finished, Next, PartitionEngine, PartitionSnapshot,
-    Pauses, TaskCounts, bury_bytes, spec_bytes,
+    Added, Cancel, Candidate, DeadLetterFilter, EngineConfig, Finish, Finished, Next, PartitionEngine,
+    PartitionSnapshot, Pauses, TaskCounts, bury_bytes, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
-use crate::store::{PartitionStore, PartitionWrite, Record, RecordRange, RecordTask, RecordValue, Section, StoreError};
+use crate::store::{
+    PartitionStore, PartitionWrite, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section, StoreError,
+};
 
 /// Dead letters one write of a re-drive reads, at most.
 const REDRIVE_READ_PER_WRITE: usize = 256;
@@ -207,6 +209,17 @@ impl Partition {
         }
     }
 
+    /// Cancels the task of `task_id` (see `crate::core::engine::cancel`):
+    /// the row `dead_letter` of its dead letter deleted, or its mark
+    /// written; a lease of it then runs out at once.
+    pub async fn cancel(&self, task_id: i64, dead_letter: Option<(i64, i64)>) -> Result<(), CancelError> {
+        let dead_letter = dead_letter.map(|key| RecordKey { section: Section::DeadLetters, key });
+        let cancel = Cancel { task_id, dead_letter };
+        self.command(|reply| WriteCommand::Cancel { cancel, reply }).await??;
+        self.shared.wake_writer.notify_one();
+        Ok(())
+    }
+
     /// Records a worker's report on a lease.
     pub async fn finish(&self, finish: Finish) -> Result<Finished, FinishError> {
         self.command(|reply| WriteCommand::Finish { finish, reply }).await?
@@ -327,6 +340,10 @@ impl Partition {
         }
         let mut engine = self.shared.engine();
         let Some((task, _)) = engine.take(candidate, now) else {
+            // Gone, or cancelled: the lease of a cancelled task is written
+            // only to end it.
+            drop(engine);
+            self.shared.wake_writer.notify_one();
             return Err(deliver);
         };
         // Registered under the engine's lock, so that the writer that

@@ -101,20 +101,20 @@ impl Scan {
         search: &StoreSearch,
     ) -> Result<Option<ScanOutcome>, PartitionError> {
         let dead = RecordRange::above(Section::DeadLetters, search.dead_letters_above);
-        let as_dead = |failed_at, message| StoredPlace::Dead { failed_at, message };
+        let as_dead = |row, failed_at, message| StoredPlace::Dead { failed_at, message, row };
         if let Some(found) = self.records(stored, dead, as_dead).await? {
             return Ok(Some(found));
         }
         if let Some(after) = search.delayed_above {
             let delayed = RecordRange::above(Section::Delayed, after);
-            let as_delayed = |ready_at, _| StoredPlace::Delayed { ready_at };
+            let as_delayed = |_, ready_at, _| StoredPlace::Delayed { ready_at };
             if let Some(found) = self.records(stored, delayed, as_delayed).await? {
                 return Ok(Some(found));
             }
         }
         for (slot, after) in &search.parked_above {
             let parked = RecordRange::bucket(Section::Parked, *slot, *after);
-            if let Some(found) = self.records(stored, parked, |_, _| StoredPlace::Waiting).await? {
+            if let Some(found) = self.records(stored, parked, |_, _, _| StoredPlace::Waiting).await? {
                 return Ok(Some(found));
             }
         }
@@ -127,12 +127,12 @@ impl Scan {
     }
 
     /// The task's record in `range`, placed by `place` from the record's
-    /// time and message.
+    /// key, time and message.
     async fn records(
         &mut self,
         stored: &StoredPartition,
         mut range: RecordRange,
-        place: impl Fn(i64, String) -> StoredPlace,
+        place: impl Fn((i64, i64), i64, String) -> StoredPlace,
     ) -> Result<Option<ScanOutcome>, PartitionError> {
         loop {
             let Some(page) = self.page() else { return Ok(Some(ScanOutcome::Bounded)) };
@@ -140,11 +140,12 @@ impl Scan {
             let last = records.len() < page;
             for record in records {
                 range.after = record.at.key;
+                let at = record.at.key;
                 let record = record.value.into_task("a task record")?;
                 if self.counted(&record.task, record.message.len()) {
                     return Ok(Some(ScanOutcome::Found(
                         Box::new(record.task),
-                        place(record.at_unix_ms, record.message),
+                        place(at, record.at_unix_ms, record.message),
                     )));
                 }
             }

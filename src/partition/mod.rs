@@ -42,7 +42,7 @@ mod writer;
 /// What the store keeps of a partition, as those above the partition name it.
 pub use crate::store::{PartitionMeta, RecordTask};
 pub use config::WriterConfig;
-pub use error::{FinishError, PartitionError};
+pub use error::{CancelError, FinishError, PartitionError};
 pub use handle::{Partition, PartitionSetup};
 pub use lookup::{Lookup, LookupBounds};
 pub use previous_generation::{abandon_previous, hand_over_previous};

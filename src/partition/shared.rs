@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, oneshot};
 
 use super::config::WriterConfig;
-use super::error::{FinishError, PartitionError};
+use super::error::{CancelError, FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::engine::{Added, DeadLetterFilter, Finish, Finished, PartitionEngine};
+use crate::core::engine::{Added, Cancel, DeadLetterFilter, Finish, Finished, PartitionEngine};
 use crate::model::{PartitionId, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, RecordTask, StoreError};
 
@@ -108,6 +108,11 @@ pub(super) enum WriteCommand {
         letters: Vec<RecordTask>,
         reply: BuryReply,
     },
+    /// A task to cancel.
+    Cancel {
+        cancel: Cancel,
+        reply: CancelReply,
+    },
     SyncMetadata,
 }
 
@@ -125,6 +130,9 @@ impl WriteCommand {
             }
             WriteCommand::Bury { reply, .. } => {
                 let _ = reply.send(Err(error));
+            }
+            WriteCommand::Cancel { reply, .. } => {
+                let _ = reply.send(Err(CancelError::Partition(error)));
             }
             WriteCommand::SyncMetadata => {}
         }
@@ -229,6 +237,7 @@ pub(super) type FinishReply = oneshot::Sender<Result<Finished, FinishError>>;
 pub(super) type RedriveReply = oneshot::Sender<Result<RedriveStepDone, PartitionError>>;
 /// The ids the dead letters got here, in order.
 pub(super) type BuryReply = oneshot::Sender<Result<Vec<i64>, PartitionError>>;
+pub(super) type CancelReply = oneshot::Sender<Result<(), CancelError>>;
 
 /// A fenced write means another node owns the partition: stop handing out.
 pub(super) fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {

@@ -18,15 +18,15 @@ use tokio_util::sync::CancellationToken;
 
 use tokio::sync::oneshot;
 
-use super::error::{FinishError, PartitionError};
+use super::error::{CancelError, FinishError, PartitionError};
 use super::shared::{
-    AppendReply, BuryReply, Delivery, FinishReply, PartitionState, RedriveReply, RedriveStep, RedriveStepDone, Shared,
-    WriteCommand, on_write_error,
+    AppendReply, BuryReply, CancelReply, Delivery, FinishReply, PartitionState, RedriveReply, RedriveStep,
+    RedriveStepDone, Shared, WriteCommand, on_write_error,
 };
 use super::stored::StoredPartition;
 
 use crate::core::engine::dedup::{DedupEntry, MAX_DEDUP_SLOTS};
-use crate::core::engine::{AppendPlan, Finish, PlanInput, bury_bytes, spec_bytes};
+use crate::core::engine::{AppendPlan, Cancel, Finish, PlanInput, bury_bytes, spec_bytes};
 use crate::model::TaskSpec;
 use crate::store::{
     MAX_BUCKETS_PER_READ, ROW_BYTES, RecordKey, RecordRange, RecordTask, RecordValue, RowRef, Section, StoreError,
@@ -198,6 +198,7 @@ fn size(shared: &Shared, command: &WriteCommand) -> (usize, usize) {
         WriteCommand::Finish { finish, .. } => (2, shared.engine().finish_bytes(finish)),
         WriteCommand::Redrive { .. } => (1, 0),
         WriteCommand::Bury { letters, .. } => (letters.len(), letters.iter().map(bury_bytes).sum()),
+        WriteCommand::Cancel { .. } => (1, ROW_BYTES),
         WriteCommand::SyncMetadata => (0, 0),
     }
 }
@@ -225,6 +226,8 @@ struct Requests {
     redrive: Option<(RedriveStep, RedriveReply)>,
     bury: Vec<RecordTask>,
     bury_replies: Vec<(usize, BuryReply)>,
+    cancels: Vec<Cancel>,
+    cancel_replies: Vec<CancelReply>,
     sync: bool,
 }
 
@@ -261,6 +264,10 @@ impl Requests {
                     requests.bury_replies.push((letters.len(), reply));
                     requests.bury.extend(letters);
                 }
+                WriteCommand::Cancel { cancel, reply } => {
+                    requests.cancels.push(cancel);
+                    requests.cancel_replies.push(reply);
+                }
                 WriteCommand::SyncMetadata => requests.sync = true,
             }
         }
@@ -276,6 +283,9 @@ impl Requests {
         }
         for (_, reply) in self.bury_replies {
             let _ = reply.send(Err(error.clone()));
+        }
+        for reply in self.cancel_replies {
+            let _ = reply.send(Err(CancelError::Partition(error.clone())));
         }
         if let Some((_, reply)) = self.redrive {
             let _ = reply.send(Err(error));
@@ -508,6 +518,7 @@ async fn write(shared: &Shared, mut requests: Requests) {
             let redriven =
                 RedriveStepDone { redriven: plan.redriven, duplicates: plan.redrive_duplicates, ..redrive.done };
             let buried = plan.buried.clone();
+            let cancels = plan.cancels.clone();
             let leases = plan.leases.clone();
             shared.engine().write_succeeded(plan, now);
             let mut added = added.into_iter();
@@ -523,6 +534,9 @@ async fn write(shared: &Shared, mut requests: Requests) {
             }
             if let Some((_, reply)) = requests.redrive {
                 let _ = reply.send(Ok(redriven));
+            }
+            for (reply, cancelled) in requests.cancel_replies.into_iter().zip(cancels) {
+                let _ = reply.send(cancelled.map_err(CancelError::Refused));
             }
             shared.deliver(leases);
         }
@@ -592,6 +606,7 @@ async fn plan(shared: &Shared, requests: &Requests, redrive: &Redrivable) -> Res
             redrive: redrive.letters.clone(),
             redrive_floor: redrive.floor,
             bury: &requests.bury,
+            cancels: &requests.cancels,
             max_bytes: shared.config.max_write_bytes,
         };
         let prepared = shared.engine().plan(input, shared.clock.now_ms(), &mut unit);

@@ -145,6 +145,7 @@ pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
         region: meta.region.clone(),
         moved_from: meta.moved_from.clone(),
         drained: meta.drained,
+        cancelled: meta.cancelled.clone(),
         subqueues: Priority::all()
             .zip(&meta.subqueues)
             .map(|(priority, s)| pb::StoredSubqueue {
@@ -206,6 +207,7 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
         region: row.region,
         moved_from: row.moved_from,
         drained: row.drained,
+        cancelled: row.cancelled,
         subqueues,
         delayed_through,
         dead_letters_through,
@@ -404,12 +406,14 @@ mod tests {
             (any::<i64>(), ".{0,30}", ".{0,20}", ".{0,20}", any::<bool>()),
             proptest::array::uniform5(any_subqueue()),
             ((any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>())),
+            proptest::collection::vec(any::<i64>(), 0..8),
         )
             .prop_map(
                 |(
                     (range_id, owner, region, moved_from, drained),
                     subqueues,
                     (delayed_through, dead_letters_through, waiting_through),
+                    cancelled,
                 )| {
                     PartitionMeta {
                         range_id,
@@ -421,6 +425,7 @@ mod tests {
                         dead_letters_through,
                         waiting_through,
                         drained,
+                        cancelled,
                     }
                 },
             )

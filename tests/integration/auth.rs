@@ -152,6 +152,10 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
             let request = pb::GetTaskRequest { queue, partition: 0, task_id: 1, include_payload: false };
             m.get_task(request).await.map(drop)
         }
+        // An id never used: NOT_FOUND for whom may cancel.
+        Rpc::CancelTask => {
+            m.cancel_task(pb::CancelTaskRequest { queue, partition: 0, task_id: 999_999 }).await.map(drop)
+        }
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)

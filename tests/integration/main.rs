@@ -30,6 +30,7 @@ mod schedules;
 mod security;
 mod services;
 mod support;
+mod task_cancel;
 mod task_lookup;
 mod telemetry;
 mod tls;

@@ -362,6 +362,11 @@ class _Ops:
         request = _m.GetTaskRequest(queue=queue, partition=partition, task_id=task_id, include_payload=include_payload)
         return _Op("matching", "GetTask", request, True, lambda r: r)
 
+    # A cancel sent twice cancels the same task: retried.
+    def cancel_task(self, queue: str, task_id: int, partition: int) -> _Op:
+        request = _m.CancelTaskRequest(queue=queue, partition=partition, task_id=task_id)
+        return _Op("matching", "CancelTask", request, True, lambda r: r)
+
     # A pause or a resume sent twice leaves the queue as once: retried.
     def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
         if pause:
@@ -675,6 +680,14 @@ class Client:
         completed or never existed. The payload only with ``include_payload``
         and the admin or worker role."""
         return self._invoke(self._ops.get_task(queue, task_id, partition, include_payload))
+
+    def cancel_task(self, queue: str, task_id: int, *, partition: int = 0) -> _m.CancelTaskResponse:
+        """Cancels one task (admin role): a dead letter is removed; a leased
+        task's lease ends at once (its heartbeats fail with :class:`LeaseLost`);
+        a pending or delayed one ends, never delivered, when it comes up. The
+        answer's ``state`` is where it stood; :class:`NotFound` as for
+        :meth:`get_task`."""
+        return self._invoke(self._ops.cancel_task(queue, task_id, partition))
 
     def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
@@ -1023,6 +1036,9 @@ class AsyncClient:
         self, queue: str, task_id: int, *, partition: int = 0, include_payload: bool = False
     ) -> _m.GetTaskResponse:
         return await self._invoke(self._ops.get_task(queue, task_id, partition, include_payload))
+
+    async def cancel_task(self, queue: str, task_id: int, *, partition: int = 0) -> _m.CancelTaskResponse:
+        return await self._invoke(self._ops.cancel_task(queue, task_id, partition))
 
     async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         return await self._invoke(self._ops.pause(queue, key, True))

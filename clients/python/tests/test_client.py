@@ -281,6 +281,26 @@ def test_a_task_is_found_by_its_id_in_each_state(api, queue_name):
     assert "completed" in str(gone.value)
 
 
+def test_a_task_is_cancelled_in_each_state(api, queue_name):
+    from fairway._proto.fairway.v1 import matching_pb2 as m
+
+    queue = queue_name()
+    api.create_queue(queue)
+    first = api.add(queue, b"first", fairness_key="k")
+    second = api.add(queue, b"second", fairness_key="k")
+    held = api.poll(queue, wait=5)
+    assert held is not None and held.task_id == first.task_id
+    assert api.cancel_task(queue, first.task_id).state == m.GetTaskResponse.LEASED
+    with pytest.raises(fairway.LeaseLost) as lost:
+        api.heartbeat(held)
+    assert "cancel" in str(lost.value)
+    cancelled = api.cancel_task(queue, second.task_id)
+    assert (cancelled.state, cancelled.fairness_key) == (m.GetTaskResponse.PENDING, "k")
+    assert api.poll(queue, wait=1) is None, "a cancelled task is never delivered"
+    with pytest.raises(fairway.NotFound):
+        api.cancel_task(queue, 987_654)
+
+
 def test_queues_are_listed_and_their_settings_stored(api, queue_name):
     first, second = queue_name("listed"), queue_name("listed")
     api.create_queue(first)

@@ -53,13 +53,17 @@ pub enum LeaseError {
     /// The token does not name a held lease: it expired and the task was
     /// delivered again, or it was finished.
     #[error(
-        "the lease is no longer held by this token (it expired and the task was delivered again, or it was finished)"
+        "the lease is no longer held by this token (it expired and the task was delivered again, or it was \
+         finished or cancelled)"
     )]
     Stale,
     /// A completion or failure of this lease is being written; the worker may
     /// try again.
     #[error("a completion or failure of this task is being written; try again")]
     Busy,
+    /// The task was cancelled (CancelTask): its worker should stop.
+    #[error("the task was cancelled (CancelTask): stop working on it; a report on it completes it")]
+    Cancelled,
 }
 
 /// The leases of a partition, by the level id their task was dispatched from.
@@ -200,6 +204,15 @@ impl Leases {
                 Err(LeaseError::Busy)
             }
             _ => Err(LeaseError::Stale),
+        }
+    }
+
+    /// Makes a held lease run out at `now` (its task was cancelled).
+    pub fn expire(&mut self, id: i64, now: UnixMillis) {
+        if let Some(lease) = self.by_id.get_mut(&id).filter(|lease| lease.state == LeaseState::Held) {
+            self.deadlines.remove(&(lease.deadline, id));
+            lease.deadline = lease.deadline.min(now);
+            self.deadlines.insert((lease.deadline, id));
         }
     }
 

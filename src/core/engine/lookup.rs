@@ -21,6 +21,9 @@ pub struct FoundTask {
     pub task: StoredTask,
     /// Where it stands.
     pub state: TaskState,
+    /// Cancelled (CancelTask) and not reached yet: it ends, completed, when
+    /// it is next handed out or reported on.
+    pub cancelled: bool,
 }
 
 /// Where a task stands in its partition.
@@ -51,6 +54,8 @@ pub enum TaskState {
         failed_at: UnixMillis,
         /// The last failure's message.
         message: String,
+        /// The key of its record among the dead letters.
+        row: (i64, i64),
     },
 }
 
@@ -107,5 +112,7 @@ pub enum StoredPlace {
         failed_at: UnixMillis,
         /// The failure's message.
         message: String,
+        /// The key of its record.
+        row: (i64, i64),
     },
 }

@@ -30,6 +30,7 @@
 //!    and writes it again above `A` (`aged`): moved whole or not at all.
 
 pub mod aged;
+pub mod cancel;
 mod config;
 pub mod dead_letter_filter;
 pub mod dedup;
@@ -50,6 +51,7 @@ pub mod rows;
 mod sizes;
 mod subqueue;
 
+pub use cancel::{Cancel, CancelRefused, MAX_CANCELLED};
 pub use config::EngineConfig;
 pub use dead_letter_filter::DeadLetterFilter;
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
@@ -69,6 +71,8 @@ mod age_boost_tests;
 mod aged_tests;
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod cancel_tests;
 #[cfg(test)]
 mod dead_letter_tests;
 #[cfg(test)]

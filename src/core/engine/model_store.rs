@@ -104,7 +104,7 @@ impl ModelStore {
     /// lookup reads them (with no bound): dead letters, delayed and parked
     /// records, then backlog rows above the read levels.
     pub(super) fn find(&self, search: &StoreSearch, task_id: i64) -> Option<(StoredTask, StoredPlace)> {
-        let record = |range: RecordRange, place: &dyn Fn(&RecordTask) -> StoredPlace| {
+        let record = |range: RecordRange, place: &dyn Fn((i64, i64), &RecordTask) -> StoredPlace| {
             self.records.iter().find_map(|(at, value)| match value {
                 RecordValue::Task(record)
                     if at.section == range.section
@@ -112,20 +112,20 @@ impl ModelStore {
                         && at.key != range.after
                         && record.task.task_id == task_id =>
                 {
-                    Some((record.task.clone(), place(record)))
+                    Some((record.task.clone(), place(at.key, record)))
                 }
                 _ => None,
             })
         };
-        let dead = |r: &RecordTask| StoredPlace::Dead { failed_at: r.at_unix_ms, message: r.message.clone() };
-        let delayed = |r: &RecordTask| StoredPlace::Delayed { ready_at: r.at_unix_ms };
+        let dead = |row, r: &RecordTask| StoredPlace::Dead { failed_at: r.at_unix_ms, message: r.message.clone(), row };
+        let delayed = |_, r: &RecordTask| StoredPlace::Delayed { ready_at: r.at_unix_ms };
         record(RecordRange::above(Section::DeadLetters, search.dead_letters_above), &dead)
             .or_else(|| {
                 search.delayed_above.and_then(|after| record(RecordRange::above(Section::Delayed, after), &delayed))
             })
             .or_else(|| {
                 search.parked_above.iter().find_map(|(slot, seq)| {
-                    record(RecordRange::bucket(Section::Parked, *slot, *seq), &|_| StoredPlace::Waiting)
+                    record(RecordRange::bucket(Section::Parked, *slot, *seq), &|_, _| StoredPlace::Waiting)
                 })
             })
             .or_else(|| {

@@ -3,6 +3,7 @@
 //! owner has acknowledged.
 
 use super::aged::WaitKey;
+use super::cancel::{Cancel, CancelRefused};
 use super::delayed::DelayKey;
 use super::leases::LeaseError;
 use super::outcomes::{Added, Finish, Finished};
@@ -31,6 +32,14 @@ pub struct AppendPlan {
     pub redrive_duplicates: usize,
     /// The ids the dead letters moved in ([`PlanInput::bury`]) got, in order.
     pub buried: Vec<i64>,
+    /// One per cancel ([`PlanInput::cancels`]), in order.
+    pub cancels: Vec<Result<(), CancelRefused>>,
+    /// Tasks this write marks cancelled.
+    pub(super) cancelling: Vec<i64>,
+    /// Cancelled tasks this write ends: their marks go once it is durable.
+    pub(super) cancel_ended: Vec<i64>,
+    /// Of those, the ones no report ended (counted as completed).
+    pub(super) cancelled_unreported: u64,
     /// Leases written by this write, to be delivered once it is durable.
     pub leases: Vec<(i64, StoredTask, UnixMillis)>,
     /// Of those, the ones of new tasks handed straight to a worker.
@@ -126,6 +135,9 @@ pub struct PlanInput<'a> {
     /// here, with an id of this partition, above the dead-letter floor, its
     /// failure time, message and task otherwise as they were.
     pub bury: &'a [RecordTask],
+    /// Tasks to cancel (see `crate::core::engine::cancel`); `cancels`
+    /// answers each.
+    pub cancels: &'a [Cancel],
     /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
     /// commands above always go in (their sender keeps them within half of
     /// it); what the engine has due goes in while it fits, and the rest
@@ -143,6 +155,7 @@ impl Default for PlanInput<'_> {
             redrive: Vec::new(),
             redrive_floor: None,
             bury: &[],
+            cancels: &[],
             max_bytes: usize::MAX,
         }
     }

@@ -7,6 +7,7 @@
 
 use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;
+use crate::core::engine::lookup::TaskState;
 use crate::core::engine::{DeadLetterFilter, Finish, Finished, Outcome};
 use crate::matcher::LeaseToken;
 use crate::partition::{Lookup, LookupBounds, PartitionError, RecordTask, Redriven};
@@ -41,6 +42,22 @@ impl QueueMatcher {
     /// its owner (see [`crate::partition::Partition::find_task`]).
     pub async fn find_task(&self, partition: u32, task_id: i64, bounds: LookupBounds) -> Result<Lookup, MatchError> {
         Ok(self.held_partition(partition)?.find_task(task_id, bounds).await?)
+    }
+
+    /// Cancels the task of `partition` with id `task_id`, looked up first
+    /// (see [`Self::find_task`]); the lookup says what it was, and nothing
+    /// is written when it found nothing.
+    pub async fn cancel_task(&self, partition: u32, task_id: i64, bounds: LookupBounds) -> Result<Lookup, MatchError> {
+        let held = self.held_partition(partition)?;
+        let lookup = held.find_task(task_id, bounds).await?;
+        if let Lookup::Found(found) = &lookup {
+            let dead_letter = match &found.state {
+                TaskState::Dead { row, .. } => Some(*row),
+                _ => None,
+            };
+            held.cancel(task_id, dead_letter).await?;
+        }
+        Ok(lookup)
     }
 
     /// Puts up to `limit` dead letters of `partition` that `filter` chooses

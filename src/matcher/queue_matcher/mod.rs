@@ -80,6 +80,9 @@ pub enum MatchError {
     /// No queue of that name was created.
     #[error("queue {0} does not exist: create it with CreateQueue (`fairway queue create`)")]
     UnknownQueue(String),
+    /// A cancel was refused; nothing was written.
+    #[error(transparent)]
+    CancelRefused(#[from] crate::core::engine::CancelRefused),
     /// Creating the queue would pass a limit of the configuration.
     #[error("creating the queue would pass {key} ({limit}); nothing was created")]
     QueueLimit {
@@ -131,6 +134,15 @@ pub enum MatchError {
     },
 }
 
+impl From<crate::partition::CancelError> for MatchError {
+    fn from(error: crate::partition::CancelError) -> Self {
+        match error {
+            crate::partition::CancelError::Refused(refused) => MatchError::CancelRefused(refused),
+            crate::partition::CancelError::Partition(partition) => MatchError::Partition(partition),
+        }
+    }
+}
+
 impl From<FinishError> for MatchError {
     fn from(error: FinishError) -> Self {
         match error {
@@ -149,6 +161,7 @@ impl MatchError {
             | MatchError::NoPartition(_)
             | MatchError::Lease(_)
             | MatchError::UnknownQueue(_)
+            | MatchError::CancelRefused(_)
             | MatchError::QueueLimit { .. }
             | MatchError::MoveInProgress { .. }
             | MatchError::InvalidSettings(_)

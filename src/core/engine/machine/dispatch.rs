@@ -13,7 +13,14 @@ use crate::model::{Priority, StoredTask, TaskSpec};
 
 impl PartitionEngine {
     /// Extends the lease of `lease_id` by the lease timeout from `now`.
+    /// Refused once the task is cancelled.
     pub fn heartbeat(&mut self, lease_id: i64, attempt: u32, now: UnixMillis) -> Result<UnixMillis, LeaseError> {
+        let cancelled = |lease: &crate::core::engine::leases::Lease| {
+            lease.task.attempt == attempt && self.is_cancelled(lease.task.task_id)
+        };
+        if self.leases.get(lease_id).is_some_and(cancelled) {
+            return Err(LeaseError::Cancelled);
+        }
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.heartbeat(lease_id, attempt, deadline)
     }
@@ -170,17 +177,24 @@ impl PartitionEngine {
     /// lease, with the deadline returned. The lease record goes with the
     /// next write ([`Self::plan`]); until it is durable the task must not
     /// reach a worker, and the ack level does not pass it.
+    ///
+    /// A cancelled task is taken too, but `None` comes back: its lease is
+    /// written with no worker waiting, so it runs out at once and the task
+    /// ends, completed (see `crate::core::engine::cancel`).
     pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
         let task = if candidate.parked {
             self.parked.take(candidate.priority, candidate.level.id)?
         } else {
             self.subqueues[candidate.priority.index()].take(candidate.level)?
         };
-        self.rates.consume(&task.fairness_key, now);
+        let cancelled = self.is_cancelled(task.task_id);
+        if !cancelled {
+            self.rates.consume(&task.fairness_key, now);
+        }
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.start(task.clone(), deadline);
         self.unwritten_leases.push(task.level.id);
-        Some((task, deadline))
+        (!cancelled).then_some((task, deadline))
     }
 
     /// Takes the next task and treats its lease as written at once: for

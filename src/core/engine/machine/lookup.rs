@@ -11,21 +11,29 @@ impl PartitionEngine {
     /// The task with id `task_id` as memory has it; `None` when it is not
     /// there (see [`Self::store_search`] for where else it may be).
     pub fn find_task(&self, task_id: i64, now: UnixMillis) -> Option<FoundTask> {
+        let mut found = self.find_in_memory(task_id, now)?;
+        found.cancelled = self.is_cancelled(task_id);
+        Some(found)
+    }
+
+    fn find_in_memory(&self, task_id: i64, now: UnixMillis) -> Option<FoundTask> {
         if let Some(lease) = self.leases.of_task(task_id) {
             let state = TaskState::Leased {
                 deadline: lease.deadline,
                 worker: lease.worker.clone(),
                 delivered: lease.delivered,
             };
-            return Some(FoundTask { task: lease.task.clone(), state });
+            return Some(FoundTask { task: lease.task.clone(), state, cancelled: false });
         }
         let ready = self.subqueues.iter().find_map(|s| s.find_ready(task_id));
         if let Some(task) = ready.or_else(|| self.parked.find_ready(task_id)) {
             return Some(self.waiting(task.clone(), now));
         }
-        self.delayed
-            .find(task_id)
-            .map(|((ready_at, _), task)| FoundTask { task: task.clone(), state: TaskState::Delayed { ready_at } })
+        self.delayed.find(task_id).map(|((ready_at, _), task)| FoundTask {
+            task: task.clone(),
+            state: TaskState::Delayed { ready_at },
+            cancelled: false,
+        })
     }
 
     /// Where the store holds what memory does not.
@@ -44,11 +52,12 @@ impl PartitionEngine {
         if let Some(found) = self.leases.of_task(task.task_id).and_then(|_| self.find_task(task.task_id, now)) {
             return found;
         }
+        let cancelled = self.is_cancelled(task.task_id);
         match place {
-            StoredPlace::Waiting => self.waiting(task, now),
-            StoredPlace::Delayed { ready_at } => FoundTask { task, state: TaskState::Delayed { ready_at } },
-            StoredPlace::Dead { failed_at, message } => {
-                FoundTask { task, state: TaskState::Dead { failed_at, message } }
+            StoredPlace::Waiting => FoundTask { cancelled, ..self.waiting(task, now) },
+            StoredPlace::Delayed { ready_at } => FoundTask { task, state: TaskState::Delayed { ready_at }, cancelled },
+            StoredPlace::Dead { failed_at, message, row } => {
+                FoundTask { task, state: TaskState::Dead { failed_at, message, row }, cancelled }
             }
         }
     }
@@ -74,6 +83,6 @@ impl PartitionEngine {
         } else {
             Waiting::Turn
         };
-        FoundTask { task, state: TaskState::Pending(waiting) }
+        FoundTask { task, state: TaskState::Pending(waiting), cancelled: false }
     }
 }

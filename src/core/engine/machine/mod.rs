@@ -5,6 +5,7 @@
 //! report, sizes).
 
 mod aging;
+mod cancels;
 mod dispatch;
 mod lookup;
 mod planning;
@@ -12,7 +13,7 @@ mod reads;
 mod upkeep;
 mod write_outcome;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use super::IdBlock;
 use super::aged::AgedWindow;
@@ -105,6 +106,11 @@ pub struct PartitionEngine {
     largest_write: usize,
     /// What was handed out lately, by key.
     tally: DispatchTally,
+    /// Tasks cancelled and not reached yet, by task id (in the metadata;
+    /// see `crate::core::engine::cancel`), and whether one went since the
+    /// metadata was last written.
+    cancelled: BTreeSet<i64>,
+    cancelled_moved: bool,
 }
 
 impl PartitionEngine {
@@ -154,6 +160,8 @@ impl PartitionEngine {
             lease_rows_unchecked: 0,
             largest_write: 0,
             tally: DispatchTally::default(),
+            cancelled: meta.cancelled.iter().copied().collect(),
+            cancelled_moved: false,
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),

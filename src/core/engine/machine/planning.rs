@@ -65,6 +65,10 @@ impl PartitionEngine {
             redriven: 0,
             redrive_duplicates: 0,
             buried: Vec::with_capacity(input.bury.len()),
+            cancels: Vec::with_capacity(input.cancels.len()),
+            cancelling: Vec::new(),
+            cancel_ended: Vec::new(),
+            cancelled_unreported: 0,
             leases: Vec::new(),
             direct: Vec::new(),
             pinned: [false; PRIORITY_LEVELS],
@@ -87,7 +91,8 @@ impl PartitionEngine {
         let may_carry_meta = (piggyback && self.metadata_moved())
             || self.delayed.next_due().is_some_and(|d| d <= now)
             || !to_park.is_empty()
-            || !input.redrive.is_empty();
+            || !input.redrive.is_empty()
+            || !input.cancels.is_empty();
         let meta_bytes = if may_carry_meta { meta_bytes(&self.metadata(), to_park.len()) } else { 0 };
         let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
@@ -147,6 +152,7 @@ impl PartitionEngine {
         for letter in input.bury {
             self.plan_moved_dead_letter(&mut plan, letter, now);
         }
+        self.plan_cancels(&mut plan, input.cancels);
         for finish in input.finishes {
             let finished = self.plan_finish(&mut plan, finish, now, unit);
             plan.finished.push(finished);
@@ -156,7 +162,10 @@ impl PartitionEngine {
             .take_expired(now, MAX_MAINTENANCE_PER_WRITE, |task| fits(ending_bytes(task, LEASE_EXPIRED.len())));
         for lease in expired {
             let id = lease.task.level.id;
-            if lease.delivered {
+            if self.is_cancelled(lease.task.task_id) {
+                plan.cancelled_unreported += 1;
+                self.plan_ending(&mut plan, lease.task, lease.seq, &Outcome::Complete, now, unit);
+            } else if lease.delivered {
                 plan.expired += 1;
                 let fail = Outcome::Fail { retryable: true, message: LEASE_EXPIRED.into(), retry_after: None };
                 self.plan_ending(&mut plan, lease.task, lease.seq, &fail, now, unit);
@@ -214,8 +223,11 @@ impl PartitionEngine {
             plan.parked.push((at, task));
         }
         let floors_raised = plan.delayed_floor.is_some() || plan.dead_letters_floor.is_some();
-        if floors_raised || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
+        let marks = !plan.cancelling.is_empty();
+        if floors_raised || marks || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
             let mut meta = self.metadata();
+            meta.cancelled.extend(&plan.cancelling);
+            meta.cancelled.sort_unstable();
             meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
             meta.dead_letters_through =
                 plan.dead_letters_floor.map_or(meta.dead_letters_through, |f| f.max(meta.dead_letters_through));
@@ -250,7 +262,9 @@ impl PartitionEngine {
             Some(_) => (input.specs.len() + input.redrive.len()) * WAITING_RECORD_BYTES,
             None => 0,
         };
-        specs + redrive + finishes + bury + waiting
+        // A mark of a cancelled task goes in the metadata; a dead letter's is a deleted row.
+        let cancels = input.cancels.len() * SMALL_ROW_BYTES;
+        specs + redrive + finishes + bury + waiting + cancels
     }
 
     /// The bytes a worker's report on a lease adds to a write, at most (the
@@ -343,6 +357,7 @@ impl PartitionEngine {
         let id = task.level.id;
         plan.ending.push((id, task.task_id));
         plan.write.put.push(lease_done(seq, &task));
+        let outcome = if self.ends_cancelled(plan, &task) { &Outcome::Complete } else { outcome };
         let (retryable, message, retry_after) = match outcome {
             Outcome::Complete => {
                 self.free_dedup(plan, &task);

@@ -77,6 +77,7 @@ impl PartitionEngine {
             waiting_through: self.aged.floor(),
             // Set only by the drain of the next generation, which fenced this owner first.
             drained: false,
+            cancelled: self.cancelled.iter().copied().collect(),
         }
     }
 
@@ -84,6 +85,7 @@ impl PartitionEngine {
     /// are durable, and the next sync counts from `now`.
     pub fn metadata_persisted(&mut self, meta: &PartitionMeta, now: UnixMillis) {
         self.last_meta_sync = now;
+        self.cancelled_moved = false;
         self.parked.metadata_persisted();
         self.aged.floor_persisted(meta.waiting_through);
         for (subqueue, saved) in self.subqueues.iter_mut().zip(&meta.subqueues) {
@@ -92,9 +94,12 @@ impl PartitionEngine {
     }
 
     /// Whether the metadata changed since it was last written: an ack level
-    /// moved, or a parked key's floor.
+    /// moved, a parked key's floor, or a cancelled task's mark went.
     pub(super) fn metadata_moved(&self) -> bool {
-        self.subqueues.iter().any(|s| s.ack != s.persisted_ack) || self.parked.changed() || self.aged.floor_moved()
+        self.subqueues.iter().any(|s| s.ack != s.persisted_ack)
+            || self.parked.changed()
+            || self.aged.floor_moved()
+            || self.cancelled_moved
     }
 
     /// True when nothing older than `max_age` waits: a new task may then go

@@ -46,6 +46,8 @@ impl PartitionEngine {
             self.leases.moved(*id, *seq);
             self.kept_lease_records.remove(id);
         }
+        let leased = plan.leases.iter().map(|(id, task, _)| (*id, task.task_id));
+        self.cancels_written(&plan.cancelling, leased, &plan.cancel_ended, now);
         self.parked.parked(&plan.parked);
         let capacity = self.config.buffer_tasks;
         for subqueue in &mut self.subqueues {
@@ -60,12 +62,17 @@ impl PartitionEngine {
     }
 
     fn count_succeeded(&mut self, plan: &AppendPlan, now: UnixMillis) {
+        // A cancelled task's lease is written only to end it: not a dispatch.
+        let mut dispatched = 0;
         for (_, task, _) in &plan.leases {
-            self.tally.record(&task.fairness_key, task.cost, now);
+            if !self.is_cancelled(task.task_id) {
+                self.tally.record(&task.fairness_key, task.cost, now);
+                dispatched += 1;
+            }
         }
         let counts = &mut self.counts;
         counts.added += plan.added.iter().filter(|added| matches!(added, Added::Added { .. })).count() as u64;
-        counts.dispatched += plan.leases.len() as u64;
+        counts.dispatched += dispatched;
         for finished in &plan.finished {
             match finished {
                 Ok(Finished::Completed) => counts.completed += 1,
@@ -74,6 +81,7 @@ impl PartitionEngine {
             }
         }
         counts.expired += plan.expired;
+        counts.completed += plan.cancelled_unreported;
     }
 
     /// The write failed. If it `may_have_applied`, whatever it touched is

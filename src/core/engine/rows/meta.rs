@@ -70,6 +70,9 @@ pub struct PartitionMeta {
     /// `Store::force_queue_home`) once every task it held was added again
     /// to the next generation: nothing reads it any more.
     pub drained: bool,
+    /// Tasks cancelled and not reached yet, by task id, ascending: each
+    /// ends, completed, when it is next handed out or reported on.
+    pub cancelled: Vec<i64>,
 }
 
 impl PartitionMeta {

@@ -50,6 +50,26 @@ class AddTasksResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AddTaskResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AddTaskResult, _Mapping]]] = ...) -> None: ...
 
+class CancelTaskRequest(_message.Message):
+    __slots__ = ["partition", "queue", "task_id"]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    queue: str
+    task_id: int
+    def __init__(self, queue: _Optional[str] = ..., partition: _Optional[int] = ..., task_id: _Optional[int] = ...) -> None: ...
+
+class CancelTaskResponse(_message.Message):
+    __slots__ = ["fairness_key", "outcome", "state"]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    fairness_key: str
+    outcome: str
+    state: GetTaskResponse.State
+    def __init__(self, state: _Optional[_Union[GetTaskResponse.State, str]] = ..., fairness_key: _Optional[str] = ..., outcome: _Optional[str] = ...) -> None: ...
+
 class CompleteTaskRequest(_message.Message):
     __slots__ = ["lease_token", "result"]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -184,10 +204,11 @@ class GetTaskRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., partition: _Optional[int] = ..., task_id: _Optional[int] = ..., include_payload: bool = ...) -> None: ...
 
 class GetTaskResponse(_message.Message):
-    __slots__ = ["attempt", "cost", "created_at", "deadline", "dedup_id", "failed_at", "failure_message", "fairness_key", "lease_deadline", "partition", "payload", "payload_bytes", "priority", "ready_at", "size", "state", "task_id", "waiting_for", "worker_id"]
+    __slots__ = ["attempt", "cancelled", "cost", "created_at", "deadline", "dedup_id", "failed_at", "failure_message", "fairness_key", "lease_deadline", "partition", "payload", "payload_bytes", "priority", "ready_at", "size", "state", "task_id", "waiting_for", "worker_id"]
     class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = []
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     DEAD: GetTaskResponse.State
@@ -212,6 +233,7 @@ class GetTaskResponse(_message.Message):
     WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    cancelled: bool
     cost: int
     created_at: _timestamp_pb2.Timestamp
     deadline: _timestamp_pb2.Timestamp
@@ -230,7 +252,7 @@ class GetTaskResponse(_message.Message):
     task_id: int
     waiting_for: str
     worker_id: str
-    def __init__(self, state: _Optional[_Union[GetTaskResponse.State, str]] = ..., task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., dedup_id: _Optional[str] = ..., attempt: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ..., size: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ..., waiting_for: _Optional[str] = ..., ready_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failure_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, state: _Optional[_Union[GetTaskResponse.State, str]] = ..., task_id: _Optional[int] = ..., partition: _Optional[int] = ..., fairness_key: _Optional[str] = ..., priority: _Optional[int] = ..., dedup_id: _Optional[str] = ..., attempt: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cost: _Optional[int] = ..., size: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., payload: _Optional[bytes] = ..., waiting_for: _Optional[str] = ..., ready_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failure_message: _Optional[str] = ..., cancelled: bool = ...) -> None: ...
 
 class HeartbeatTaskRequest(_message.Message):
     __slots__ = ["lease_token"]

@@ -99,6 +99,11 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.GetTaskRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.GetTaskResponse.FromString,
                 )
+        self.CancelTask = channel.unary_unary(
+                '/fairway.v1.Matching/CancelTask',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.FromString,
+                )
 
 
 class MatchingServicer(object):
@@ -266,6 +271,19 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelTask(self, request, context):
+        """Cancels one task by its partition and id. A dead letter is removed. A
+        leased task's lease runs out at once: its heartbeats are refused
+        (FAILED_PRECONDITION) and a report on it completes it. A pending or
+        delayed task is marked, durably, and ends, completed and never
+        delivered, when it is next handed out (GetTask shows `cancelled` until
+        then). At most 1,000 marks per partition wait (RESOURCE_EXHAUSTED past
+        it). NOT_FOUND as GetTask's. Admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -353,6 +371,11 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.GetTask,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.GetTaskRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.GetTaskResponse.SerializeToString,
+            ),
+            'CancelTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTask,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -650,5 +673,22 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/GetTask',
             fairway_dot_v1_dot_matching__pb2.GetTaskRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.GetTaskResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/CancelTask',
+            fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
