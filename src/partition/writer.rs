@@ -520,7 +520,17 @@ async fn write(shared: &Shared, mut requests: Requests) {
             let buried = plan.buried.clone();
             let cancels = plan.cancels.clone();
             let leases = plan.leases.clone();
-            shared.engine().write_succeeded(plan, now);
+            let leases = {
+                let mut engine = shared.engine();
+                engine.write_succeeded(plan, now);
+                // A task cancelled by this very write reaches no worker: its
+                // lease ran out with the write, and its poller gets nothing.
+                let (leases, cancelled): (Vec<_>, Vec<_>) =
+                    leases.into_iter().partition(|(_, task, _)| !engine.is_cancelled(task.task_id));
+                let cancelled: Vec<i64> = cancelled.into_iter().map(|(id, _, _)| id).collect();
+                shared.forget_deliveries(&cancelled);
+                leases
+            };
             let mut added = added.into_iter();
             for (count, reply) in requests.appends {
                 let _ = reply.send(Ok(added.by_ref().take(count).collect()));

@@ -36,8 +36,9 @@ impl PartitionEngine {
 
     /// Whether ending `task` now ends a cancelled task: its mark goes once
     /// the write is durable, and the task ends completed whatever the report.
+    /// A task marked by this same write counts: its mark goes with it.
     pub(super) fn ends_cancelled(&self, plan: &mut AppendPlan, task: &StoredTask) -> bool {
-        let cancelled = self.is_cancelled(task.task_id);
+        let cancelled = self.is_cancelled(task.task_id) || plan.cancelling.contains(&task.task_id);
         if cancelled {
             plan.cancel_ended.push(task.task_id);
         }

@@ -223,10 +223,13 @@ impl PartitionEngine {
             plan.parked.push((at, task));
         }
         let floors_raised = plan.delayed_floor.is_some() || plan.dead_letters_floor.is_some();
-        let marks = !plan.cancelling.is_empty();
+        // Marks written and marks gone go in the same write: a mark that
+        // outlived its task in the store would wait for ever.
+        let marks = !plan.cancelling.is_empty() || !plan.cancel_ended.is_empty();
         if floors_raised || marks || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
             let mut meta = self.metadata();
             meta.cancelled.extend(&plan.cancelling);
+            meta.cancelled.retain(|id| !plan.cancel_ended.contains(id));
             meta.cancelled.sort_unstable();
             meta.delayed_through = plan.delayed_floor.unwrap_or(meta.delayed_through).max(meta.delayed_through);
             meta.dead_letters_through =
