@@ -256,8 +256,14 @@ fn action(queue: &str, verb: &str, form_token: &str, key: Option<&str>, label: &
     }
 }
 
-/// One task; `payload` when the caller may see it.
-pub(super) fn task(task: &pb::GetTaskResponse, payload_hidden: bool, queue: &str, now: i64) -> Markup {
+/// One task; `payload` when the caller may see it; a form that cancels it.
+pub(super) fn task(
+    task: &pb::GetTaskResponse,
+    payload_hidden: bool,
+    queue: &str,
+    form_token: &str,
+    now: i64,
+) -> Markup {
     let state = match task.state() {
         State::Pending => format!("pending: waiting for {}", task.waiting_for),
         State::Delayed => format!("delayed: ready {}", when(task.ready_at.as_ref(), now)),
@@ -270,6 +276,16 @@ pub(super) fn task(task: &pb::GetTaskResponse, payload_hidden: bool, queue: &str
     };
     html! {
         p #task-state.state { (state) }
+        @if task.cancelled {
+            p #task-cancelled.state { "Cancelled: it ends, completed and never delivered, when it comes up." }
+        } @else {
+            form.action #cancel method="post" action={ "/queues/" (queue) "/cancel" } {
+                (token(form_token))
+                input type="hidden" name="partition" value=(task.partition);
+                input type="hidden" name="id" value=(task.task_id);
+                button type="submit" { "Cancel this task" }
+            }
+        }
         table.fields {
             tbody {
                 tr { th { "Queue" } td { a href={ "/queues/" (queue) } { (queue) } } }
@@ -296,13 +312,32 @@ pub(super) fn task(task: &pb::GetTaskResponse, payload_hidden: bool, queue: &str
     }
 }
 
-/// The dead letters of a queue, oldest first, and the redrive form.
-pub(super) fn dead_letters(queue: &str, dead: &pb::ListDeadLettersResponse, form_token: &str, now: i64) -> Markup {
+/// The dead letters of a queue that `chosen` chooses, oldest first; a form
+/// that chooses, and one that redrives those chosen.
+pub(super) fn dead_letters(
+    queue: &str,
+    dead: &pb::ListDeadLettersResponse,
+    chosen: &LetterChoice,
+    form_token: &str,
+    now: i64,
+) -> Markup {
+    let choosing = !chosen.key.is_empty() || !chosen.contains.is_empty();
     html! {
+        form.choose #choose-letters method="get" action={ "/queues/" (queue) "/dead" } {
+            label { "Key " input type="text" name="key" value=(chosen.key); }
+            label { "Message contains " input type="text" name="contains" value=(chosen.contains); }
+            button type="submit" { "Show" }
+        }
         @if dead.dead_letters.is_empty() {
-            p #no-dead-letters { "No dead letters." }
+            p #no-dead-letters { "No dead letters" @if choosing { " of this choice" } "." }
         } @else {
-            (action(queue, "redrive", form_token, None, "Redrive all"))
+            form.action method="post" action={ "/queues/" (queue) "/redrive" } {
+                (token(form_token))
+                input type="hidden" name="key" value=(chosen.key);
+                input type="hidden" name="contains" value=(chosen.contains);
+                button type="submit" { @if choosing { "Redrive these" } @else { "Redrive all" } }
+            }
+            @if dead.more { p.note { "There may be more than those shown." } }
             table #dead-letters {
                 thead { tr { th { "Task" } th { "Key" } th.n { "Attempts" } th { "Failed" } th { "Why" } } }
                 tbody {
@@ -318,6 +353,31 @@ pub(super) fn dead_letters(queue: &str, dead: &pb::ListDeadLettersResponse, form
                 }
             }
         }
+    }
+}
+
+/// Which dead letters a page shows: those of a key (empty: any key), whose
+/// message contains some text (empty: any).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct LetterChoice {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub contains: String,
+}
+
+impl LetterChoice {
+    /// The filter to send: none when nothing is chosen. The console names
+    /// a key only when one is typed, so the empty key is not chosen here.
+    pub(super) fn filter(&self) -> Option<pb::DeadLetterFilter> {
+        if self.key.is_empty() && self.contains.is_empty() {
+            return None;
+        }
+        Some(pb::DeadLetterFilter {
+            fairness_key: (!self.key.is_empty()).then(|| self.key.clone()),
+            message_contains: self.contains.clone(),
+            ..pb::DeadLetterFilter::default()
+        })
     }
 }
 

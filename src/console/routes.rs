@@ -342,26 +342,32 @@ async fn task(
     match found.await {
         Ok((found, hidden)) => {
             let title = format!("Task {} of partition {}", found.task_id, found.partition);
-            let body = pages::task(&found, hidden, &name, console.clock.now_ms());
+            let body = pages::task(&found, hidden, &name, &visit.session.form_token, console.clock.now_ms());
             console.page(&visit, &title, body)
         }
         Err(status) => console.trouble(&visit, status),
     }
 }
 
-async fn dead_letters(State(console): State<Arc<Console>>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+async fn dead_letters(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(chosen): Query<pages::LetterChoice>,
+) -> Response {
     let visit = match console.visit(&headers) {
         Ok(visit) => visit,
         Err(away) => return away.into_response(),
     };
     let listed = async {
         let queue = queue_name(&name)?;
-        let request = pb::ListDeadLettersRequest { queue, limit: DEAD_LETTERS_SHOWN, filter: None };
+        let request = pb::ListDeadLettersRequest { queue, limit: DEAD_LETTERS_SHOWN, filter: chosen.filter() };
         console.client()?.list_dead_letters(Console::request(request, visit.session.credential.as_deref())).await
     };
     match listed.await {
         Ok(dead) => {
-            let body = pages::dead_letters(&name, dead.get_ref(), &visit.session.form_token, console.clock.now_ms());
+            let body =
+                pages::dead_letters(&name, dead.get_ref(), &chosen, &visit.session.form_token, console.clock.now_ms());
             console.page(&visit, &format!("Dead letters of {name}"), body)
         }
         Err(status) => console.trouble(&visit, status),
@@ -377,6 +383,14 @@ struct ActionForm {
     one_key: Option<String>,
     #[serde(default)]
     key: String,
+    /// A redrive: the letters chosen (see [`pages::LetterChoice`]).
+    #[serde(default)]
+    contains: String,
+    /// A cancel: which task.
+    #[serde(default)]
+    partition: u32,
+    #[serde(default)]
+    id: i64,
 }
 
 async fn act(
@@ -393,7 +407,8 @@ async fn act(
         Ok(queue) => queue,
         Err(status) => return console.trouble(&visit, status),
     };
-    let key = form.one_key.is_some().then_some(form.key);
+    let key = form.one_key.is_some().then(|| form.key.clone());
+    let chosen = pages::LetterChoice { key: form.key.clone(), contains: form.contains.clone() };
     let credential = visit.session.credential.as_deref();
     let what = match &key {
         Some(key) if key.is_empty() => "the empty key".to_owned(),
@@ -414,13 +429,23 @@ async fn act(
                 format!("Resumed {what}.")
             }
             "redrive" => {
-                let message =
-                    pb::RedriveDeadLettersRequest { queue: queue.clone(), limit: REDRIVE_LIMIT, filter: None };
+                let message = pb::RedriveDeadLettersRequest {
+                    queue: queue.clone(),
+                    limit: REDRIVE_LIMIT,
+                    filter: chosen.filter(),
+                };
                 let done = client.redrive_dead_letters(Console::request(message, credential)).await?.into_inner();
+                let more = if done.more { " There may be more: redrive again." } else { "" };
                 format!(
-                    "Put {} dead letter(s) back in the queue ({} dropped as duplicates).",
+                    "Put {} dead letter(s) back in the queue ({} dropped as duplicates).{more}",
                     done.redriven, done.duplicates
                 )
+            }
+            "cancel" => {
+                let message =
+                    pb::CancelTaskRequest { queue: queue.clone(), partition: form.partition, task_id: form.id };
+                let done = client.cancel_task(Console::request(message, credential)).await?.into_inner();
+                format!("Cancelled task {} of partition {}: {}.", form.id, form.partition, done.outcome)
             }
             other => return Err(tonic::Status::not_found(format!("no action {other:?}"))),
         })

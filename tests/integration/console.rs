@@ -217,7 +217,7 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
         assert!(answer.starts_with("HTTP/1.1 303"), "GET {path}: {answer}");
         assert!(answer.to_lowercase().contains("location: /login"), "GET {path}: {answer}");
     }
-    for verb in ["pause", "resume", "redrive"] {
+    for verb in ["pause", "resume", "redrive", "cancel"] {
         let answer =
             anonymous(&console, "POST", &format!("/queues/{queue}/{verb}"), "token=x&one_key=yes&key=heavy").await;
         assert!(answer.starts_with("HTTP/1.1 403"), "POST {verb}: {answer}");
@@ -276,26 +276,50 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     assert!(text(&browser, "#payload").await.contains("light 199"));
     screenshot(&browser, "task").await;
 
-    // A dead letter, redriven from its page.
+    // Two dead letters; those whose message says "boom" chosen and redriven.
     let dead_queue = "console-dead";
-    let add = pb::AddTaskRequest { queue: dead_queue.into(), task: Some(spec("x", 0.0, 3, b"doomed")) };
-    client.add_task(with_key(add, &admin)).await.expect("add");
-    let doomed = take(&mut client, &admin, dead_queue, 1).await.remove(0);
-    let fail = pb::FailTaskRequest {
-        lease_token: doomed.lease_token,
-        retryable: false,
-        message: "boom".into(),
-        retry_after: None,
-    };
-    client.fail_task(with_key(fail, &admin)).await.expect("fail");
+    for (key, payload, message) in [("x", &b"doomed"[..], "boom"), ("y", &b"other"[..], "refused")] {
+        let add = pb::AddTaskRequest { queue: dead_queue.into(), task: Some(spec(key, 0.0, 3, payload)) };
+        client.add_task(with_key(add, &admin)).await.expect("add");
+        let doomed = take(&mut client, &admin, dead_queue, 1).await.remove(0);
+        let fail = pb::FailTaskRequest {
+            lease_token: doomed.lease_token,
+            retryable: false,
+            message: message.into(),
+            retry_after: None,
+        };
+        client.fail_task(with_key(fail, &admin)).await.expect("fail");
+    }
     browser.goto(&format!("{console}queues/{dead_queue}/dead")).await.unwrap();
-    assert!(text(&browser, "#dead-letters").await.contains("boom"));
+    let listed = text(&browser, "#dead-letters").await;
+    assert!(listed.contains("boom") && listed.contains("refused"), "{listed}");
+    browser.find(Locator::Css("input[name=contains]")).await.unwrap().send_keys("boom").await.unwrap();
+    submit(&browser, "#choose-letters button", "#dead-letters").await;
+    let chosen = text(&browser, "#dead-letters").await;
+    assert!(chosen.contains("boom") && !chosen.contains("refused"), "{chosen}");
     screenshot(&browser, "dead-letters").await;
     submit(&browser, "form.action button", "#flash").await;
     assert!(text(&browser, "#flash").await.contains("Put 1 dead letter(s) back"));
-    assert!(text(&browser, "#no-dead-letters").await.contains("No dead letters"));
+    let left = text(&browser, "#dead-letters").await;
+    assert!(left.contains("refused") && !left.contains("boom"), "the other letter stays: {left}");
     let again = take(&mut client, &admin, dead_queue, 1).await;
     assert_eq!(again[0].payload, b"doomed", "the redriven task is handed out again");
+
+    // A task cancelled from its page: marked, and never handed out.
+    let add = pb::AddTaskRequest { queue: dead_queue.into(), task: Some(spec("z", 0.0, 3, b"unwanted")) };
+    let unwanted = client.add_task(with_key(add, &admin)).await.expect("add").into_inner();
+    browser
+        .goto(&format!("{console}queues/{dead_queue}/task?partition={}&id={}", unwanted.partition, unwanted.task_id))
+        .await
+        .unwrap();
+    submit(&browser, "#cancel button", "#flash").await;
+    let flash = text(&browser, "#flash").await;
+    assert!(flash.contains(&format!("Cancelled task {}", unwanted.task_id)), "{flash}");
+    browser
+        .goto(&format!("{console}queues/{dead_queue}/task?partition={}&id={}", unwanted.partition, unwanted.task_id))
+        .await
+        .unwrap();
+    assert!(text(&browser, "#task-cancelled").await.contains("Cancelled"));
 
     // Log out; a reader sees the queue, cannot act, and sees no payload.
     browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
