@@ -1,9 +1,11 @@
 //! Section `[console]`: where the web console listens.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::duration_serde;
 use crate::config::ConfigError;
 
 /// Section `[console]`.
@@ -17,18 +19,29 @@ pub struct ConsoleConfig {
     /// default 7070; any free port when gRPC's is 0); beside one beyond
     /// loopback, no console.
     pub listen: String,
+    /// How often the charts of the last hour read the node's counters (1s
+    /// to 5m).
+    #[serde(with = "duration_serde")]
+    pub chart_interval: Duration,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        ConsoleConfig { enabled: true, listen: String::new() }
+        ConsoleConfig { enabled: true, listen: String::new(), chart_interval: Duration::from_secs(10) }
     }
 }
 
 impl ConsoleConfig {
     /// Where the console listens beside gRPC at `grpc`, or `None` when it is
     /// off.
+    /// Checks the section too.
     pub fn address(&self, grpc: SocketAddr) -> Result<Option<SocketAddr>, ConfigError> {
+        if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&self.chart_interval) {
+            return Err(ConfigError::new(
+                "console.chart_interval",
+                format!("is {:?}; it must be 1s to 5m", self.chart_interval),
+            ));
+        }
         if !self.enabled {
             return Ok(None);
         }
@@ -81,5 +94,7 @@ mod tests {
         assert_eq!(off.address(grpc("0.0.0.0:7070")).unwrap(), None);
         let typo = ConsoleConfig { listen: "7071".into(), ..ConsoleConfig::default() };
         assert!(typo.address(grpc("127.0.0.1:7070")).unwrap_err().to_string().contains("IP:PORT"));
+        let hasty = ConsoleConfig { chart_interval: Duration::from_millis(100), ..ConsoleConfig::default() };
+        assert_eq!(hasty.address(grpc("127.0.0.1:7070")).unwrap_err().key, "console.chart_interval");
     }
 }

@@ -1,7 +1,7 @@
 //! The web console `fairway serve` runs beside gRPC: server-rendered pages
-//! of the queues, one queue (each key's share of dispatch beside its
-//! target, partitions, pauses), one task, and dead letters, with the
-//! actions pause, resume and redrive.
+//! of the queues, one queue (its last hour charted, each key's share of
+//! dispatch beside its target, partitions, pauses), one task, and dead
+//! letters, with the actions pause, resume, redrive and cancel.
 //!
 //! Invariants:
 //! - The console has no rights of its own: every page and action is a call
@@ -13,10 +13,15 @@
 //!   session's form token, and a request naming another host than the
 //!   console's is refused (no page is reachable through a name an attacker
 //!   points at loopback).
+//!   The one exception, the charts of a queue's last hour, is read from
+//!   this node's memory ([`history`]), and shown only on the queue's page,
+//!   after the visitor's DescribeQueue of the queue was answered.
 //! - It listens on loopback only ([`ConsoleConfig::address`]); sessions are
-//!   bounded ([`sessions`]).
+//!   bounded ([`sessions`]), and so is the history.
 
+mod charts;
 mod config;
+pub mod history;
 mod pages;
 mod routes;
 pub mod sessions;
@@ -31,6 +36,7 @@ pub use config::ConsoleConfig;
 use crate::clock::SharedClock;
 use crate::cluster::Peers;
 use crate::security::Authenticator;
+use history::History;
 use sessions::Sessions;
 
 /// One node's console.
@@ -45,6 +51,7 @@ pub struct Console {
     /// The `Host` values the console answers to.
     hosts: Vec<String>,
     clock: SharedClock,
+    history: Arc<History>,
 }
 
 impl std::fmt::Debug for Console {
@@ -66,6 +73,7 @@ impl Console {
         grpc: std::net::SocketAddr,
         authenticator: Option<Arc<Authenticator>>,
         clock: SharedClock,
+        history: Arc<History>,
     ) -> std::io::Result<Console> {
         let port = listener.local_addr()?.port();
         let hosts = ["127.0.0.1", "localhost", "[::1]"].iter().map(|host| format!("{host}:{port}")).collect();
@@ -81,6 +89,7 @@ impl Console {
             authenticator,
             hosts,
             clock,
+            history,
         })
     }
 }

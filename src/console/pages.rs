@@ -137,7 +137,13 @@ fn paused(settings: Option<&pb::QueueSettings>) -> String {
 
 /// One queue: what waits and runs, each key's share, partitions, pauses,
 /// and the forms of its actions.
-pub(super) fn queue(described: &pb::DescribeQueueResponse, shares: &Shares, form_token: &str, now: i64) -> Markup {
+pub(super) fn queue(
+    described: &pb::DescribeQueueResponse,
+    shares: &Shares,
+    history: (&[super::history::Point], u64),
+    form_token: &str,
+    now: i64,
+) -> Markup {
     let name = &described.queue;
     let parts = &described.partitions;
     let waiting: u64 = parts.iter().flat_map(|p| &p.subqueues).map(|s| s.backlog).sum();
@@ -150,6 +156,8 @@ pub(super) fn queue(described: &pb::DescribeQueueResponse, shares: &Shares, form
             (described.waiting_pollers) " poll(s) waiting. "
             a href={ "/queues/" (name) "/dead" } { "Dead letters" }
         }
+        h2 { "The last hour on this node" }
+        (super::charts::last_hour(history.0, history.1, now))
         h2 { "Share of dispatch" }
         @if shares.keys.is_empty() {
             p #no-shares { "Nothing handed out in the last seconds by the partitions this node holds." }

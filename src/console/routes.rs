@@ -296,7 +296,10 @@ async fn queue(State(console): State<Arc<Console>>, headers: HeaderMap, Path(nam
         Ok(described) => {
             let described = described.into_inner();
             let shares = crate::api::dispatch_shares::shares(&described);
-            let body = pages::queue(&described, &shares, &visit.session.form_token, console.clock.now_ms());
+            // Read only now that the visitor's DescribeQueue was answered.
+            let points = console.history.of(&crate::model::QueueName::new_unchecked(&described.queue));
+            let history = (points.as_slice(), console.history.every().as_secs());
+            let body = pages::queue(&described, &shares, history, &visit.session.form_token, console.clock.now_ms());
             console.page(&visit, &format!("Queue {}", described.queue), body)
         }
         Err(status) => console.trouble(&visit, status),

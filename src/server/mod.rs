@@ -46,6 +46,7 @@ use crate::clock::SharedClock;
 use crate::cluster::{ClusterConfig, ClusterView, DispatchGate, Heartbeat, Membership, NameTaken, Peers};
 use crate::config::{Config, ConfigError, StoreUrl};
 use crate::console::Console;
+use crate::console::history::{self, History};
 use crate::matcher::{Queues, Settings};
 use crate::proto::v1::matching_server::MatchingServer;
 use crate::proto::v1::scheduler_server::SchedulerServer;
@@ -227,7 +228,10 @@ pub async fn serve(
         Some(console_listener) => {
             let peers = Peers::new(peer_tls(&config.security)?, config.cluster.forward_timeout);
             let grpc = listener.local_addr()?;
-            let console = Console::new(&console_listener, peers, grpc, authenticator.clone(), clock.clone())?;
+            let history = Arc::new(History::new(Duration::from_secs(3600), config.console.chart_interval));
+            let recording = history::record(queues.clone(), history.clone(), clock.clone(), stop_console.clone());
+            tokio::spawn(recording);
+            let console = Console::new(&console_listener, peers, grpc, authenticator.clone(), clock.clone(), history)?;
             Some(tokio::spawn(crate::console::serve(console_listener, Arc::new(console), stop_console.clone())))
         }
         None => None,

@@ -181,7 +181,9 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     let config = dir.path().join("fairway.toml");
     std::fs::write(&config, format!("{admin_config}\n{reader_config}")).unwrap();
     let store = format!("embedded:{}", dir.path().join("data").display());
-    let server = ServerProcess::start_on(&store, &[("FAIRWAY_CONFIG", &config.display().to_string())]);
+    let env = [("FAIRWAY_CONFIG", config.display().to_string()), ("FAIRWAY_CONSOLE__CHART_INTERVAL", "1s".into())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = ServerProcess::start_on(&store, &env);
     let console = server.console.clone().expect("the server prints its console's address");
     let mut client = server.client().await;
 
@@ -267,6 +269,21 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     browser.refresh().await.unwrap();
     let light_after = share(&browser, "light").await;
     assert!(light_after > light + 20.0, "the light key's share grows: {light}% then {light_after}%");
+    // The charts of the last hour (read every second here) show the 80
+    // tasks handed out: a scale above 1 task per second.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        browser.refresh().await.unwrap();
+        if let Ok(scale) = browser.find(Locator::Css("#chart-rates text.scale")).await {
+            let top: f64 = scale.text().await.unwrap().trim_end_matches('k').parse().unwrap_or(0.0);
+            if top > 1.0 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "no chart of the tasks handed out within 30 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(text(&browser, "#chart-depth figcaption").await.contains("waiting"));
     screenshot(&browser, "queue").await;
 
     // A task found by its id, with its payload for the admin.
