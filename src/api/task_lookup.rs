@@ -107,8 +107,8 @@ pub(super) fn found(lookup: Lookup, queue: &QueueName, partition: u32, task_id: 
             Err(Status::not_found(format!("{task} does not exist: no task of the partition has had that id")))
         }
         Lookup::Gone => Err(Status::not_found(format!(
-            "{task} is not pending, delayed, leased or dead: it completed, or was redriven from the dead letters \
-             (a redriven task gets a new id)"
+            "{task} is not pending, delayed, leased or dead: it completed, or was cancelled (a redriven dead \
+             letter keeps its id)"
         ))),
         Lookup::NotWithin { rows } => Err(Status::not_found(format!(
             "{task} is not among the {rows} rows read (the bound of one lookup): it may wait further back in the \

@@ -37,8 +37,8 @@ pub enum Lookup {
     Found(Box<FoundTask>),
     /// No task of the partition has ever had the id.
     NeverAdded,
-    /// Not pending, delayed, leased or dead: it completed, or was removed
-    /// (a dead letter put back under a new id, or deleted).
+    /// Not pending, delayed, leased or dead: it completed, or was
+    /// cancelled.
     Gone,
     /// Not among the rows read before the bound: it may wait further back.
     NotWithin {

@@ -624,23 +624,39 @@ async fn one_principal_at_its_queue_bound_leaves_others_free_to_create() {
     server.stop().await;
 }
 
+/// A TLS server with a queue, and clients of its admin, a reader, and a
+/// worker of the `acme/` keys who may also read: who may see which payloads.
+struct PayloadRoles {
+    server: TestServer,
+    admin: Clients,
+    reader: Clients,
+    acme: Clients,
+    _dir: tempfile::TempDir,
+}
+
+impl PayloadRoles {
+    async fn start() -> PayloadRoles {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Authority::new("fairway test CA");
+        let (admin_key, reader_key, acme_key) = (new_api_key(), new_api_key(), new_api_key());
+        let principals = vec![
+            keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
+            keyed("reader", &reader_key, vec![grant(Role::Reader, None)]),
+            keyed("acme-worker", &acme_key, vec![grant(Role::Worker, Some("acme/")), grant(Role::Reader, None)]),
+        ];
+        let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
+        let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
+        let create = pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() };
+        admin.matching.create_queue(create).await.unwrap();
+        let reader = clients(&server, client_tls(&ca, None), Some(&reader_key)).await;
+        let acme = clients(&server, client_tls(&ca, None), Some(&acme_key)).await;
+        PayloadRoles { server, admin, reader, acme, _dir: dir }
+    }
+}
+
 #[tokio::test]
 async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("fairway test CA");
-    let (admin_key, reader_key, acme_key) = (new_api_key(), new_api_key(), new_api_key());
-    let principals = vec![
-        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
-        keyed("reader", &reader_key, vec![grant(Role::Reader, None)]),
-        keyed("acme-worker", &acme_key, vec![grant(Role::Worker, Some("acme/")), grant(Role::Reader, None)]),
-    ];
-    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
-    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
-    admin
-        .matching
-        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
-        .await
-        .unwrap();
+    let PayloadRoles { server, mut admin, mut reader, mut acme, _dir } = PayloadRoles::start().await;
     let add = pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec("globex/repo", 0.0, 3, b"secret")) };
     let added = admin.matching.add_task(add).await.unwrap().into_inner();
     let request = |include_payload| pb::GetTaskRequest {
@@ -650,7 +666,6 @@ async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
         include_payload,
     };
 
-    let mut reader = clients(&server, client_tls(&ca, None), Some(&reader_key)).await;
     let seen = reader.matching.get_task(request(false)).await.expect("a reader sees the task").into_inner();
     assert_eq!((seen.fairness_key.as_str(), seen.payload.len(), seen.payload_bytes), ("globex/repo", 0, 6));
     let denied = reader.matching.get_task(request(true)).await.unwrap_err();
@@ -658,7 +673,6 @@ async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
     assert!(denied.message().contains("include_payload"), "{}", denied.message());
 
     // A worker bound to another tenant's keys does not see this one's payload.
-    let mut acme = clients(&server, client_tls(&ca, None), Some(&acme_key)).await;
     let denied = acme.matching.get_task(request(true)).await.unwrap_err();
     assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
 
@@ -669,21 +683,7 @@ async fn get_task_shows_a_payload_only_to_whom_may_work_the_task() {
 
 #[tokio::test]
 async fn dead_letters_show_a_payload_only_to_whom_may_work_its_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("fairway test CA");
-    let (admin_key, reader_key, acme_key) = (new_api_key(), new_api_key(), new_api_key());
-    let principals = vec![
-        keyed("admin", &admin_key, vec![grant(Role::Admin, None)]),
-        keyed("reader", &reader_key, vec![grant(Role::Reader, None)]),
-        keyed("acme-worker", &acme_key, vec![grant(Role::Worker, Some("acme/")), grant(Role::Reader, None)]),
-    ];
-    let server = TestServer::start_tls(tls_config(dir.path(), &ca, principals), client_tls(&ca, None)).await;
-    let mut admin = clients(&server, client_tls(&ca, None), Some(&admin_key)).await;
-    admin
-        .matching
-        .create_queue(pb::CreateQueueRequest { queue: QUEUE.into(), partitions: 1, home: String::new() })
-        .await
-        .unwrap();
+    let PayloadRoles { server, mut admin, mut reader, mut acme, _dir } = PayloadRoles::start().await;
     for key in ["globex/repo", "acme/repo"] {
         let add = pb::AddTaskRequest { queue: QUEUE.into(), task: Some(spec(key, 0.0, 0, b"secret")) };
         admin.matching.add_task(add).await.unwrap();
@@ -710,10 +710,8 @@ async fn dead_letters_show_a_payload_only_to_whom_may_work_its_key() {
 
     let letters = admin.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
     assert_eq!(shown(letters), [("acme/repo".into(), secret(), 6), ("globex/repo".into(), secret(), 6)]);
-    let mut reader = clients(&server, client_tls(&ca, None), Some(&reader_key)).await;
     let letters = reader.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
     assert_eq!(shown(letters), [("acme/repo".into(), vec![], 6), ("globex/repo".into(), vec![], 6)]);
-    let mut acme = clients(&server, client_tls(&ca, None), Some(&acme_key)).await;
     let letters = acme.matching.list_dead_letters(list()).await.unwrap().into_inner().dead_letters;
     assert_eq!(shown(letters), [("acme/repo".into(), secret(), 6), ("globex/repo".into(), vec![], 6)]);
     server.stop().await;

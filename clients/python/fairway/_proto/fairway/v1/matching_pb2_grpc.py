@@ -263,7 +263,7 @@ class MatchingServicer(object):
         when) or dead. Answered by the partition's owner, from its memory and
         then from the store, reading at most 10,000 rows and 64 MiB of
         payloads. NOT_FOUND says whether the id was never used, or the task
-        completed (or was put back under a new id), or it was not found within
+        completed (or was cancelled), or it was not found within
         that bound. The payload only with `include_payload` and the admin or
         worker role on the queue (PERMISSION_DENIED otherwise). Read role.
         """
