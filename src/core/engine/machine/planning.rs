@@ -92,7 +92,9 @@ impl PartitionEngine {
             || self.delayed.next_due().is_some_and(|d| d <= now)
             || !to_park.is_empty()
             || !input.redrive.is_empty()
-            || !input.cancels.is_empty();
+            // A cancelled task's end writes the metadata without its mark.
+            || !input.cancels.is_empty()
+            || !self.cancelled.is_empty();
         let meta_bytes = if may_carry_meta { meta_bytes(&self.metadata(), to_park.len()) } else { 0 };
         let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
