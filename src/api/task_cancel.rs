@@ -62,7 +62,7 @@ async fn cancel_here(matcher: &QueueMatcher, partition: u32, task_id: i64) -> Re
             "its lease ran out: its worker's heartbeats are refused, and its report, if it sends one, completes it"
         }
         TaskState::Pending(_) | TaskState::Delayed { .. } => {
-            "marked: it ends, completed and never delivered, when it comes up"
+            "it ends, completed and never delivered, when it comes up"
         }
     };
     Ok(pb::CancelTaskResponse {

@@ -33,7 +33,7 @@ pub(super) async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
     }
     let state = cancelled.state().as_str_name().to_lowercase();
     println!(
-        "task {task_id} of partition {partition} (key {:?}) was {state}; cancelled: {}",
+        "task {task_id} of partition {partition} (key {:?}) was {state}: cancelled; {}",
         cancelled.fairness_key, cancelled.outcome
     );
     Ok(())
