@@ -61,9 +61,7 @@ async fn cancel_here(matcher: &QueueMatcher, partition: u32, task_id: i64) -> Re
         TaskState::Leased { .. } => {
             "its lease ran out: its worker's heartbeats are refused, and its report, if it sends one, completes it"
         }
-        TaskState::Pending(_) | TaskState::Delayed { .. } => {
-            "it ends, completed and never delivered, when it comes up"
-        }
+        TaskState::Pending(_) | TaskState::Delayed { .. } => "it ends, completed and never delivered, when it comes up",
     };
     Ok(pb::CancelTaskResponse {
         state: state_of(&task.state).into(),

@@ -100,10 +100,15 @@ fn a_held_task_cancelled_loses_its_lease_at_once_and_its_failure_report_complete
 fn a_held_task_cancelled_ends_with_the_next_write_without_a_report() {
     let mut engine = ready_engine(EngineConfig::default());
     let id = add(&mut engine, "a");
-    take(&mut engine, NOW).expect("ready");
+    let task = take(&mut engine, NOW).expect("ready");
     write(&mut engine, &[cancel(id)], &[], NOW);
     assert!(engine.write_due(NOW), "the lease ran out: the writer has work");
-    write(&mut engine, &[], &[], NOW);
+    // While the write that ends it is out, its worker is told it was
+    // cancelled, not to try again.
+    let plan = engine.plan(PlanInput::default(), NOW, &mut || 0.5).expect("ids left");
+    assert_eq!(engine.heartbeat(task.level.id, task.attempt, NOW), Err(LeaseError::Cancelled));
+    assert_eq!(engine.leased_dedup_id(task.level.id, task.attempt), Err(LeaseError::Cancelled));
+    engine.write_succeeded(plan, NOW);
     assert!(engine.find_task(id, NOW).is_none(), "ended");
     let counts = engine.counts();
     assert_eq!((counts.completed, counts.expired, counts.failed), (1, 0, 0), "{counts:?}");

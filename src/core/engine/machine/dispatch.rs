@@ -15,12 +15,7 @@ impl PartitionEngine {
     /// Extends the lease of `lease_id` by the lease timeout from `now`.
     /// Refused once the task is cancelled.
     pub fn heartbeat(&mut self, lease_id: i64, attempt: u32, now: UnixMillis) -> Result<UnixMillis, LeaseError> {
-        let cancelled = |lease: &crate::core::engine::leases::Lease| {
-            lease.task.attempt == attempt && self.is_cancelled(lease.task.task_id)
-        };
-        if self.leases.get(lease_id).is_some_and(cancelled) {
-            return Err(LeaseError::Cancelled);
-        }
+        self.refuse_cancelled(lease_id, attempt)?;
         let deadline = now + self.config.tasks.lease_ms();
         self.leases.heartbeat(lease_id, attempt, deadline)
     }
@@ -33,7 +28,19 @@ impl PartitionEngine {
     /// The dedup id of the task the lease of `lease_id` at `attempt` holds,
     /// if the lease is held.
     pub fn leased_dedup_id(&self, lease_id: i64, attempt: u32) -> Result<Option<String>, LeaseError> {
+        self.refuse_cancelled(lease_id, attempt)?;
         Ok(self.leases.check(lease_id, attempt)?.task.dedup_id.clone())
+    }
+
+    /// `Cancelled` when the lease of `lease_id` at `attempt` is of a
+    /// cancelled task, whether it is held or being ended: its worker is
+    /// told so, rather than to try again.
+    fn refuse_cancelled(&self, lease_id: i64, attempt: u32) -> Result<(), LeaseError> {
+        let cancelled = self
+            .leases
+            .get(lease_id)
+            .is_some_and(|lease| lease.task.attempt == attempt && self.is_cancelled(lease.task.task_id));
+        if cancelled { Err(LeaseError::Cancelled) } else { Ok(()) }
     }
 
     /// Records that the lease of `lease_id` at `attempt` went to `worker`.
