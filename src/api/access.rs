@@ -45,6 +45,7 @@ pub enum Rpc {
     ResumeQueue,
     GetTask,
     CancelTask,
+    PurgeQueue,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -62,7 +63,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 31] = [
+    pub const ALL: [Rpc; 32] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -81,6 +82,7 @@ impl Rpc {
         Rpc::ResumeQueue,
         Rpc::GetTask,
         Rpc::CancelTask,
+        Rpc::PurgeQueue,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -117,6 +119,7 @@ impl Rpc {
             Rpc::ResumeQueue => "ResumeQueue",
             Rpc::GetTask => "GetTask",
             Rpc::CancelTask => "CancelTask",
+            Rpc::PurgeQueue => "PurgeQueue",
             Rpc::RecordOrigins => "RecordOrigins",
             Rpc::FinishListing => "FinishListing",
             Rpc::RequestVisit => "RequestVisit",
@@ -147,6 +150,7 @@ impl Rpc {
                 | Rpc::RedriveDeadLetters
                 | Rpc::GetTask
                 | Rpc::CancelTask
+                | Rpc::PurgeQueue
         )
     }
 
@@ -170,6 +174,7 @@ impl Rpc {
             | Rpc::DescribeSchedule => Permission::Read,
             Rpc::RedriveDeadLetters
             | Rpc::CancelTask
+            | Rpc::PurgeQueue
             | Rpc::CreateQueue
             | Rpc::MoveQueue
             | Rpc::UpdateQueue

@@ -588,6 +588,13 @@ impl Matching for MatchingService {
         super::task_cancel::cancel(&self.router, request).await
     }
 
+    async fn purge_queue(
+        &self,
+        request: Request<pb::PurgeQueueRequest>,
+    ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
+        super::queue_purge::purge(&self.router, request).await
+    }
+
     async fn resume_queue(
         &self,
         request: Request<pb::ResumeQueueRequest>,

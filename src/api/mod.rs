@@ -15,6 +15,7 @@ pub mod dispatch_shares;
 mod fuzz;
 mod matching;
 mod queue_list;
+mod queue_purge;
 mod queue_settings;
 mod routed_schedules;
 mod routed_visits;

@@ -261,6 +261,10 @@ pub(super) enum QueueCommand {
     /// adds go on, polls wait. Stored with the queue: every node, and a
     /// restart, keep it.
     Pause(super::queue_settings::PauseArgs),
+    /// Cancel every task of a queue but its dead letters: waiting, delayed
+    /// and running. Run once to see what it would do and get a token, then
+    /// again with `--confirm TOKEN`.
+    Purge(super::queue_purge::PurgeArgs),
     /// Hand out a paused queue's tasks, or a paused key's, again.
     Resume(super::queue_settings::PauseArgs),
     /// Change the settings stored with a queue (lease timeout, attempts,
@@ -505,6 +509,7 @@ pub(super) async fn queue(command: QueueCommand) -> anyhow::Result<()> {
             return super::queue_settings::list(&server, &prefix, limit, json).await;
         }
         QueueCommand::Pause(args) => return super::queue_settings::pause(args, true).await,
+        QueueCommand::Purge(args) => return super::queue_purge::purge(args).await,
         QueueCommand::Resume(args) => return super::queue_settings::pause(args, false).await,
         QueueCommand::Update(args) => return super::queue_settings::update(args).await,
         QueueCommand::Describe { server, queue, top, json } => (server, queue, top, json),

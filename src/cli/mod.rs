@@ -6,6 +6,7 @@ mod dead_letters;
 mod dispatch_shares;
 mod json;
 mod origin;
+mod queue_purge;
 mod queue_settings;
 mod schedule;
 mod schema;

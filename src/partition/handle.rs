@@ -24,7 +24,7 @@ use super::shared::{Delivery, PartitionState, ReadyHook, RedriveStep, Redriven, 
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{
     Added, Cancel, Candidate, DeadLetterFilter, EngineConfig, Finish, Finished, Next, PartitionEngine,
-    PartitionSnapshot, Pauses, TaskCounts, bury_bytes, spec_bytes,
+    PartitionSnapshot, Pauses, Purged, TaskCounts, bury_bytes, spec_bytes,
 };
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::store::{
@@ -218,6 +218,14 @@ impl Partition {
         self.command(|reply| WriteCommand::Cancel { cancel, reply }).await??;
         self.shared.wake_writer.notify_one();
         Ok(())
+    }
+
+    /// Purges the partition (see `crate::core::engine::cancel`): once this
+    /// returns, every task in it is cancelled, and what it held is counted.
+    pub async fn purge(&self) -> Result<Purged, PartitionError> {
+        let purged = self.command(|reply| WriteCommand::Purge { reply }).await??;
+        self.shared.wake_writer.notify_one();
+        Ok(purged)
     }
 
     /// Records a worker's report on a lease.

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot};
 use super::config::WriterConfig;
 use super::error::{CancelError, FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
-use crate::core::engine::{Added, Cancel, DeadLetterFilter, Finish, Finished, PartitionEngine};
+use crate::core::engine::{Added, Cancel, DeadLetterFilter, Finish, Finished, PartitionEngine, Purged};
 use crate::model::{PartitionId, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, RecordTask, StoreError};
 
@@ -113,6 +113,10 @@ pub(super) enum WriteCommand {
         cancel: Cancel,
         reply: CancelReply,
     },
+    /// Cancel every task of the partition (see `crate::core::engine::cancel`).
+    Purge {
+        reply: PurgeReply,
+    },
     SyncMetadata,
 }
 
@@ -133,6 +137,9 @@ impl WriteCommand {
             }
             WriteCommand::Cancel { reply, .. } => {
                 let _ = reply.send(Err(CancelError::Partition(error)));
+            }
+            WriteCommand::Purge { reply } => {
+                let _ = reply.send(Err(error));
             }
             WriteCommand::SyncMetadata => {}
         }
@@ -238,6 +245,7 @@ pub(super) type RedriveReply = oneshot::Sender<Result<RedriveStepDone, Partition
 /// The ids the dead letters got here, in order.
 pub(super) type BuryReply = oneshot::Sender<Result<Vec<i64>, PartitionError>>;
 pub(super) type CancelReply = oneshot::Sender<Result<(), CancelError>>;
+pub(super) type PurgeReply = oneshot::Sender<Result<Purged, PartitionError>>;
 
 /// A fenced write means another node owns the partition: stop handing out.
 pub(super) fn on_write_error(shared: &Shared, error: StoreError) -> PartitionError {

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 use super::error::{CancelError, FinishError, PartitionError};
 use super::shared::{
-    AppendReply, BuryReply, CancelReply, Delivery, FinishReply, PartitionState, RedriveReply, RedriveStep,
+    AppendReply, BuryReply, CancelReply, Delivery, FinishReply, PartitionState, PurgeReply, RedriveReply, RedriveStep,
     RedriveStepDone, Shared, WriteCommand, on_write_error,
 };
 use super::stored::StoredPartition;
@@ -199,6 +199,7 @@ fn size(shared: &Shared, command: &WriteCommand) -> (usize, usize) {
         WriteCommand::Redrive { .. } => (1, 0),
         WriteCommand::Bury { letters, .. } => (letters.len(), letters.iter().map(bury_bytes).sum()),
         WriteCommand::Cancel { .. } => (1, ROW_BYTES),
+        WriteCommand::Purge { .. } => (0, 0),
         WriteCommand::SyncMetadata => (0, 0),
     }
 }
@@ -228,6 +229,7 @@ struct Requests {
     bury_replies: Vec<(usize, BuryReply)>,
     cancels: Vec<Cancel>,
     cancel_replies: Vec<CancelReply>,
+    purge_replies: Vec<PurgeReply>,
     sync: bool,
 }
 
@@ -268,6 +270,7 @@ impl Requests {
                     requests.cancels.push(cancel);
                     requests.cancel_replies.push(reply);
                 }
+                WriteCommand::Purge { reply } => requests.purge_replies.push(reply),
                 WriteCommand::SyncMetadata => requests.sync = true,
             }
         }
@@ -286,6 +289,9 @@ impl Requests {
         }
         for reply in self.cancel_replies {
             let _ = reply.send(Err(CancelError::Partition(error.clone())));
+        }
+        for reply in self.purge_replies {
+            let _ = reply.send(Err(error.clone()));
         }
         if let Some((_, reply)) = self.redrive {
             let _ = reply.send(Err(error));
@@ -520,17 +526,27 @@ async fn write(shared: &Shared, mut requests: Requests) {
             let buried = plan.buried.clone();
             let cancels = plan.cancels.clone();
             let leases = plan.leases.clone();
-            let leases = {
+            let (leases, purged, sweeping) = {
                 let mut engine = shared.engine();
                 engine.write_succeeded(plan, now);
+                let purged = engine.purge_counts();
                 // A task cancelled by this very write reaches no worker: its
                 // lease ran out with the write, and its poller gets nothing.
                 let (leases, cancelled): (Vec<_>, Vec<_>) =
                     leases.into_iter().partition(|(_, task, _)| !engine.is_cancelled(task.task_id));
                 let cancelled: Vec<i64> = cancelled.into_iter().map(|(id, _, _)| id).collect();
                 shared.forget_deliveries(&cancelled);
-                leases
+                (leases, purged, engine.purge_sweeping())
             };
+            for reply in requests.purge_replies {
+                let _ = reply.send(Ok(purged));
+            }
+            if sweeping {
+                // The buffer holds tasks a purge cancelled, or may: the next
+                // write takes them, and the reader refills behind them.
+                shared.wake_writer.notify_one();
+                shared.wake_reader.notify_one();
+            }
             let mut added = added.into_iter();
             for (count, reply) in requests.appends {
                 let _ = reply.send(Ok(added.by_ref().take(count).collect()));
@@ -617,6 +633,7 @@ async fn plan(shared: &Shared, requests: &Requests, redrive: &Redrivable) -> Res
             redrive_floor: redrive.floor,
             bury: &requests.bury,
             cancels: &requests.cancels,
+            purge: !requests.purge_replies.is_empty(),
             max_bytes: shared.config.max_write_bytes,
         };
         let prepared = shared.engine().plan(input, shared.clock.now_ms(), &mut unit);

@@ -146,6 +146,7 @@ pub(super) fn encode_meta(meta: &PartitionMeta) -> Vec<u8> {
         moved_from: meta.moved_from.clone(),
         drained: meta.drained,
         cancelled: meta.cancelled.clone(),
+        purged_below: meta.purged_below,
         subqueues: Priority::all()
             .zip(&meta.subqueues)
             .map(|(priority, s)| pb::StoredSubqueue {
@@ -208,6 +209,7 @@ pub(super) fn decode_meta(bytes: &[u8]) -> Result<PartitionMeta, StoreError> {
         moved_from: row.moved_from,
         drained: row.drained,
         cancelled: row.cancelled,
+        purged_below: row.purged_below,
         subqueues,
         delayed_through,
         dead_letters_through,
@@ -406,14 +408,14 @@ mod tests {
             (any::<i64>(), ".{0,30}", ".{0,20}", ".{0,20}", any::<bool>()),
             proptest::array::uniform5(any_subqueue()),
             ((any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>()), (any::<i64>(), any::<i64>())),
-            proptest::collection::vec(any::<i64>(), 0..8),
+            (proptest::collection::vec(any::<i64>(), 0..8), any::<i64>()),
         )
             .prop_map(
                 |(
                     (range_id, owner, region, moved_from, drained),
                     subqueues,
                     (delayed_through, dead_letters_through, waiting_through),
-                    cancelled,
+                    (cancelled, purged_below),
                 )| {
                     PartitionMeta {
                         range_id,
@@ -426,6 +428,7 @@ mod tests {
                         waiting_through,
                         drained,
                         cancelled,
+                        purged_below,
                     }
                 },
             )

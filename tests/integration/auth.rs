@@ -156,6 +156,8 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
         Rpc::CancelTask => {
             m.cancel_task(pb::CancelTaskRequest { queue, partition: 0, task_id: 999_999 }).await.map(drop)
         }
+        // Without a token: nothing is purged, a token comes back for whom may purge.
+        Rpc::PurgeQueue => m.purge_queue(pb::PurgeQueueRequest { queue, confirmation: String::new() }).await.map(drop),
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)

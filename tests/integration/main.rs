@@ -20,6 +20,7 @@ mod max_wait;
 mod pki;
 mod polling;
 mod queue_list;
+mod queue_purge;
 mod queue_settings;
 mod quiet_keys;
 mod ranker_scenarios;

@@ -60,6 +60,8 @@ enum Op {
     Crash,
     /// Cancel the n-th task acknowledged and not ended.
     Cancel(usize),
+    /// Purge the partition with the next write.
+    Purge,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +75,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Keep),
         1 => Just(Op::Crash),
         1 => (0usize..16).prop_map(Op::Cancel),
+        1 => Just(Op::Purge),
     ]
 }
 
@@ -97,6 +100,8 @@ struct World {
     cancelled: HashSet<i64>,
     /// ...or a write of unknown outcome carried: they may end uncompleted.
     maybe_cancelled: HashSet<i64>,
+    /// Whether the next write purges the partition.
+    purge: bool,
 }
 
 impl World {
@@ -154,6 +159,7 @@ impl World {
             cancels: Vec::new(),
             cancelled: HashSet::new(),
             maybe_cancelled: HashSet::new(),
+            purge: false,
         }
     }
 
@@ -189,7 +195,8 @@ impl World {
         let specs = std::mem::take(&mut self.specs);
         let finishes = std::mem::take(&mut self.finishes);
         let cancels = std::mem::take(&mut self.cancels);
-        let input = PlanInput { specs: &specs, finishes: &finishes, cancels: &cancels, ..PlanInput::default() };
+        let purge = std::mem::take(&mut self.purge);
+        let input = PlanInput { specs: &specs, finishes: &finishes, cancels: &cancels, purge, ..PlanInput::default() };
         let mut unit = || 0.5;
         let plan = self.engine.plan(input, self.now, &mut unit).expect("ids are plenty");
         let delivered: Vec<(StoredTask, i64)> = plan
@@ -200,8 +207,12 @@ impl World {
             .collect();
         let added: Vec<i64> = plan.added.iter().map(|a| a.task_id()).collect();
         let finished: Vec<_> = finishes.iter().zip(plan.finished.clone()).collect();
-        let cancelled: Vec<i64> =
+        let mut cancelled: Vec<i64> =
             cancels.iter().zip(&plan.cancels).filter(|(_, done)| done.is_ok()).map(|(c, _)| c.task_id).collect();
+        if let Some(below) = plan.purging {
+            // Every task added before the purge: the ended ones stay ended.
+            cancelled.extend(self.acknowledged.iter().filter(|id| **id < below && !self.completed.contains(id)));
+        }
         if outcome == 0 || outcome == 2 {
             self.store.land(&plan.write);
         }
@@ -333,7 +344,9 @@ impl World {
                     self.cancels.push(Cancel { task_id: open[i % open.len()], dead_letter: None });
                 }
             }
+            Op::Purge => self.purge = true,
             Op::Crash => {
+                self.purge = false;
                 self.specs.clear();
                 self.finishes.clear();
                 self.cancels.clear();
@@ -353,7 +366,8 @@ impl World {
 
     /// Tasks cancelled whose marks are still kept, but for those in doubt.
     fn marked(&self) -> impl Iterator<Item = &i64> {
-        self.cancelled.iter().filter(|id| self.engine.is_cancelled(**id) && !self.in_doubt.contains(*id))
+        let marks = self.engine.metadata().cancelled;
+        self.cancelled.iter().filter(move |id| marks.contains(*id) && !self.in_doubt.contains(*id))
     }
 
     /// Lets every write succeed and every worker complete until nothing is left.

@@ -51,7 +51,7 @@ pub mod rows;
 mod sizes;
 mod subqueue;
 
-pub use cancel::{Cancel, CancelRefused, MAX_CANCELLED};
+pub use cancel::{Cancel, CancelRefused, MAX_CANCELLED, Purged};
 pub use config::EngineConfig;
 pub use dead_letter_filter::DeadLetterFilter;
 pub use ids::{ID_BLOCK_SIZE, IdBlock};
@@ -85,5 +85,7 @@ mod lease_tests;
 mod model_store;
 #[cfg(test)]
 mod park_tests;
+#[cfg(test)]
+mod purge_tests;
 #[cfg(test)]
 mod tests;

@@ -40,6 +40,9 @@ pub struct AppendPlan {
     pub(super) cancel_ended: Vec<i64>,
     /// Of those, the ones no report ended (counted as completed).
     pub(super) cancelled_unreported: u64,
+    /// The threshold of the purge this write makes, if it makes one: every
+    /// task of a lower id is cancelled.
+    pub(super) purging: Option<i64>,
     /// Leases written by this write, to be delivered once it is durable.
     pub leases: Vec<(i64, StoredTask, UnixMillis)>,
     /// Of those, the ones of new tasks handed straight to a worker.
@@ -138,6 +141,9 @@ pub struct PlanInput<'a> {
     /// Tasks to cancel (see `crate::core::engine::cancel`); `cancels`
     /// answers each.
     pub cancels: &'a [Cancel],
+    /// Whether to purge the partition: cancel every task in it now (see
+    /// `crate::core::engine::cancel`).
+    pub purge: bool,
     /// The most bytes the write may carry ([`PartitionWrite::bytes`]). The
     /// commands above always go in (their sender keeps them within half of
     /// it); what the engine has due goes in while it fits, and the rest
@@ -156,6 +162,7 @@ impl Default for PlanInput<'_> {
             redrive_floor: None,
             bury: &[],
             cancels: &[],
+            purge: false,
             max_bytes: usize::MAX,
         }
     }

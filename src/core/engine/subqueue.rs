@@ -541,6 +541,16 @@ impl Subqueue {
         })
     }
 
+    /// The levels of at most `max` ready tasks in the buffer that `choose`
+    /// picks, in level order.
+    pub(super) fn ready_levels_where(&self, choose: impl Fn(&StoredTask) -> bool, max: usize) -> Vec<FairLevel> {
+        let ready = self.buffer.iter().filter_map(|(level, slot)| match slot {
+            Slot::Ready(task) if choose(task) => Some(*level),
+            _ => None,
+        });
+        ready.take(max).collect()
+    }
+
     /// The ready task at `level`, if there is one.
     pub(super) fn ready_task(&self, level: FairLevel) -> Option<&StoredTask> {
         match self.buffer.get(&level) {

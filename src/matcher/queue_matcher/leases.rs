@@ -8,7 +8,7 @@
 use super::{MatchError, QueueMatcher};
 use crate::clock::UnixMillis;
 use crate::core::engine::lookup::TaskState;
-use crate::core::engine::{DeadLetterFilter, Finish, Finished, Outcome};
+use crate::core::engine::{DeadLetterFilter, Finish, Finished, Outcome, Purged};
 use crate::matcher::LeaseToken;
 use crate::partition::{Lookup, LookupBounds, PartitionError, RecordTask, Redriven};
 
@@ -58,6 +58,11 @@ impl QueueMatcher {
             held.cancel(task_id, dead_letter).await?;
         }
         Ok(lookup)
+    }
+
+    /// Purges `partition` (see `crate::core::engine::cancel`): what it held then.
+    pub async fn purge(&self, partition: u32) -> Result<Purged, MatchError> {
+        Ok(self.held_partition(partition)?.purge().await?)
     }
 
     /// Puts up to `limit` dead letters of `partition` that `filter` chooses

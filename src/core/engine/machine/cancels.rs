@@ -8,9 +8,10 @@ use crate::core::engine::plan::AppendPlan;
 use crate::model::StoredTask;
 
 impl PartitionEngine {
-    /// Whether the task of `task_id` is cancelled and not reached yet.
+    /// Whether the task of `task_id` is cancelled, by its mark or by a
+    /// purge, and not reached yet.
     pub fn is_cancelled(&self, task_id: i64) -> bool {
-        !self.cancelled.is_empty() && self.cancelled.contains(&task_id)
+        self.is_purged(task_id) || (!self.cancelled.is_empty() && self.cancelled.contains(&task_id))
     }
 
     /// Plans `cancels`, one result each: a dead letter's row deleted, any
@@ -23,7 +24,7 @@ impl PartitionEngine {
                     plan.write.delete.push(row);
                     Ok(())
                 }
-                None if self.cancelled.contains(&id) || plan.cancelling.contains(&id) => Ok(()),
+                None if self.is_cancelled(id) || plan.cancelling.contains(&id) => Ok(()),
                 None if self.cancelled.len() + plan.cancelling.len() >= MAX_CANCELLED => Err(CancelRefused::Full),
                 None => {
                     plan.cancelling.push(id);
@@ -62,9 +63,9 @@ impl PartitionEngine {
                 self.leases.expire(level_id, now);
             }
         }
-        if !self.cancelled.is_empty() {
+        if !self.cancelled.is_empty() || self.purged_below > 0 {
             for (level_id, task_id) in leased {
-                if self.cancelled.contains(&task_id) {
+                if self.is_cancelled(task_id) {
                     self.leases.expire(level_id, now);
                 }
             }

@@ -9,7 +9,7 @@ use crate::core::engine::leases::LeaseError;
 use crate::core::engine::outcomes::{Candidate, Next};
 use crate::core::engine::policy::DispatchOrder;
 use crate::core::engine::subqueue::deadline_rank;
-use crate::model::{Priority, StoredTask, TaskSpec};
+use crate::model::{FairLevel, Priority, StoredTask, TaskSpec};
 
 impl PartitionEngine {
     /// Extends the lease of `lease_id` by the lease timeout from `now`.
@@ -189,10 +189,22 @@ impl PartitionEngine {
     /// written with no worker waiting, so it runs out at once and the task
     /// ends, completed (see `crate::core::engine::cancel`).
     pub fn take(&mut self, candidate: Candidate, now: UnixMillis) -> Option<(StoredTask, UnixMillis)> {
-        let task = if candidate.parked {
-            self.parked.take(candidate.priority, candidate.level.id)?
+        self.take_level(candidate.priority, candidate.level, candidate.parked, now)
+    }
+
+    /// [`Self::take`] of the task at `level` of `priority` (a parked one's
+    /// if `parked`).
+    pub(super) fn take_level(
+        &mut self,
+        priority: Priority,
+        level: FairLevel,
+        parked: bool,
+        now: UnixMillis,
+    ) -> Option<(StoredTask, UnixMillis)> {
+        let task = if parked {
+            self.parked.take(priority, level.id)?
         } else {
-            self.subqueues[candidate.priority.index()].take(candidate.level)?
+            self.subqueues[priority.index()].take(level)?
         };
         let cancelled = self.is_cancelled(task.task_id);
         if !cancelled {

@@ -56,8 +56,9 @@ impl PartitionEngine {
         match place {
             StoredPlace::Waiting => FoundTask { cancelled, ..self.waiting(task, now) },
             StoredPlace::Delayed { ready_at } => FoundTask { task, state: TaskState::Delayed { ready_at }, cancelled },
+            // A dead letter outlives a purge, and a cancel removes it.
             StoredPlace::Dead { failed_at, message, row } => {
-                FoundTask { task, state: TaskState::Dead { failed_at, message, row }, cancelled }
+                FoundTask { task, state: TaskState::Dead { failed_at, message, row }, cancelled: false }
             }
         }
     }

@@ -9,6 +9,7 @@ mod cancels;
 mod dispatch;
 mod lookup;
 mod planning;
+mod purge;
 mod reads;
 mod upkeep;
 mod write_outcome;
@@ -111,6 +112,10 @@ pub struct PartitionEngine {
     /// metadata was last written.
     cancelled: BTreeSet<i64>,
     cancelled_moved: bool,
+    /// Tasks of ids below it were cancelled by a purge (in the metadata),
+    /// and whether the buffer may hold some of them (see `purge`).
+    purged_below: i64,
+    purge_sweeping: bool,
 }
 
 impl PartitionEngine {
@@ -162,6 +167,8 @@ impl PartitionEngine {
             tally: DispatchTally::default(),
             cancelled: meta.cancelled.iter().copied().collect(),
             cancelled_moved: false,
+            purged_below: meta.purged_below,
+            purge_sweeping: meta.purged_below > 0,
             leases,
             unwritten_leases: Vec::new(),
             delayed: Delayed::new(config.buffer_tasks, meta.delayed_through),

@@ -52,6 +52,9 @@ impl PartitionEngine {
         now: UnixMillis,
         unit: &mut dyn FnMut() -> f64,
     ) -> Result<AppendPlan, IdsExhausted> {
+        // Tasks a purge cancelled go with this write, their leases among
+        // those to write (so counted below).
+        self.sweep_purged(now);
         let ids_needed = self.ids_needed(&input);
         let ids_before = self.ids.remaining();
         if ids_before < ids_needed {
@@ -69,6 +72,7 @@ impl PartitionEngine {
             cancelling: Vec::new(),
             cancel_ended: Vec::new(),
             cancelled_unreported: 0,
+            purging: None,
             leases: Vec::new(),
             direct: Vec::new(),
             pinned: [false; PRIORITY_LEVELS],
@@ -84,6 +88,10 @@ impl PartitionEngine {
             waiting: Vec::new(),
             moved: Vec::new(),
         };
+        if input.purge {
+            // Before the new tasks of this write take their ids: they stay.
+            self.plan_purge(&mut plan);
+        }
         // What is due goes in while it fits beside the commands and the
         // metadata, if this write may carry it (see the end of the plan).
         let piggyback = now - self.last_meta_sync >= millis(self.config.piggyback_interval);
@@ -94,7 +102,8 @@ impl PartitionEngine {
             || !input.redrive.is_empty()
             // A cancelled task's end writes the metadata without its mark.
             || !input.cancels.is_empty()
-            || !self.cancelled.is_empty();
+            || !self.cancelled.is_empty()
+            || input.purge;
         let meta_bytes = if may_carry_meta { meta_bytes(&self.metadata(), to_park.len()) } else { 0 };
         let reserved = self.command_bytes(&input) + meta_bytes;
         let mut room = input.max_bytes.saturating_sub(reserved);
@@ -140,6 +149,11 @@ impl PartitionEngine {
             // Back with everything it was added with, its dedup id too; if
             // a newer task holds that id now, this one would run beside it.
             let mut fresh = StoredTask { attempt: 1, ..dead };
+            if self.is_purged(fresh.task_id) {
+                // Dead letters outlive a purge: one put back after it is a
+                // task of its own, not one the purge cancelled.
+                fresh.task_id = self.ids.take().expect("checked the block has room");
+            }
             if let Some(dedup_id) = &fresh.dedup_id {
                 if self.dedup.find(dedup_id).is_some() {
                     plan.redrive_duplicates += 1;
@@ -228,8 +242,10 @@ impl PartitionEngine {
         // Marks written and marks gone go in the same write: a mark that
         // outlived its task in the store would wait for ever.
         let marks = !plan.cancelling.is_empty() || !plan.cancel_ended.is_empty();
-        if floors_raised || marks || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
+        let purge = plan.purging.is_some();
+        if floors_raised || marks || purge || !plan.parked.is_empty() || (piggyback && self.metadata_moved()) {
             let mut meta = self.metadata();
+            meta.purged_below = meta.purged_below.max(plan.purging.unwrap_or(0));
             meta.cancelled.extend(&plan.cancelling);
             meta.cancelled.retain(|id| !plan.cancel_ended.contains(id));
             meta.cancelled.sort_unstable();
@@ -252,7 +268,9 @@ impl PartitionEngine {
     /// letter put back or moved in; one per lease record waiting to be
     /// written; and [`MAX_DUE_IDS`] for what is due.
     fn ids_needed(&self, input: &PlanInput<'_>) -> i64 {
-        let commands = input.specs.len() + input.direct.len() + input.redrive.len() + input.bury.len();
+        // A dead letter put back after a purge takes a new task id as well.
+        let purged_letters = input.redrive.iter().filter(|(_, task)| self.is_purged(task.task_id)).count();
+        let commands = input.specs.len() + input.direct.len() + input.redrive.len() + purged_letters + input.bury.len();
         (commands + self.unwritten_leases.len() + MAX_DUE_IDS + MAX_MOVES_PER_WRITE) as i64
     }
 

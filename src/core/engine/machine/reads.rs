@@ -44,6 +44,7 @@ impl PartitionEngine {
             || !self.parked.reads(1).is_empty()
             || !self.to_park(now).is_empty()
             || self.aged_due(now)
+            || self.purge_sweeping
     }
 
     /// Reads of the oldest parked task of keys whose head is not in memory,
@@ -145,6 +146,9 @@ impl PartitionEngine {
 
     /// Takes the result of a read; false if it was stale and ignored.
     pub fn apply_read(&mut self, request: ReadRequest, tasks: Vec<StoredTask>) -> bool {
+        if tasks.iter().any(|task| self.is_purged(task.task_id)) {
+            self.purged_may_be_buffered();
+        }
         let capacity = self.config.buffer_tasks;
         self.subqueues[request.priority.index()].apply_read(request.after, tasks, request.limit, capacity)
     }

@@ -78,6 +78,7 @@ impl PartitionEngine {
             // Set only by the drain of the next generation, which fenced this owner first.
             drained: false,
             cancelled: self.cancelled.iter().copied().collect(),
+            purged_below: self.purged_below,
         }
     }
 

@@ -46,6 +46,13 @@ impl PartitionEngine {
             self.leases.moved(*id, *seq);
             self.kept_lease_records.remove(id);
         }
+        if let Some(below) = plan.purging {
+            self.purge_written(below, now);
+        }
+        if plan.write.tasks.iter().any(|task| self.is_purged(task.task_id)) {
+            // Moved or promoted: back in the buffer, to be swept.
+            self.purged_may_be_buffered();
+        }
         let leased = plan.leases.iter().map(|(id, task, _)| (*id, task.task_id));
         self.cancels_written(&plan.cancelling, leased, &plan.cancel_ended, now);
         self.parked.parked(&plan.parked);
@@ -90,6 +97,12 @@ impl PartitionEngine {
         // A held lease's record written again higher may have landed: its
         // end is then written there (superseding both), and the earlier
         // record is kept until it is.
+        // A purge that may have landed is kept: a later metadata write
+        // without it would undo it. Its sweep's tasks are back in the buffer.
+        if let Some(below) = plan.purging.filter(|_| may_have_applied) {
+            self.purge_written(below, now);
+        }
+        self.purged_may_be_buffered();
         if may_have_applied {
             for (id, seq) in &plan.moved_leases {
                 if let Some(lease) = self.leases.get(*id) {

@@ -73,6 +73,10 @@ pub struct PartitionMeta {
     /// Tasks cancelled and not reached yet, by task id, ascending: each
     /// ends, completed, when it is next handed out or reported on.
     pub cancelled: Vec<i64>,
+    /// Every task of an id below it was in the partition when a purge
+    /// landed (see `crate::core::engine::cancel`): it ends as a cancelled
+    /// one does. 0 when the partition was never purged.
+    pub purged_below: i64,
 }
 
 impl PartitionMeta {
