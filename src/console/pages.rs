@@ -137,13 +137,21 @@ fn paused(settings: Option<&pb::QueueSettings>) -> String {
 
 /// One queue: what waits and runs, each key's share, partitions, pauses,
 /// and the forms of its actions.
+/// What the forms of a queue's page carry: the session's token, and a
+/// purge's token when the page asks to confirm one.
+pub(super) struct QueueForms<'a> {
+    pub(super) token: &'a str,
+    pub(super) purge: &'a str,
+}
+
 pub(super) fn queue(
     described: &pb::DescribeQueueResponse,
     shares: &Shares,
     history: (&[super::history::Point], u64),
-    form_token: &str,
+    forms: QueueForms<'_>,
     now: i64,
 ) -> Markup {
+    let form_token = forms.token;
     let name = &described.queue;
     let parts = &described.partitions;
     let waiting: u64 = parts.iter().flat_map(|p| &p.subqueues).map(|s| s.backlog).sum();
@@ -200,6 +208,22 @@ pub(super) fn queue(
             label for="key" { "Pause one key" }
             input #key type="text" name="key" placeholder="fairness key";
             button type="submit" { "Pause" }
+        }
+        h2 #purge { "Purge" }
+        @if forms.purge.is_empty() {
+            p.hint { "Cancels every task of the queue but its dead letters: waiting, delayed and running. Asks first." }
+            div #purge-ask { (action(name, "purge", form_token, None, "Purge the queue…")) }
+        } @else {
+            div #confirm-purge {
+                p { "Cancel every task of queue " strong { (name) } ": about " (waiting) " waiting, " (delayed) " delayed and "
+                    (running) " running? Running tasks' workers are told at their next heartbeat. Dead letters stay. This cannot be undone." }
+                form.action method="post" action={ "/queues/" (name) "/purge" } {
+                    (token(form_token))
+                    input type="hidden" name="confirmation" value=(forms.purge);
+                    button.danger type="submit" { "Yes, purge queue " (name) }
+                }
+                a href={ "/queues/" (name) } { "Keep it" }
+            }
         }
         h2 { "Find a task" }
         form #find-task method="get" action={ "/queues/" (name) "/task" } {

@@ -282,7 +282,19 @@ fn queue_name(name: &str) -> Result<String, tonic::Status> {
         .map_err(|e| tonic::Status::invalid_argument(e.to_string()))
 }
 
-async fn queue(State(console): State<Arc<Console>>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+#[derive(Deserialize)]
+struct QueueQuery {
+    /// A purge's token, to ask for its confirmation.
+    #[serde(default)]
+    purge: String,
+}
+
+async fn queue(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(query): Query<QueueQuery>,
+) -> Response {
     let visit = match console.visit(&headers) {
         Ok(visit) => visit,
         Err(away) => return away.into_response(),
@@ -299,7 +311,8 @@ async fn queue(State(console): State<Arc<Console>>, headers: HeaderMap, Path(nam
             // Read only now that the visitor's DescribeQueue was answered.
             let points = console.history.of(&crate::model::QueueName::new_unchecked(&described.queue));
             let history = (points.as_slice(), console.history.every().as_secs());
-            let body = pages::queue(&described, &shares, history, &visit.session.form_token, console.clock.now_ms());
+            let forms = pages::QueueForms { token: &visit.session.form_token, purge: &query.purge };
+            let body = pages::queue(&described, &shares, history, forms, console.clock.now_ms());
             console.page(&visit, &format!("Queue {}", described.queue), body)
         }
         Err(status) => console.trouble(&visit, status),
@@ -394,6 +407,9 @@ struct ActionForm {
     partition: u32,
     #[serde(default)]
     id: i64,
+    /// A purge: the token of the first step (empty on the first step).
+    #[serde(default)]
+    confirmation: String,
 }
 
 async fn act(
@@ -420,7 +436,7 @@ async fn act(
     };
     let done = async {
         let mut client = console.client()?;
-        Ok::<_, tonic::Status>(match verb.as_str() {
+        let message = match verb.as_str() {
             "pause" => {
                 let message = pb::PauseQueueRequest { queue: queue.clone(), fairness_key: key.clone() };
                 client.pause_queue(Console::request(message, credential)).await?;
@@ -450,13 +466,28 @@ async fn act(
                 let done = client.cancel_task(Console::request(message, credential)).await?.into_inner();
                 format!("Cancelled task {} of partition {}: {}.", form.id, form.partition, done.outcome)
             }
+            "purge" if form.confirmation.is_empty() => {
+                // The first step: the queue page asks again, with the token.
+                let message = pb::PurgeQueueRequest { queue: queue.clone(), confirmation: String::new() };
+                let asked = client.purge_queue(Console::request(message, credential)).await?.into_inner();
+                return Ok((String::new(), format!("/queues/{queue}?purge={}#purge", asked.confirmation)));
+            }
+            "purge" => {
+                let message = pb::PurgeQueueRequest { queue: queue.clone(), confirmation: form.confirmation.clone() };
+                let done = client.purge_queue(Console::request(message, credential)).await?.into_inner();
+                format!(
+                    "Purged queue {queue}: {} waiting, {} delayed and {} running task(s) cancelled.",
+                    done.waiting, done.delayed, done.running
+                )
+            }
             other => return Err(tonic::Status::not_found(format!("no action {other:?}"))),
-        })
+        };
+        let back = if verb == "redrive" { format!("/queues/{queue}/dead") } else { format!("/queues/{queue}") };
+        Ok((message, back))
     };
     let (message, back) = match done.await {
-        Ok(message) => {
-            (message, if verb == "redrive" { format!("/queues/{queue}/dead") } else { format!("/queues/{queue}") })
-        }
+        Ok((message, back)) if message.is_empty() => return Redirect::to(&back).into_response(),
+        Ok(done) => done,
         Err(status) if status.code() == Code::Unauthenticated => return console.trouble(&visit, status),
         Err(status) => (format!("Not done: {}", status.message()), format!("/queues/{queue}")),
     };
