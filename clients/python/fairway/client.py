@@ -367,6 +367,12 @@ class _Ops:
         request = _m.CancelTaskRequest(queue=queue, partition=partition, task_id=task_id)
         return _Op("matching", "CancelTask", request, True, lambda r: r)
 
+    # Asking for a token changes nothing: retried. A purge sent twice would
+    # also cancel what was added between the two: not retried.
+    def purge_queue(self, queue: str, confirmation: str) -> _Op:
+        request = _m.PurgeQueueRequest(queue=queue, confirmation=confirmation)
+        return _Op("matching", "PurgeQueue", request, not confirmation, lambda r: r)
+
     # A pause or a resume sent twice leaves the queue as once: retried.
     def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
         if pause:
@@ -688,6 +694,16 @@ class Client:
         answer's ``state`` is where it stood; :class:`NotFound` as for
         :meth:`get_task`."""
         return self._invoke(self._ops.cancel_task(queue, task_id, partition))
+
+    def purge_queue(self, queue: str, confirmation: str = "") -> _m.PurgeQueueResponse:
+        """Cancels every task of the queue but its dead letters (admin role):
+        waiting, delayed and running (their heartbeats fail with
+        :class:`LeaseLost`). Without ``confirmation`` nothing is purged: the
+        answer's ``confirmation`` is a token for this queue, good for five
+        minutes; called again with it, the queue is purged and the answer
+        counts what it held (``purged``, ``waiting``, ``delayed``,
+        ``running``). Tasks added after it stay."""
+        return self._invoke(self._ops.purge_queue(queue, confirmation))
 
     def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
@@ -1039,6 +1055,9 @@ class AsyncClient:
 
     async def cancel_task(self, queue: str, task_id: int, *, partition: int = 0) -> _m.CancelTaskResponse:
         return await self._invoke(self._ops.cancel_task(queue, task_id, partition))
+
+    async def purge_queue(self, queue: str, confirmation: str = "") -> _m.PurgeQueueResponse:
+        return await self._invoke(self._ops.purge_queue(queue, confirmation))
 
     async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         return await self._invoke(self._ops.pause(queue, key, True))

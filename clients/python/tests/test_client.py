@@ -301,6 +301,26 @@ def test_a_task_is_cancelled_in_each_state(api, queue_name):
         api.cancel_task(queue, 987_654)
 
 
+def test_a_queue_is_purged_only_with_its_token(api, queue_name):
+    queue, other = queue_name("purged"), queue_name("purged")
+    api.create_queue(queue)
+    api.create_queue(other)
+    for n in range(5):
+        api.add(queue, b"old %d" % n, fairness_key="k")
+    asked = api.purge_queue(queue)
+    assert not asked.purged and asked.confirmation
+    with pytest.raises(fairway.InvalidArgument) as refused:
+        api.purge_queue(queue, api.purge_queue(other).confirmation)
+    assert "confirmation" in str(refused.value)
+    purged = api.purge_queue(queue, asked.confirmation)
+    assert (purged.purged, purged.waiting) == (True, 5)
+    api.add(queue, b"new", fairness_key="k")
+    task = api.poll(queue, wait=5)
+    assert task is not None and task.payload == b"new", "only what was added after the purge"
+    api.complete(task)
+    assert api.poll(queue, wait=1) is None
+
+
 def test_queues_are_listed_and_their_settings_stored(api, queue_name):
     first, second = queue_name("listed"), queue_name("listed")
     api.create_queue(first)

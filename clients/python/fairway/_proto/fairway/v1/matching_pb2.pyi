@@ -452,6 +452,32 @@ class PollTasksResponse(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ...) -> None: ...
 
+class PurgeQueueRequest(_message.Message):
+    __slots__ = ["confirmation", "queue"]
+    CONFIRMATION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    confirmation: str
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., confirmation: _Optional[str] = ...) -> None: ...
+
+class PurgeQueueResponse(_message.Message):
+    __slots__ = ["confirmation", "confirmation_expires", "delayed", "partitions", "purged", "running", "waiting"]
+    CONFIRMATION_EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATION_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    confirmation: str
+    confirmation_expires: _timestamp_pb2.Timestamp
+    delayed: int
+    partitions: int
+    purged: bool
+    running: int
+    waiting: int
+    def __init__(self, confirmation: _Optional[str] = ..., confirmation_expires: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., purged: bool = ..., waiting: _Optional[int] = ..., delayed: _Optional[int] = ..., running: _Optional[int] = ..., partitions: _Optional[int] = ...) -> None: ...
+
 class QueueSettings(_message.Message):
     __slots__ = ["backoff_initial", "backoff_max", "cost_curve", "cost_reference_size", "group_lead", "key_burst", "key_concurrency", "key_rate_per_second", "lease_timeout", "max_attempts", "paused", "paused_keys", "version", "weights"]
     class WeightsEntry(_message.Message):

@@ -104,6 +104,11 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.FromString,
                 )
+        self.PurgeQueue = channel.unary_unary(
+                '/fairway.v1.Matching/PurgeQueue',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.FromString,
+                )
 
 
 class MatchingServicer(object):
@@ -284,6 +289,17 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeQueue(self, request, context):
+        """Cancels every task of a queue that is not a dead letter: waiting,
+        delayed and running (their heartbeats are refused, as after CancelTask).
+        Tasks added after it stay. Asked without `confirmation`, it purges
+        nothing and answers a token naming the queue, good for five minutes;
+        asked again with it, it purges. Admin role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -376,6 +392,11 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.CancelTask,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'PurgeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeQueue,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -690,5 +711,22 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/CancelTask',
             fairway_dot_v1_dot_matching__pb2.CancelTaskRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.CancelTaskResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PurgeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/PurgeQueue',
+            fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
