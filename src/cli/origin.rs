@@ -289,7 +289,7 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
             };
             println!(
                 "lister {lister}: schedule {id} {what}; listed at most every {} (`fairway schedule describe {id}`)",
-                super::schedule::human(period)
+                fairway::schedules::described::human(period)
             );
         }
         OriginCommand::Metrics { server, lister, json } => {

@@ -82,7 +82,7 @@ pub async fn refuses_connections(address: &str, within: Duration) -> bool {
 
 #[derive(Debug, Default)]
 struct Clients {
-    by_address: HashMap<String, (MatchingClient<Channel>, u64)>,
+    by_address: HashMap<String, (Channel, u64)>,
     uses: u64,
 }
 
@@ -106,12 +106,17 @@ impl Peers {
 
     /// A client of the node at `address`.
     pub fn client(&self, address: &str) -> Result<MatchingClient<Channel>, PeerError> {
+        Ok(MatchingClient::new(self.channel(address)?).max_decoding_message_size(CLIENT_MAX_MESSAGE_BYTES))
+    }
+
+    /// The channel to the node at `address`, for a client of any service.
+    pub fn channel(&self, address: &str) -> Result<Channel, PeerError> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.uses += 1;
         let now = clients.uses;
-        if let Some((client, used)) = clients.by_address.get_mut(address) {
+        if let Some((channel, used)) = clients.by_address.get_mut(address) {
             *used = now;
-            return Ok(client.clone());
+            return Ok(channel.clone());
         }
         let bad_address =
             |e: &dyn std::fmt::Display| PeerError::BadAddress { address: address.to_owned(), error: e.to_string() };
@@ -126,7 +131,7 @@ impl Peers {
         if let Some(tls) = &self.tls {
             endpoint = endpoint.tls_config(tls.clone()).map_err(|e| bad_address(&e))?;
         }
-        let client = MatchingClient::new(endpoint.connect_lazy()).max_decoding_message_size(CLIENT_MAX_MESSAGE_BYTES);
+        let channel = endpoint.connect_lazy();
         if clients.by_address.len() >= self.capacity {
             // The least recently used goes; a call still holding its client
             // finishes on it.
@@ -135,8 +140,8 @@ impl Peers {
                 clients.by_address.remove(&oldest);
             }
         }
-        clients.by_address.insert(address.to_owned(), (client.clone(), now));
-        Ok(client)
+        clients.by_address.insert(address.to_owned(), (channel.clone(), now));
+        Ok(channel)
     }
 }
 

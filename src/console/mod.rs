@@ -1,7 +1,8 @@
 //! The web console `fairway serve` runs beside gRPC: server-rendered pages
 //! of the queues, one queue (its last hour charted, each key's share of
-//! dispatch beside its target, partitions, pauses), one task, and dead
-//! letters, with the actions pause, resume, redrive and cancel.
+//! dispatch beside its target, partitions, pauses), one task, dead
+//! letters, schedules and a lister's origins, with the actions pause,
+//! resume, redrive, cancel and purge.
 //!
 //! Invariants:
 //! - The console has no rights of its own: every page and action is a call
@@ -24,6 +25,7 @@ mod config;
 pub mod history;
 mod pages;
 mod routes;
+mod schedule_pages;
 pub mod sessions;
 
 use std::sync::{Arc, Mutex};

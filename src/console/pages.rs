@@ -48,7 +48,7 @@ pub(super) fn page(frame: &Frame<'_>, body: Markup) -> Markup {
             body {
                 header {
                     a.brand href="/" { "Fairway" }
-                    nav { a href="/" { "Queues" } }
+                    nav { a href="/" { "Queues" } " " a href="/schedules" { "Schedules" } " " a href="/listers" { "Listers" } }
                     @if !frame.who.is_empty() {
                         form.logout method="post" action="/logout" {
                             (token(frame.form_token))
@@ -135,8 +135,6 @@ fn paused(settings: Option<&pb::QueueSettings>) -> String {
     }
 }
 
-/// One queue: what waits and runs, each key's share, partitions, pauses,
-/// and the forms of its actions.
 /// What the forms of a queue's page carry: the session's token, and a
 /// purge's token when the page asks to confirm one.
 pub(super) struct QueueForms<'a> {
@@ -144,6 +142,8 @@ pub(super) struct QueueForms<'a> {
     pub(super) purge: &'a str,
 }
 
+/// One queue: what waits and runs, each key's share, partitions, pauses,
+/// and the forms of its actions.
 pub(super) fn queue(
     described: &pb::DescribeQueueResponse,
     shares: &Shares,

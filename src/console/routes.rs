@@ -19,10 +19,13 @@ use tonic::metadata::MetadataValue;
 
 use super::Console;
 use super::pages::{self, Frame};
+use super::schedule_pages;
 use super::sessions::Session;
 use crate::model::validate;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
+use crate::proto::v1::scheduler_client::SchedulerClient;
+use crate::proto::v1::schedules_client::SchedulesClient;
 
 /// The session cookie's name.
 const COOKIE: &str = "fairway_console";
@@ -46,6 +49,8 @@ pub(super) fn router(console: Arc<Console>) -> Router {
         .route("/queues/{queue}/task", get(task))
         .route("/queues/{queue}/dead", get(dead_letters))
         .route("/queues/{queue}/{verb}", post(act))
+        .route("/schedules", get(schedules))
+        .route("/listers", get(listers))
         .layer(middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }
@@ -160,6 +165,11 @@ impl Console {
 
     fn client(&self) -> Result<MatchingClient<tonic::transport::Channel>, tonic::Status> {
         self.peers.client(&self.grpc).map_err(|e| tonic::Status::unavailable(e.to_string()))
+    }
+
+    /// The channel to this node, for the scheduling services' clients.
+    fn channel(&self) -> Result<tonic::transport::Channel, tonic::Status> {
+        self.peers.channel(&self.grpc).map_err(|e| tonic::Status::unavailable(e.to_string()))
     }
 
     /// `message` as a request of `credential`.
@@ -360,6 +370,71 @@ async fn task(
             let title = format!("Task {} of partition {}", found.task_id, found.partition);
             let body = pages::task(&found, hidden, &name, &visit.session.form_token, console.clock.now_ms());
             console.page(&visit, &title, body)
+        }
+        Err(status) => console.trouble(&visit, status),
+    }
+}
+
+#[derive(Deserialize)]
+struct SchedulesQuery {
+    #[serde(default)]
+    health: String,
+    #[serde(default)]
+    after: String,
+}
+
+async fn schedules(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<SchedulesQuery>,
+) -> Response {
+    let visit = match console.visit(&headers) {
+        Ok(visit) => visit,
+        Err(away) => return away.into_response(),
+    };
+    let health = schedule_pages::health_filter(&query.health);
+    let request = pb::ListSchedulesRequest { health: health.into(), page_size: 100, page_token: query.after };
+    let listed = async {
+        let mut client = SchedulesClient::new(console.channel()?);
+        client.list_schedules(Console::request(request, visit.session.credential.as_deref())).await
+    };
+    match listed.await {
+        Ok(listed) => {
+            let body = schedule_pages::schedules(listed.get_ref(), &query.health, console.clock.now_ms());
+            console.page(&visit, "Schedules", body)
+        }
+        Err(status) => console.trouble(&visit, status),
+    }
+}
+
+#[derive(Deserialize)]
+struct ListerQuery {
+    #[serde(default)]
+    lister: String,
+}
+
+async fn listers(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<ListerQuery>,
+) -> Response {
+    let visit = match console.visit(&headers) {
+        Ok(visit) => visit,
+        Err(away) => return away.into_response(),
+    };
+    let now = console.clock.now_ms();
+    if query.lister.is_empty() {
+        return console.page(&visit, "Listers", schedule_pages::listers("", None, now));
+    }
+    let request = pb::GetListerMetricsRequest { lister: query.lister.clone() };
+    let metrics = async {
+        let mut client = SchedulerClient::new(console.channel()?);
+        client.get_lister_metrics(Console::request(request, visit.session.credential.as_deref())).await
+    };
+    match metrics.await {
+        Ok(metrics) => {
+            let body = schedule_pages::listers(&query.lister, Some(metrics.get_ref()), now);
+            console.page(&visit, &format!("Lister {}", query.lister), body)
         }
         Err(status) => console.trouble(&visit, status),
     }

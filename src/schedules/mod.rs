@@ -18,6 +18,7 @@
 //!    waits for it), so a completed run is never seen as still in flight.
 
 pub mod config;
+pub mod described;
 pub mod firing;
 pub mod lifecycle;
 pub mod queue;

@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fairway::proto::v1 as pb;
+use fairway::proto::v1::scheduler_client::SchedulerClient;
+use fairway::proto::v1::schedules_client::SchedulesClient;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -214,7 +216,8 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     }
 
     // Nothing without a login: every page sends to the login, every action is refused.
-    for path in ["/", "/queues/console-demo", "/queues/console-demo/dead", "/queues/console-demo/task?id=1"] {
+    let pages = ["/", "/queues/console-demo", "/queues/console-demo/dead", "/queues/console-demo/task?id=1"];
+    for path in pages.into_iter().chain(["/schedules", "/listers?lister=forge"]) {
         let answer = anonymous(&console, "GET", path, "").await;
         assert!(answer.starts_with("HTTP/1.1 303"), "GET {path}: {answer}");
         assert!(answer.to_lowercase().contains("location: /login"), "GET {path}: {answer}");
@@ -362,6 +365,42 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     };
     let polled = client.poll_task(with_key(poll, &admin)).await.expect("poll").into_inner();
     assert!(polled.task.is_none(), "a purged task was handed out: {polled:?}");
+
+    // A schedule, with its health, and a lister's origins with their coverage.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr)).unwrap();
+    let channel = channel.connect().await.expect("connect");
+    let create = pb::CreateScheduleRequest {
+        id: "nightly-report".into(),
+        spec: Some(pb::ScheduleSpec {
+            cadence: Some(pb::schedule_spec::Cadence::Periodic(pb::PeriodicCadence {
+                scheduling_period: Some(prost_types::Duration { seconds: 3600, nanos: 0 }),
+                cooldown: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+            })),
+            ..Default::default()
+        }),
+        template: Some(pb::RunTemplate { queue: "reports".into(), payload: b"r".to_vec(), ..Default::default() }),
+        paused_note: String::new(),
+    };
+    let mut schedules = SchedulesClient::new(channel.clone());
+    schedules.create_schedule(with_key(create, &admin)).await.expect("create a schedule");
+    let origins = ["a", "b"].map(|name| pb::ListedOrigin {
+        url: format!("https://forge.example/{name}.git"),
+        visit_type: "git".into(),
+        ..Default::default()
+    });
+    let record = pb::RecordOriginsRequest { lister: "forge".into(), origins: origins.to_vec() };
+    SchedulerClient::new(channel).record_origins(with_key(record, &admin)).await.expect("record origins");
+    browser.goto(&format!("{console}schedules")).await.unwrap();
+    let listed = text(&browser, "#schedules").await;
+    assert!(listed.contains("nightly-report") && listed.contains("every 1h"), "{listed}");
+    assert!(listed.contains("reports"), "the queue its runs go to: {listed}");
+    screenshot(&browser, "schedules").await;
+    browser.goto(&format!("{console}listers")).await.unwrap();
+    browser.find(Locator::Css("#lister")).await.unwrap().send_keys("forge").await.unwrap();
+    submit(&browser, "#find-lister button", "#lister-metrics").await;
+    let metrics = text(&browser, "#lister-metrics").await;
+    assert!(metrics.contains("git") && metrics.contains("0.0%"), "two origins, none visited: {metrics}");
+    screenshot(&browser, "listers").await;
 
     // Log out; a reader sees the queue, cannot act, and sees no payload.
     browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
