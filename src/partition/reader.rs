@@ -27,10 +27,15 @@ pub(super) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             }
         }
         let mut applied = false;
+        let mut sweep = false;
         let mut failed = false;
         for request in requests {
             match shared.store.read(&shared.id, request.priority, request.after, request.limit).await {
-                Ok(tasks) => applied |= shared.engine().apply_read(request, tasks),
+                Ok(tasks) => {
+                    let mut engine = shared.engine();
+                    applied |= engine.apply_read(request, tasks);
+                    sweep |= engine.purge_sweeping();
+                }
                 Err(error) => {
                     shared.engine().read_failed(request);
                     tracing::warn!(partition = %shared.id, %error, "read failed; retrying");
@@ -40,6 +45,10 @@ pub(super) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         }
         if applied {
             (shared.on_ready)();
+        }
+        if sweep {
+            // Tasks a purge cancelled came in: the writer takes them.
+            shared.wake_writer.notify_one();
         }
         if failed {
             backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(2));

@@ -526,7 +526,7 @@ async fn write(shared: &Shared, mut requests: Requests) {
             let buried = plan.buried.clone();
             let cancels = plan.cancels.clone();
             let leases = plan.leases.clone();
-            let (leases, purged, sweeping) = {
+            let (leases, purged, wakes) = {
                 let mut engine = shared.engine();
                 engine.write_succeeded(plan, now);
                 let purged = engine.purge_counts();
@@ -536,15 +536,20 @@ async fn write(shared: &Shared, mut requests: Requests) {
                     leases.into_iter().partition(|(_, task, _)| !engine.is_cancelled(task.task_id));
                 let cancelled: Vec<i64> = cancelled.into_iter().map(|(id, _, _)| id).collect();
                 shared.forget_deliveries(&cancelled);
-                (leases, purged, engine.purge_sweeping())
+                // After a purge the buffer may hold tasks it cancelled (the
+                // next write takes them), or have room that a sweep made
+                // (the reader refills it, as a dispatch would have it do).
+                let sweeping = engine.purge_sweeping();
+                let refill = engine.purged_below() > 0 && (sweeping || engine.wants_read(now));
+                (leases, purged, PurgeWakes { sweeping, refill })
             };
             for reply in requests.purge_replies {
                 let _ = reply.send(Ok(purged));
             }
-            if sweeping {
-                // The buffer holds tasks a purge cancelled, or may: the next
-                // write takes them, and the reader refills behind them.
+            if wakes.sweeping {
                 shared.wake_writer.notify_one();
+            }
+            if wakes.refill {
                 shared.wake_reader.notify_one();
             }
             let mut added = added.into_iter();
@@ -642,6 +647,13 @@ async fn plan(shared: &Shared, requests: &Requests, redrive: &Redrivable) -> Res
             Err(exhausted) => renew_range(shared, exhausted.range_id).await?,
         }
     }
+}
+
+/// Whom a write wakes after a purge: the writer, for tasks of the buffer
+/// it cancelled; the reader, to refill what a sweep took.
+struct PurgeWakes {
+    sweeping: bool,
+    refill: bool,
 }
 
 /// Takes the next range id, and with it a new block of task ids.
