@@ -46,6 +46,8 @@ pub enum Rpc {
     GetTask,
     CancelTask,
     PurgeQueue,
+    ListWorkers,
+    ListNodes,
     RecordOrigins,
     FinishListing,
     RequestVisit,
@@ -63,7 +65,7 @@ pub enum Rpc {
 
 impl Rpc {
     /// Every RPC, for tests that go through them all.
-    pub const ALL: [Rpc; 32] = [
+    pub const ALL: [Rpc; 34] = [
         Rpc::AddTask,
         Rpc::AddTasks,
         Rpc::PollTask,
@@ -83,6 +85,8 @@ impl Rpc {
         Rpc::GetTask,
         Rpc::CancelTask,
         Rpc::PurgeQueue,
+        Rpc::ListWorkers,
+        Rpc::ListNodes,
         Rpc::RecordOrigins,
         Rpc::FinishListing,
         Rpc::RequestVisit,
@@ -120,6 +124,8 @@ impl Rpc {
             Rpc::GetTask => "GetTask",
             Rpc::CancelTask => "CancelTask",
             Rpc::PurgeQueue => "PurgeQueue",
+            Rpc::ListWorkers => "ListWorkers",
+            Rpc::ListNodes => "ListNodes",
             Rpc::RecordOrigins => "RecordOrigins",
             Rpc::FinishListing => "FinishListing",
             Rpc::RequestVisit => "RequestVisit",
@@ -151,6 +157,8 @@ impl Rpc {
                 | Rpc::GetTask
                 | Rpc::CancelTask
                 | Rpc::PurgeQueue
+                | Rpc::ListWorkers
+                | Rpc::ListNodes
         )
     }
 
@@ -168,6 +176,8 @@ impl Rpc {
             | Rpc::DescribeQueue
             | Rpc::ListQueues
             | Rpc::GetTask
+            | Rpc::ListWorkers
+            | Rpc::ListNodes
             | Rpc::GetVisitStats
             | Rpc::GetListerMetrics
             | Rpc::ListSchedules

@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 use super::access::{Rpc, authorize, authorize_add, caller};
 use super::connection_polls::{ConnectionPolls, connection_of};
 use super::routing::{Origin, Router, Target};
+use super::workers_seen::{Watching, WorkersSeen};
 use super::{convert, status};
 use crate::cluster::Peers;
 use crate::core::engine::{Finished, Outcome};
@@ -73,6 +74,7 @@ pub struct MatchingService {
     router: Arc<Router>,
     limits: Limits,
     polls: Arc<ConnectionPolls>,
+    workers: Arc<WorkersSeen>,
 }
 
 impl MatchingService {
@@ -126,7 +128,8 @@ impl MatchingService {
         hooks: Vec<Arc<dyn TaskHook>>,
     ) -> Self {
         let polls = Arc::new(ConnectionPolls::new(limits.max_polls_per_connection));
-        MatchingService { router: Arc::new(Router::new(queues, keys, peers, hooks)), limits, polls }
+        let workers = Arc::new(WorkersSeen::new(limits.max_workers_seen));
+        MatchingService { router: Arc::new(Router::new(queues, keys, peers, hooks)), limits, polls, workers }
     }
 
     /// Asks the hooks whether a heartbeat of `token`'s task may extend its
@@ -191,6 +194,20 @@ impl MatchingService {
                 .await
                 .map(drop),
         }
+    }
+
+    /// A client's poll of `queue` by `worker_id`, counted among the
+    /// workers seen while it waits; a node's forwarded poll is not (its
+    /// client's poll was counted where it arrived).
+    fn watch(
+        &self,
+        caller: &Caller,
+        queue: &QueueName,
+        worker_id: &str,
+        connection: Option<std::net::SocketAddr>,
+    ) -> Option<Watching<'_>> {
+        let now = self.queues().clock().now_ms();
+        (Origin::of(caller) == Origin::Client).then(|| self.workers.poll(queue, worker_id, connection, now))
     }
 
     /// The queue and the wait of a poll, validated.
@@ -312,8 +329,12 @@ impl Matching for MatchingService {
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTask, queue.as_str(), None)?;
         let _slot = self.polls.take(connection, &caller)?;
+        let mut watching = self.watch(&caller, &queue, &request.worker_id, connection);
         let origin = Origin::of(&caller);
         let task = self.router.poll(&queue, wait, &request.worker_id, origin).await?;
+        if let (Some(watching), Some(_)) = (&mut watching, &task) {
+            watching.received(1);
+        }
         Ok(Response::new(pb::PollTaskResponse { task }))
     }
 
@@ -326,6 +347,7 @@ impl Matching for MatchingService {
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTasks, queue.as_str(), None)?;
         let _slot = self.polls.take(connection, &caller)?;
+        let mut watching = self.watch(&caller, &queue, &request.worker_id, connection);
         let origin = Origin::of(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
         let (completions, most) = (request.completions.len(), self.limits.max_poll_tasks);
@@ -343,7 +365,11 @@ impl Matching for MatchingService {
         }));
         let polling = self.router.poll_many(&queue, wait, max, max_bytes, &request.worker_id, origin);
         let (completions, tasks) = futures::join!(completing, polling);
-        Ok(Response::new(pb::PollTasksResponse { tasks: tasks?, completions }))
+        let tasks = tasks?;
+        if let Some(watching) = &mut watching {
+            watching.received(tasks.len());
+        }
+        Ok(Response::new(pb::PollTasksResponse { tasks, completions }))
     }
 
     async fn complete_task(
@@ -593,6 +619,20 @@ impl Matching for MatchingService {
         request: Request<pb::PurgeQueueRequest>,
     ) -> Result<Response<pb::PurgeQueueResponse>, Status> {
         super::queue_purge::purge(&self.router, request).await
+    }
+
+    async fn list_workers(
+        &self,
+        request: Request<pb::ListWorkersRequest>,
+    ) -> Result<Response<pb::ListWorkersResponse>, Status> {
+        super::cluster_lists::list_workers(&self.router, &self.workers, request).await
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        super::cluster_lists::list_nodes(&self.router, &self.workers, request).await
     }
 
     async fn resume_queue(

@@ -6,6 +6,7 @@
 //! acted on, so a rejected request leaves nothing behind.
 
 pub mod access;
+mod cluster_lists;
 pub mod codec;
 mod connection;
 mod connection_polls;
@@ -25,6 +26,7 @@ pub mod schedules;
 pub mod status;
 mod task_cancel;
 mod task_lookup;
+pub mod workers_seen;
 
 pub use access::{Gate, Rpc};
 pub use connection::ConnInfo;

@@ -2,6 +2,7 @@
 
 mod auth;
 mod client;
+mod cluster;
 mod dead_letters;
 mod dispatch_shares;
 mod json;
@@ -58,6 +59,9 @@ enum Command {
     /// Credentials: API keys for `[[security.principals]]`.
     #[command(subcommand)]
     Auth(auth::AuthCommand),
+    /// The cluster: its nodes and regions, the workers polling them.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 /// The commands that moved to the `fairway-lab` binary with the tools.
@@ -96,6 +100,7 @@ pub(crate) fn main() -> ExitCode {
             | Command::Schedule(_)
             | Command::Schema(_)
             | Command::Auth(_)
+            | Command::Cluster(_)
     ) {
         exit_quietly_on_closed_pipe();
     }
@@ -121,6 +126,7 @@ pub(crate) fn main() -> ExitCode {
             Command::Schedule(command) => schedule::run(*command).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Auth(command) => auth::run(command).await,
+            Command::Cluster(command) => cluster::run(command).await,
         }
     });
     match result {

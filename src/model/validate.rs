@@ -87,6 +87,10 @@ pub struct Limits {
     /// a filter that matches few letters of a long history ends there, and
     /// says so, instead of reading the whole history.
     pub max_dead_letters_read: usize,
+    /// The most workers (one per queue and worker id) a node remembers for
+    /// ListWorkers and ListNodes; past it the least recently seen with no
+    /// poll waiting is forgotten.
+    pub max_workers_seen: usize,
 }
 
 impl Default for Limits {
@@ -106,6 +110,7 @@ impl Default for Limits {
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
             max_dead_letters_read: 10_000,
+            max_workers_seen: 10_000,
         }
     }
 }
@@ -163,6 +168,12 @@ impl Limits {
             return Err(ValidationError::new(
                 "limits.max_dead_letters_read",
                 format!("is {}; it must be 1 to 1000000", self.max_dead_letters_read),
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.max_workers_seen) {
+            return Err(ValidationError::new(
+                "limits.max_workers_seen",
+                format!("is {}; it must be 1 to 1000000", self.max_workers_seen),
             ));
         }
         for (key, value, (shortest, longest)) in [

@@ -158,6 +158,8 @@ async fn call(clients: &mut Clients, rpc: Rpc, lease_token: &str) -> Result<(), 
         }
         // Without a token: nothing is purged, a token comes back for whom may purge.
         Rpc::PurgeQueue => m.purge_queue(pb::PurgeQueueRequest { queue, confirmation: String::new() }).await.map(drop),
+        Rpc::ListWorkers => m.list_workers(pb::ListWorkersRequest { queue }).await.map(drop),
+        Rpc::ListNodes => m.list_nodes(pb::ListNodesRequest {}).await.map(drop),
         Rpc::RecordOrigins => {
             let origin = pb::ListedOrigin { url: URL.into(), visit_type: VISIT_TYPE.into(), ..Default::default() };
             s.record_origins(pb::RecordOriginsRequest { lister: LISTER.into(), origins: vec![origin] }).await.map(drop)

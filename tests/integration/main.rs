@@ -4,6 +4,7 @@
 mod auth;
 mod cassandra;
 mod cli;
+mod cluster_lists;
 mod conformance_embedded;
 mod connections;
 mod console;

@@ -205,4 +205,64 @@ async fn settings_changed_through_one_node_apply_on_all_three() {
         let expected: Vec<String> = (0..3).map(|n| format!("node{i} held {n}")).collect();
         assert_eq!(of_node, expected.iter().collect::<Vec<_>>(), "node {i}'s partition hands them out in order");
     }
+
+    // Any node lists the workers polling every node, and the nodes.
+    let waiting_poll = {
+        let mut client = clients[2].clone();
+        tokio::spawn(async move {
+            let request = pb::PollTaskRequest {
+                queue: QUEUE.into(),
+                worker_id: "waiting-worker".into(),
+                max_wait: wait(Duration::from_secs(20)),
+            };
+            client.poll_task(request).await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let workers = loop {
+        let request = pb::ListWorkersRequest { queue: QUEUE.into() };
+        let listed = clients[0].list_workers(request).await.expect("list workers").into_inner();
+        if listed.workers.iter().any(|w| w.worker_id == "waiting-worker" && w.polls_waiting == 1) {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "the waiting worker at node 2 is not listed through node 0: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(workers.unanswered_nodes.is_empty(), "{workers:?}");
+    let tested: Vec<&pb::WorkerSeen> = workers.workers.iter().filter(|w| w.worker_id == "settings-test").collect();
+    let at: BTreeSet<&str> = tested.iter().map(|w| w.node.as_str()).collect();
+    assert_eq!(at.len(), 3, "the test's worker polled all three nodes, each reports it: {tested:?}");
+    let received: u64 = tested.iter().map(|w| w.tasks_received).sum();
+    assert_eq!(received, 18, "the 9 free tasks and the 9 resumed ones, counted where the polls arrived: {tested:?}");
+    let listed_nodes = clients[1].list_nodes(pb::ListNodesRequest {}).await.expect("list nodes").into_inner();
+    assert_eq!(listed_nodes.nodes.len(), 3, "{listed_nodes:?}");
+    for node in &listed_nodes.nodes {
+        assert!(node.live && node.answered, "{node:?}");
+        assert_eq!(node.partitions_held, 1, "{node:?}");
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let name = node.addr.to_string();
+        let state = listed_nodes.nodes.iter().find(|n| n.node == name).expect("every node is listed");
+        assert_eq!(state.workers, if i == 2 { 2 } else { 1 }, "node {i}: {state:?}");
+    }
+
+    // Node 2 killed: it is listed dead (or live and not answering until
+    // its heartbeat is old), never missing, and its workers go with it.
+    let killed = nodes[2].addr.to_string();
+    drop(nodes);
+    let _ = waiting_poll.await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = clients[0].list_nodes(pb::ListNodesRequest {}).await.expect("list nodes").into_inner();
+        let state = listed.nodes.iter().find(|n| n.node == killed).expect("the killed node is listed");
+        assert!(!state.answered, "{state:?}");
+        if !state.live {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 2 is still counted live 30 s after it was killed: {state:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let request = pb::ListWorkersRequest { queue: QUEUE.into() };
+    let listed = clients[0].list_workers(request).await.expect("list workers").into_inner();
+    assert!(listed.workers.iter().all(|w| w.node != killed), "{listed:?}");
 }
