@@ -1,7 +1,8 @@
 //! The web console `fairway serve` runs beside gRPC: server-rendered pages
 //! of the queues, one queue (its last hour charted, each key's share of
 //! dispatch beside its target, partitions, pauses), one task, dead
-//! letters, schedules and a lister's origins, with the actions pause,
+//! letters, schedules and a lister's origins, the nodes and the workers
+//! polling them, with the actions pause,
 //! resume, redrive, cancel and purge.
 //!
 //! Invariants:
@@ -21,6 +22,7 @@
 //!   bounded ([`sessions`]), and so is the history.
 
 mod charts;
+mod cluster_pages;
 mod config;
 pub mod history;
 mod pages;

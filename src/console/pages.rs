@@ -48,7 +48,7 @@ pub(super) fn page(frame: &Frame<'_>, body: Markup) -> Markup {
             body {
                 header {
                     a.brand href="/" { "Fairway" }
-                    nav { a href="/" { "Queues" } " " a href="/schedules" { "Schedules" } " " a href="/listers" { "Listers" } }
+                    nav { a href="/" { "Queues" } " " a href="/schedules" { "Schedules" } " " a href="/listers" { "Listers" } " " a href="/workers" { "Workers" } " " a href="/nodes" { "Nodes" } }
                     @if !frame.who.is_empty() {
                         form.logout method="post" action="/logout" {
                             (token(frame.form_token))
@@ -161,8 +161,9 @@ pub(super) fn queue(
     html! {
         p #summary {
             (waiting) " waiting, " (running) " running, " (delayed) " delayed, in " (parts.len()) " partition(s); "
-            (described.waiting_pollers) " poll(s) waiting. "
-            a href={ "/queues/" (name) "/dead" } { "Dead letters" }
+            (described.waiting_pollers) " poll(s) waiting here. "
+            a href={ "/queues/" (name) "/dead" } { "Dead letters" } " · "
+            a #queue-workers href={ "/workers?queue=" (name) } { "Workers" }
         }
         h2 { "The last hour on this node" }
         (super::charts::last_hour(history.0, history.1, now))

@@ -19,8 +19,8 @@ use tonic::metadata::MetadataValue;
 
 use super::Console;
 use super::pages::{self, Frame};
-use super::schedule_pages;
 use super::sessions::Session;
+use super::{cluster_pages, schedule_pages};
 use crate::model::validate;
 use crate::proto::v1 as pb;
 use crate::proto::v1::matching_client::MatchingClient;
@@ -51,6 +51,8 @@ pub(super) fn router(console: Arc<Console>) -> Router {
         .route("/queues/{queue}/{verb}", post(act))
         .route("/schedules", get(schedules))
         .route("/listers", get(listers))
+        .route("/nodes", get(nodes))
+        .route("/workers", get(workers))
         .layer(middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
 }
@@ -435,6 +437,49 @@ async fn listers(
         Ok(metrics) => {
             let body = schedule_pages::listers(&query.lister, Some(metrics.get_ref()), now);
             console.page(&visit, &format!("Lister {}", query.lister), body)
+        }
+        Err(status) => console.trouble(&visit, status),
+    }
+}
+
+async fn nodes(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let visit = match console.visit(&headers) {
+        Ok(visit) => visit,
+        Err(away) => return away.into_response(),
+    };
+    let listed = async {
+        let request = Console::request(pb::ListNodesRequest {}, visit.session.credential.as_deref());
+        console.client()?.list_nodes(request).await
+    };
+    match listed.await {
+        Ok(listed) => console.page(&visit, "Nodes", cluster_pages::nodes(listed.get_ref(), console.clock.now_ms())),
+        Err(status) => console.trouble(&visit, status),
+    }
+}
+
+#[derive(Deserialize)]
+struct WorkersQuery {
+    #[serde(default)]
+    queue: String,
+}
+
+async fn workers(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<WorkersQuery>,
+) -> Response {
+    let visit = match console.visit(&headers) {
+        Ok(visit) => visit,
+        Err(away) => return away.into_response(),
+    };
+    let listed = async {
+        let request = pb::ListWorkersRequest { queue: query.queue.clone() };
+        console.client()?.list_workers(Console::request(request, visit.session.credential.as_deref())).await
+    };
+    match listed.await {
+        Ok(listed) => {
+            let body = cluster_pages::workers(listed.get_ref(), &query.queue, console.clock.now_ms());
+            console.page(&visit, "Workers", body)
         }
         Err(status) => console.trouble(&visit, status),
     }

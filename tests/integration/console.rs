@@ -217,7 +217,7 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
 
     // Nothing without a login: every page sends to the login, every action is refused.
     let pages = ["/", "/queues/console-demo", "/queues/console-demo/dead", "/queues/console-demo/task?id=1"];
-    for path in pages.into_iter().chain(["/schedules", "/listers?lister=forge"]) {
+    for path in pages.into_iter().chain(["/schedules", "/listers?lister=forge", "/nodes", "/workers"]) {
         let answer = anonymous(&console, "GET", path, "").await;
         assert!(answer.starts_with("HTTP/1.1 303"), "GET {path}: {answer}");
         assert!(answer.to_lowercase().contains("location: /login"), "GET {path}: {answer}");
@@ -401,6 +401,18 @@ async fn the_console_in_a_browser_logs_in_shows_shares_pauses_finds_and_redrives
     let metrics = text(&browser, "#lister-metrics").await;
     assert!(metrics.contains("git") && metrics.contains("0.0%"), "two origins, none visited: {metrics}");
     screenshot(&browser, "listers").await;
+
+    // The workers that polled (this test's, as "w"), and the node.
+    browser.goto(&format!("{console}queues/{dead_queue}")).await.unwrap();
+    submit(&browser, "#queue-workers", "#workers").await;
+    let workers = text(&browser, "#workers").await;
+    assert!(workers.contains(dead_queue) && workers.contains("127.0.0.1:"), "{workers}");
+    assert!(!workers.contains(queue), "only the queue's own workers: {workers}");
+    screenshot(&browser, "workers").await;
+    submit(&browser, "nav a[href='/nodes']", "#nodes").await;
+    let nodes = text(&browser, "#nodes").await;
+    assert!(nodes.contains("live") && nodes.contains("(this console's)"), "{nodes}");
+    screenshot(&browser, "nodes").await;
 
     // Log out; a reader sees the queue, cannot act, and sees no payload.
     browser.goto(&format!("{console}queues/{queue}")).await.unwrap();
