@@ -373,6 +373,13 @@ class _Ops:
         request = _m.PurgeQueueRequest(queue=queue, confirmation=confirmation)
         return _Op("matching", "PurgeQueue", request, not confirmation, lambda r: r)
 
+    def list_workers(self, queue: str) -> _Op:
+        request = _m.ListWorkersRequest(queue=queue)
+        return _Op("matching", "ListWorkers", request, True, lambda r: r)
+
+    def list_nodes(self) -> _Op:
+        return _Op("matching", "ListNodes", _m.ListNodesRequest(), True, lambda r: r)
+
     # A pause or a resume sent twice leaves the queue as once: retried.
     def pause(self, queue: str, key: Optional[str], pause: bool) -> _Op:
         if pause:
@@ -704,6 +711,19 @@ class Client:
         counts what it held (``purged``, ``waiting``, ``delayed``,
         ``running``). Tasks added after it stay."""
         return self._invoke(self._ops.purge_queue(queue, confirmation))
+
+    def list_workers(self, queue: str = "") -> _m.ListWorkersResponse:
+        """The workers whose polls a node saw in the last 5 minutes, from every
+        live node (``workers``: worker id, queue, node, address, polls waiting,
+        tasks handed, first and last poll), the queue's alone when named;
+        ``unanswered_nodes`` names the live nodes that did not answer."""
+        return self._invoke(self._ops.list_workers(queue))
+
+    def list_nodes(self) -> _m.ListNodesResponse:
+        """The cluster's nodes, live or recently dead (``nodes``: name,
+        address, region, heartbeat, ``live``; and from each that answered,
+        partitions held, tasks running, workers polling)."""
+        return self._invoke(self._ops.list_nodes())
 
     def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         """Stops handing out the queue's tasks, or one fairness key's (``""`` is the
@@ -1058,6 +1078,12 @@ class AsyncClient:
 
     async def purge_queue(self, queue: str, confirmation: str = "") -> _m.PurgeQueueResponse:
         return await self._invoke(self._ops.purge_queue(queue, confirmation))
+
+    async def list_workers(self, queue: str = "") -> _m.ListWorkersResponse:
+        return await self._invoke(self._ops.list_workers(queue))
+
+    async def list_nodes(self) -> _m.ListNodesResponse:
+        return await self._invoke(self._ops.list_nodes())
 
     async def pause_queue(self, queue: str, key: Optional[str] = None) -> _m.QueueSettings:
         return await self._invoke(self._ops.pause(queue, key, True))

@@ -321,6 +321,21 @@ def test_a_queue_is_purged_only_with_its_token(api, queue_name):
     assert api.poll(queue, wait=1) is None
 
 
+def test_the_workers_polling_and_the_nodes_are_listed(api, queue_name):
+    queue = queue_name("workers")
+    api.create_queue(queue, 2)
+    api.add(queue, b"x", fairness_key="k")
+    task = api.poll(queue, wait=5, worker_id="py-worker")
+    assert task is not None
+    api.complete(task)
+    listed = api.list_workers(queue)
+    assert [(w.worker_id, w.queue, w.tasks_received) for w in listed.workers] == [("py-worker", queue, 1)]
+    assert not listed.unanswered_nodes
+    nodes = api.list_nodes()
+    assert [n.node for n in nodes.nodes] == [nodes.answering_node]
+    assert nodes.nodes[0].live and nodes.nodes[0].partitions_held >= 2
+
+
 def test_queues_are_listed_and_their_settings_stored(api, queue_name):
     first, second = queue_name("listed"), queue_name("listed")
     api.create_queue(first)

@@ -316,6 +316,18 @@ class ListDeadLettersResponse(_message.Message):
     more: bool
     def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ..., more: bool = ...) -> None: ...
 
+class ListNodesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ["answering_node", "nodes"]
+    ANSWERING_NODE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    answering_node: str
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeState]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeState, _Mapping]]] = ..., answering_node: _Optional[str] = ...) -> None: ...
+
 class ListQueuesRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "prefix"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +345,20 @@ class ListQueuesResponse(_message.Message):
     next_page_token: str
     queues: _containers.RepeatedCompositeFieldContainer[QueueSummary]
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ["queue"]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ["unanswered_nodes", "workers"]
+    UNANSWERED_NODES_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    unanswered_nodes: _containers.RepeatedScalarFieldContainer[str]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerSeen]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., unanswered_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MoveQueueRequest(_message.Message):
     __slots__ = ["abandon_previous", "force", "home", "queue"]
@@ -359,6 +385,30 @@ class MoveQueueResponse(_message.Message):
     partitions: int
     queue: str
     def __init__(self, queue: _Optional[str] = ..., home: _Optional[str] = ..., partitions: _Optional[int] = ..., generation: _Optional[int] = ..., abandoned_partitions: _Optional[int] = ...) -> None: ...
+
+class NodeState(_message.Message):
+    __slots__ = ["address", "answered", "last_heartbeat", "leased", "live", "node", "partitions_held", "region", "started", "workers"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_HELD_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    answered: bool
+    last_heartbeat: _timestamp_pb2.Timestamp
+    leased: int
+    live: bool
+    node: str
+    partitions_held: int
+    region: str
+    started: _timestamp_pb2.Timestamp
+    workers: int
+    def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., region: _Optional[str] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_heartbeat: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., live: bool = ..., answered: bool = ..., partitions_held: _Optional[int] = ..., leased: _Optional[int] = ..., workers: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
     __slots__ = ["added", "completed", "delayed", "dispatched", "expired", "failed", "largest_write_bytes", "leased", "metadata_bytes", "owner", "partition", "range_id", "recent_dispatch", "recent_others", "recent_span", "state", "subqueues", "tasks_over_max_wait"]
@@ -666,3 +716,23 @@ class UpdateQueueResponse(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     settings: QueueSettings
     def __init__(self, settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
+
+class WorkerSeen(_message.Message):
+    __slots__ = ["address", "first_poll", "last_poll", "node", "polls_waiting", "queue", "tasks_received", "worker_id"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_POLL_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    POLLS_WAITING_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    first_poll: _timestamp_pb2.Timestamp
+    last_poll: _timestamp_pb2.Timestamp
+    node: str
+    polls_waiting: int
+    queue: str
+    tasks_received: int
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., node: _Optional[str] = ..., address: _Optional[str] = ..., first_poll: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_poll: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., polls_waiting: _Optional[int] = ..., tasks_received: _Optional[int] = ...) -> None: ...

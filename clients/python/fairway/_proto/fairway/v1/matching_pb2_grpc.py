@@ -109,6 +109,16 @@ class MatchingStub(object):
                 request_serializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.SerializeToString,
                 response_deserializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.FromString,
                 )
+        self.ListWorkers = channel.unary_unary(
+                '/fairway.v1.Matching/ListWorkers',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.ListWorkersResponse.FromString,
+                )
+        self.ListNodes = channel.unary_unary(
+                '/fairway.v1.Matching/ListNodes',
+                request_serializer=fairway_dot_v1_dot_matching__pb2.ListNodesRequest.SerializeToString,
+                response_deserializer=fairway_dot_v1_dot_matching__pb2.ListNodesResponse.FromString,
+                )
 
 
 class MatchingServicer(object):
@@ -300,6 +310,28 @@ class MatchingServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """The workers polling the cluster: from every live node, the clients
+        whose polls it saw in the last 5 minutes (at most
+        `limits.max_workers_seen` per node; the least recently seen are
+        forgotten first), each with its polls waiting now and the tasks handed
+        to it. Read role on the queue named; with none, every queue the caller
+        may read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNodes(self, request, context):
+        """The cluster's nodes: every member the store holds, live or recently
+        dead, with its region and heartbeat, and from each live node that
+        answers, the partitions it holds and the workers polling it. Read role
+        on any queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -397,6 +429,16 @@ def add_MatchingServicer_to_server(servicer, server):
                     servicer.PurgeQueue,
                     request_deserializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.FromString,
                     response_serializer=fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.ListWorkersRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'ListNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNodes,
+                    request_deserializer=fairway_dot_v1_dot_matching__pb2.ListNodesRequest.FromString,
+                    response_serializer=fairway_dot_v1_dot_matching__pb2.ListNodesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -728,5 +770,39 @@ class Matching(object):
         return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/PurgeQueue',
             fairway_dot_v1_dot_matching__pb2.PurgeQueueRequest.SerializeToString,
             fairway_dot_v1_dot_matching__pb2.PurgeQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/ListWorkers',
+            fairway_dot_v1_dot_matching__pb2.ListWorkersRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.ListWorkersResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/fairway.v1.Matching/ListNodes',
+            fairway_dot_v1_dot_matching__pb2.ListNodesRequest.SerializeToString,
+            fairway_dot_v1_dot_matching__pb2.ListNodesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
