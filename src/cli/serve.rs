@@ -87,7 +87,7 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let console = match config.console.address(address).map_err(anyhow::Error::msg)? {
+    let console = match config.console.address(address, &config.security).map_err(anyhow::Error::msg)? {
         Some(at) => Some(bind_console(at, config.console.listen.is_empty()).await?),
         None => None,
     };
@@ -95,7 +95,8 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
     let shutdown = shutdown_signal();
     let mut announced = format!("listening on {address}\n");
     if let Some(console) = &console {
-        announced.push_str(&format!("console on http://{}/\n", console.local_addr()?));
+        let scheme = if config.security.tls_files().is_some() { "https" } else { "http" };
+        announced.push_str(&format!("console on {scheme}://{}/\n", console.local_addr()?));
     }
     announce(&announced);
     let listeners = Listeners { grpc, metrics, console };

@@ -234,7 +234,7 @@ impl Config {
             policy.validate(&section)?;
         }
         self.telemetry.validate(self.listen)?;
-        self.console.address(self.listen)?;
+        self.console.address(self.listen, &self.security)?;
         self.scheduler.validate()?;
         self.schedules.validate()?;
         self.security.validate()?;

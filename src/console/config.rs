@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::duration_serde;
 use crate::config::ConfigError;
+use crate::security::SecurityConfig;
 
 /// Section `[console]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,10 +15,12 @@ use crate::config::ConfigError;
 pub struct ConsoleConfig {
     /// Serve the console (`fairway serve` prints its address).
     pub enabled: bool,
-    /// `IP:PORT`, on loopback (the console serves plain HTTP). Empty: beside
-    /// a gRPC address on loopback, its IP and the next port (7071 beside the
-    /// default 7070; any free port when gRPC's is 0); beside one beyond
-    /// loopback, no console.
+    /// `IP:PORT`. Empty: beside a gRPC address on loopback, its IP and the
+    /// next port (7071 beside the default 7070; any free port when gRPC's
+    /// is 0); beside one beyond loopback, no console. Beyond loopback only
+    /// when the node authenticates clients (`[[security.principals]]`), and
+    /// with TLS (`security.tls_cert`, served with the gRPC port's
+    /// certificate) unless `security.allow_insecure`.
     pub listen: String,
     /// How often the charts of the last hour read the node's counters (1s
     /// to 5m).
@@ -33,9 +36,9 @@ impl Default for ConsoleConfig {
 
 impl ConsoleConfig {
     /// Where the console listens beside gRPC at `grpc`, or `None` when it is
-    /// off.
+    /// off; beyond loopback only with what `security` gives gRPC there.
     /// Checks the section too.
-    pub fn address(&self, grpc: SocketAddr) -> Result<Option<SocketAddr>, ConfigError> {
+    pub fn address(&self, grpc: SocketAddr, security: &SecurityConfig) -> Result<Option<SocketAddr>, ConfigError> {
         if !(Duration::from_secs(1)..=Duration::from_secs(300)).contains(&self.chart_interval) {
             return Err(ConfigError::new(
                 "console.chart_interval",
@@ -60,13 +63,27 @@ impl ConsoleConfig {
             })?
         };
         if !address.ip().is_loopback() {
-            return Err(ConfigError::new(
-                "console.listen",
-                format!(
-                    "is {address}, beyond loopback: the console serves plain HTTP, so it listens on loopback only \
-                     (reach it through an SSH tunnel or a proxy with TLS), or set console.enabled = false"
-                ),
-            ));
+            let beyond = |why: &str| {
+                ConfigError::new(
+                    "console.listen",
+                    format!(
+                        "is {address}, beyond loopback, {why}; or listen on loopback (reach it through an SSH \
+                         tunnel), or set console.enabled = false"
+                    ),
+                )
+            };
+            if !security.authenticates() {
+                return Err(beyond(
+                    "where the console is served only behind a login: add [[security.principals]] \
+                     (`fairway auth key create`)",
+                ));
+            }
+            if security.tls_files().is_none() && !security.allow_insecure {
+                return Err(beyond(
+                    "where the console is served only over TLS: set security.tls_cert and security.tls_key \
+                     (or security.allow_insecure = true to send credentials in clear text)",
+                ));
+            }
         }
         Ok(Some(address))
     }
@@ -82,19 +99,40 @@ mod tests {
 
     #[test]
     fn the_console_listens_beside_grpc_on_loopback_only() {
+        let open = SecurityConfig::default();
         let default = ConsoleConfig::default();
-        assert_eq!(default.address(grpc("127.0.0.1:7070")).unwrap(), Some(grpc("127.0.0.1:7071")));
-        assert_eq!(default.address(grpc("127.0.0.1:0")).unwrap(), Some(grpc("127.0.0.1:0")));
-        assert_eq!(default.address(grpc("0.0.0.0:7070")).unwrap(), None, "not beside gRPC beyond loopback");
-        let asked = ConsoleConfig { listen: "0.0.0.0:7071".into(), ..ConsoleConfig::default() };
-        let beyond = asked.address(grpc("0.0.0.0:7070")).unwrap_err();
-        assert_eq!(beyond.key, "console.listen");
-        assert!(beyond.to_string().contains("loopback"), "{beyond}");
+        assert_eq!(default.address(grpc("127.0.0.1:7070"), &open).unwrap(), Some(grpc("127.0.0.1:7071")));
+        assert_eq!(default.address(grpc("127.0.0.1:0"), &open).unwrap(), Some(grpc("127.0.0.1:0")));
+        assert_eq!(default.address(grpc("0.0.0.0:7070"), &open).unwrap(), None, "not beside gRPC beyond loopback");
         let off = ConsoleConfig { enabled: false, ..ConsoleConfig::default() };
-        assert_eq!(off.address(grpc("0.0.0.0:7070")).unwrap(), None);
+        assert_eq!(off.address(grpc("0.0.0.0:7070"), &open).unwrap(), None);
         let typo = ConsoleConfig { listen: "7071".into(), ..ConsoleConfig::default() };
-        assert!(typo.address(grpc("127.0.0.1:7070")).unwrap_err().to_string().contains("IP:PORT"));
+        assert!(typo.address(grpc("127.0.0.1:7070"), &open).unwrap_err().to_string().contains("IP:PORT"));
         let hasty = ConsoleConfig { chart_interval: Duration::from_millis(100), ..ConsoleConfig::default() };
-        assert_eq!(hasty.address(grpc("127.0.0.1:7070")).unwrap_err().key, "console.chart_interval");
+        assert_eq!(hasty.address(grpc("127.0.0.1:7070"), &open).unwrap_err().key, "console.chart_interval");
+    }
+
+    #[test]
+    fn beyond_loopback_the_console_needs_a_login_and_tls() {
+        let asked = ConsoleConfig { listen: "0.0.0.0:7071".into(), ..ConsoleConfig::default() };
+        let at = grpc("0.0.0.0:7070");
+        let no_login = asked.address(at, &SecurityConfig::default()).unwrap_err();
+        assert_eq!(no_login.key, "console.listen");
+        assert!(no_login.to_string().contains("security.principals"), "{no_login}");
+        let principal = crate::security::PrincipalConfig {
+            name: "ops".into(),
+            api_key_sha256: vec![crate::security::api_key_hash("fwk_x")],
+            tls_common_name: None,
+            jwt_subject: None,
+            grants: Vec::new(),
+        };
+        let mut login = SecurityConfig { principals: vec![principal], ..SecurityConfig::default() };
+        let no_tls = asked.address(at, &login).unwrap_err();
+        assert!(no_tls.to_string().contains("security.tls_cert"), "{no_tls}");
+        login.allow_insecure = true;
+        assert_eq!(asked.address(at, &login).unwrap(), Some(grpc("0.0.0.0:7071")), "allowed in clear text");
+        login.allow_insecure = false;
+        (login.tls_cert, login.tls_key) = ("server.crt".into(), "server.key".into());
+        assert_eq!(asked.address(at, &login).unwrap(), Some(grpc("0.0.0.0:7071")), "with TLS");
     }
 }

@@ -18,8 +18,10 @@
 //!   The one exception, the charts of a queue's last hour, is read from
 //!   this node's memory ([`history`]), and shown only on the queue's page,
 //!   after the visitor's DescribeQueue of the queue was answered.
-//! - It listens on loopback only ([`ConsoleConfig::address`]); sessions are
-//!   bounded ([`sessions`]), and so is the history.
+//! - It listens on loopback unless the node authenticates clients, and
+//!   beyond loopback with TLS when the node has it ([`ConsoleConfig::address`]);
+//!   over TLS its session cookie is sent over TLS only. Sessions are bounded
+//!   ([`sessions`]), and so is the history.
 
 mod charts;
 mod cluster_pages;
@@ -29,6 +31,7 @@ mod pages;
 mod routes;
 mod schedule_pages;
 pub mod sessions;
+mod tls_listener;
 
 use std::sync::{Arc, Mutex};
 
@@ -39,7 +42,7 @@ pub use config::ConsoleConfig;
 
 use crate::clock::SharedClock;
 use crate::cluster::Peers;
-use crate::security::Authenticator;
+use crate::security::{Authenticator, ServerTls};
 use history::History;
 use sessions::Sessions;
 
@@ -52,8 +55,12 @@ pub struct Console {
     /// How the node authenticates clients, if it does: then pages need a
     /// login, checked by it.
     authenticator: Option<Arc<Authenticator>>,
-    /// The `Host` values the console answers to.
-    hosts: Vec<String>,
+    /// The `Host` values the console answers to on loopback (a name an
+    /// attacker rebinds to loopback is refused); `None` beyond loopback,
+    /// where every page needs a login and a rebound name brings no session.
+    hosts: Option<Vec<String>>,
+    /// Whether it is served over TLS (its cookie then says `Secure`).
+    tls: bool,
     clock: SharedClock,
     history: Arc<History>,
 }
@@ -69,18 +76,23 @@ impl Console {
         self.authenticator.is_some()
     }
 
-    /// A console on `listener` for the node whose gRPC API `peers` reaches
-    /// at `grpc`.
+    /// A console on `listener` (over TLS when `tls`) for the node whose
+    /// gRPC API `peers` reaches at `grpc`.
     pub fn new(
         listener: &TcpListener,
+        tls: bool,
         peers: Peers,
         grpc: std::net::SocketAddr,
         authenticator: Option<Arc<Authenticator>>,
         clock: SharedClock,
         history: Arc<History>,
     ) -> std::io::Result<Console> {
-        let port = listener.local_addr()?.port();
-        let hosts = ["127.0.0.1", "localhost", "[::1]"].iter().map(|host| format!("{host}:{port}")).collect();
+        let local = listener.local_addr()?;
+        let port = local.port();
+        let hosts = local
+            .ip()
+            .is_loopback()
+            .then(|| ["127.0.0.1", "localhost", "[::1]"].iter().map(|host| format!("{host}:{port}")).collect());
         let grpc = if grpc.ip().is_unspecified() {
             std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), grpc.port())
         } else {
@@ -92,13 +104,26 @@ impl Console {
             grpc: grpc.to_string(),
             authenticator,
             hosts,
+            tls,
             clock,
             history,
         })
     }
 }
 
-/// Serves `console` on `listener` until `stop`.
-pub async fn serve(listener: TcpListener, console: Arc<Console>, stop: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, routes::router(console)).with_graceful_shutdown(stop.cancelled_owned()).await
+/// Serves `console` on `listener`, over `tls` when given, until `stop`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
+    console: Arc<Console>,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let router = routes::router(console);
+    match tls {
+        None => axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await,
+        Some(tls) => {
+            let listener = tls_listener::TlsListener::new(listener, tls)?;
+            axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await
+        }
+    }
 }

@@ -60,8 +60,10 @@ pub(super) fn router(console: Arc<Console>) -> Router {
 /// Refuses other hosts, and sets the headers every answer carries.
 async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !console.hosts.iter().any(|allowed| allowed == host) {
-        return (StatusCode::MISDIRECTED_REQUEST, format!("this console answers to {}\n", console.hosts.join(", ")))
+    if let Some(hosts) = &console.hosts
+        && !hosts.iter().any(|allowed| allowed == host)
+    {
+        return (StatusCode::MISDIRECTED_REQUEST, format!("this console answers to {}\n", hosts.join(", ")))
             .into_response();
     }
     let mut response = next.run(request).await;
@@ -95,8 +97,10 @@ fn cookie_of(headers: &HeaderMap) -> Option<String> {
     })
 }
 
-fn set_cookie(id: &str) -> HeaderValue {
-    HeaderValue::from_str(&format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict"))
+/// The session cookie of `id`, sent back over TLS only when `tls`.
+fn set_cookie(id: &str, tls: bool) -> HeaderValue {
+    let secure = if tls { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}"))
         .expect("a hex id makes a valid header")
 }
 
@@ -144,7 +148,7 @@ impl Console {
         }
         let id = sessions.open(rand::random(), now);
         let session = sessions.touch(&id, now).expect("just opened").clone();
-        Ok(Visit { new_cookie: Some(set_cookie(&id)), id, session })
+        Ok(Visit { new_cookie: Some(set_cookie(&id, self.tls)), id, session })
     }
 
     /// The visitor's session, for an action: refused (403, nothing done)
@@ -245,7 +249,7 @@ async fn login(State(console): State<Arc<Console>>, headers: HeaderMap, Form(for
     let session = sessions.touch(&id, now).expect("just opened");
     session.who = principal.name.clone();
     session.credential = Some(credential);
-    ([(header::SET_COOKIE, set_cookie(&id))], Redirect::to("/")).into_response()
+    ([(header::SET_COOKIE, set_cookie(&id, console.tls))], Redirect::to("/")).into_response()
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,6 @@
-//! TLS on the gRPC port: the server's certificate chain and key, and, for
-//! mutual TLS, the CA whose client certificates are required, read from PEM
-//! files. The files are read again every `security.tls_reload_interval`;
+//! TLS on the gRPC port, and on the console's: the server's certificate
+//! chain and key, and, for mutual TLS, the CA whose client certificates are
+//! required, read from PEM files. The files are read again every `security.tls_reload_interval`;
 //! when their bytes changed and they make a valid configuration, new
 //! connections get it (a renewed certificate is served without a restart);
 //! when they do not, the last good configuration stays, with a warning.
@@ -51,7 +51,16 @@ pub struct TlsFiles {
 /// The TLS configuration being served, and the bytes it was made from.
 pub struct ServerTls {
     files: TlsFiles,
-    current: RwLock<(Vec<u8>, TlsAcceptor)>,
+    current: RwLock<(Vec<u8>, Acceptors)>,
+}
+
+/// One configuration, as each port negotiates it (ALPN).
+#[derive(Clone)]
+struct Acceptors {
+    /// gRPC: HTTP/2.
+    grpc: TlsAcceptor,
+    /// The console: HTTP/1.1.
+    console: TlsAcceptor,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -64,13 +73,19 @@ impl ServerTls {
     /// Reads `files` and makes the configuration; an error names the key at fault.
     pub fn load(files: TlsFiles) -> Result<ServerTls, TlsError> {
         let bytes = read_all(&files)?;
-        let acceptor = acceptor(&bytes)?;
-        Ok(ServerTls { files, current: RwLock::new((concat(&bytes), acceptor)) })
+        let acceptors = acceptors(&bytes)?;
+        Ok(ServerTls { files, current: RwLock::new((concat(&bytes), acceptors)) })
     }
 
-    /// What new connections are accepted with.
+    /// What new gRPC connections are accepted with.
     pub fn acceptor(&self) -> TlsAcceptor {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).1.clone()
+        self.current.read().unwrap_or_else(|p| p.into_inner()).1.grpc.clone()
+    }
+
+    /// What new connections to the console are accepted with (the same
+    /// certificate and client CA, over HTTP/1.1).
+    pub fn console_acceptor(&self) -> TlsAcceptor {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).1.console.clone()
     }
 
     /// Reads the files again: `Ok(true)` if they changed and are now served,
@@ -82,8 +97,8 @@ impl ServerTls {
         if self.current.read().unwrap_or_else(|p| p.into_inner()).0 == joined {
             return Ok(false);
         }
-        let acceptor = acceptor(&bytes)?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (joined, acceptor);
+        let acceptors = acceptors(&bytes)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (joined, acceptors);
         Ok(true)
     }
 }
@@ -106,7 +121,7 @@ fn concat((cert, key, ca): &FileBytes) -> Vec<u8> {
     all
 }
 
-fn acceptor((cert, key, ca): &FileBytes) -> Result<TlsAcceptor, TlsError> {
+fn acceptors((cert, key, ca): &FileBytes) -> Result<Acceptors, TlsError> {
     let invalid = |key: &'static str, message: String| TlsError::Invalid { key, message };
     let chain = certificates(cert).map_err(|m| invalid("security.tls_cert", m))?;
     let key = PrivateKeyDer::from_pem_slice(key)
@@ -131,8 +146,10 @@ fn acceptor((cert, key, ca): &FileBytes) -> Result<TlsAcceptor, TlsError> {
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| invalid("security.tls_key", format!("does not fit security.tls_cert: {e}")))?;
+    let mut console = config.clone();
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    console.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Acceptors { grpc: TlsAcceptor::from(Arc::new(config)), console: TlsAcceptor::from(Arc::new(console)) })
 }
 
 /// A PEM file named by config key `key`.

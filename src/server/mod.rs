@@ -231,8 +231,17 @@ pub async fn serve(
             let history = Arc::new(History::new(Duration::from_secs(3600), config.console.chart_interval));
             let recording = history::record(queues.clone(), history.clone(), clock.clone(), stop_console.clone());
             tokio::spawn(recording);
-            let console = Console::new(&console_listener, peers, grpc, authenticator.clone(), clock.clone(), history)?;
-            Some(tokio::spawn(crate::console::serve(console_listener, Arc::new(console), stop_console.clone())))
+            let console = Console::new(
+                &console_listener,
+                tls.is_some(),
+                peers,
+                grpc,
+                authenticator.clone(),
+                clock.clone(),
+                history,
+            )?;
+            let serving = crate::console::serve(console_listener, tls.clone(), Arc::new(console), stop_console.clone());
+            Some(tokio::spawn(serving))
         }
         None => None,
     };

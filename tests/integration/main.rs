@@ -8,6 +8,7 @@ mod cluster_lists;
 mod conformance_embedded;
 mod connections;
 mod console;
+mod console_tls;
 mod dead_letters;
 mod deadline;
 mod durability;
