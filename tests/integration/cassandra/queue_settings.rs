@@ -4,7 +4,9 @@
 //! queues, and then a paused key is not dispatched by any of them while the
 //! others are, a new lease runs for the lease timeout stored, any node
 //! answers GetTask for a task of any partition, and on resume
-//! the key's tasks come back from every partition, in order.
+//! the key's tasks come back from every partition, in order. Any node then
+//! lists the workers polling every node and the three nodes; node 2 killed
+//! is listed dead, with its workers gone.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -98,7 +100,7 @@ async fn take(client: &mut Client, n: usize) -> Vec<pb::Task> {
 #[tokio::test]
 async fn settings_changed_through_one_node_apply_on_all_three() {
     let keyspace = Keyspace::create().await;
-    let nodes: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start_on(&keyspace.store_url(), ENV)).collect();
+    let mut nodes: Vec<ServerProcess> = (0..3).map(|_| ServerProcess::start_on(&keyspace.store_url(), ENV)).collect();
     let mut clients = Vec::new();
     for node in &nodes {
         clients.push(node.client().await);
@@ -248,8 +250,9 @@ async fn settings_changed_through_one_node_apply_on_all_three() {
 
     // Node 2 killed: it is listed dead (or live and not answering until
     // its heartbeat is old), never missing, and its workers go with it.
-    let killed = nodes[2].addr.to_string();
-    drop(nodes);
+    let node2 = nodes.pop().expect("three nodes");
+    let killed = node2.addr.to_string();
+    node2.kill();
     let _ = waiting_poll.await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
