@@ -5,9 +5,10 @@
 //!
 //! Invariant: a caller sees only the workers of the queues it holds the
 //! read permission on; a forwarded request is answered from the asked
-//! node's own memory, never forwarded again. Both answers are bounded: each
-//! node lists at most `limits.max_workers_seen` workers, and the members
-//! are those the store keeps (the live and the recently dead).
+//! node's own memory, never forwarded again. Both answers are bounded: a
+//! node answers at most [`MAX_WORKERS_LISTED`] workers, and so does the
+//! node asked (whatever `limits.max_workers_seen` lets each remember); the
+//! members are those the store keeps (the live and the recently dead).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,9 @@ use super::routing::{Origin, Router};
 use super::status;
 use super::workers_seen::WorkersSeen;
 use crate::proto::v1 as pb;
+
+/// The most workers one ListWorkers answer lists, at any node.
+pub(super) const MAX_WORKERS_LISTED: usize = 1000;
 
 /// `ListWorkers`.
 pub(super) async fn list_workers(
@@ -42,17 +46,21 @@ pub(super) async fn list_workers(
         }
         None => {}
     }
-    let here = local_workers(router, workers, queue.as_ref());
+    let mut here = local_workers(router, workers, queue.as_ref());
     if Origin::of(&caller) != Origin::Client {
-        return Ok(Response::new(pb::ListWorkersResponse { workers: here, unanswered_nodes: Vec::new() }));
+        let left_out = first_listed(&mut here);
+        return Ok(Response::new(pb::ListWorkersResponse { workers: here, unanswered_nodes: Vec::new(), left_out }));
     }
     let asked = pb::ListWorkersRequest { queue: request.queue.clone() };
     let answers = ask_others(router, Rpc::ListWorkers, asked, |mut peer, r| async move { peer.list_workers(r).await });
-    let mut all = here;
+    let (mut all, mut left_out) = (here, 0);
     let mut unanswered_nodes = Vec::new();
     for (node, answer) in answers.await {
         match answer {
-            Ok(answer) => all.extend(answer.workers),
+            Ok(answer) => {
+                all.extend(answer.workers);
+                left_out += answer.left_out;
+            }
             Err(error) => {
                 tracing::debug!(%node, %error, "a node did not list its workers");
                 unanswered_nodes.push(node);
@@ -60,8 +68,17 @@ pub(super) async fn list_workers(
         }
     }
     all.retain(|seen| queue.is_some() || allowed(&caller, Rpc::ListWorkers, &seen.queue));
-    all.sort_by(|a, b| (&a.queue, &a.worker_id, &a.node).cmp(&(&b.queue, &b.worker_id, &b.node)));
-    Ok(Response::new(pb::ListWorkersResponse { workers: all, unanswered_nodes }))
+    left_out += first_listed(&mut all);
+    Ok(Response::new(pb::ListWorkersResponse { workers: all, unanswered_nodes, left_out }))
+}
+
+/// Keeps the first [`MAX_WORKERS_LISTED`] of `workers` by queue, worker id
+/// and node, in that order: how many it left out.
+fn first_listed(workers: &mut Vec<pb::WorkerSeen>) -> u64 {
+    workers.sort_by(|a, b| (&a.queue, &a.worker_id, &a.node).cmp(&(&b.queue, &b.worker_id, &b.node)));
+    let left_out = workers.len().saturating_sub(MAX_WORKERS_LISTED);
+    workers.truncate(MAX_WORKERS_LISTED);
+    left_out as u64
 }
 
 fn local_workers(

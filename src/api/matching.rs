@@ -205,7 +205,7 @@ impl MatchingService {
         queue: &QueueName,
         worker_id: &str,
         connection: Option<std::net::SocketAddr>,
-    ) -> Option<Watching<'_>> {
+    ) -> Option<Watching> {
         let now = self.queues().clock().now_ms();
         (Origin::of(caller) == Origin::Client).then(|| self.workers.poll(queue, worker_id, connection, now))
     }
@@ -347,7 +347,6 @@ impl Matching for MatchingService {
         let (queue, wait) = self.poll_target(&request.queue, &request.worker_id, request.max_wait)?;
         authorize(&caller, Rpc::PollTasks, queue.as_str(), None)?;
         let _slot = self.polls.take(connection, &caller)?;
-        let mut watching = self.watch(&caller, &queue, &request.worker_id, connection);
         let origin = Origin::of(&caller);
         let max = bounded("max_tasks", request.max_tasks, 1, self.limits.max_poll_tasks)?;
         let (completions, most) = (request.completions.len(), self.limits.max_poll_tasks);
@@ -355,6 +354,7 @@ impl Matching for MatchingService {
             let why = format!("has {completions} completions; the limit is {most} (limits.max_poll_tasks)");
             return Err(status::invalid(ValidationError::new("completions", why)));
         }
+        let mut watching = self.watch(&caller, &queue, &request.worker_id, connection);
         let max_bytes = self.limits.max_poll_response_bytes;
         // The completions reach their partitions' writers before the poll
         // takes a task (`join!` starts them first), so that under load they

@@ -7,12 +7,14 @@
 //! worker goes unrecorded when all are waiting); an entry with no poll
 //! waiting is forgotten [`FORGET_AFTER`] after its last poll; an entry's
 //! `polls_waiting` is the number of live [`Watching`] guards taken for it.
+//! A poll of a worker already seen takes the table's lock shared only.
 //! Only clients' polls are recorded: a poll a node forwards was recorded
 //! where its client sent it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::clock::UnixMillis;
 use crate::model::QueueName;
@@ -39,127 +41,167 @@ pub struct Seen {
     pub tasks_received: u64,
 }
 
+/// A worker's entry: a poll of a worker already seen takes the table's
+/// lock shared, and changes the entry through atomics.
+#[derive(Debug)]
+struct Entry {
+    queue: QueueName,
+    worker_id: String,
+    first_poll_ms: UnixMillis,
+    address: Mutex<Option<SocketAddr>>,
+    last_poll_ms: AtomicI64,
+    polls_waiting: AtomicU32,
+    tasks_received: AtomicU64,
+}
+
+impl Entry {
+    fn seen(&self) -> Seen {
+        Seen {
+            queue: self.queue.clone(),
+            worker_id: self.worker_id.clone(),
+            address: *self.address.lock().unwrap_or_else(|p| p.into_inner()),
+            first_poll_ms: self.first_poll_ms,
+            last_poll_ms: self.last_poll_ms.load(Ordering::Relaxed),
+            polls_waiting: self.polls_waiting.load(Ordering::Relaxed),
+            tasks_received: self.tasks_received.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether it has no poll waiting and its last poll is older than
+    /// [`FORGET_AFTER_MS`] at `now`.
+    fn forgotten_at(&self, now: UnixMillis) -> bool {
+        self.polls_waiting.load(Ordering::Relaxed) == 0
+            && now.saturating_sub(self.last_poll_ms.load(Ordering::Relaxed)) >= FORGET_AFTER_MS
+    }
+}
+
+/// The entries by queue, then worker id, and how many there are.
+#[derive(Debug, Default)]
+struct Table {
+    by_queue: HashMap<Arc<str>, HashMap<String, Arc<Entry>>>,
+    len: usize,
+}
+
+impl Table {
+    fn get(&self, queue: &QueueName, worker_id: &str) -> Option<&Arc<Entry>> {
+        self.by_queue.get(queue.as_str()).and_then(|workers| workers.get(worker_id))
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.by_queue.values().flat_map(HashMap::values)
+    }
+
+    /// Keeps the entries `keep` passes, and counts them.
+    fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
+        let mut len = 0;
+        self.by_queue.retain(|_, workers| {
+            workers.retain(|_, entry| keep(entry));
+            len += workers.len();
+            !workers.is_empty()
+        });
+        self.len = len;
+    }
+}
+
 /// The workers seen, bounded.
 #[derive(Debug)]
 pub struct WorkersSeen {
     limit: usize,
-    /// By `queue \0 worker_id`.
-    seen: Mutex<HashMap<String, Seen>>,
+    table: RwLock<Table>,
 }
 
 /// A poll in progress, counted in its worker's `polls_waiting` until
-/// dropped (or [`Watching::received`]).
+/// dropped.
 #[derive(Debug)]
-pub struct Watching<'a> {
-    workers: &'a WorkersSeen,
+pub struct Watching {
     /// `None` when the worker could not be recorded (the table was full).
-    key: Option<String>,
+    entry: Option<Arc<Entry>>,
     received: u64,
-}
-
-fn key_of(queue: &QueueName, worker_id: &str) -> String {
-    let mut key = String::with_capacity(queue.as_str().len() + 1 + worker_id.len());
-    key.push_str(queue.as_str());
-    key.push('\0');
-    key.push_str(worker_id);
-    key
 }
 
 impl WorkersSeen {
     /// A table of at most `limit` workers.
     pub fn new(limit: usize) -> WorkersSeen {
-        WorkersSeen { limit: limit.max(1), seen: Mutex::new(HashMap::new()) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+        WorkersSeen { limit: limit.max(1), table: RwLock::new(Table::default()) }
     }
 
     /// Records a poll of `queue` by `worker_id` from `address` starting at
     /// `now`; it counts as waiting until the guard is dropped.
-    pub fn poll(
-        &self,
-        queue: &QueueName,
-        worker_id: &str,
-        address: Option<SocketAddr>,
-        now: UnixMillis,
-    ) -> Watching<'_> {
-        let key = key_of(queue, worker_id);
-        let mut seen = self.lock();
-        if let Some(entry) = seen.get_mut(&key) {
-            entry.last_poll_ms = now;
-            entry.polls_waiting += 1;
+    pub fn poll(&self, queue: &QueueName, worker_id: &str, address: Option<SocketAddr>, now: UnixMillis) -> Watching {
+        let touch = |entry: &Arc<Entry>| {
+            // Counted under the table's lock, so that no one forgets it meanwhile.
+            entry.polls_waiting.fetch_add(1, Ordering::Relaxed);
+            entry.last_poll_ms.fetch_max(now, Ordering::Relaxed);
             if address.is_some() {
-                entry.address = address;
-            }
-            return Watching { workers: self, key: Some(key), received: 0 };
-        }
-        if seen.len() >= self.limit {
-            forget_idle(&mut seen, now);
-        }
-        if seen.len() >= self.limit {
-            let oldest_idle = seen
-                .iter()
-                .filter(|(_, entry)| entry.polls_waiting == 0)
-                .min_by_key(|(_, entry)| entry.last_poll_ms)
-                .map(|(key, _)| key.clone());
-            match oldest_idle {
-                Some(oldest) => {
-                    seen.remove(&oldest);
+                let mut known = entry.address.lock().unwrap_or_else(|p| p.into_inner());
+                if *known != address {
+                    *known = address;
                 }
-                None => return Watching { workers: self, key: None, received: 0 },
             }
+            Watching { entry: Some(entry.clone()), received: 0 }
+        };
+        if let Some(entry) = self.table.read().unwrap_or_else(|p| p.into_inner()).get(queue, worker_id) {
+            return touch(entry);
         }
-        let entry = Seen {
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = table.get(queue, worker_id) {
+            return touch(entry);
+        }
+        if table.len >= self.limit {
+            table.retain(|entry| !entry.forgotten_at(now));
+        }
+        if table.len >= self.limit {
+            let oldest_idle = table
+                .entries()
+                .filter(|entry| entry.polls_waiting.load(Ordering::Relaxed) == 0)
+                .min_by_key(|entry| entry.last_poll_ms.load(Ordering::Relaxed))
+                .cloned();
+            let Some(oldest) = oldest_idle else { return Watching { entry: None, received: 0 } };
+            table.retain(|entry| !std::ptr::eq(entry, &*oldest));
+        }
+        let entry = Arc::new(Entry {
             queue: queue.clone(),
             worker_id: worker_id.to_owned(),
-            address,
             first_poll_ms: now,
-            last_poll_ms: now,
-            polls_waiting: 1,
-            tasks_received: 0,
-        };
-        seen.insert(key.clone(), entry);
-        Watching { workers: self, key: Some(key), received: 0 }
+            address: Mutex::new(address),
+            last_poll_ms: AtomicI64::new(now),
+            polls_waiting: AtomicU32::new(1),
+            tasks_received: AtomicU64::new(0),
+        });
+        let queue_key: Arc<str> = Arc::from(queue.as_str());
+        table.by_queue.entry(queue_key).or_default().insert(worker_id.to_owned(), entry.clone());
+        table.len += 1;
+        Watching { entry: Some(entry), received: 0 }
     }
 
     /// The workers seen at `now` (those forgotten by then left out), in
     /// no order.
     pub fn list(&self, now: UnixMillis) -> Vec<Seen> {
-        let mut seen = self.lock();
-        forget_idle(&mut seen, now);
-        seen.values().cloned().collect()
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        table.retain(|entry| !entry.forgotten_at(now));
+        table.entries().map(|entry| entry.seen()).collect()
     }
 
     /// How many workers are listed at `now`.
     pub fn count(&self, now: UnixMillis) -> usize {
-        let mut seen = self.lock();
-        forget_idle(&mut seen, now);
-        seen.len()
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        table.retain(|entry| !entry.forgotten_at(now));
+        table.len
     }
 }
 
-/// Forgets the workers with no poll waiting whose last poll is older than
-/// [`FORGET_AFTER_MS`] at `now`.
-fn forget_idle(seen: &mut HashMap<String, Seen>, now: UnixMillis) {
-    seen.retain(|_, entry| entry.polls_waiting > 0 || now.saturating_sub(entry.last_poll_ms) < FORGET_AFTER_MS);
-}
-
-impl Watching<'_> {
+impl Watching {
     /// Counts `tasks` handed to the worker by this poll.
     pub fn received(&mut self, tasks: usize) {
         self.received += tasks as u64;
     }
 }
 
-impl Drop for Watching<'_> {
+impl Drop for Watching {
     fn drop(&mut self) {
-        let Some(key) = self.key.take() else { return };
-        let mut seen = self.workers.lock();
-        if let Some(entry) = seen.get_mut(&key) {
-            entry.polls_waiting = entry.polls_waiting.saturating_sub(1);
-            entry.tasks_received += self.received;
-        }
+        let Some(entry) = self.entry.take() else { return };
+        entry.tasks_received.fetch_add(self.received, Ordering::Relaxed);
+        entry.polls_waiting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

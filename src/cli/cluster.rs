@@ -126,6 +126,9 @@ async fn workers(server: &ServerArg, queue: String, json: bool) -> anyhow::Resul
         }
         println!("{table}");
     }
+    if listed.left_out > 0 {
+        println!("and {} more not listed (the first 1,000 are); name a queue with --queue", listed.left_out);
+    }
     if !listed.unanswered_nodes.is_empty() {
         println!("not answering, their workers missing: {}", listed.unanswered_nodes.join(", "));
     }

@@ -64,6 +64,7 @@ pub(super) fn workers(listed: &pb::ListWorkersResponse, queue: &str, now: i64) -
             p #no-workers { "No worker polled in the last 5 minutes. Start one: " code { "fairway worker --queue QUEUE -- COMMAND" } }
         } @else {
             p.hint { "Workers whose polls a node saw in the last 5 minutes, as each node they poll reports them." }
+            @if listed.left_out > 0 { p #left-out { "And " (listed.left_out) " more, not listed (the first 1,000 are): choose a queue." } }
             table #workers {
                 thead { tr { th { "Queue" } th { "Worker" } th { "Node" } th { "Address" } th.n { "Polls waiting" } th.n { "Tasks handed" } th { "Last poll" } th { "First poll" } } }
                 tbody {

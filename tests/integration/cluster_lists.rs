@@ -2,7 +2,8 @@
 //! is listed while its poll waits, with the tasks it was handed after;
 //! another queue's listing leaves it out; the node lists itself with the
 //! partitions it holds; the table of workers holds its bound however many
-//! ids poll. (Three nodes on Cassandra: `cassandra::queue_settings`.)
+//! ids poll, and an answer lists the first 1,000. (Three nodes on
+//! Cassandra: `cassandra::queue_settings`.)
 
 use std::time::{Duration, Instant};
 
@@ -81,4 +82,22 @@ async fn the_workers_listed_stay_within_limits_max_workers_seen() {
     let listed = workers(client, "jobs").await;
     let ids: Vec<&str> = listed.workers.iter().map(|w| w.worker_id.as_str()).collect();
     assert_eq!(ids, ["w16", "w17", "w18", "w19"], "the four seen last");
+}
+
+#[tokio::test]
+async fn a_listing_shows_the_first_thousand_workers_and_counts_the_others() {
+    let mut server = TestServer::start().await;
+    let client = &mut server.client;
+    create(client, "crowd", 1).await;
+    for n in 0..1500 {
+        let request = pb::PollTaskRequest {
+            queue: "crowd".into(),
+            worker_id: format!("w{n:04}"),
+            max_wait: wait(Duration::ZERO),
+        };
+        client.poll_task(request).await.expect("poll");
+    }
+    let listed = workers(client, "crowd").await;
+    assert_eq!((listed.workers.len(), listed.left_out), (1000, 500));
+    assert_eq!((listed.workers[0].worker_id.as_str(), listed.workers[999].worker_id.as_str()), ("w0000", "w0999"));
 }

@@ -353,12 +353,14 @@ class ListWorkersRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
-    __slots__ = ["unanswered_nodes", "workers"]
+    __slots__ = ["left_out", "unanswered_nodes", "workers"]
+    LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
     UNANSWERED_NODES_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    left_out: int
     unanswered_nodes: _containers.RepeatedScalarFieldContainer[str]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerSeen]
-    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., unanswered_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., unanswered_nodes: _Optional[_Iterable[str]] = ..., left_out: _Optional[int] = ...) -> None: ...
 
 class MoveQueueRequest(_message.Message):
     __slots__ = ["abandon_previous", "force", "home", "queue"]

@@ -315,7 +315,8 @@ class MatchingServicer(object):
         whose polls it saw in the last 5 minutes (at most
         `limits.max_workers_seen` per node; the least recently seen are
         forgotten first), each with its polls waiting now and the tasks handed
-        to it. Read role on the queue named; with none, every queue the caller
+        to it; the first 1,000 by queue and worker id, `left_out` counting the
+        others. Read role on the queue named; with none, every queue the caller
         may read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
