@@ -17,7 +17,7 @@ use fairway::proto::v1::schedules_client::SchedulesClient;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{Client, ServerProcess, fairway_command, spec, wait};
+use crate::support::{Client, ServerProcess, api_key, spec, wait};
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -85,19 +85,6 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A new API key with `role` on every queue: the key and its config.
-fn api_key(name: &str, role: &str) -> (String, String) {
-    let out = fairway_command()
-        .args(["auth", "key", "create", "--name", name, "--role", role, "--queues", "*"])
-        .output()
-        .expect("fairway auth key create");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8(out.stdout).unwrap();
-    let key = printed.lines().find(|l| l.starts_with("fwk_")).expect("a key").to_owned();
-    let (_, config) = printed.split_once("[[security.principals]]").expect("the principal");
-    (key, format!("[[security.principals]]{config}"))
 }
 
 fn screenshots() -> PathBuf {

@@ -12,20 +12,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, RootCertStore};
 
 use crate::pki::{Authority, write};
-use crate::support::{ServerProcess, fairway_command};
-
-/// A new API key with the admin role on every queue: the key and its config.
-fn admin_key() -> (String, String) {
-    let out = fairway_command()
-        .args(["auth", "key", "create", "--name", "ops", "--role", "admin", "--queues", "*"])
-        .output()
-        .expect("fairway auth key create");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed = String::from_utf8(out.stdout).unwrap();
-    let key = printed.lines().find(|l| l.starts_with("fwk_")).expect("a key").to_owned();
-    let (_, config) = printed.split_once("[[security.principals]]").expect("the principal");
-    (key, format!("[[security.principals]]{config}"))
-}
+use crate::support::{ServerProcess, api_key, fairway_command};
 
 /// One HTTP/1.1 request over TLS to `port` on loopback, naming `host`:
 /// the whole answer.
@@ -63,7 +50,7 @@ async fn beyond_loopback_the_console_is_served_over_tls_behind_a_login() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Authority::new("fairway test CA");
     let (cert, key) = ca.sign("server");
-    let (admin, principal) = admin_key();
+    let (admin, principal) = api_key("ops", "admin");
     let config = format!(
         "[security]\ntls_cert = {:?}\ntls_key = {:?}\ntls_peer_ca = {:?}\n[console]\nlisten = \"0.0.0.0:0\"\n{principal}",
         write(dir.path(), "server.crt", &cert),

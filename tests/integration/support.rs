@@ -303,3 +303,16 @@ impl Drop for ServerProcess {
         let _ = self.child.wait();
     }
 }
+
+/// A new API key with `role` on every queue: the key and its config.
+pub(crate) fn api_key(name: &str, role: &str) -> (String, String) {
+    let out = fairway_command()
+        .args(["auth", "key", "create", "--name", name, "--role", role, "--queues", "*"])
+        .output()
+        .expect("fairway auth key create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let key = printed.lines().find(|l| l.starts_with("fwk_")).expect("a key").to_owned();
+    let (_, config) = printed.split_once("[[security.principals]]").expect("the principal");
+    (key, format!("[[security.principals]]{config}"))
+}
