@@ -40,7 +40,11 @@ pub(super) async fn list_workers(
         Some(crate::model::validate::queue_name("queue", &request.queue).map_err(status::invalid)?)
     };
     match &queue {
-        Some(queue) => authorize(&caller, Rpc::ListWorkers, queue.as_str(), None)?,
+        Some(queue) => {
+            authorize(&caller, Rpc::ListWorkers, queue.as_str(), None)?;
+            // A mistyped name is told apart from a queue no one polls.
+            router.queues().get(queue).await.map_err(status::from_match)?;
+        }
         None if !caller.holds_anywhere(Rpc::ListWorkers.permission()) => {
             authorize(&caller, Rpc::ListWorkers, "the queues", None)?
         }
@@ -122,15 +126,15 @@ pub(super) async fn list_nodes(
     if Origin::of(&caller) != Origin::Client {
         return Ok(Response::new(pb::ListNodesResponse { nodes: vec![me], answering_node: view.node().to_owned() }));
     }
-    let answers =
+    let asking =
         ask_others(
             router,
             Rpc::ListNodes,
             pb::ListNodesRequest {},
             |mut peer, r| async move { peer.list_nodes(r).await },
         );
-    let members = queues.store().members().await.map_err(status::from_store)?;
-    let answers = answers.await;
+    let (members, answers) = futures::join!(queues.store().members(), asking);
+    let members = members.map_err(status::from_store)?;
     let mut nodes: Vec<pb::NodeState> = members
         .into_iter()
         .map(|member| pb::NodeState {

@@ -62,6 +62,8 @@ async fn a_polling_worker_is_listed_with_the_tasks_it_was_handed() {
     assert!(me.live && me.answered, "{me:?}");
     assert_eq!((me.partitions_held, me.workers, me.leased), (3, 1, 1), "two partitions of jobs, one of other: {me:?}");
 
+    let typo = client.list_workers(pb::ListWorkersRequest { queue: "jbos".into() }).await.unwrap_err();
+    assert_eq!(typo.code(), Code::NotFound, "a mistyped queue is not one no worker polls: {typo:?}");
     let bad = client.list_workers(pb::ListWorkersRequest { queue: "no such/queue".into() }).await.unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(bad.message().contains("queue"), "{bad:?}");
