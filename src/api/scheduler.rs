@@ -128,8 +128,9 @@ pub fn visit_outcome(result: &[u8], now: UnixMillis) -> Result<(String, VisitRes
         Some(at) => unix_ms("result.visit_date", at)?.min(now),
         None => now,
     };
+    let newest_change = outcome.newest_change.as_ref().map(|at| unix_ms("result.newest_change", at)).transpose()?;
     let snapshot = (!outcome.snapshot.is_empty()).then_some(outcome.snapshot);
-    Ok((outcome.origin_url, VisitResult { status, snapshot, visit_date }))
+    Ok((outcome.origin_url, VisitResult { status, snapshot, visit_date, newest_change }))
 }
 
 /// Records the outcomes of visits as their tasks complete.
@@ -312,6 +313,7 @@ impl scheduler_server::Scheduler for SchedulerService {
                 next_visit_queue_position: stats.next_visit_queue_position,
                 enabled: stats.enabled,
                 eligible_after: at(state.placement.wake_at),
+                change_rate_per_day: stats.rate.map(f64::from),
             }
         });
         Ok(Response::new(pb::GetVisitStatsResponse { stats }))
@@ -332,6 +334,7 @@ impl scheduler_server::Scheduler for SchedulerService {
             sent_by_policy: report.by_policy.iter().map(|(p, n)| (p.name().to_owned(), *n)).collect(),
             sent_by_lister: report.by_lister.into_iter().collect(),
             woken: report.woken as u64,
+            due_chance_by_lister: report.due_chance.into_iter().collect(),
         }))
     }
 

@@ -244,6 +244,8 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
             // The queue position is a time: the reference scheduler's, in Unix ms.
             let position = times::when_ms(s.next_visit_queue_position, times::now_ms());
             println!("  next queue position {position}, cooldowns end {}", time(s.eligible_after));
+            let estimated = s.change_rate_per_day.map_or("-".into(), |r| rate(r, 1));
+            println!("  change rate {estimated} (estimated)");
         }
         OriginCommand::Visit { server, visit_type, url } => {
             let mut client = connect(&server).await?;
@@ -328,6 +330,11 @@ pub(super) async fn run(command: OriginCommand) -> anyhow::Result<()> {
             by_lister.sort();
             for (lister, n) in by_lister {
                 println!("  lister {lister}: {n}");
+            }
+            let mut due: Vec<_> = r.due_chance_by_lister.into_iter().collect();
+            due.sort_by(|a, b| a.0.cmp(&b.0));
+            for (lister, chance) in due {
+                println!("  lister {lister}: due at a {:.0}% chance of a change", 100.0 * chance);
             }
         }
     }

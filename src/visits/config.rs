@@ -91,9 +91,13 @@ pub struct SchedulerConfig {
     /// at least this are sent (1: none are).
     pub spare_chance: f64,
     /// The chance of a change, for a visit of 100 s, at which an origin is
-    /// due in `expected_value` rounds (its worth: the same changes expected
-    /// per loader-second); higher sends fewer, surer visits.
+    /// due in `expected_value` rounds while loaders have room (its worth:
+    /// the same changes expected per loader-second); higher sends fewer,
+    /// surer visits.
     pub due_chance: f64,
+    /// The same while due visits fill every free slot: the threshold moves
+    /// between the two round by round (see [`crate::core::visits::threshold`]).
+    pub due_chance_busy: f64,
     /// Priority of those visits.
     pub spare_priority: u32,
     /// The fairness key of visit tasks: `lister` or `host`.
@@ -145,8 +149,9 @@ impl Default for SchedulerConfig {
             mode: RoundMode::ExpectedValue,
             queued_per_key: 3,
             prior_rate: crate::core::visits::value::DEFAULT_RATE,
-            spare_chance: 0.2,
-            due_chance: 0.5,
+            spare_chance: 0.7,
+            due_chance: 0.7,
+            due_chance_busy: 0.95,
             spare_priority: 4,
             fairness_key: FairnessKeyOf::Lister,
             key_concurrency: 10,
@@ -190,11 +195,6 @@ pub fn default_policies(visit_type: &str) -> Vec<(Policy, f64)> {
 }
 
 impl SchedulerConfig {
-    /// The worth at which an origin is due (see [`SchedulerConfig::due_chance`]).
-    pub fn due_worth(&self) -> f64 {
-        crate::core::visits::value::worth_of_chance(self.due_chance)
-    }
-
     /// The policies and weights of a visit type (weights above zero only).
     pub fn policies_for(&self, visit_type: &str) -> Vec<(Policy, f64)> {
         match self.policies.get(visit_type) {
@@ -244,6 +244,16 @@ impl SchedulerConfig {
         }
         if !(self.due_chance.is_finite() && self.due_chance > 0.0 && self.due_chance < 1.0) {
             return fail("due_chance", format!("is {}; it must be above 0 and below 1", self.due_chance));
+        }
+        if !(self.due_chance_busy.is_finite() && self.due_chance_busy >= self.due_chance && self.due_chance_busy < 1.0)
+        {
+            return fail(
+                "due_chance_busy",
+                format!(
+                    "is {}; it must be at least due_chance ({}) and below 1",
+                    self.due_chance_busy, self.due_chance
+                ),
+            );
         }
         if !(self.spare_chance.is_finite() && (0.0..=1.0).contains(&self.spare_chance)) {
             return fail("spare_chance", format!("is {}; it must be 0 to 1", self.spare_chance));

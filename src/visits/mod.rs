@@ -35,10 +35,10 @@ pub use queue::{Backlog, Visit, VisitQueue, VisitQueueError, key_of};
 pub use runner::run_rounds;
 
 use crate::clock::UnixMillis;
-use crate::core::visits::value::{Spare, Worth, pick_spares, rank_by_worth};
+use crate::core::visits::value::{Spare, Worth, pick_spares, rank_by_worth, worth_of_chance};
 use crate::core::visits::{
-    Choice, Freshness, Heads, IndexEntry, KeyRange, ListedOrigin, OriginState, OriginWrite, Policy, VisitResult,
-    VisitStats, plan_round,
+    Choice, DueThreshold, Freshness, Heads, IndexEntry, KeyRange, ListedOrigin, OriginState, OriginWrite, Policy,
+    RoundLoad, VisitResult, VisitStats, plan_round,
 };
 use crate::store::StoreError;
 use crate::store::visits::{MAX_READ, VisitStore};
@@ -89,6 +89,8 @@ pub enum SchedulerError {
 pub struct RoundReport {
     /// Origins whose cooldowns ended and went back into the indexes.
     pub woken: usize,
+    /// The chance of a change at which origins were due, per lister.
+    pub due_chance: BTreeMap<String, f64>,
     /// Free slots of the queue.
     pub slots: u64,
     /// Visits sent, per policy and per lister.
@@ -119,6 +121,18 @@ struct Locked {
     rng: StdRng,
     /// Each (lister, visit type)'s mean change rate, and when it was read.
     priors: HashMap<(String, String), (f64, UnixMillis)>,
+    /// Each (visit type, lister)'s due threshold, as the rounds on this node
+    /// moved it.
+    thresholds: HashMap<(String, String), DueThreshold>,
+}
+
+/// How a round reads an `expected_value` index: due at which worth, only
+/// the due entries or all, and whether certain entries rank first.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    due_worth: f64,
+    due_only: bool,
+    certain_first: bool,
 }
 
 /// How long a lister's mean change rate is used before it is read again.
@@ -127,7 +141,7 @@ const PRIOR_REFRESH_MS: i64 = 60_000;
 impl Scheduler {
     /// `seed` drives the ±10% jitter of the intervals.
     pub fn new(store: Arc<dyn VisitStore>, config: SchedulerConfig, seed: u64) -> Scheduler {
-        let locked = Locked { rng: StdRng::seed_from_u64(seed), priors: HashMap::new() };
+        let locked = Locked { rng: StdRng::seed_from_u64(seed), priors: HashMap::new(), thresholds: HashMap::new() };
         Scheduler { store, config, lock: Mutex::new(locked) }
     }
 
@@ -281,12 +295,32 @@ impl Scheduler {
         let mut report = RoundReport { woken: self.wake(visit_type, now).await?, ..RoundReport::default() };
         let backlog = queue.backlog(visit_type).await?;
         report.slots = self.config.queue_length.saturating_sub(backlog.total);
+        let (idle, busy) = (self.config.due_chance, self.config.due_chance_busy);
         let policies = self.config.policies_for(visit_type);
         if report.slots == 0 || policies.is_empty() {
+            if report.slots == 0 {
+                // A full queue: every lister's loaders are busy.
+                for ((of_type, _), threshold) in locked.thresholds.iter_mut() {
+                    if of_type == visit_type {
+                        threshold.after_round(RoundLoad::Busy, idle, busy);
+                    }
+                }
+            }
             return Ok(report);
         }
         let listers: Vec<_> =
             self.store.listers().await?.into_iter().filter(|l| l.visit_types.contains(visit_type)).collect();
+        for lister in &listers {
+            let key = (visit_type.to_owned(), lister.name.clone());
+            let chance = locked.thresholds.entry(key).or_insert_with(|| DueThreshold::new(idle)).chance();
+            report.due_chance.insert(lister.name.clone(), chance);
+        }
+        // Each lister's reading at its threshold; one whose loaders were
+        // found busy lately (above `idle`) takes sure visits first.
+        let reading = |lister: &str, due_only: bool| {
+            let chance = report.due_chance.get(lister).copied().unwrap_or(idle);
+            Reading { due_worth: worth_of_chance(chance), due_only, certain_first: chance > idle }
+        };
         let limit = usize::try_from(report.slots).unwrap_or(MAX_READ).min(MAX_READ);
         let key_limit = self.config.queued_key_limit();
         // A lister that is its visits' fairness key needs no more entries
@@ -317,7 +351,9 @@ impl Scheduler {
                 };
                 let entries = match policy {
                     // The due ones, most worth first.
-                    Policy::ExpectedValue => self.read_by_worth(visit_type, &lister.name, true, limit, now).await?,
+                    Policy::ExpectedValue => {
+                        self.read_by_worth(visit_type, &lister.name, reading(&lister.name, true), limit, now).await?
+                    }
                     _ => self.store.read_index(visit_type, policy.index(), &lister.name, keys, limit).await?,
                 };
                 if !entries.is_empty() {
@@ -340,6 +376,24 @@ impl Scheduler {
         let rng = &mut locked.rng;
         let mut choices =
             plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
+        // A lister is busy when its key had no room, or when due visits of
+        // it were left; idle when every due visit of it went.
+        let mut sent: HashMap<&str, usize> = HashMap::new();
+        for choice in &choices {
+            *sent.entry(choice.entry.lister.as_str()).or_default() += 1;
+        }
+        for lister in &listers {
+            let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
+            let full = read_limit(&lister.name) == 0 || choices.len() as u64 >= report.slots;
+            let load = if full || sent.get(lister.name.as_str()).copied().unwrap_or(0) < due {
+                RoundLoad::Busy
+            } else {
+                RoundLoad::Idle
+            };
+            if let Some(threshold) = locked.thresholds.get_mut(&(visit_type.to_owned(), lister.name.clone())) {
+                threshold.after_round(load, idle, busy);
+            }
+        }
         // While the queue runs short (below a tenth of its length), to the
         // origins not due yet most worth a visit, at a lower priority, so
         // that due ones go first.
@@ -351,26 +405,25 @@ impl Scheduler {
             let taken: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
             let mut candidates = Vec::new();
             for lister in &listers {
+                let reading = reading(&lister.name, false);
                 let wanted = read_limit(&lister.name).min(left);
                 if wanted == 0 {
                     continue;
                 }
                 let due = heads.get(&(Policy::ExpectedValue, lister.name.clone())).map_or(0, Vec::len);
-                let ranked = self.read_by_worth(visit_type, &lister.name, false, due + wanted, now).await?;
-                let due_worth = self.config.due_worth();
+                let ranked = self.read_by_worth(visit_type, &lister.name, reading, due + wanted, now).await?;
+                let due_worth = reading.due_worth;
                 let later = ranked.into_iter().filter(|e| Worth::of_key(e.key).at(now, due_worth) < due_worth);
                 candidates.extend(later.filter(|e| !taken.contains(e.url.as_str())).take(wanted));
             }
             let urls: Vec<String> = candidates.iter().map(|e| e.url.clone()).collect();
             let states = self.store.read_origins(visit_type, &urls).await?;
-            let due_worth = self.config.due_worth();
             let worth = candidates.into_iter().zip(states).filter_map(|(entry, state)| {
                 let state = state?;
                 let freshness = Freshness::of(&state.origin, &state.stats);
                 let chance = freshness.chance(state.stats.rate.map(f64::from), now);
-                let worth = Worth::of_key(entry.key).at(now, due_worth);
-                // One whose lister gives dates waits for its listing below that.
-                (chance >= freshness.least_chance()).then_some(Spare { item: entry, chance, worth })
+                let worth = Worth::of_key(entry.key).at(now, reading(&entry.lister, false).due_worth);
+                Some(Spare { item: entry, chance, worth })
             });
             for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
                 spares.insert(entry.url.clone());
@@ -428,24 +481,29 @@ impl Scheduler {
     }
 
     /// Up to `limit` entries of `lister`'s `expected_value` index, most worth
-    /// at `now` first: the head of each band of growth (only its due
-    /// entries if `due_only`), ranked together.
+    /// at `now` first: the head of each band of growth (only its entries
+    /// due at `due_worth` if `due_only`), ranked together (see
+    /// [`rank_by_worth`]).
     async fn read_by_worth(
         &self,
         visit_type: &str,
         lister: &str,
-        due_only: bool,
+        reading: Reading,
         limit: usize,
         now: UnixMillis,
     ) -> Result<Vec<IndexEntry>, StoreError> {
-        let due_worth = self.config.due_worth();
+        let Reading { due_worth, due_only, certain_first } = reading;
         // A band where nothing can be due yet is not read.
         let ranges = Worth::ranges(due_only.then_some(due_worth), now);
         let reads = ranges.into_iter().map(|(from, below)| {
             self.store.read_index(visit_type, Policy::ExpectedValue, lister, KeyRange::between(from, below), limit)
         });
         let entries = futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
-        Ok(rank_by_worth(entries, now, due_worth).into_iter().take(limit).map(|(entry, _)| entry).collect())
+        Ok(rank_by_worth(entries, now, due_worth, certain_first)
+            .into_iter()
+            .take(limit)
+            .map(|(entry, _)| entry)
+            .collect())
     }
 
     /// Puts back into the indexes the origins whose cooldowns ended.

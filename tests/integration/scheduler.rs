@@ -105,6 +105,8 @@ async fn origins_are_visited_and_rounds_follow_the_outcomes(backend: Backend) {
     // The reference's weighted policies, whose choices this test follows
     // (rounds by expected value: src/visits/tests.rs).
     config.scheduler.mode = fairway::visits::RoundMode::ReferenceWeights;
+    // The reference's wait after any failure, one or more in a row.
+    config.scheduler.cooldowns.failed_once = config.scheduler.cooldowns.failed;
     let server = TestServer::start_timed(backend, config, clock.clone()).await;
     let address = format!("http://{}", server.addr);
     let mut scheduler = SchedulerClient::new(server.channel());
@@ -363,6 +365,7 @@ async fn only_the_lease_holder_reports_and_only_for_its_own_origin() {
             status: status.into(),
             visit_date: visit_date_ms.map(fairway_timestamp),
             snapshot: if status == pb::VisitStatus::Eventful { vec![1] } else { Vec::new() },
+            newest_change: None,
         }
         .encode_to_vec()
     };

@@ -329,13 +329,16 @@ class VisitOutcome:
     :meth:`Client.complete`). ``status`` is one of ``"eventful"``,
     ``"uneventful"``, ``"failed"``, ``"not_found"``; ``origin_url`` defaults to
     the ``url`` of the task's JSON payload; ``visit_date`` unset means the
-    server's time of the completion.
+    server's time of the completion. ``newest_change``, the date of the
+    newest change the snapshot holds (its latest commit's, say), teaches the
+    scheduler the change rate of an origin whose lister gives no dates.
     """
 
     status: str
     snapshot: bytes = b""
     origin_url: Optional[str] = None
     visit_date: Optional[_dt.datetime] = None
+    newest_change: Optional[_dt.datetime] = None
 
     def __post_init__(self) -> None:
         if self.status not in _STATUSES:
@@ -353,6 +356,8 @@ class VisitOutcome:
         outcome = _v.VisitOutcome(status=_STATUSES[self.status], snapshot=bytes(self.snapshot), origin_url=url)
         if self.visit_date is not None:
             outcome.visit_date.CopyFrom(timestamp_pb(self.visit_date))
+        if self.newest_change is not None:
+            outcome.newest_change.CopyFrom(timestamp_pb(self.newest_change))
         return outcome
 
     def encode(self, payload: bytes = b"") -> bytes:
@@ -368,4 +373,5 @@ class VisitOutcome:
             snapshot=bytes(outcome.snapshot),
             origin_url=outcome.origin_url,
             visit_date=datetime_of(outcome.visit_date) if outcome.HasField("visit_date") else None,
+            newest_change=datetime_of(outcome.newest_change) if outcome.HasField("newest_change") else None,
         )

@@ -424,8 +424,12 @@ def test_scheduler_calls(api, queue_name):
         outcome = fairway.VisitOutcome("eventful", snapshot=b"\x01\x02")
         api.complete(other, outcome.encode(other.payload))
     assert fairway.VisitOutcome.decode(fairway.VisitOutcome("eventful", b"\x01\x02").encode(task.payload)).origin_url == url
+    newest = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
+    dated = fairway.VisitOutcome("eventful", b"\x01", newest_change=newest)
+    assert fairway.VisitOutcome.decode(dated.encode(task.payload)).newest_change == newest
     stats = wait_for_visit(api, url, visit_type)
     assert stats.last_visit_status == "successful" and stats.last_snapshot == b"\x01\x02"
+    assert stats.HasField("change_rate_per_day"), "a visited origin has a rate estimate"
 
 
 def wait_for_visit(api, url, visit_type, timeout=15.0):

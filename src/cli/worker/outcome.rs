@@ -16,6 +16,9 @@ pub(super) fn visit_outcome(line: &str, payload: &[u8]) -> anyhow::Result<pb::Vi
         snapshot: String,
         #[serde(default)]
         url: String,
+        /// RFC 3339: the date of the newest change the snapshot holds.
+        #[serde(default)]
+        newest_change: Option<String>,
     }
     #[derive(serde::Deserialize)]
     struct Payload {
@@ -38,6 +41,16 @@ pub(super) fn visit_outcome(line: &str, payload: &[u8]) -> anyhow::Result<pb::Vi
         other => bail!("status {other:?}: expected eventful, uneventful, failed or not_found"),
     };
     let snapshot = hex(&parsed.snapshot).context("snapshot: expected hexadecimal digits")?;
+    let newest_change = parsed
+        .newest_change
+        .map(|text| {
+            chrono::DateTime::parse_from_rfc3339(&text)
+                .map(|at| prost_types::Timestamp { seconds: at.timestamp(), nanos: at.timestamp_subsec_nanos() as i32 })
+                .with_context(|| {
+                    format!("newest_change {text:?}: expected an RFC 3339 date, e.g. 2026-12-06T17:00:00Z")
+                })
+        })
+        .transpose()?;
     Ok(pb::VisitOutcome {
         status: status as i32,
         snapshot,
@@ -45,6 +58,7 @@ pub(super) fn visit_outcome(line: &str, payload: &[u8]) -> anyhow::Result<pb::Vi
         // one origin's visits come from one clock whatever worker made them.
         visit_date: None,
         origin_url,
+        newest_change,
     })
 }
 
@@ -81,6 +95,16 @@ mod tests {
             assert!(visit_outcome(&line, payload).is_err(), "{snapshot:?}");
         }
         assert!(visit_outcome("done", payload).is_err());
+        let dated = visit_outcome(
+            r#"{"status": "eventful", "snapshot": "01", "newest_change": "2026-12-01T10:00:00+01:00"}"#,
+            payload,
+        )
+        .unwrap();
+        assert_eq!(dated.newest_change.map(|t| t.seconds), Some(1_796_115_600), "2026-12-01T09:00:00Z");
+        let undated =
+            visit_outcome(r#"{"status": "eventful", "snapshot": "01", "newest_change": "yesterday"}"#, payload)
+                .unwrap_err();
+        assert!(format!("{undated:#}").contains("RFC 3339"), "{undated:#}");
         let no_url = visit_outcome(r#"{"status": "failed"}"#, b"opaque").unwrap_err().to_string();
         assert!(no_url.contains("url"), "{no_url}");
     }

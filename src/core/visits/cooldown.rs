@@ -3,7 +3,8 @@
 //! Four waits, all of which must have passed: since it was last scheduled
 //! (absolute, so a round never sends an origin twice in a row); since it was
 //! scheduled without an outcome coming back (the visit was lost); since a
-//! failed visit; since a not-found visit.
+//! failed visit (shorter after one failure than after two in a row); since
+//! a not-found visit.
 
 use std::time::Duration;
 
@@ -22,9 +23,17 @@ pub struct Cooldowns {
     /// Scheduled, and no outcome since: the visit is taken as lost after this.
     #[serde(with = "crate::clock::duration_serde")]
     pub scheduled: Duration,
-    /// The wait after a failed visit (14 days by default).
+    /// The wait after a failed visit that follows another failure (14
+    /// days by default).
     #[serde(with = "crate::clock::duration_serde")]
     pub failed: Duration,
+    /// The wait after a single failed visit, one that follows a success or
+    /// nothing (1 day by default; the reference scheduler waits `failed`
+    /// after any). Most single failures pass (a network cut, a busy forge),
+    /// and an origin that changes daily loses two weeks of changes to
+    /// each; a second failure in a row waits `failed`, a third disables.
+    #[serde(with = "crate::clock::duration_serde")]
+    pub failed_once: Duration,
     /// The wait after a visit that did not find the origin (31 days by default).
     #[serde(with = "crate::clock::duration_serde")]
     pub not_found: Duration,
@@ -37,6 +46,7 @@ impl Default for Cooldowns {
             absolute: Duration::from_secs(12 * HOUR),
             scheduled: Duration::from_secs(7 * 24 * HOUR),
             failed: Duration::from_secs(14 * 24 * HOUR),
+            failed_once: Duration::from_secs(24 * HOUR),
             not_found: Duration::from_secs(31 * 24 * HOUR),
         }
     }
@@ -63,7 +73,10 @@ impl Cooldowns {
             }
         }
         match (stats.last_visit_status, stats.last_visit) {
-            (Some(VisitStatus::Failed), Some(visit)) => waits.push(end(visit, self.failed)),
+            (Some(VisitStatus::Failed), Some(visit)) => {
+                let wait = if stats.successive_visits > 1 { self.failed } else { self.failed_once.min(self.failed) };
+                waits.push(end(visit, wait));
+            }
             (Some(VisitStatus::NotFound), Some(visit)) => waits.push(end(visit, self.not_found)),
             _ => {}
         }
@@ -113,10 +126,16 @@ mod tests {
     }
 
     #[test]
-    fn failed_and_not_found_visits_wait_fourteen_and_thirty_one_days() {
-        boundary(|at| stats(None, Some((at, VisitStatus::Failed))), 14 * DAY);
+    fn failed_and_not_found_visits_wait_one_or_fourteen_and_thirty_one_days() {
+        let again = |at, status| VisitStats { successive_visits: 2, ..stats(None, Some((at, status))) };
+        boundary(|at| stats(None, Some((at, VisitStatus::Failed))), DAY);
+        boundary(|at| again(at, VisitStatus::Failed), 14 * DAY);
         boundary(|at| stats(None, Some((at, VisitStatus::NotFound))), 31 * DAY);
+        boundary(|at| again(at, VisitStatus::NotFound), 31 * DAY);
         // Scheduled long ago and answered by the failure: only the failure's wait counts.
-        boundary(|at| stats(Some(at - 30 * DAY), Some((at, VisitStatus::Failed))), 14 * DAY);
+        boundary(|at| stats(Some(at - 30 * DAY), Some((at, VisitStatus::Failed))), DAY);
+        // A single failure never waits longer than two.
+        let short = Cooldowns { failed: Duration::from_secs(3600), ..Cooldowns::default() };
+        assert!(short.allow(&stats(None, Some((NOW - 2 * HOUR, VisitStatus::Failed))), NOW));
     }
 }

@@ -53,6 +53,10 @@ pub struct VisitResult {
     pub snapshot: Option<Vec<u8>>,
     /// When the visit happened.
     pub visit_date: UnixMillis,
+    /// The date of the newest change the snapshot holds, when the loader
+    /// knows it (the latest commit's, say): a visit that reports it teaches
+    /// the origin's change rate as much as a dated listing does.
+    pub newest_change: Option<UnixMillis>,
 }
 
 /// What the scheduler knows of one (origin, visit type).
@@ -171,7 +175,7 @@ impl VisitStats {
             self.visit_seconds = Some(self.visit_seconds.map_or(seconds, |mean| mean + (seconds - mean) / 8.0));
             if !dated {
                 let changed = outcome.snapshot != self.last_snapshot;
-                self.evidence.visited(changed, outcome.visit_date);
+                self.evidence.visited_with_newest(changed, outcome.newest_change, outcome.visit_date);
             }
         }
     }
@@ -182,7 +186,7 @@ mod tests {
     use super::*;
 
     fn visit(status: VisitStatus, snapshot: Option<&[u8]>, day: i64) -> VisitResult {
-        VisitResult { status, snapshot: snapshot.map(<[u8]>::to_vec), visit_date: day * DAY_MS }
+        VisitResult { status, snapshot: snapshot.map(<[u8]>::to_vec), visit_date: day * DAY_MS, newest_change: None }
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! scheduled again (`cooldown`), where it stands in the policy indexes
 //! (`placement`), how a round's free slots are shared among listers and
 //! weighted policies (`slots`, `round`), how often an origin changes
-//! (`rate`) and what a visit of it is worth now (`value`). No I/O; time is
-//! an argument.
+//! (`rate`), what a visit of it is worth now (`value`) and at what chance
+//! of a change it is due (`threshold`). No I/O; time is an argument.
 //!
 //! Invariants kept here:
 //! 1. An outcome older than the last one recorded for the origin changes
@@ -24,6 +24,7 @@ pub mod policy;
 pub mod rate;
 pub mod round;
 pub mod slots;
+pub mod threshold;
 pub mod value;
 
 pub use cooldown::Cooldowns;
@@ -33,6 +34,7 @@ pub use policy::{Candidate, ListedOrigin, Policy};
 pub use rate::{ChangeEvidence, chance_of_change, time_to_chance};
 pub use round::{Choice, Heads, Sharing, plan_round};
 pub use slots::share_slots;
+pub use threshold::{DueThreshold, RoundLoad};
 pub use value::Freshness;
 
 /// Milliseconds in a day.

@@ -333,7 +333,12 @@ mod tests {
         let mut visited = write.state.stats.clone();
         let at = NOW + DAY_MS;
         visited.record(
-            &VisitResult { status: VisitStatus::Successful, snapshot: Some(b"s".to_vec()), visit_date: at },
+            &VisitResult {
+                status: VisitStatus::Successful,
+                snapshot: Some(b"s".to_vec()),
+                visit_date: at,
+                newest_change: None,
+            },
             0,
             0.5,
         );

@@ -115,6 +115,21 @@ impl ChangeEvidence {
         self.forget();
     }
 
+    /// A successful visit at `at` whose loader reported the date of the
+    /// newest change its snapshot holds (`newest`, a commit's date, say).
+    /// A new snapshot whose newest change is after what was accounted says
+    /// what a dated listing says: one change, and none from it to the
+    /// visit. Anything else (no date, or a date the history already
+    /// covers, or one after the visit) is only "changed or not".
+    pub fn visited_with_newest(&mut self, changed: bool, newest: Option<UnixMillis>, at: UnixMillis) {
+        match newest {
+            Some(newest) if changed && newest <= at && self.until.is_none_or(|until| newest > until) => {
+                self.listed(newest, at);
+            }
+            _ => self.visited(changed, at),
+        }
+    }
+
     fn quiet(&mut self, span: f64) {
         self.quiet_days += span as f32;
     }
@@ -241,6 +256,46 @@ mod tests {
             at += gap * (0.5 + rng.random::<f64>());
         }
         evidence.estimate(prior)
+    }
+
+    /// Visits at random gaps whose loader reports the newest change's date.
+    fn dated_visits_estimate(rng: &mut StdRng, rate: f64, gap: f64, visits: usize, prior: f64) -> f64 {
+        let all = changes(rng, rate, gap * 2.0 * visits as f64 + 100.0);
+        let mut evidence = ChangeEvidence::default();
+        let (mut at, mut seen) = (100.0, all.partition_point(|&c| c <= 100.0));
+        for _ in 0..visits {
+            let now = all.partition_point(|&c| c <= at);
+            let newest = now.checked_sub(1).map(|i| ms(all[i]));
+            evidence.visited_with_newest(now > seen || evidence.until.is_none(), newest, ms(at));
+            seen = now;
+            at += gap * (0.5 + rng.random::<f64>());
+        }
+        evidence.estimate(prior)
+    }
+
+    #[test]
+    fn visits_that_report_the_newest_change_learn_faster() {
+        // The same visits, with and without the newest change's date: with
+        // it, 8 visits put the median error within 35% (the prior 10× off),
+        // closer than changed-or-not visits get.
+        for rate in [1.0 / 30.0, 0.5, 2.0] {
+            let gap = 1.0 / rate;
+            let dated = median_error(|rng| dated_visits_estimate(rng, rate, gap, 8, rate * 10.0), rate);
+            let blind = median_error(|rng| visited_estimate(rng, rate, gap, 8, rate * 10.0), rate);
+            assert!(dated < 0.35, "rate {rate}/day: median error {dated:.2} with dates");
+            assert!(dated < blind, "rate {rate}/day: {dated:.2} with dates, {blind:.2} without");
+        }
+        // A date the history already covers, or one after the visit, is
+        // only "changed or not".
+        let mut evidence = ChangeEvidence::default();
+        evidence.visited_with_newest(true, Some(ms(1.0)), ms(2.0));
+        assert_eq!((evidence.dated, evidence.quiet_days), (1.0, 1.0), "the first visit: one change, a quiet day");
+        evidence.visited_with_newest(true, Some(ms(1.5)), ms(4.0));
+        assert_eq!((evidence.dated, evidence.changes()), (1.0, 2.0), "an old date: a changed interval");
+        evidence.visited_with_newest(true, Some(ms(9.0)), ms(6.0));
+        assert_eq!((evidence.dated, evidence.changes()), (1.0, 3.0), "a date ahead: a changed interval");
+        evidence.visited_with_newest(false, Some(ms(6.0)), ms(7.0));
+        assert_eq!((evidence.changes(), evidence.quiet_days), (3.0, 2.0), "unchanged: a quiet day");
     }
 
     /// The median relative error of the estimate over many origins.

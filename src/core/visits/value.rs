@@ -40,11 +40,6 @@ pub const DEFAULT_VISIT_SECONDS: f64 = 100.0;
 /// once still takes a loader's slot, a queue round trip and the archive's
 /// work; charged less, fast-failing origins would rank above everything.
 pub const MIN_VISIT_SECONDS: f64 = 100.0;
-/// The chance of a change below which an origin whose lister gives update
-/// dates is not due: its listing reports the change anyway, so a visit
-/// before that is mostly wasted, and the visit at that chance is only the
-/// safety net for a lister whose dates lag or stop.
-pub const DATED_LEAST_CHANCE: f64 = 0.99;
 /// The worth (expected changes per loader-second) at which an origin is
 /// due: for a visit of the default duration, a chance of change of 50%.
 pub const DUE_WORTH: f64 = std::f64::consts::LN_2 / DEFAULT_VISIT_SECONDS;
@@ -88,8 +83,6 @@ pub enum Freshness {
     Known {
         /// Up to when its content is known.
         since: UnixMillis,
-        /// Whether its lister gives update dates (and will list a change).
-        dated: bool,
     },
 }
 
@@ -103,8 +96,8 @@ impl Freshness {
         match origin.last_update {
             Some(update) if update > success => Freshness::Changed { since: update },
             // The last listing gave no change after the visit.
-            Some(_) => Freshness::Known { since: success.max(origin.last_seen), dated: true },
-            None => Freshness::Known { since: success, dated: false },
+            Some(_) => Freshness::Known { since: success.max(origin.last_seen) },
+            None => Freshness::Known { since: success },
         }
     }
 
@@ -113,7 +106,7 @@ impl Freshness {
     pub fn chance(self, rate: Option<f64>, now: UnixMillis) -> f64 {
         match self {
             Freshness::New { .. } | Freshness::Changed { .. } => 1.0,
-            Freshness::Known { since, .. } => chance_of_change(rate.unwrap_or(DEFAULT_RATE), now - since),
+            Freshness::Known { since } => chance_of_change(rate.unwrap_or(DEFAULT_RATE), now - since),
         }
     }
 
@@ -129,17 +122,7 @@ impl Freshness {
     /// From when what is known of it holds.
     pub fn since(self) -> UnixMillis {
         match self {
-            Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since, .. } => since,
-        }
-    }
-
-    /// The least chance of a change at which a visit is worth sending
-    /// before a listing reports one: [`DATED_LEAST_CHANCE`] when its lister
-    /// gives dates, else none.
-    pub fn least_chance(self) -> f64 {
-        match self {
-            Freshness::Known { dated: true, .. } => DATED_LEAST_CHANCE,
-            _ => 0.0,
+            Freshness::New { since } | Freshness::Changed { since } | Freshness::Known { since } => since,
         }
     }
 
@@ -191,10 +174,7 @@ impl Worth {
             // Due from when the change became known.
             since
         } else {
-            // When the worth reaches DUE_WORTH, and not before the chance
-            // reaches the least worth a visit.
-            let least_days = -(-freshness.least_chance()).ln_1p() / rate;
-            after(DUE_WORTH * seconds / rate).max(after(least_days))
+            after(DUE_WORTH * seconds / rate)
         };
         Worth { certain, band, due: due.clamp(0, TIME_MAX) }
     }
@@ -258,12 +238,27 @@ impl Worth {
 
 /// Entries of the `expected_value` index (of any bands), most worth at `now`
 /// first (ties by URL), each with that worth; `threshold` as in
-/// [`Worth::at`].
-pub fn rank_by_worth(entries: Vec<IndexEntry>, now: UnixMillis, threshold: f64) -> Vec<(IndexEntry, f64)> {
-    let mut ranked: Vec<(IndexEntry, f64)> =
-        entries.into_iter().map(|e| (Worth::of_key(e.key).at(now, threshold), e)).map(|(w, e)| (e, w)).collect();
-    ranked.sort_by(|(a, wa), (b, wb)| wb.total_cmp(wa).then_with(|| a.url.cmp(&b.url)));
-    ranked
+/// [`Worth::at`]. With `certain_first`, every certain entry goes before
+/// the others: while loaders are busy, a visit sure to find something
+/// takes the slot before one that may find nothing.
+pub fn rank_by_worth(
+    entries: Vec<IndexEntry>,
+    now: UnixMillis,
+    threshold: f64,
+    certain_first: bool,
+) -> Vec<(IndexEntry, f64)> {
+    let mut ranked: Vec<(IndexEntry, Worth, f64)> = entries
+        .into_iter()
+        .map(|e| {
+            let worth = Worth::of_key(e.key);
+            (e, worth, worth.at(now, threshold))
+        })
+        .collect();
+    ranked.sort_by(|(a, ka, wa), (b, kb, wb)| {
+        let first = if certain_first { kb.certain.cmp(&ka.certain) } else { std::cmp::Ordering::Equal };
+        first.then_with(|| wb.total_cmp(wa)).then_with(|| a.url.cmp(&b.url))
+    });
+    ranked.into_iter().map(|(e, _, w)| (e, w)).collect()
 }
 
 /// An origin not due yet that spare capacity could visit.
@@ -343,13 +338,10 @@ mod tests {
         );
         assert_eq!(
             Freshness::of(&origin(Some(0), 10 * day), &visited(day)),
-            Freshness::Known { since: 10 * day, dated: true },
+            Freshness::Known { since: 10 * day },
             "the last listing saw no change after the visit"
         );
-        assert_eq!(
-            Freshness::of(&origin(None, 10 * day), &visited(day)),
-            Freshness::Known { since: day, dated: false }
-        );
+        assert_eq!(Freshness::of(&origin(None, 10 * day), &visited(day)), Freshness::Known { since: day });
     }
 
     #[test]
@@ -364,7 +356,7 @@ mod tests {
 
     #[test]
     fn the_chance_and_the_pending_changes_grow_with_time_and_rate() {
-        let known = Freshness::Known { since: 0, dated: false };
+        let known = Freshness::Known { since: 0 };
         assert!(known.chance(Some(1.0), DAY_MS) > known.chance(Some(0.1), DAY_MS));
         assert!(known.chance(Some(0.1), 10 * DAY_MS) > known.chance(Some(0.1), DAY_MS));
         assert!((known.pending(Some(0.5), 4 * DAY_MS) - 2.0).abs() < 1e-9);
@@ -374,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_known_origin_is_due_when_its_worth_reaches_the_due_worth() {
-        let known = Freshness::Known { since: 10 * DAY_MS, dated: false };
+        let known = Freshness::Known { since: 10 * DAY_MS };
         for (rate, seconds) in [(0.5, 100.0), (2.0, 300.0), (0.01, 600.0), (1.0 / 365.0, 150.0)] {
             let worth = Worth::of(known, Some(rate), Some(seconds));
             assert!(!worth.certain);
@@ -392,25 +384,10 @@ mod tests {
 
     #[test]
     fn a_short_visit_is_charged_the_least_a_visit_costs() {
-        let known = Freshness::Known { since: 0, dated: false };
+        let known = Freshness::Known { since: 0 };
         let instant = Worth::of(known, Some(0.2), Some(1.0));
         assert_eq!(instant, Worth::of(known, Some(0.2), Some(MIN_VISIT_SECONDS)));
         assert!(Worth::of(known, Some(0.2), Some(2.0 * MIN_VISIT_SECONDS)).due > instant.due);
-    }
-
-    #[test]
-    fn an_origin_whose_lister_gives_dates_is_due_unlisted_only_when_a_change_is_all_but_certain() {
-        let (rate, since) = (0.1, 10 * DAY_MS);
-        let dated = Worth::of(Freshness::Known { since, dated: true }, Some(rate), None);
-        let blind = Worth::of(Freshness::Known { since, dated: false }, Some(rate), None);
-        assert!(blind.due < dated.due);
-        let known = Freshness::Known { since, dated: true };
-        assert!((known.chance(Some(rate), dated.due) - DATED_LEAST_CHANCE).abs() < 1e-6);
-        assert_eq!(known.least_chance(), DATED_LEAST_CHANCE);
-        assert_eq!(Freshness::Known { since, dated: false }.least_chance(), 0.0);
-        // A fast origin reaches the due worth after the least chance.
-        let fast = Worth::of(known, Some(50.0), Some(10_000.0));
-        assert!(known.chance(Some(50.0), fast.due) > DATED_LEAST_CHANCE);
     }
 
     #[test]
@@ -446,17 +423,17 @@ mod tests {
         assert!(changed.certain);
         let new = Worth::of(Freshness::New { since: 7 * DAY_MS }, None, None);
         assert!(new.certain && new.due == 7 * DAY_MS);
-        let fast = Worth::of(Freshness::Known { since: 0, dated: false }, Some(2.0), Some(100.0));
-        let slow = Worth::of(Freshness::Known { since: 0, dated: false }, Some(0.01), Some(100.0));
+        let fast = Worth::of(Freshness::Known { since: 0 }, Some(2.0), Some(100.0));
+        let slow = Worth::of(Freshness::Known { since: 0 }, Some(0.01), Some(100.0));
         assert!(fast.band < slow.band && fast.due < slow.due);
         for worth in [changed, new, fast, slow] {
             assert_eq!(Worth::of_key(worth.key()), worth);
             let (from, below) = Worth::band_keys(worth.certain, worth.band);
             assert!((from..below).contains(&worth.key()));
         }
-        let slowest = Worth::of(Freshness::Known { since: 0, dated: false }, Some(1e-5), Some(1e6));
+        let slowest = Worth::of(Freshness::Known { since: 0 }, Some(1e-5), Some(1e6));
         assert_eq!(slowest.band, BANDS - 1, "the last band holds everything slower");
-        let fastest = Worth::of(Freshness::Known { since: 0, dated: false }, Some(100.0), Some(1.0));
+        let fastest = Worth::of(Freshness::Known { since: 0 }, Some(100.0), Some(1.0));
         assert_eq!(fastest.band, 0);
         // An origin overdue for a week at a slow rate is worth less than a
         // fast one due an hour ago: the order a due-time index got wrong.

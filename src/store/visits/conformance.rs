@@ -103,7 +103,11 @@ pub async fn writes_move_an_origin_between_indexes_and_wake_ups(store: &dyn Visi
 
     let mut visited = write.state.stats.clone();
     let at = NOW + DAY_MS;
-    visited.record(&VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: at }, 0, 0.5);
+    visited.record(
+        &VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![1]), visit_date: at, newest_change: None },
+        0,
+        0.5,
+    );
     let back = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
     store.apply(std::slice::from_ref(&back)).await.expect("apply");
     assert!(store.read_wakes("git", i64::MAX, 10).await.unwrap().is_empty());
@@ -310,8 +314,12 @@ pub async fn origins_as_large_as_the_limits_allow_are_written_and_moved(store: &
 
     let mut visited = write.state.stats.clone();
     let at = NOW + DAY_MS;
-    let outcome =
-        VisitResult { status: VisitStatus::Successful, snapshot: Some(vec![254; snapshot.len()]), visit_date: at };
+    let outcome = VisitResult {
+        status: VisitStatus::Successful,
+        snapshot: Some(vec![254; snapshot.len()]),
+        visit_date: at,
+        newest_change: None,
+    };
     visited.record(&outcome, 0, 0.5);
     let back = OriginWrite::new(Some(&write.state), write.state.origin.clone(), visited, &cooldowns, at);
     store.apply(std::slice::from_ref(&back)).await.expect("apply the outcome");

@@ -163,6 +163,7 @@ fn pollers(
                         status: pb::VisitStatus::Eventful.into(),
                         snapshot: vec![1],
                         visit_date: None,
+                        newest_change: None,
                     };
                     let complete =
                         pb::CompleteTaskRequest { lease_token: task.lease_token, result: outcome.encode_to_vec() };

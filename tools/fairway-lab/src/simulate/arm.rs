@@ -45,6 +45,9 @@ pub(crate) struct ArmSpec {
 pub(crate) struct Capacity {
     pub loaders: u32,
     pub host_limit: u32,
+    /// Whether a loader reports the date of the newest change its
+    /// snapshot holds (its latest commit's), as `VisitOutcome.newest_change`.
+    pub change_dates: bool,
 }
 
 // Events at the same time: visit ends first (they free loaders), then
@@ -94,12 +97,15 @@ pub(super) async fn run(
         match kind {
             END => {
                 let (started, found) = running.remove(&what).expect("a visit that ends was running");
-                let (status, snapshot) = match found {
-                    Ending::Version(v) => (VisitStatus::Successful, Some(v.to_be_bytes().to_vec())),
-                    Ending::Failed => (VisitStatus::Failed, None),
-                    Ending::NotFound => (VisitStatus::NotFound, None),
+                let (status, snapshot, newest) = match found {
+                    Ending::Version { version, newest } => {
+                        (VisitStatus::Successful, Some(version.to_be_bytes().to_vec()), Some(newest))
+                    }
+                    Ending::Failed => (VisitStatus::Failed, None, None),
+                    Ending::NotFound => (VisitStatus::NotFound, None, None),
                 };
-                let outcome = VisitResult { status, snapshot, visit_date: started };
+                let newest_change = newest.filter(|_| capacity.change_dates);
+                let outcome = VisitResult { status, snapshot, visit_date: started, newest_change };
                 scheduler.record_outcome(VISIT_TYPE, &forge.url(what), &outcome, now).await?;
                 queue.finished(what);
             }

@@ -25,8 +25,12 @@ const NONE: i64 = i64::MAX;
 /// How a visit ends, decided from the forge's truth when it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Ending {
-    /// A successful visit and the origin's version it found.
-    Version(u32),
+    /// A successful visit: the origin's version it found, and the date of
+    /// that version's newest change (what a loader reads from its commits).
+    Version {
+        version: u32,
+        newest: i64,
+    },
     Failed,
     NotFound,
 }
@@ -231,11 +235,11 @@ impl<'f> Tracker<'f> {
                         rate.add(hours, before_first);
                     }
                 });
-                Ending::Version(self.visited[i].count)
+                Ending::Version { version: self.visited[i].count, newest: self.visited[i].last }
             }
         };
         let useful = match found {
-            Ending::Version(v) => {
+            Ending::Version { version: v, .. } => {
                 let new = self.version[i] != v;
                 self.version[i] = v;
                 if new {

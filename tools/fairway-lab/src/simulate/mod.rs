@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 
-use fairway::core::visits::{DAY_MS, Sharing};
+use fairway::core::visits::{Cooldowns, DAY_MS, Sharing};
 use fairway::visits::{BlindVisits, RoundMode, SchedulerConfig};
 
 use arm::{ArmSpec, Capacity};
@@ -67,6 +67,11 @@ pub(super) struct SimulateArgs {
     /// section instead of the defaults (the baseline is unchanged).
     #[arg(long)]
     fairway_config: Option<PathBuf>,
+    /// Loaders report no date of their snapshot's newest change: origins
+    /// whose lister gives no dates learn their rate from "changed or not"
+    /// alone.
+    #[arg(long)]
+    without_change_dates: bool,
 }
 
 /// A scenario, as the arms run it.
@@ -104,7 +109,11 @@ impl SimulateArgs {
                 days: self.days,
                 seed: self.seed,
             },
-            capacity: Capacity { loaders: self.loaders, host_limit: self.host_limit },
+            capacity: Capacity {
+                loaders: self.loaders,
+                host_limit: self.host_limit,
+                change_dates: !self.without_change_dates,
+            },
         })
     }
 }
@@ -127,6 +136,8 @@ pub(super) fn arms(fairway: SchedulerConfig) -> [ArmSpec; 2] {
         blind_visits: BlindVisits::QueueClock,
         mode: RoundMode::ReferenceWeights,
         queued_per_key: 0,
+        // The reference waits as long after one failure as after two.
+        cooldowns: Cooldowns { failed_once: Cooldowns::default().failed, ..Cooldowns::default() },
         ..SchedulerConfig::default()
     };
     [

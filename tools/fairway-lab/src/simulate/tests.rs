@@ -8,7 +8,7 @@ use super::*;
 fn a_small_forge_gives_sane_measures_in_both_arms() {
     let scenario = Scenario {
         forge: ForgeParams { origins: 5_000, listers: 8, start: START_MS, days: 6, seed: 11, undated_share: 0.4 },
-        capacity: Capacity { loaders: 2, host_limit: 2 },
+        capacity: Capacity { loaders: 2, host_limit: 2, change_dates: true },
         fairway: SchedulerConfig::default(),
     };
     let (forge, arms) = simulate(&scenario, None).unwrap();

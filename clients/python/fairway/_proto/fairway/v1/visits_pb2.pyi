@@ -123,7 +123,14 @@ class RunRoundRequest(_message.Message):
     def __init__(self, visit_type: _Optional[str] = ...) -> None: ...
 
 class RunRoundResponse(_message.Message):
-    __slots__ = ["sent_by_lister", "sent_by_policy", "slots", "woken"]
+    __slots__ = ["due_chance_by_lister", "sent_by_lister", "sent_by_policy", "slots", "woken"]
+    class DueChanceByListerEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     class SentByListerEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -138,30 +145,35 @@ class RunRoundResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DUE_CHANCE_BY_LISTER_FIELD_NUMBER: _ClassVar[int]
     SENT_BY_LISTER_FIELD_NUMBER: _ClassVar[int]
     SENT_BY_POLICY_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     WOKEN_FIELD_NUMBER: _ClassVar[int]
+    due_chance_by_lister: _containers.ScalarMap[str, float]
     sent_by_lister: _containers.ScalarMap[str, int]
     sent_by_policy: _containers.ScalarMap[str, int]
     slots: int
     woken: int
-    def __init__(self, slots: _Optional[int] = ..., sent_by_policy: _Optional[_Mapping[str, int]] = ..., sent_by_lister: _Optional[_Mapping[str, int]] = ..., woken: _Optional[int] = ...) -> None: ...
+    def __init__(self, slots: _Optional[int] = ..., sent_by_policy: _Optional[_Mapping[str, int]] = ..., sent_by_lister: _Optional[_Mapping[str, int]] = ..., woken: _Optional[int] = ..., due_chance_by_lister: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class VisitOutcome(_message.Message):
-    __slots__ = ["origin_url", "snapshot", "status", "visit_date"]
+    __slots__ = ["newest_change", "origin_url", "snapshot", "status", "visit_date"]
+    NEWEST_CHANGE_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_URL_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     VISIT_DATE_FIELD_NUMBER: _ClassVar[int]
+    newest_change: _timestamp_pb2.Timestamp
     origin_url: str
     snapshot: bytes
     status: VisitStatus
     visit_date: _timestamp_pb2.Timestamp
-    def __init__(self, status: _Optional[_Union[VisitStatus, str]] = ..., snapshot: _Optional[bytes] = ..., visit_date: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_url: _Optional[str] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[VisitStatus, str]] = ..., snapshot: _Optional[bytes] = ..., visit_date: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_url: _Optional[str] = ..., newest_change: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VisitStats(_message.Message):
-    __slots__ = ["eligible_after", "enabled", "first_seen", "last_scheduled", "last_seen", "last_snapshot", "last_successful", "last_update", "last_visit", "last_visit_status", "lister", "next_position_offset", "next_visit_queue_position", "successive_visits"]
+    __slots__ = ["change_rate_per_day", "eligible_after", "enabled", "first_seen", "last_scheduled", "last_seen", "last_snapshot", "last_successful", "last_update", "last_visit", "last_visit_status", "lister", "next_position_offset", "next_visit_queue_position", "successive_visits"]
+    CHANGE_RATE_PER_DAY_FIELD_NUMBER: _ClassVar[int]
     ELIGIBLE_AFTER_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEEN_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +188,7 @@ class VisitStats(_message.Message):
     NEXT_POSITION_OFFSET_FIELD_NUMBER: _ClassVar[int]
     NEXT_VISIT_QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
     SUCCESSIVE_VISITS_FIELD_NUMBER: _ClassVar[int]
+    change_rate_per_day: float
     eligible_after: _timestamp_pb2.Timestamp
     enabled: bool
     first_seen: _timestamp_pb2.Timestamp
@@ -190,7 +203,7 @@ class VisitStats(_message.Message):
     next_position_offset: int
     next_visit_queue_position: int
     successive_visits: int
-    def __init__(self, lister: _Optional[str] = ..., last_update: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., first_seen: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_visit: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_visit_status: _Optional[str] = ..., last_successful: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_snapshot: _Optional[bytes] = ..., last_scheduled: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., next_position_offset: _Optional[int] = ..., successive_visits: _Optional[int] = ..., next_visit_queue_position: _Optional[int] = ..., enabled: bool = ..., eligible_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, lister: _Optional[str] = ..., last_update: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., first_seen: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_visit: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_visit_status: _Optional[str] = ..., last_successful: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_snapshot: _Optional[bytes] = ..., last_scheduled: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., next_position_offset: _Optional[int] = ..., successive_visits: _Optional[int] = ..., next_visit_queue_position: _Optional[int] = ..., enabled: bool = ..., eligible_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., change_rate_per_day: _Optional[float] = ...) -> None: ...
 
 class VisitStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
