@@ -429,3 +429,46 @@ async fn spare_capacity_speculates_on_origins_with_dates_or_without() {
     assert_eq!(urls, vec![blind, dated], "{round:?}");
     assert!(sent.iter().all(|v| v.priority == config.spare_priority));
 }
+
+/// A lister whose due visits do not all fit finds its loaders busy: its
+/// threshold rises and its next round sends the sure visit (a new origin)
+/// before one that may find nothing, though that one is worth more; once
+/// every due visit of it goes, the threshold falls back.
+#[tokio::test]
+async fn a_lister_with_more_due_than_room_sends_sure_visits_first_then_relaxes() {
+    let config = SchedulerConfig { queue_length: 1, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config.clone());
+    let (fast1, fast2, new) = ("https://h/fast1", "https://h/fast2", "https://h/new");
+    scheduler.record_origins("blind", &[report(fast1, None), report(fast2, None)], NOW - 30 * DAY_MS).await.unwrap();
+    // Both changed at each of 40 visits half a day apart, the last two days ago.
+    for url in [fast1, fast2] {
+        history(&scheduler, url, NOW - 22 * DAY_MS, DAY_MS / 2, 40, 40).await;
+    }
+    scheduler.record_origins("blind", &[report(new, None)], NOW).await.unwrap();
+    let queue = ModelQueue::default();
+    let idle = config.due_chance;
+
+    let first = scheduler.run_round("git", &queue, NOW).await.unwrap();
+    assert_eq!(first.due_chance.get("blind"), Some(&idle));
+    let sent: Vec<String> = queue.take().into_iter().map(|v| v.url).collect();
+    assert!(
+        sent == [fast1] || sent == [fast2],
+        "by worth, a fast origin two days unvisited before the new one: {sent:?}"
+    );
+    let other = if sent == [fast1] { fast2 } else { fast1 };
+
+    let second = scheduler.run_round("git", &queue, NOW + 1000).await.unwrap();
+    let raised = second.due_chance["blind"];
+    assert!(raised > idle, "two due visits were left for one slot: {raised}");
+    let sent: Vec<String> = queue.take().into_iter().map(|v| v.url).collect();
+    assert_eq!(sent, vec![new.to_owned()], "busy: the sure visit first, though {other} is worth as much as the first");
+
+    scheduler.run_round("git", &queue, NOW + 2000).await.unwrap();
+    assert_eq!(queue.take().into_iter().map(|v| v.url).collect::<Vec<_>>(), vec![other.to_owned()]);
+    // Nothing due is left, and the slot is free.
+    let fourth = scheduler.run_round("git", &queue, NOW + 3000).await.unwrap();
+    assert!(queue.take().is_empty());
+    let fifth = scheduler.run_round("git", &queue, NOW + 4000).await.unwrap();
+    assert!(fifth.due_chance["blind"] < fourth.due_chance["blind"], "every due visit went: it falls back");
+    assert!(fifth.due_chance["blind"] >= idle);
+}
