@@ -472,3 +472,42 @@ async fn a_lister_with_more_due_than_room_sends_sure_visits_first_then_relaxes()
     assert!(fifth.due_chance["blind"] < fourth.due_chance["blind"], "every due visit went: it falls back");
     assert!(fifth.due_chance["blind"] >= idle);
 }
+
+/// An origin whose lister gives dates is due later than one whose lister
+/// does not, at the same chance of change: its next listing would show the
+/// change, so a visit before it is credited with part of its rate.
+#[tokio::test]
+async fn a_listed_origin_waits_for_a_surer_chance_than_an_unlisted_one() {
+    let config = SchedulerConfig { queue_length: 100, ..SchedulerConfig::default() };
+    let (scheduler, _) = scheduler(config.clone());
+    let (dated, blind) = ("https://h/dated", "https://h/blind");
+    let start = NOW - 40 * DAY_MS;
+    scheduler.record_origins("dated", &[report(dated, Some(start - DAY_MS))], start).await.unwrap();
+    scheduler.record_origins("blind", &[report(blind, None)], start).await.unwrap();
+    let last = NOW - DAY_MS;
+    for url in [dated, blind] {
+        history(&scheduler, url, last - 9 * DAY_MS, DAY_MS, 10, 10).await;
+    }
+    let rate = |state: &OriginState| f64::from(state.stats.rate.unwrap());
+    let (dated_rate, blind_rate) = (
+        rate(&scheduler.origin("git", dated).await.unwrap().unwrap()),
+        rate(&scheduler.origin("git", blind).await.unwrap().unwrap()),
+    );
+    // The first time each origin's own chance of a change since its last
+    // visit reaches `chance`.
+    let when = |rate: f64, chance: f64| last + ((-(1.0 - chance).ln() / rate) * DAY_MS as f64).ceil() as i64;
+    let queue = ModelQueue::default();
+
+    // Both at an 80% chance or more, the dated one below 90%.
+    let now = when(blind_rate, 0.8).max(when(dated_rate, 0.8));
+    assert!(now < when(dated_rate, 0.9), "rates {dated_rate} and {blind_rate} too far apart for the test");
+    let round = scheduler.run_round("git", &queue, now).await.unwrap();
+    let sent: Vec<String> = queue.take().into_iter().map(|v| v.url).collect();
+    assert_eq!(sent, vec![blind.to_owned()], "only the origin no listing would tell of: {round:?}");
+
+    // At a 97% chance the listed one is due too.
+    let now = when(dated_rate, 0.97);
+    scheduler.run_round("git", &queue, now).await.unwrap();
+    let sent: Vec<String> = queue.take().into_iter().map(|v| v.url).collect();
+    assert_eq!(sent, vec![dated.to_owned()]);
+}

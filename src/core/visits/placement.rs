@@ -149,7 +149,7 @@ impl ListerMetrics {
         let pending = stats.last_successful.is_some() && matches!(freshness, Freshness::Changed { .. });
         let rate = stats.rate.filter(|_| enabled).map(|r| (f64::from(r) * MICRO).round() as i64);
         let known = match (freshness, rate) {
-            (Freshness::Known { since, .. }, Some(rate)) => {
+            (Freshness::Known { since } | Freshness::Listed { since }, Some(rate)) => {
                 (rate, (rate as f64 * since as f64 / DAY_MS as f64).round() as i64)
             }
             _ => (0, 0),
