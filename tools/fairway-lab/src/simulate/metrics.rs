@@ -53,6 +53,10 @@ pub(super) struct Tracker<'f> {
     counts: Counts,
     /// Loader time spent visiting, within the run.
     busy_ms: i64,
+    /// Loader time while visits waited (see [`Tracker::while_waiting`]),
+    /// and the part of it spent visiting.
+    waiting_ms: i64,
+    busy_waiting_ms: i64,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -146,6 +150,11 @@ pub(crate) struct ArmSummary {
     pub visits_per_day: f64,
     /// Share of the loaders' time spent visiting.
     pub loaders_busy: f64,
+    /// The same while visits waited: in the queue (even for a host at its
+    /// limit), or due and left unsent by the last round (1 if never).
+    pub loaders_busy_while_due: f64,
+    /// Share of the run's time that was so.
+    pub due_waiting_share: f64,
     /// Visit lag over every update; `unpicked` of them never picked up.
     pub lag: Spread,
     pub unpicked: u64,
@@ -197,6 +206,8 @@ impl<'f> Tracker<'f> {
             daily: vec![Day::default(); forge.params.days as usize],
             counts: Counts::default(),
             busy_ms: 0,
+            waiting_ms: 0,
+            busy_waiting_ms: 0,
         }
     }
 
@@ -277,6 +288,14 @@ impl<'f> Tracker<'f> {
         self.busy_ms += to.min(self.forge.end()) - from.min(self.forge.end());
     }
 
+    /// For `ms`, visits waited (in the queue, even for a host at its limit,
+    /// or due and left unsent by the last round) and `busy` of `loaders`
+    /// were visiting.
+    pub(super) fn while_waiting(&mut self, ms: i64, busy: u32, loaders: u32) {
+        self.waiting_ms += ms * i64::from(loaders);
+        self.busy_waiting_ms += ms * i64::from(busy.min(loaders));
+    }
+
     /// The measures at the end of the run.
     pub(super) fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32), loaders: u32) -> ArmSummary {
         let end = self.forge.end();
@@ -338,6 +357,12 @@ impl<'f> Tracker<'f> {
             useless_share_dated: useless_dated,
             useless_share_undated: useless_undated,
             loaders_busy: self.busy_ms as f64 / span,
+            loaders_busy_while_due: if self.waiting_ms == 0 {
+                1.0
+            } else {
+                self.busy_waiting_ms as f64 / self.waiting_ms as f64
+            },
+            due_waiting_share: self.waiting_ms as f64 / span,
             visits_per_day: visits as f64 / f64::from(self.forge.params.days),
             lag,
             unpicked,

@@ -123,7 +123,7 @@ impl SimQueue {
         s.refresh_head(host);
     }
 
-    #[cfg(test)]
+    /// Visits waiting in the queue, not taken yet.
     pub(super) fn waiting(&self) -> u64 {
         self.lock().waiting.len() as u64
     }
