@@ -97,10 +97,6 @@ pub struct RoundReport {
     pub by_policy: BTreeMap<Policy, u64>,
     /// Visits sent, per lister.
     pub by_lister: BTreeMap<String, u64>,
-    /// Origins the round read as due (in the reference's modes, as next in
-    /// a policy's order) and did not send: their key had no room, or no
-    /// slot was left. With `slots` 0 nothing was read.
-    pub due_left: u64,
 }
 
 impl RoundReport {
@@ -380,8 +376,6 @@ impl Scheduler {
         let rng = &mut locked.rng;
         let mut choices =
             plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
-        let due: HashSet<&str> = heads.values().flatten().map(|e| e.url.as_str()).collect();
-        report.due_left = due.len().saturating_sub(choices.len()) as u64;
         // A lister is busy when its key had no room, or when due visits of
         // it were left; idle when every due visit of it went.
         let mut sent: HashMap<&str, usize> = HashMap::new();

@@ -89,9 +89,9 @@ pub(super) async fn run(
     let mut rounds = 0u64;
     let round_interval = millis(spec.config.round_interval);
     let idle_interval = millis(spec.config.idle_interval);
-    // Whether visits waited (in the queue, or left due by the last round),
-    // and since when the loaders ran as they do now.
-    let (mut due_left, mut waiting, mut since) = (false, false, start);
+    // Whether visits waited in the queue, and since when the loaders ran as
+    // they do now.
+    let (mut waiting, mut since) = (false, start);
 
     while let Some(Reverse((now, kind, _, what))) = events.pop() {
         if now > end {
@@ -123,7 +123,6 @@ pub(super) async fn run(
             _ => {
                 let report = scheduler.run_round(VISIT_TYPE, &queue, now).await.context("a round")?;
                 rounds += 1;
-                due_left = report.due_left > 0;
                 let next = if report.sent() > 0 { round_interval } else { idle_interval };
                 push(&mut events, now + next, ROUND, 0);
             }
@@ -149,7 +148,7 @@ pub(super) async fn run(
             running.insert(id, (at, found));
             push(&mut events, at + duration, END, id);
         }
-        waiting = due_left || queue.waiting() > 0;
+        waiting = queue.waiting() > 0;
         clock.store(now, Ordering::Relaxed);
     }
     clock.store(end, Ordering::Relaxed);

@@ -91,7 +91,7 @@ struct Figures {
     mean_lag_h: f64,
     useless_share: f64,
     loaders_busy: f64,
-    loaders_busy_while_due: f64,
+    loaders_busy_while_waiting: f64,
     listers_unvisited: u64,
 }
 
@@ -101,7 +101,7 @@ impl Figures {
             mean_lag_h: arm.lag.mean_h,
             useless_share: arm.useless_share,
             loaders_busy: arm.loaders_busy,
-            loaders_busy_while_due: arm.loaders_busy_while_due,
+            loaders_busy_while_waiting: arm.loaders_busy_while_waiting,
             listers_unvisited: arm.listers_unvisited,
         }
     }
@@ -207,7 +207,7 @@ fn table(command: &str, rows: &[GridRow]) -> String {
         out,
         "| forge | origins | listers | without dates | loaders | mean lag h, fairway / baseline | change | \
          useless share, fairway / baseline | change | useless share at 90% busy, at least | loaders busy | \
-         loaders busy while due visits waited | listers unvisited |"
+         loaders busy while visits waited | listers unvisited |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
@@ -229,8 +229,8 @@ fn table(command: &str, rows: &[GridRow]) -> String {
             100.0 * row.least_useless_at_90,
             100.0 * f.loaders_busy,
             100.0 * b.loaders_busy,
-            100.0 * f.loaders_busy_while_due,
-            100.0 * b.loaders_busy_while_due,
+            100.0 * f.loaders_busy_while_waiting,
+            100.0 * b.loaders_busy_while_waiting,
             f.listers_unvisited,
             b.listers_unvisited,
         );

@@ -53,7 +53,7 @@ pub(super) struct Tracker<'f> {
     counts: Counts,
     /// Loader time spent visiting, within the run.
     busy_ms: i64,
-    /// Loader time while visits waited (see [`Tracker::while_waiting`]),
+    /// Loader time while visits waited in the queue,
     /// and the part of it spent visiting.
     waiting_ms: i64,
     busy_waiting_ms: i64,
@@ -150,11 +150,14 @@ pub(crate) struct ArmSummary {
     pub visits_per_day: f64,
     /// Share of the loaders' time spent visiting.
     pub loaders_busy: f64,
-    /// The same while visits waited: in the queue (even for a host at its
-    /// limit), or due and left unsent by the last round (1 if never).
-    pub loaders_busy_while_due: f64,
+    /// The same while visits waited in the queue, even for a host at its
+    /// limit (1 if never). A round leaves due visits unsent only while the
+    /// queue holds visits (of their key, or in every slot), so this is the
+    /// loaders' time while there was something to visit, bar the wait for
+    /// the next round.
+    pub loaders_busy_while_waiting: f64,
     /// Share of the run's time that was so.
-    pub due_waiting_share: f64,
+    pub waiting_share: f64,
     /// Visit lag over every update; `unpicked` of them never picked up.
     pub lag: Spread,
     pub unpicked: u64,
@@ -288,9 +291,8 @@ impl<'f> Tracker<'f> {
         self.busy_ms += to.min(self.forge.end()) - from.min(self.forge.end());
     }
 
-    /// For `ms`, visits waited (in the queue, even for a host at its limit,
-    /// or due and left unsent by the last round) and `busy` of `loaders`
-    /// were visiting.
+    /// For `ms`, visits waited in the queue (even for a host at its limit)
+    /// and `busy` of `loaders` were visiting.
     pub(super) fn while_waiting(&mut self, ms: i64, busy: u32, loaders: u32) {
         self.waiting_ms += ms * i64::from(loaders);
         self.busy_waiting_ms += ms * i64::from(busy.min(loaders));
@@ -357,12 +359,12 @@ impl<'f> Tracker<'f> {
             useless_share_dated: useless_dated,
             useless_share_undated: useless_undated,
             loaders_busy: self.busy_ms as f64 / span,
-            loaders_busy_while_due: if self.waiting_ms == 0 {
+            loaders_busy_while_waiting: if self.waiting_ms == 0 {
                 1.0
             } else {
                 self.busy_waiting_ms as f64 / self.waiting_ms as f64
             },
-            due_waiting_share: self.waiting_ms as f64 / span,
+            waiting_share: self.waiting_ms as f64 / span,
             visits_per_day: visits as f64 / f64::from(self.forge.params.days),
             lag,
             unpicked,

@@ -70,8 +70,8 @@ impl SimReport {
         row("visits", &|a| number(a.visits as f64));
         row("visits per day", &|a| number(a.visits_per_day));
         row("loaders busy", &|a| format!("{:.0}%", 100.0 * a.loaders_busy));
-        row("· while due visits waited (share of the time)", &|a| {
-            format!("{:.0}% ({:.0}%)", 100.0 * a.loaders_busy_while_due, 100.0 * a.due_waiting_share)
+        row("· while visits waited in the queue (share of the time)", &|a| {
+            format!("{:.0}% ({:.0}%)", 100.0 * a.loaders_busy_while_waiting, 100.0 * a.waiting_share)
         });
         row("useful visits (new snapshot)", &|a| number(a.counts.eventful as f64));
         row("**useless share**", &|a| format!("**{:.1}%**", 100.0 * a.useless_share));

@@ -38,9 +38,9 @@ fn a_small_forge_gives_sane_measures_in_both_arms() {
         assert!(arm.loaders_busy > 0.0 && arm.loaders_busy <= 1.0, "{name}: {}", arm.loaders_busy);
         // Loaders idle only for want of visits: while visits waited they
         // were at least as busy as over the whole run.
-        assert!(arm.due_waiting_share > 0.0 && arm.due_waiting_share <= 1.0, "{name}: {}", arm.due_waiting_share);
-        assert!(arm.loaders_busy_while_due <= 1.0, "{name}: {}", arm.loaders_busy_while_due);
-        let idle_while_waiting = (1.0 - arm.loaders_busy_while_due) * arm.due_waiting_share;
+        assert!(arm.waiting_share > 0.0 && arm.waiting_share <= 1.0, "{name}: {}", arm.waiting_share);
+        assert!(arm.loaders_busy_while_waiting <= 1.0, "{name}: {}", arm.loaders_busy_while_waiting);
+        let idle_while_waiting = (1.0 - arm.loaders_busy_while_waiting) * arm.waiting_share;
         assert!(idle_while_waiting <= 1.0 - arm.loaders_busy + 1e-9, "{name}: idle more while visits waited");
         let most = u64::from(scenario.capacity.loaders) * u64::from(scenario.forge.days) * 86_400 / 5;
         assert!(arm.visits <= most, "{name}: {} visits", arm.visits);
