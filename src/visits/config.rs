@@ -150,7 +150,7 @@ impl Default for SchedulerConfig {
             queued_per_key: 3,
             prior_rate: crate::core::visits::value::DEFAULT_RATE,
             spare_chance: 0.7,
-            due_chance: 0.7,
+            due_chance: 0.75,
             due_chance_busy: 0.95,
             spare_priority: 4,
             fairness_key: FairnessKeyOf::Lister,
