@@ -153,8 +153,9 @@ pub(crate) struct ArmSummary {
     /// The same while visits waited in the queue, even for a host at its
     /// limit (1 if never). A round leaves due visits unsent only while the
     /// queue holds visits (of their key, or in every slot), so this is the
-    /// loaders' time while there was something to visit, bar the wait for
-    /// the next round.
+    /// loaders' time while the scheduler had visits to send, bar the wait
+    /// for the next round. The loaders take any visit they may at once: what
+    /// idles then is held by hosts at their limit.
     pub loaders_busy_while_waiting: f64,
     /// Share of the run's time that was so.
     pub waiting_share: f64,

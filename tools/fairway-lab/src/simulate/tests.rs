@@ -36,8 +36,8 @@ fn a_small_forge_gives_sane_measures_in_both_arms() {
         assert!((0.0..=1.0).contains(&arm.useless_share));
         // No more visits than the loaders can run (a visit takes 5 s at least).
         assert!(arm.loaders_busy > 0.0 && arm.loaders_busy <= 1.0, "{name}: {}", arm.loaders_busy);
-        // Loaders idle only for want of visits: while visits waited they
-        // were at least as busy as over the whole run.
+        // The time visits waited is part of the run: the loaders' idle time
+        // then is part of their idle time.
         assert!(arm.waiting_share > 0.0 && arm.waiting_share <= 1.0, "{name}: {}", arm.waiting_share);
         assert!(arm.loaders_busy_while_waiting <= 1.0, "{name}: {}", arm.loaders_busy_while_waiting);
         let idle_while_waiting = (1.0 - arm.loaders_busy_while_waiting) * arm.waiting_share;
