@@ -1,5 +1,5 @@
-//! PNG line charts of benchmark series (shares over time, latency CDFs),
-//! drawn with `plotters`. Text needs a TrueType font: the first of a few
+//! PNG line charts of benchmark series (shares over time, latency CDFs)
+//! and grouped bar charts of figures per case, drawn with `plotters`. Text needs a TrueType font: the first of a few
 //! common paths, or the file named by `FAIRWAY_PLOT_FONT`.
 
 use std::path::{Path, PathBuf};
@@ -47,6 +47,20 @@ pub(crate) struct Chart {
     /// Log scale on y (shares spanning orders of magnitude); y values must
     /// be above zero.
     pub log_y: bool,
+}
+
+/// Grouped bars: for each category (a forge, say) one bar per group, with
+/// horizontal reference lines (a target, zero).
+#[derive(Clone, Debug)]
+pub(crate) struct Bars {
+    pub file: String,
+    pub title: String,
+    pub y_label: String,
+    pub categories: Vec<String>,
+    /// Each group's name and its value per category (in `categories`' order).
+    pub groups: Vec<(String, Vec<f64>)>,
+    /// Each line's name and height.
+    pub lines: Vec<(String, f64)>,
 }
 
 const FONT_PATHS: [&str; 3] = [
@@ -138,6 +152,78 @@ fn draw_into(chart: &Chart, path: &Path) -> anyhow::Result<()> {
             draw_series(&mut ctx, series)?;
         }
     }
+    root.present().map_err(plot_error)
+}
+
+/// Draws `bars` into `dir` and returns the file's path.
+pub(crate) fn draw_bars(bars: &Bars, dir: &Path) -> anyhow::Result<PathBuf> {
+    register_font()?;
+    if bars.categories.is_empty() || bars.groups.iter().any(|(_, v)| v.len() != bars.categories.len()) {
+        bail!("{}: every group needs one value per category", bars.file);
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(&bars.file);
+    draw_bars_into(bars, &path)?;
+    Ok(path)
+}
+
+fn draw_bars_into(bars: &Bars, path: &Path) -> anyhow::Result<()> {
+    let width = (110 * bars.categories.len() as u32 * bars.groups.len().max(1) as u32).clamp(700, 1600);
+    let root = BitMapBackend::new(path, (width, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let values = bars.groups.iter().flat_map(|(_, v)| v).chain(bars.lines.iter().map(|(_, y)| y));
+    let (low, high) = values.fold((0.0f64, 0.0f64), |(lo, hi), &y| (lo.min(y), hi.max(y)));
+    let pad = 0.1 * (high - low).max(1.0);
+    let slots = bars.categories.len() as f64;
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(&bars.title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(34)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..slots, (low - pad)..(high + pad))
+        .map_err(plot_error)?;
+    let categories = bars.categories.clone();
+    ctx.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(categories.len() * 2 + 1)
+        .x_label_formatter(&move |x: &f64| {
+            // Only the middle of each category's slot is named.
+            let slot = x.floor();
+            if (x - slot - 0.5).abs() < 1e-6 {
+                categories.get(slot as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(&bars.y_label)
+        .draw()
+        .map_err(plot_error)?;
+    let width = 0.8 / bars.groups.len().max(1) as f64;
+    for (g, (name, values)) in bars.groups.iter().enumerate() {
+        let colour = COLOURS[g % COLOURS.len()];
+        let rects = values.iter().enumerate().map(move |(c, &y)| {
+            let left = c as f64 + 0.1 + g as f64 * width;
+            Rectangle::new([(left, 0.0), (left + width * 0.92, y)], colour.filled())
+        });
+        ctx.draw_series(rects)
+            .map_err(plot_error)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
+    }
+    for (i, (name, y)) in bars.lines.iter().enumerate() {
+        let colour = if i == 0 { BLACK.mix(0.6) } else { COLOURS[(bars.groups.len() + i) % COLOURS.len()].mix(0.9) };
+        ctx.draw_series(LineSeries::new([(0.0, *y), (slots, *y)], colour.stroke_width(1)))
+            .map_err(plot_error)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(1)));
+    }
+    ctx.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::LowerLeft)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(plot_error)?;
     root.present().map_err(plot_error)
 }
 

@@ -3,7 +3,7 @@
 //! with the queue and loaders of [`super::queue`].
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -12,10 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use fairway::clock::millis;
-use fairway::core::visits::{VisitResult, VisitStatus};
+use fairway::core::visits::{Policy, VisitResult, VisitStatus};
 use fairway::store::visits::memory::MemoryVisitStore;
 use fairway::visits::{ListedReport, Scheduler, SchedulerConfig};
 
+use super::eligible;
 use super::forge::Forge;
 use super::metrics::{ArmSummary, Ending, Tracker};
 use super::queue::{Order, SimQueue};
@@ -31,6 +32,9 @@ pub(super) const FAIL_SHARE: f64 = 0.02;
 /// within 5 s and 2 h; a not-found visit takes 5 to 15 s.
 const MEDIAN_VISIT_S: f64 = 60.0;
 const SIGMA: f64 = 1.0;
+/// How often, in virtual time, the run checks after a round whether a free
+/// loader would have had an eligible visit (see [`super::eligible`]).
+pub(super) const ELIGIBLE_EVERY_MS: i64 = 30 * 60 * 1000;
 
 /// What differs between the arms.
 #[derive(Clone, Debug)]
@@ -92,6 +96,12 @@ pub(super) async fn run(
     // Whether visits waited in the queue, and since when the loaders ran as
     // they do now.
     let (mut waiting, mut since) = (false, start);
+    // Each lister's due threshold as the last round set it, and when the
+    // next check of eligible visits is due; none for an arm whose rounds
+    // have no threshold.
+    let mut due_chance = BTreeMap::new();
+    let measures_eligible = spec.config.policies_for(VISIT_TYPE).iter().any(|(p, _)| *p == Policy::ExpectedValue);
+    let mut next_check = start;
 
     while let Some(Reverse((now, kind, _, what))) = events.pop() {
         if now > end {
@@ -122,6 +132,7 @@ pub(super) async fn run(
             }
             _ => {
                 let report = scheduler.run_round(VISIT_TYPE, &queue, now).await.context("a round")?;
+                due_chance.extend(report.due_chance.clone());
                 rounds += 1;
                 let next = if report.sent() > 0 { round_interval } else { idle_interval };
                 push(&mut events, now + next, ROUND, 0);
@@ -149,6 +160,12 @@ pub(super) async fn run(
             push(&mut events, at + duration, END, id);
         }
         waiting = queue.waiting() > 0;
+        if kind == ROUND && measures_eligible && now >= next_check {
+            let store = scheduler.store().as_ref();
+            let eligible = eligible::exists(store, VISIT_TYPE, &queue, &due_chance, now).await?;
+            tracker.eligible_sample(eligible, running.len() as u32, capacity.loaders);
+            next_check = now + ELIGIBLE_EVERY_MS;
+        }
         clock.store(now, Ordering::Relaxed);
     }
     clock.store(end, Ordering::Relaxed);

@@ -1,7 +1,8 @@
 //! `fairway-lab simulate-grid`: the same two arms as `simulate` over a fixed
 //! grid of forges that differ in size, lister count, share of listers
 //! without update dates and loader pressure, each with its own seed; one
-//! table and one plot of mean lag and useless share, forge by forge.
+//! table, and bars of the change in mean lag and useless share against the
+//! reference's way, forge by forge.
 //!
 //! The grid is fixed so that a figure in docs/scheduler.md can be rerun and
 //! compared with the next build's.
@@ -19,7 +20,7 @@ use super::forge::ForgeParams;
 use super::metrics::ArmSummary;
 use super::report::SimReport;
 use super::{START_MS, Scenario, fairway_config, simulate};
-use crate::figures::plot::{self, Chart, Series};
+use crate::figures::plot::{self, Bars};
 
 /// One forge of the grid.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -92,6 +93,8 @@ struct Figures {
     useless_share: f64,
     loaders_busy: f64,
     loaders_busy_while_waiting: f64,
+    loaders_busy_while_eligible: Option<f64>,
+    eligible_share: Option<f64>,
     listers_unvisited: u64,
 }
 
@@ -102,6 +105,8 @@ impl Figures {
             useless_share: arm.useless_share,
             loaders_busy: arm.loaders_busy,
             loaders_busy_while_waiting: arm.loaders_busy_while_waiting,
+            loaders_busy_while_eligible: arm.loaders_busy_while_eligible,
+            eligible_share: arm.eligible_share,
             listers_unvisited: arm.listers_unvisited,
         }
     }
@@ -175,7 +180,7 @@ pub(crate) fn run(args: GridArgs) -> anyhow::Result<()> {
     std::fs::write(args.out.join("grid.md"), &markdown).with_context(|| args.out.display().to_string())?;
     let json = serde_json::to_string_pretty(&rows)?;
     std::fs::write(args.out.join("grid.json"), json).with_context(|| args.out.display().to_string())?;
-    match plot::draw(&chart(&rows), &args.out) {
+    match plot::draw_bars(&chart(&rows), &args.out) {
         Ok(path) => eprintln!("wrote {}", path.display()),
         Err(error) => eprintln!("warning: {error:#}"),
     }
@@ -207,14 +212,14 @@ fn table(command: &str, rows: &[GridRow]) -> String {
         out,
         "| forge | origins | listers | without dates | loaders | mean lag h, fairway / baseline | change | \
          useless share, fairway / baseline | change | useless share at 90% busy, at least | loaders busy | \
-         loaders busy while visits waited | listers unvisited |"
+         fairway's loaders busy while eligible visits existed (share of the checks they did) | listers unvisited |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let (f, b) = (&row.fairway, &row.baseline);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0}% | {} | {:.1} / {:.1} | {:+.0}% | {:.1}% / {:.1}% | {:+.0}% | {:.0}% | {:.0}% / {:.0}% | {:.0}% / {:.0}% | {} / {} |",
+            "| {} | {} | {} | {:.0}% | {} | {:.1} / {:.1} | {:+.0}% | {:.1}% / {:.1}% | {:+.0}% | {:.0}% | {:.0}% / {:.0}% | {} | {} / {} |",
             row.forge.name,
             row.forge.origins,
             row.forge.listers,
@@ -229,8 +234,10 @@ fn table(command: &str, rows: &[GridRow]) -> String {
             100.0 * row.least_useless_at_90,
             100.0 * f.loaders_busy,
             100.0 * b.loaders_busy,
-            100.0 * f.loaders_busy_while_waiting,
-            100.0 * b.loaders_busy_while_waiting,
+            match (f.loaders_busy_while_eligible, f.eligible_share) {
+                (Some(busy), Some(share)) => format!("{:.0}% ({:.0}%)", 100.0 * busy, 100.0 * share),
+                _ => "not measured".to_owned(),
+            },
             f.listers_unvisited,
             b.listers_unvisited,
         );
@@ -246,32 +253,21 @@ fn table(command: &str, rows: &[GridRow]) -> String {
     out
 }
 
-fn chart(rows: &[GridRow]) -> Chart {
-    let series = |arm: &str, value: &dyn Fn(&GridRow) -> f64| {
-        Series::new(arm, rows.iter().enumerate().map(|(i, r)| ((i + 1) as f64, value(r))).collect())
+/// Per forge, fairway's change against the baseline in mean lag and useless
+/// share: bars below the zero line are better than the reference's way.
+fn chart(rows: &[GridRow]) -> Bars {
+    let changes = |value: &dyn Fn(&Figures) -> f64| {
+        rows.iter().map(|r| change(value(&r.fairway), value(&r.baseline))).collect::<Vec<f64>>()
     };
-    Chart {
+    Bars {
         file: "simulate-grid.png".into(),
-        title: format!(
-            "Each forge of the grid ({}): fairway's defaults against the reference's way",
-            rows.iter().map(|r| r.forge.name).collect::<Vec<_>>().join(", ")
-        ),
-        x_label: "forge (g1, g2, ... in order)".into(),
-        y_label: "mean visit lag (h) · useless share (%)".into(),
-        panels: vec![
-            (
-                "mean visit lag (hours)".into(),
-                vec![series("fairway", &|r| r.fairway.mean_lag_h), series("baseline", &|r| r.baseline.mean_lag_h)],
-            ),
-            (
-                "useless share of visits (%)".into(),
-                vec![
-                    series("fairway", &|r| 100.0 * r.fairway.useless_share),
-                    series("baseline", &|r| 100.0 * r.baseline.useless_share),
-                ],
-            ),
+        title: "Fairway's defaults against the reference's way, forge by forge".into(),
+        y_label: "change against the reference (%)".into(),
+        categories: rows.iter().map(|r| r.forge.name.to_owned()).collect(),
+        groups: vec![
+            ("mean visit lag".into(), changes(&|f| f.mean_lag_h)),
+            ("useless share of visits".into(), changes(&|f| f.useless_share)),
         ],
-        log_x: false,
-        log_y: false,
+        lines: vec![("the reference".into(), 0.0), ("30% below it".into(), -30.0)],
     }
 }

@@ -57,6 +57,19 @@ pub(super) struct Tracker<'f> {
     /// and the part of it spent visiting.
     waiting_ms: i64,
     busy_waiting_ms: i64,
+    /// Samples of whether eligible visits existed (none: not measured).
+    eligible: Option<EligibleSamples>,
+}
+
+/// Instants at which the run checked whether a free loader had an eligible
+/// visit to run (see [`super::eligible`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct EligibleSamples {
+    samples: u64,
+    /// Of them, those at which eligible visits existed, and the sum of the
+    /// loaders' busy shares then.
+    eligible: u64,
+    busy_sum: f64,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -159,6 +172,13 @@ pub(crate) struct ArmSummary {
     pub loaders_busy_while_waiting: f64,
     /// Share of the run's time that was so.
     pub waiting_share: f64,
+    /// The loaders' busy share at the instants a free loader would have had
+    /// an eligible visit to run (see [`super::eligible`]), sampled after a
+    /// round every [`super::arm::ELIGIBLE_EVERY_MS`]; none where not
+    /// measured (the baseline's rounds have no due threshold), 1 if never.
+    pub loaders_busy_while_eligible: Option<f64>,
+    /// Share of those samples at which eligible visits existed.
+    pub eligible_share: Option<f64>,
     /// Visit lag over every update; `unpicked` of them never picked up.
     pub lag: Spread,
     pub unpicked: u64,
@@ -212,6 +232,7 @@ impl<'f> Tracker<'f> {
             busy_ms: 0,
             waiting_ms: 0,
             busy_waiting_ms: 0,
+            eligible: None,
         }
     }
 
@@ -299,6 +320,17 @@ impl<'f> Tracker<'f> {
         self.busy_waiting_ms += ms * i64::from(busy.min(loaders));
     }
 
+    /// At one instant, whether eligible visits existed, and `busy` of
+    /// `loaders` were visiting.
+    pub(super) fn eligible_sample(&mut self, eligible: bool, busy: u32, loaders: u32) {
+        let samples = self.eligible.get_or_insert_with(EligibleSamples::default);
+        samples.samples += 1;
+        if eligible {
+            samples.eligible += 1;
+            samples.busy_sum += f64::from(busy.min(loaders)) / f64::from(loaders);
+        }
+    }
+
     /// The measures at the end of the run.
     pub(super) fn summary(mut self, arm: &str, rounds: u64, peak: (u32, u32), loaders: u32) -> ArmSummary {
         let end = self.forge.end();
@@ -366,6 +398,10 @@ impl<'f> Tracker<'f> {
                 self.busy_waiting_ms as f64 / self.waiting_ms as f64
             },
             waiting_share: self.waiting_ms as f64 / span,
+            loaders_busy_while_eligible: self
+                .eligible
+                .map(|e| if e.eligible == 0 { 1.0 } else { e.busy_sum / e.eligible as f64 }),
+            eligible_share: self.eligible.map(|e| e.eligible as f64 / e.samples.max(1) as f64),
             visits_per_day: visits as f64 / f64::from(self.forge.params.days),
             lag,
             unpicked,

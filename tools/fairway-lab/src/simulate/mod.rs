@@ -12,6 +12,7 @@
 //! first-visit delay and each lister's share of visits.
 
 mod arm;
+mod eligible;
 mod forge;
 pub(super) mod grid;
 mod metrics;

@@ -128,6 +128,20 @@ impl SimQueue {
         self.lock().waiting.len() as u64
     }
 
+    /// Whether a waiting visit's host is below its limit: a free loader
+    /// would take it.
+    pub(super) fn runnable(&self) -> bool {
+        !self.lock().heads.is_empty()
+    }
+
+    /// Whether a visit of `origin` sent now could start at once: it is
+    /// neither queued nor running and its host is below its limit.
+    pub(super) fn could_run(&self, origin: u32) -> bool {
+        let host = self.forge.origins[origin as usize].host as usize;
+        let s = self.lock();
+        !s.present.contains(&origin) && s.running[host] < s.host_limit
+    }
+
     /// The most visits any host ran at once, and the limit.
     pub(super) fn peak_per_host(&self) -> (u32, u32) {
         let s = self.lock();

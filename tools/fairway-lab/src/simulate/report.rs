@@ -73,6 +73,13 @@ impl SimReport {
         row("· while visits waited in the queue (share of the time)", &|a| {
             format!("{:.0}% ({:.0}%)", 100.0 * a.loaders_busy_while_waiting, 100.0 * a.waiting_share)
         });
+        row("· while eligible visits existed (share of the checks)", &|a| match (
+            a.loaders_busy_while_eligible,
+            a.eligible_share,
+        ) {
+            (Some(busy), Some(share)) => format!("{:.0}% ({:.0}%)", 100.0 * busy, 100.0 * share),
+            _ => "not measured".to_owned(),
+        });
         row("useful visits (new snapshot)", &|a| number(a.counts.eventful as f64));
         row("**useless share**", &|a| format!("**{:.1}%**", 100.0 * a.useless_share));
         row("· uneventful / failed / not found", &|a| {

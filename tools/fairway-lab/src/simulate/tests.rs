@@ -45,7 +45,13 @@ fn a_small_forge_gives_sane_measures_in_both_arms() {
         let most = u64::from(scenario.capacity.loaders) * u64::from(scenario.forge.days) * 86_400 / 5;
         assert!(arm.visits <= most, "{name}: {} visits", arm.visits);
     }
-    let fairway = &arms[0];
+    let (fairway, baseline) = (&arms[0], &arms[1]);
+    // Checked every half hour of the 6 days: 288 checks after rounds.
+    let busy = fairway.loaders_busy_while_eligible.expect("the fairway arm measures eligible visits");
+    let share = fairway.eligible_share.expect("and how often they existed");
+    assert!((0.0..=1.0).contains(&busy) && (0.0..=1.0).contains(&share), "{busy} {share}");
+    assert!(share > 0.0, "two loaders for 5,000 origins: due visits of free hosts were left at times");
+    assert_eq!(baseline.loaders_busy_while_eligible, None, "the reference's rounds have no due threshold");
     for lister in &fairway.listers {
         assert!(lister.visits > 0, "fairway: {} got no visit", lister.name);
     }
