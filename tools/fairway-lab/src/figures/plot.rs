@@ -173,14 +173,15 @@ fn draw_bars_into(bars: &Bars, path: &Path) -> anyhow::Result<()> {
     root.fill(&WHITE).map_err(plot_error)?;
     let values = bars.groups.iter().flat_map(|(_, v)| v).chain(bars.lines.iter().map(|(_, y)| y));
     let (low, high) = values.fold((0.0f64, 0.0f64), |(lo, hi), &y| (lo.min(y), hi.max(y)));
-    let pad = 0.1 * (high - low).max(1.0);
+    let span = (high - low).max(1.0);
+    // Room above the bars for the legend.
     let slots = bars.categories.len() as f64;
     let mut ctx = ChartBuilder::on(&root)
         .caption(&bars.title, ("sans-serif", 20))
         .margin(14)
         .x_label_area_size(34)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..slots, (low - pad)..(high + pad))
+        .build_cartesian_2d(0.0..slots, (low - 0.1 * span)..(high + 0.45 * span))
         .map_err(plot_error)?;
     let categories = bars.categories.clone();
     ctx.configure_mesh()
@@ -217,13 +218,7 @@ fn draw_bars_into(bars: &Bars, path: &Path) -> anyhow::Result<()> {
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(1)));
     }
-    ctx.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .position(SeriesLabelPosition::LowerLeft)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(plot_error)?;
+    draw_legend(&mut ctx, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(plot_error)
 }
 
@@ -243,16 +238,54 @@ where
             .label(&line.name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
+    draw_legend(ctx, SeriesLabelPosition::LowerRight)
+}
+
+fn draw_legend<'a, X, Y>(
+    ctx: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     ctx.configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .label_font(("sans-serif", 13))
         .draw()
-        .map_err(plot_error)?;
-    Ok(())
+        .map_err(plot_error)
 }
 
 fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {
     anyhow!("drawing a plot: {error:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bars(groups: Vec<(String, Vec<f64>)>) -> Bars {
+        Bars {
+            file: "bars.png".into(),
+            title: "a test".into(),
+            y_label: "change (%)".into(),
+            categories: vec!["g1".into(), "g2".into()],
+            groups,
+            lines: vec![("zero".into(), 0.0), ("target".into(), -30.0)],
+        }
+    }
+
+    #[test]
+    fn bars_below_and_above_zero_make_a_png_and_a_missing_value_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let groups = vec![("lag".to_owned(), vec![-42.0, 12.5]), ("useless".to_owned(), vec![-8.0, -61.0])];
+        let path = draw_bars(&bars(groups), dir.path()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{} is a PNG", path.display());
+        let short = vec![("lag".to_owned(), vec![-42.0])];
+        let error = draw_bars(&bars(short), dir.path()).unwrap_err();
+        assert!(error.to_string().contains("one value per category"), "{error}");
+    }
 }

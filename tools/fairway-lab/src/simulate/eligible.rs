@@ -67,21 +67,13 @@ mod tests {
     use fairway::visits::{FairnessKeyOf, ListedReport, Scheduler, SchedulerConfig, Visit, VisitQueue};
 
     use super::*;
-    use crate::simulate::forge::ForgeParams;
     use crate::simulate::queue::Order;
 
     const NOW: i64 = 1_000_000;
 
     /// Two never-visited origins of one host, listed: certain, so due.
     async fn setup() -> (Arc<Forge>, Scheduler, SimQueue, [u32; 2], String) {
-        let forge = Arc::new(Forge::new(ForgeParams {
-            origins: 2_000,
-            listers: 3,
-            start: 0,
-            days: 1,
-            seed: 1,
-            undated_share: 0.0,
-        }));
+        let forge = Arc::new(Forge::tiny());
         let lister = &forge.listers[0];
         let ids: Vec<u32> = lister.origins.clone().collect();
         let first = ids[0];

@@ -87,6 +87,13 @@ pub(super) fn unit(seed: u64, key: u64, what: u64) -> f64 {
 }
 
 impl Forge {
+    /// For tests: 2,000 origins of 3 listers that all give dates, over a day
+    /// from time 0.
+    #[cfg(test)]
+    pub(crate) fn tiny() -> Forge {
+        Forge::new(ForgeParams { origins: 2_000, listers: 3, start: 0, days: 1, seed: 1, undated_share: 0.0 })
+    }
+
     pub(crate) fn new(params: ForgeParams) -> Forge {
         let seed = params.seed;
         let n = params.listers;

@@ -207,7 +207,6 @@ impl VisitQueue for SimQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::forge::ForgeParams;
     use fairway::visits::FairnessKeyOf;
 
     fn visit(forge: &Forge, id: u32) -> Visit {
@@ -225,14 +224,7 @@ mod tests {
     }
 
     fn setup(order: Order) -> (Arc<Forge>, SimQueue) {
-        let forge = Arc::new(Forge::new(ForgeParams {
-            origins: 2_000,
-            listers: 3,
-            start: 0,
-            days: 1,
-            seed: 1,
-            undated_share: 0.0,
-        }));
+        let forge = Arc::new(Forge::tiny());
         let queue = SimQueue::new(forge.clone(), order, 2);
         (forge, queue)
     }
