@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::arm::Capacity;
 use super::forge::ForgeParams;
@@ -72,6 +72,10 @@ pub(crate) struct GridArgs {
     /// Loaders report no date of their snapshot's newest change.
     #[arg(long)]
     without_change_dates: bool,
+    /// Run nothing: redraw the plot from the `grid.json` an earlier run
+    /// wrote in `--out`.
+    #[arg(long, conflicts_with_all = ["only", "fairway_config", "without_change_dates"])]
+    redraw: bool,
 }
 
 /// One forge's figures, both arms.
@@ -87,7 +91,7 @@ struct GridRow {
     baseline: Figures,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Figures {
     mean_lag_h: f64,
     useless_share: f64,
@@ -113,6 +117,9 @@ impl Figures {
 }
 
 pub(crate) fn run(args: GridArgs) -> anyhow::Result<()> {
+    if args.redraw {
+        return redraw(&args.out);
+    }
     for name in &args.only {
         if !GRID.iter().any(|f| f.name == name) {
             let names: Vec<&str> = GRID.iter().map(|f| f.name).collect();
@@ -180,7 +187,8 @@ pub(crate) fn run(args: GridArgs) -> anyhow::Result<()> {
     std::fs::write(args.out.join("grid.md"), &markdown).with_context(|| args.out.display().to_string())?;
     let json = serde_json::to_string_pretty(&rows)?;
     std::fs::write(args.out.join("grid.json"), json).with_context(|| args.out.display().to_string())?;
-    match plot::draw_bars(&chart(&rows), &args.out) {
+    let named: Vec<_> = rows.iter().map(|r| (r.forge.name, &r.fairway, &r.baseline)).collect();
+    match plot::draw_bars(&chart(&named), &args.out) {
         Ok(path) => eprintln!("wrote {}", path.display()),
         Err(error) => eprintln!("warning: {error:#}"),
     }
@@ -253,21 +261,88 @@ fn table(command: &str, rows: &[GridRow]) -> String {
     out
 }
 
-/// Per forge, fairway's change against the baseline in mean lag and useless
-/// share: bars below the zero line are better than the reference's way.
-fn chart(rows: &[GridRow]) -> Bars {
+/// The plot again, from the `grid.json` of an earlier run in `out`.
+fn redraw(out: &std::path::Path) -> anyhow::Result<()> {
+    #[derive(Deserialize)]
+    struct Saved {
+        forge: SavedForge,
+        fairway: Figures,
+        baseline: Figures,
+    }
+    #[derive(Deserialize)]
+    struct SavedForge {
+        name: String,
+    }
+    let path = out.join("grid.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("--redraw: read {} (written by a run with this --out)", path.display()))?;
+    let rows: Vec<Saved> =
+        serde_json::from_str(&text).with_context(|| format!("--redraw: {} is not a grid's figures", path.display()))?;
+    if rows.is_empty() {
+        bail!("--redraw: {} holds no forge", path.display());
+    }
+    let named: Vec<_> = rows.iter().map(|r| (r.forge.name.as_str(), &r.fairway, &r.baseline)).collect();
+    let drawn = plot::draw_bars(&chart(&named), out)?;
+    eprintln!("wrote {}", drawn.display());
+    Ok(())
+}
+
+/// Per forge (its name, then fairway's and the baseline's figures),
+/// fairway's change against the baseline in mean lag and useless share: bars
+/// below the zero line are better than the reference's way.
+fn chart(rows: &[(&str, &Figures, &Figures)]) -> Bars {
     let changes = |value: &dyn Fn(&Figures) -> f64| {
-        rows.iter().map(|r| change(value(&r.fairway), value(&r.baseline))).collect::<Vec<f64>>()
+        rows.iter().map(|(_, fairway, baseline)| change(value(fairway), value(baseline))).collect::<Vec<f64>>()
     };
     Bars {
         file: "simulate-grid.png".into(),
         title: "Fairway's defaults against the reference's way, forge by forge".into(),
         y_label: "change against the reference (%)".into(),
-        categories: rows.iter().map(|r| r.forge.name.to_owned()).collect(),
+        categories: rows.iter().map(|(name, _, _)| (*name).to_owned()).collect(),
         groups: vec![
             ("mean visit lag".into(), changes(&|f| f.mean_lag_h)),
             ("useless share of visits".into(), changes(&|f| f.useless_share)),
         ],
         lines: vec![("the reference".into(), 0.0), ("30% below it".into(), -30.0)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(lag: f64, useless: f64) -> Figures {
+        Figures {
+            mean_lag_h: lag,
+            useless_share: useless,
+            loaders_busy: 0.5,
+            loaders_busy_while_waiting: 0.5,
+            loaders_busy_while_eligible: None,
+            eligible_share: None,
+            listers_unvisited: 0,
+        }
+    }
+
+    #[test]
+    fn redraw_draws_the_plot_from_an_earlier_runs_figures_and_says_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = redraw(dir.path()).unwrap_err();
+        assert!(format!("{error:#}").contains("--redraw: read"), "{error:#}");
+        let rows: Vec<GridRow> = GRID[..2]
+            .iter()
+            .map(|&forge| GridRow {
+                forge,
+                loaders: forge.loaders(),
+                wall_seconds: 1.0,
+                least_useless_at_90: 0.0,
+                fairway: figures(60.0, 0.1),
+                baseline: figures(100.0, 0.2),
+            })
+            .collect();
+        std::fs::write(dir.path().join("grid.json"), serde_json::to_string(&rows).unwrap()).unwrap();
+        redraw(dir.path()).unwrap();
+        assert!(dir.path().join("simulate-grid.png").is_file());
+        std::fs::write(dir.path().join("grid.json"), "[]").unwrap();
+        assert!(format!("{:#}", redraw(dir.path()).unwrap_err()).contains("holds no forge"));
     }
 }
