@@ -131,8 +131,8 @@ pub(super) async fn run(
                 push(&mut events, now + forge.listers[what as usize].period_ms, LISTING, what);
             }
             _ => {
-                let report = scheduler.run_round(VISIT_TYPE, &queue, now).await.context("a round")?;
-                due_chance.extend(report.due_chance.clone());
+                let mut report = scheduler.run_round(VISIT_TYPE, &queue, now).await.context("a round")?;
+                due_chance.append(&mut report.due_chance);
                 rounds += 1;
                 let next = if report.sent() > 0 { round_interval } else { idle_interval };
                 push(&mut events, now + next, ROUND, 0);
