@@ -113,6 +113,32 @@ class ServerProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
 
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP, and wait until every thread of the process has stopped.
+
+        The signal is delivered to each thread on its own, so without the wait
+        a thread still running can answer one more request."""
+        assert self.process is not None and self.process.poll() is None, "freeze a running server"
+        self.process.send_signal(signal.SIGSTOP)
+        tasks = pathlib.Path(f"/proc/{self.process.pid}/task")
+
+        def all_stopped() -> bool:
+            states = []
+            for stat in tasks.glob("*/stat"):
+                try:
+                    # The state follows the command name in parentheses.
+                    states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    continue
+            return bool(states) and all(state in ("T", "t") for state in states)
+
+        wait_until(all_stopped, timeout, f"every thread of fairway serve ({self.name}) stopped by SIGSTOP")
+
+    def thaw(self) -> None:
+        """SIGCONT: the frozen server runs again."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
     def restart_on_same_port(self, timeout: float = 30.0, while_down: Callable[[], None] = lambda: None) -> None:
         """Kill -9, run ``while_down``, then start again on the same data
         directory and port (retried until ``timeout`` while the port is busy)."""

@@ -4,7 +4,6 @@ unexpected error, a report racing the drain, a server that does not answer."""
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from typing import List
@@ -264,8 +263,8 @@ def test_hand_backs_to_a_server_that_does_not_answer_take_one_deadline(server_fa
     try:
         for _ in range(count):
             assert started.acquire(timeout=30), "every task running"
-        server.process.send_signal(signal.SIGSTOP)  # up, connected, never answering
         frozen = True
+        server.freeze()  # up, connected, never answering
         begun = time.monotonic()
         worker.stop(now=True)
         thread.join(60)
@@ -280,5 +279,5 @@ def test_hand_backs_to_a_server_that_does_not_answer_take_one_deadline(server_fa
     finally:
         release.set()
         if frozen:
-            server.process.send_signal(signal.SIGCONT)
+            server.thaw()
         worker.stop()
