@@ -19,7 +19,7 @@ use super::arm::Capacity;
 use super::forge::ForgeParams;
 use super::metrics::ArmSummary;
 use super::report::SimReport;
-use super::{START_MS, Scenario, fairway_config, simulate};
+use super::{START_MS, Scenario, fairway_config, simulate_showing_progress};
 use crate::figures::plot::{self, Bars};
 
 /// One forge of the grid.
@@ -160,7 +160,7 @@ pub(crate) fn run(args: GridArgs) -> anyhow::Result<()> {
             forge.seed
         );
         let started = Instant::now();
-        let (built, summaries) = simulate(&scenario, None)?;
+        let (built, summaries) = simulate_showing_progress(&scenario, forge.name)?;
         let wall = started.elapsed().as_secs_f64();
         let row = GridRow {
             forge: *forge,

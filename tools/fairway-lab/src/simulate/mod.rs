@@ -185,24 +185,37 @@ pub(super) fn simulate(
     Ok((forge, results))
 }
 
+/// [`simulate`] with a progress line on stderr (`what` names the run): the
+/// virtual day each arm has reached.
+pub(super) fn simulate_showing_progress(
+    scenario: &Scenario,
+    what: &str,
+) -> anyhow::Result<(Arc<Forge>, Vec<ArmSummary>)> {
+    let days = scenario.forge.days;
+    let minutes = i64::from(days) * DAY_MS / 60_000;
+    let mut bar =
+        crate::figures::progress::Progress::new(format!("{what} (virtual minutes, both arms)"), 2 * minutes as u64);
+    let start = scenario.forge.start;
+    let mut show = |clocks: &[i64]| {
+        let done: i64 = clocks.iter().map(|t| (t - start) / 60_000).sum();
+        let reached: Vec<String> =
+            clocks.iter().map(|t| format!("{:.1}", (t - start) as f64 / DAY_MS as f64)).collect();
+        bar.update(done as u64, &format!("day {} of {days} (fairway / baseline)", reached.join(" / ")));
+    };
+    let result = simulate(scenario, Some(&mut show))?;
+    bar.update(2 * minutes as u64, "done");
+    Ok(result)
+}
+
 pub(super) async fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let scenario = args.scenario()?;
     let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
     let started = Instant::now();
-    let minutes = i64::from(args.days) * DAY_MS / 60_000;
-    let mut bar = crate::figures::progress::Progress::new("simulate (virtual minutes, both arms)", 2 * minutes as u64);
     eprintln!(
         "simulate: {} origins, {} listers, {} days, {} loaders, {} visits per host at most, seed {}",
         args.origins, args.listers, args.days, args.loaders, args.host_limit, args.seed
     );
-    let mut show = |clocks: &[i64]| {
-        let done: i64 = clocks.iter().map(|t| (t - START_MS) / 60_000).sum();
-        let days: Vec<String> =
-            clocks.iter().map(|t| format!("{:.1}", (t - START_MS) as f64 / DAY_MS as f64)).collect();
-        bar.update(done as u64, &format!("day {} of {} (fairway / baseline)", days.join(" / "), args.days));
-    };
-    let (forge, summaries) = simulate(&scenario, Some(&mut show))?;
-    bar.update(2 * minutes as u64, "done");
+    let (forge, summaries) = simulate_showing_progress(&scenario, "simulate")?;
     let wall = started.elapsed().as_secs_f64();
     let report = SimReport::new(format!("fairway-lab {line}"), &scenario, &forge, summaries, wall);
     report.publish(&args.out)?;
