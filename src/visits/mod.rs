@@ -38,10 +38,10 @@ use crate::clock::UnixMillis;
 use crate::core::visits::value::{Spare, Worth, pick_spares, rank_by_worth, worth_of_chance};
 use crate::core::visits::{
     Choice, DueThreshold, Freshness, Heads, IndexEntry, KeyRange, ListedOrigin, OriginState, OriginWrite, Policy,
-    RoundLoad, VisitResult, VisitStats, plan_round,
+    RoundLoad, VisitResult, VisitStats, heads_to_extend, plan_round,
 };
 use crate::store::StoreError;
-use crate::store::visits::{MAX_READ, VisitStore};
+use crate::store::visits::{ListerRecord, MAX_READ, VisitStore};
 
 /// The prefix of the queues visits go to: `visits.<type>`.
 pub const QUEUE_PREFIX: &str = "visits.";
@@ -124,6 +124,10 @@ struct Locked {
     /// Each (visit type, lister)'s due threshold, as the rounds on this node
     /// moved it.
     thresholds: HashMap<(String, String), DueThreshold>,
+    /// The (visit type, lister)s whose index entries a round found on two
+    /// fairness keys or more: with the host as the key, a lister of many
+    /// hosts, read past the entries of hosts that have no room.
+    several_keys: HashSet<(String, String)>,
 }
 
 /// How a round reads an `expected_value` index: due at which worth, only
@@ -135,13 +139,36 @@ struct Reading {
     certain_first: bool,
 }
 
+/// Whether a round may queue one more visit of `entry`'s fairness key, at
+/// most `key_limit` of which may wait (invariant 3); counts it if so.
+/// `waiting` holds the visits waiting per key.
+fn has_room(
+    waiting: &mut HashMap<String, u64>,
+    key_limit: Option<u64>,
+    fairness_key: FairnessKeyOf,
+    entry: &IndexEntry,
+) -> bool {
+    let Some(limit) = key_limit else { return true };
+    let count = waiting.entry(key_of(fairness_key, &entry.lister, &entry.url)).or_default();
+    *count += 1;
+    *count <= limit || {
+        *count -= 1;
+        false
+    }
+}
+
 /// How long a lister's mean change rate is used before it is read again.
 const PRIOR_REFRESH_MS: i64 = 60_000;
 
 impl Scheduler {
     /// `seed` drives the ±10% jitter of the intervals.
     pub fn new(store: Arc<dyn VisitStore>, config: SchedulerConfig, seed: u64) -> Scheduler {
-        let locked = Locked { rng: StdRng::seed_from_u64(seed), priors: HashMap::new(), thresholds: HashMap::new() };
+        let locked = Locked {
+            rng: StdRng::seed_from_u64(seed),
+            priors: HashMap::new(),
+            thresholds: HashMap::new(),
+            several_keys: HashSet::new(),
+        };
         Scheduler { store, config, lock: Mutex::new(locked) }
     }
 
@@ -323,59 +350,69 @@ impl Scheduler {
         };
         let limit = usize::try_from(report.slots).unwrap_or(MAX_READ).min(MAX_READ);
         let key_limit = self.config.queued_key_limit();
+        let fairness_key = self.config.fairness_key;
         // A lister that is its visits' fairness key needs no more entries
         // than its key has room for.
-        let read_limit = |lister: &str| match (self.config.fairness_key, key_limit) {
+        let read_limit = |lister: &str| match (fairness_key, key_limit) {
             (FairnessKeyOf::Lister, Some(key_limit)) => {
                 let waiting = backlog.by_key.get(&key_of(FairnessKeyOf::Lister, lister, "")).copied();
                 limit.min(usize::try_from(key_limit.saturating_sub(waiting.unwrap_or(0))).unwrap_or(limit))
             }
             _ => limit,
         };
-        let mut heads = Heads::new();
-        for (policy, _) in &policies {
-            for lister in &listers {
-                let limit = read_limit(&lister.name);
-                if limit == 0 {
+        // With the host as the key, a lister is read a key's room at first,
+        // and further while the round has slots left and more of it may be
+        // taken (see `heads_to_extend`): a lister of one host stops at its
+        // host's room, one of many reads past its full hosts.
+        let first_read = |lister: &str| match (fairness_key, key_limit) {
+            (FairnessKeyOf::Host, Some(key_limit)) => {
+                read_limit(lister).min(usize::try_from(key_limit).unwrap_or(limit))
+            }
+            _ => read_limit(lister),
+        };
+        let mut to_read: Vec<((Policy, String), usize)> = policies
+            .iter()
+            .flat_map(|(policy, _)| listers.iter().map(|l| ((*policy, l.name.clone()), first_read(&l.name))))
+            .collect();
+        let (mut heads, mut asked) = (Heads::new(), BTreeMap::new());
+        let (mut choices, mut waiting) = loop {
+            for ((policy, lister_name), size) in to_read {
+                let Some(lister) = listers.iter().find(|l| l.name == lister_name) else { continue };
+                let before = heads.get(&(policy, lister_name.clone())).map_or(0, Vec::len);
+                asked.insert((policy, lister_name.clone()), (before, size));
+                if size == 0 {
                     continue;
                 }
-                let keys = match policy {
-                    Policy::FirstVisitsAfterListing => match lister.listing_finished {
-                        Some(finished) => KeyRange::below(finished),
-                        None => continue,
-                    },
-                    Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
-                        KeyRange::below(now.saturating_add(1))
-                    }
-                    _ => KeyRange::ALL,
-                };
-                let entries = match policy {
-                    // The due ones, most worth first.
-                    Policy::ExpectedValue => {
-                        self.read_by_worth(visit_type, &lister.name, reading(&lister.name, true), limit, now).await?
-                    }
-                    _ => self.store.read_index(visit_type, policy.index(), &lister.name, keys, limit).await?,
-                };
-                if !entries.is_empty() {
-                    heads.insert((*policy, lister.name.clone()), entries);
+                let entries =
+                    self.read_head(visit_type, policy, lister, reading(&lister.name, true), size, now).await?;
+                let mut hosts = entries.iter().map(|e| queue::host_of(&e.url));
+                if fairness_key == FairnessKeyOf::Host && hosts.next().is_some_and(|first| hosts.any(|h| h != first)) {
+                    locked.several_keys.insert((visit_type.to_owned(), lister_name.clone()));
+                }
+                if entries.is_empty() {
+                    heads.remove(&(policy, lister_name));
+                } else {
+                    heads.insert((policy, lister_name), entries);
                 }
             }
-        }
-        // At most `queued_key_limit` visits of a key wait in the queue.
-        let mut waiting = backlog.by_key.clone();
-        let fairness_key = self.config.fairness_key;
-        let mut room = |entry: &IndexEntry| {
-            let Some(limit) = key_limit else { return true };
-            let count = waiting.entry(key_of(fairness_key, &entry.lister, &entry.url)).or_default();
-            *count += 1;
-            *count <= limit || {
-                *count -= 1;
-                false
+            // At most `queued_key_limit` visits of a key wait in the queue.
+            let mut waiting = backlog.by_key.clone();
+            let rng = &mut locked.rng;
+            let choices = plan_round(
+                report.slots,
+                &policies,
+                &heads,
+                self.config.sharing,
+                &mut || rng.random::<f64>(),
+                &mut |entry| has_room(&mut waiting, key_limit, fairness_key, entry),
+            );
+            let several_keys = |lister: &str| locked.several_keys.contains(&(visit_type.to_owned(), lister.to_owned()));
+            to_read =
+                heads_to_extend(report.slots, &heads, &asked, &choices, |(_, lister)| read_limit(lister), several_keys);
+            if to_read.is_empty() {
+                break (choices, waiting);
             }
         };
-        let rng = &mut locked.rng;
-        let mut choices =
-            plan_round(report.slots, &policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut room);
         // A lister is busy when its key had no room, or when due visits of
         // it were left; idle when every due visit of it went.
         let mut sent: HashMap<&str, usize> = HashMap::new();
@@ -425,7 +462,9 @@ impl Scheduler {
                 let worth = Worth::of_key(entry.key).at(now, reading(&entry.lister, false).due_worth);
                 Some(Spare { item: entry, chance, worth })
             });
-            for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut room) {
+            for entry in pick_spares(worth.collect(), left, self.config.spare_chance, &mut |entry| {
+                has_room(&mut waiting, key_limit, fairness_key, entry)
+            }) {
                 spares.insert(entry.url.clone());
                 choices.push(Choice { policy: Policy::ExpectedValue, entry });
             }
@@ -484,6 +523,32 @@ impl Scheduler {
     /// at `now` first: the head of each band of growth (only its entries
     /// due at `due_worth` if `due_only`), ranked together (see
     /// [`rank_by_worth`]).
+    /// The first `limit` entries of `lister`'s index of `policy` a round
+    /// chooses from: for first visits, those below the end of its last
+    /// listing; for expected value, the due ones, most worth first.
+    async fn read_head(
+        &self,
+        visit_type: &str,
+        policy: Policy,
+        lister: &ListerRecord,
+        reading: Reading,
+        limit: usize,
+        now: UnixMillis,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        let keys = match policy {
+            Policy::FirstVisitsAfterListing => match lister.listing_finished {
+                Some(finished) => KeyRange::below(finished),
+                None => return Ok(Vec::new()),
+            },
+            Policy::OriginsWithoutLastUpdate if self.config.blind_visits == BlindVisits::WhenDue => {
+                KeyRange::below(now.saturating_add(1))
+            }
+            Policy::ExpectedValue => return self.read_by_worth(visit_type, &lister.name, reading, limit, now).await,
+            _ => KeyRange::ALL,
+        };
+        self.store.read_index(visit_type, policy.index(), &lister.name, keys, limit).await
+    }
+
     async fn read_by_worth(
         &self,
         visit_type: &str,

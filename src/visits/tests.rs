@@ -383,6 +383,61 @@ async fn a_key_with_enough_visits_waiting_leaves_the_queue_to_the_others() {
     assert_eq!(scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap().sent(), 50, "0: no bound");
 }
 
+/// With the host as the fairness key, a lister spread over many hosts gets
+/// each host's room, though a round reads it a key's room at first.
+#[tokio::test]
+async fn with_host_keys_a_round_fills_the_room_of_every_host_of_a_lister() {
+    // key_concurrency 2 × queued_per_key 3: at most 6 visits of a host wait.
+    let config = SchedulerConfig {
+        queue_length: 1000,
+        key_concurrency: 2,
+        queued_per_key: 3,
+        fairness_key: FairnessKeyOf::Host,
+        ..SchedulerConfig::default()
+    };
+    let (scheduler, _) = scheduler(config);
+    let spread: Vec<ListedReport> =
+        (0..200).map(|i| report(&format!("https://h{}.spread/{i:03}", i % 10), Some(NOW))).collect();
+    scheduler.record_origins("spread", &spread, NOW).await.unwrap();
+    let queue = ModelQueue::default();
+    let round = scheduler.run_round("git", &queue, NOW).await.unwrap();
+    assert_eq!(round.sent(), 60, "6 on each of 10 hosts");
+    let mut per_host: BTreeMap<String, usize> = BTreeMap::new();
+    for visit in queue.take() {
+        *per_host.entry(visit.fairness_key).or_default() += 1;
+    }
+    assert_eq!(per_host, (0..10).map(|h| (format!("h{h}.spread"), 6)).collect());
+}
+
+/// With the host as the fairness key, what a round reads of a lister whose
+/// one host has no room left is bounded by that room, not by the free slots.
+#[tokio::test]
+async fn with_host_keys_a_round_reads_a_full_host_no_further_than_its_room() {
+    let mut read = Vec::new();
+    for queue_length in [1_000, 10_000] {
+        let store = Arc::new(CountingStore::default());
+        let config = SchedulerConfig {
+            queue_length,
+            key_concurrency: 2,
+            queued_per_key: 3,
+            fairness_key: FairnessKeyOf::Host,
+            spare_chance: 1.0,
+            ..SchedulerConfig::default()
+        };
+        let scheduler = Scheduler::new(store.clone(), config, 1);
+        let one: Vec<ListedReport> = (0..20_000).map(|i| report(&format!("https://one/{i:05}"), Some(NOW))).collect();
+        scheduler.record_origins("one", &one, NOW).await.unwrap();
+        store.take();
+        let round = scheduler.run_round("git", &ModelQueue::default(), NOW).await.unwrap();
+        assert_eq!(round.sent(), 6, "the host's room");
+        read.push(store.take());
+    }
+    // Each band read at 6 rows, then at 12 (the 6 taken may have more
+    // behind them), and the 6 sent read again.
+    let bound = usize::from(BANDS) * (6 + 12) + 6;
+    assert!(read.iter().all(|&rows| rows <= bound), "{read:?} rows, above {bound}");
+}
+
 /// New origins and listed changes hold a change for certain: whatever the
 /// chance at which the others are due, they are due from when it became
 /// known, and go as due visits, not as spares.

@@ -32,7 +32,7 @@ pub use feedback::{MAX_OFFSET, VisitResult, VisitStats, VisitStatus, interval_da
 pub use placement::{IndexEntry, KeyRange, ListerMetrics, OriginState, OriginWrite, Placement};
 pub use policy::{Candidate, ListedOrigin, Policy};
 pub use rate::{ChangeEvidence, chance_of_change, time_to_chance};
-pub use round::{Choice, Heads, Sharing, plan_round};
+pub use round::{Choice, Heads, Sharing, heads_to_extend, plan_round};
 pub use slots::share_slots;
 pub use threshold::{DueThreshold, RoundLoad};
 pub use value::Freshness;

@@ -149,7 +149,8 @@ impl Policy {
                 .then(|| origin.last_update.unwrap_or(i64::MAX)),
             Policy::ExpectedValue => {
                 let seconds = stats.visit_seconds.map(f64::from);
-                Some(Worth::of(Freshness::of(origin, stats), stats.rate.map(f64::from), seconds).key())
+                let worth = Worth::of(Freshness::of(origin, stats), stats.rate.map(f64::from), seconds);
+                Some(worth.spread(&origin.url).key())
             }
         }
     }

@@ -68,7 +68,7 @@ pub fn plan_round(
             // Each policy's candidates, dealt one lister at a time from a
             // random first lister: its first n are an equal split of n
             // among the listers that have candidates.
-            let dealt: Vec<Vec<IndexEntry>> = policies
+            let dealt: Vec<Vec<&IndexEntry>> = policies
                 .iter()
                 .map(|(policy, _)| {
                     let lists: Vec<&Vec<IndexEntry>> =
@@ -76,32 +76,60 @@ pub fn plan_round(
                     deal(&lists, unit)
                 })
                 .collect();
-            let lists: Vec<&[IndexEntry]> = dealt.iter().map(Vec::as_slice).collect();
-            taken.fill(slots, policies, &lists, true, unit);
+            taken.fill(slots, policies, &dealt, true, unit);
         }
         Sharing::PolicyWeights => {
-            let merged: Vec<Vec<IndexEntry>> = policies
+            let merged: Vec<Vec<&IndexEntry>> = policies
                 .iter()
                 .map(|(policy, _)| {
-                    let mut all: Vec<IndexEntry> = heads
-                        .iter()
-                        .filter(|((p, _), _)| p == policy)
-                        .flat_map(|(_, entries)| entries.iter().cloned())
-                        .collect();
+                    let mut all: Vec<&IndexEntry> =
+                        heads.iter().filter(|((p, _), _)| p == policy).flat_map(|(_, entries)| entries).collect();
                     all.sort_by(|a, b| (a.key, &a.url).cmp(&(b.key, &b.url)));
                     all
                 })
                 .collect();
-            let lists: Vec<&[IndexEntry]> = merged.iter().map(Vec::as_slice).collect();
-            taken.fill(slots, policies, &lists, false, unit);
+            taken.fill(slots, policies, &merged, false, unit);
         }
     }
     taken.choices
 }
 
+/// The heads a round should read further before planning again, with how
+/// many entries to read of each: those read in full (`asked[key]` entries
+/// came back) below `most(key)`, while the round has slots left, read
+/// twice as far. A head of a lister known to span several fairness keys
+/// (`several_keys`) is read on, as entries of other keys may follow those
+/// whose keys had no room; another only while one of its entries read last
+/// time (at or after `before[key]`) was chosen: its next entries are
+/// likely of the key that just filled.
+pub fn heads_to_extend(
+    slots: u64,
+    heads: &Heads,
+    asked: &BTreeMap<(Policy, String), (usize, usize)>,
+    choices: &[Choice],
+    most: impl Fn(&(Policy, String)) -> usize,
+    several_keys: impl Fn(&str) -> bool,
+) -> Vec<((Policy, String), usize)> {
+    if choices.len() as u64 >= slots {
+        return Vec::new();
+    }
+    let chosen: HashSet<&str> = choices.iter().map(|c| c.entry.url.as_str()).collect();
+    heads
+        .iter()
+        .filter_map(|(key, entries)| {
+            let &(before, size) = asked.get(key)?;
+            let most = most(key);
+            let read_in_full = entries.len() >= size && size < most;
+            let worth_reading =
+                several_keys(&key.1) || entries.iter().skip(before).any(|e| chosen.contains(e.url.as_str()));
+            (read_in_full && worth_reading).then(|| (key.clone(), size.saturating_mul(2).min(most)))
+        })
+        .collect()
+}
+
 /// The lists' entries in turns, one from each list that has one left,
 /// starting at a random list.
-fn deal(lists: &[&Vec<IndexEntry>], unit: &mut dyn FnMut() -> f64) -> Vec<IndexEntry> {
+fn deal<'h>(lists: &[&'h Vec<IndexEntry>], unit: &mut dyn FnMut() -> f64) -> Vec<&'h IndexEntry> {
     let mut dealt = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
     if lists.is_empty() {
         return dealt;
@@ -111,20 +139,20 @@ fn deal(lists: &[&Vec<IndexEntry>], unit: &mut dyn FnMut() -> f64) -> Vec<IndexE
     for turn in 0..longest {
         for i in 0..lists.len() {
             if let Some(entry) = lists[(first + i) % lists.len()].get(turn) {
-                dealt.push(entry.clone());
+                dealt.push(entry);
             }
         }
     }
     dealt
 }
 
-struct Taken<'r> {
+struct Taken<'r, 'h> {
     room: &'r mut dyn FnMut(&IndexEntry) -> bool,
     choices: Vec<Choice>,
-    urls: HashSet<String>,
+    urls: HashSet<&'h str>,
 }
 
-impl Taken<'_> {
+impl<'h> Taken<'_, 'h> {
     /// Takes up to `slots` origins from `lists` (one per policy, best first)
     /// by weight; with `redistribute`, a policy's unfilled share goes to the
     /// others, else it is lost (the reference's floor of each share).
@@ -132,7 +160,7 @@ impl Taken<'_> {
         &mut self,
         slots: u64,
         policies: &[(Policy, f64)],
-        lists: &[&[IndexEntry]],
+        lists: &[Vec<&'h IndexEntry>],
         redistribute: bool,
         unit: &mut dyn FnMut() -> f64,
     ) {
@@ -154,10 +182,10 @@ impl Taken<'_> {
             for (i, share) in shares.into_iter().enumerate() {
                 let mut got = 0;
                 while got < share && cursor[i] < lists[i].len() {
-                    let entry = &lists[i][cursor[i]];
+                    let entry = lists[i][cursor[i]];
                     cursor[i] += 1;
-                    if !self.urls.contains(&entry.url) && (self.room)(entry) {
-                        self.urls.insert(entry.url.clone());
+                    if !self.urls.contains(entry.url.as_str()) && (self.room)(entry) {
+                        self.urls.insert(&entry.url);
                         self.choices.push(Choice { policy: policies[i].0, entry: entry.clone() });
                         got += 1;
                     }
@@ -239,6 +267,34 @@ mod tests {
         let heads: Heads = [entries(NEVER, "l", 100), entries(LAG, "l", 2)].into();
         let choices = plan_round(10, &[(NEVER, 1.0), (LAG, 1.0)], &heads, Sharing::Fair, &mut || 0.5, &mut |_| true);
         assert_eq!((count(&choices, |c| c.policy == NEVER), count(&choices, |c| c.policy == LAG)), (8, 2));
+    }
+
+    #[test]
+    fn a_head_is_read_further_only_while_slots_are_left_and_more_may_be_taken() {
+        let (key, list) = entries(NEVER, "l", 4);
+        let heads: Heads = [(key.clone(), list.clone())].into();
+        let take = |n: usize| -> Vec<Choice> {
+            list.iter().take(n).map(|e| Choice { policy: NEVER, entry: e.clone() }).collect()
+        };
+        type Most<'a> = &'a dyn Fn(&(Policy, String)) -> usize;
+        type SeveralKeys<'a> = &'a dyn Fn(&str) -> bool;
+        let most: Most = &|_| 100;
+        let (one_key, several): (SeveralKeys, SeveralKeys) = (&|_| false, &|_| true);
+        let extend = |asked: &BTreeMap<_, _>, slots, taken, most: Most, several: SeveralKeys| {
+            heads_to_extend(slots, &heads, asked, &take(taken), most, several)
+        };
+        let first_read = BTreeMap::from([(key.clone(), (0, 4))]);
+        assert_eq!(extend(&first_read, 10, 1, most, one_key), vec![(key.clone(), 8)]);
+        assert_eq!(extend(&first_read, 10, 0, most, one_key), vec![], "nothing of it was taken");
+        assert_eq!(extend(&first_read, 10, 0, most, several), vec![(key.clone(), 8)], "other keys may follow");
+        assert_eq!(extend(&first_read, 1, 1, most, several), vec![], "the round is full");
+        assert_eq!(extend(&first_read, 10, 1, &|_| 4, several), vec![], "read as far as it may be");
+        assert_eq!(extend(&first_read, 10, 1, &|_| 6, several), vec![(key.clone(), 6)]);
+        let asked_more = BTreeMap::from([(key.clone(), (0, 8))]);
+        assert_eq!(extend(&asked_more, 10, 1, most, several), vec![], "the index has no more");
+        let second_read = BTreeMap::from([(key.clone(), (2, 4))]);
+        assert_eq!(extend(&second_read, 10, 2, most, one_key), vec![], "only older entries taken");
+        assert_eq!(extend(&second_read, 10, 3, most, one_key), vec![(key, 8)]);
     }
 
     #[test]

@@ -23,6 +23,12 @@
 //! *certain*: its entry sits in a band of its own kind, read up to now
 //! whatever the due threshold, so it is due from the time the change became
 //! known, and it ranks from there at the due threshold plus its growth.
+//! The origins of one listing become known at one time; each is taken as
+//! known up to [`CERTAIN_SPREAD_MS`] earlier, by a hash of its URL
+//! ([`Worth::spread`]), so
+//! that they do not sit in the index in URL order, one host's in a run,
+//! where a round that reads a lister's head would find only the hosts
+//! whose runs come first.
 //!
 //! Invariant: an entry whose key is at or below now has a worth at or
 //! above [`DUE_WORTH`] (it is *due*); a certain one is due at any threshold.
@@ -30,6 +36,11 @@
 use super::rate::{MAX_RATE, MIN_RATE};
 use super::{DAY_MS, IndexEntry, ListedOrigin, VisitStats, chance_of_change};
 use crate::clock::UnixMillis;
+use crate::hash::{fnv1a, splitmix64};
+
+/// The most by which a certain entry's due time is put earlier, by a hash
+/// of its URL (see the module doc).
+pub const CERTAIN_SPREAD_MS: i64 = 60_000;
 
 /// The rate taken for an origin without an estimate (changes per day):
 /// about once a month.
@@ -211,6 +222,17 @@ impl Worth {
             after(DUE_WORTH * seconds / rate)
         };
         Worth { certain, band, due: due.clamp(0, TIME_MAX) }
+    }
+
+    /// A certain entry due up to [`CERTAIN_SPREAD_MS`] earlier, by a hash of
+    /// `url`: entries of one listing alternate in the index whatever their
+    /// hosts, and none is due later than before. Others are unchanged.
+    pub fn spread(self, url: &str) -> Worth {
+        if !self.certain {
+            return self;
+        }
+        let offset = (splitmix64(fnv1a(url.bytes())) % CERTAIN_SPREAD_MS as u64) as i64;
+        Worth { due: self.due.saturating_sub(offset).max(0), ..self }
     }
 
     /// The index key: the kind and the band above the time, so that each
@@ -473,6 +495,31 @@ mod tests {
         let all = Worth::ranges(None, now);
         assert_eq!(all.len(), 2 * usize::from(BANDS));
         assert!((worth_of_chance(0.5) - DUE_WORTH).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_listing_s_new_origins_alternate_hosts_in_the_index() {
+        let since = 7 * DAY_MS;
+        let new = Worth::of(Freshness::New { since }, None, None);
+        // Two hosts of 500 origins each, listed at once: in URL order, all of
+        // the first host's come before any of the second's.
+        let mut keys: Vec<(i64, &str)> = Vec::new();
+        let urls: Vec<(String, &str)> = ["a.example", "b.example"]
+            .iter()
+            .flat_map(|host| (0..500).map(move |i| (format!("https://{host}/r{i:03}"), *host)))
+            .collect();
+        for (url, host) in &urls {
+            let spread = new.spread(url);
+            assert!(spread.certain && spread.band == new.band);
+            assert!((since - CERTAIN_SPREAD_MS..=since).contains(&spread.due), "due within the spread, not later");
+            assert_eq!(new.spread(url), spread, "the same origin, the same key");
+            keys.push((spread.key(), host));
+        }
+        keys.sort();
+        let first_hundred = keys.iter().take(100).filter(|(_, host)| *host == "a.example").count();
+        assert!((30..=70).contains(&first_hundred), "{first_hundred} of the first 100 on one host");
+        let known = Worth::of(Freshness::Known { since }, Some(0.1), None);
+        assert_eq!(known.spread("https://a.example/r000"), known, "only certain entries move");
     }
 
     #[test]
