@@ -519,10 +519,6 @@ impl Scheduler {
         Ok(report)
     }
 
-    /// Up to `limit` entries of `lister`'s `expected_value` index, most worth
-    /// at `now` first: the head of each band of growth (only its entries
-    /// due at `due_worth` if `due_only`), ranked together (see
-    /// [`rank_by_worth`]).
     /// The first `limit` entries of `lister`'s index of `policy` a round
     /// chooses from: for first visits, those below the end of its last
     /// listing; for expected value, the due ones, most worth first.
@@ -549,6 +545,10 @@ impl Scheduler {
         self.store.read_index(visit_type, policy.index(), &lister.name, keys, limit).await
     }
 
+    /// Up to `limit` entries of `lister`'s `expected_value` index, most worth
+    /// at `now` first: the head of each band of growth (only its entries
+    /// due at `due_worth` if `due_only`), ranked together (see
+    /// [`rank_by_worth`]).
     async fn read_by_worth(
         &self,
         visit_type: &str,
