@@ -139,6 +139,26 @@ struct Reading {
     certain_first: bool,
 }
 
+/// What a round plans from.
+#[derive(Clone, Copy)]
+struct RoundInputs<'a> {
+    visit_type: &'a str,
+    /// Free slots of the queue.
+    slots: u64,
+    policies: &'a [(Policy, f64)],
+    listers: &'a [ListerRecord],
+    backlog: &'a Backlog,
+    now: UnixMillis,
+}
+
+/// A round's plan: the heads it read, what it chose of them, and the
+/// visits then waiting per fairness key.
+struct Plan {
+    heads: Heads,
+    choices: Vec<Choice>,
+    waiting: HashMap<String, u64>,
+}
+
 /// Whether a round may queue one more visit of `entry`'s fairness key, at
 /// most `key_limit` of which may wait (invariant 3); counts it if so.
 /// `waiting` holds the visits waiting per key.
@@ -360,59 +380,15 @@ impl Scheduler {
             }
             _ => limit,
         };
-        // With the host as the key, a lister is read a key's room at first,
-        // and further while the round has slots left and more of it may be
-        // taken (see `heads_to_extend`): a lister of one host stops at its
-        // host's room, one of many reads past its full hosts.
-        let first_read = |lister: &str| match (fairness_key, key_limit) {
-            (FairnessKeyOf::Host, Some(key_limit)) => {
-                read_limit(lister).min(usize::try_from(key_limit).unwrap_or(limit))
-            }
-            _ => read_limit(lister),
+        let inputs = RoundInputs {
+            visit_type,
+            slots: report.slots,
+            policies: &policies,
+            listers: &listers,
+            backlog: &backlog,
+            now,
         };
-        let mut to_read: Vec<((Policy, String), usize)> = policies
-            .iter()
-            .flat_map(|(policy, _)| listers.iter().map(|l| ((*policy, l.name.clone()), first_read(&l.name))))
-            .collect();
-        let (mut heads, mut asked) = (Heads::new(), BTreeMap::new());
-        let (mut choices, mut waiting) = loop {
-            for ((policy, lister_name), size) in to_read {
-                let Some(lister) = listers.iter().find(|l| l.name == lister_name) else { continue };
-                let before = heads.get(&(policy, lister_name.clone())).map_or(0, Vec::len);
-                asked.insert((policy, lister_name.clone()), (before, size));
-                if size == 0 {
-                    continue;
-                }
-                let entries =
-                    self.read_head(visit_type, policy, lister, reading(&lister.name, true), size, now).await?;
-                let mut hosts = entries.iter().map(|e| queue::host_of(&e.url));
-                if fairness_key == FairnessKeyOf::Host && hosts.next().is_some_and(|first| hosts.any(|h| h != first)) {
-                    locked.several_keys.insert((visit_type.to_owned(), lister_name.clone()));
-                }
-                if entries.is_empty() {
-                    heads.remove(&(policy, lister_name));
-                } else {
-                    heads.insert((policy, lister_name), entries);
-                }
-            }
-            // At most `queued_key_limit` visits of a key wait in the queue.
-            let mut waiting = backlog.by_key.clone();
-            let rng = &mut locked.rng;
-            let choices = plan_round(
-                report.slots,
-                &policies,
-                &heads,
-                self.config.sharing,
-                &mut || rng.random::<f64>(),
-                &mut |entry| has_room(&mut waiting, key_limit, fairness_key, entry),
-            );
-            let several_keys = |lister: &str| locked.several_keys.contains(&(visit_type.to_owned(), lister.to_owned()));
-            to_read =
-                heads_to_extend(report.slots, &heads, &asked, &choices, |(_, lister)| read_limit(lister), several_keys);
-            if to_read.is_empty() {
-                break (choices, waiting);
-            }
-        };
+        let Plan { heads, mut choices, mut waiting } = self.plan(&inputs, &mut locked, &reading, &read_limit).await?;
         // A lister is busy when its key had no room, or when due visits of
         // it were left; idle when every due visit of it went.
         let mut sent: HashMap<&str, usize> = HashMap::new();
@@ -517,6 +493,70 @@ impl Scheduler {
             }
         }
         Ok(report)
+    }
+
+    /// A round's plan: reads each (policy, lister) head, a key's room of it
+    /// first with host keys (see `first_read`), plans the round, and reads
+    /// further the heads [`heads_to_extend`] names, until none.
+    async fn plan(
+        &self,
+        inputs: &RoundInputs<'_>,
+        locked: &mut Locked,
+        reading: &(dyn Fn(&str, bool) -> Reading + Sync),
+        read_limit: &(dyn Fn(&str) -> usize + Sync),
+    ) -> Result<Plan, StoreError> {
+        let RoundInputs { visit_type, slots, policies, listers, backlog, now } = *inputs;
+        let key_limit = self.config.queued_key_limit();
+        let fairness_key = self.config.fairness_key;
+        let limit = usize::try_from(slots).unwrap_or(MAX_READ).min(MAX_READ);
+        // With the host as the key, a lister is read a key's room at first,
+        // and further while the round has slots left and more of it may be
+        // taken (see `heads_to_extend`): a lister of one host stops at its
+        // host's room, one of many reads past its full hosts.
+        let first_read = |lister: &str| match (fairness_key, key_limit) {
+            (FairnessKeyOf::Host, Some(key_limit)) => {
+                read_limit(lister).min(usize::try_from(key_limit).unwrap_or(limit))
+            }
+            _ => read_limit(lister),
+        };
+        let mut to_read: Vec<((Policy, String), usize)> = policies
+            .iter()
+            .flat_map(|(policy, _)| listers.iter().map(|l| ((*policy, l.name.clone()), first_read(&l.name))))
+            .collect();
+        let (mut heads, mut asked) = (Heads::new(), BTreeMap::new());
+        loop {
+            for ((policy, lister_name), size) in to_read {
+                let Some(lister) = listers.iter().find(|l| l.name == lister_name) else { continue };
+                let before = heads.get(&(policy, lister_name.clone())).map_or(0, Vec::len);
+                asked.insert((policy, lister_name.clone()), (before, size));
+                if size == 0 {
+                    continue;
+                }
+                let entries =
+                    self.read_head(visit_type, policy, lister, reading(&lister.name, true), size, now).await?;
+                let mut hosts = entries.iter().map(|e| queue::host_of(&e.url));
+                if fairness_key == FairnessKeyOf::Host && hosts.next().is_some_and(|first| hosts.any(|h| h != first)) {
+                    locked.several_keys.insert((visit_type.to_owned(), lister_name.clone()));
+                }
+                if entries.is_empty() {
+                    heads.remove(&(policy, lister_name));
+                } else {
+                    heads.insert((policy, lister_name), entries);
+                }
+            }
+            // At most `queued_key_limit` visits of a key wait in the queue.
+            let mut waiting = backlog.by_key.clone();
+            let rng = &mut locked.rng;
+            let choices =
+                plan_round(slots, policies, &heads, self.config.sharing, &mut || rng.random::<f64>(), &mut |entry| {
+                    has_room(&mut waiting, key_limit, fairness_key, entry)
+                });
+            let several_keys = |lister: &str| locked.several_keys.contains(&(visit_type.to_owned(), lister.to_owned()));
+            to_read = heads_to_extend(slots, &heads, &asked, &choices, |(_, lister)| read_limit(lister), several_keys);
+            if to_read.is_empty() {
+                return Ok(Plan { heads, choices, waiting });
+            }
+        }
     }
 
     /// The first `limit` entries of `lister`'s index of `policy` a round
