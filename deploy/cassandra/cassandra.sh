@@ -216,11 +216,21 @@ YAML
 XML
 }
 
-is_running() {
-  local pidfile
-  pidfile="$(node_dir "$1")/pid"
-  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+# The pid of node $1 while it runs: the process of its pid file, if that is
+# still the node's JVM. Pids are reused (pid_max is 32768 here, and a test
+# run starts thousands of processes), so the pid file of a node killed by a
+# fault test may name another process by now: nothing signals it.
+node_pid() {
+  local dir pid arguments
+  dir="$(node_dir "$1")"
+  [ -f "$dir/pid" ] || return 1
+  pid="$(cat "$dir/pid")"
+  arguments="$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
+  grep -qxF -- "-Dcassandra.storagedir=$dir" <<< "$arguments" || return 1
+  echo "$pid"
 }
+
+is_running() { node_pid "$1" > /dev/null; }
 
 cql_up() {
   # A TCP connect to the CQL port of node $1; bounded, since a node behind a
@@ -233,7 +243,7 @@ launch() {
   local n="$1" nodes="$2" niceness="${3:-0}" dir ns
   dir="$(node_dir "$n")"
   if is_running "$n"; then
-    say "node $n already runs (pid $(cat "$dir/pid"))"
+    say "node $n already runs (pid $(node_pid "$n"))"
     return 0
   fi
   # Written on every start, so that a change of this script reaches existing nodes.
@@ -268,7 +278,13 @@ launch() {
     "${rackdc[@]}" \
     -cp "$lib/*" org.apache.cassandra.service.CassandraDaemon \
     > "$dir/logs/stdout.log" 2>&1 < /dev/null &
-  echo $! > "$dir/pid"
+  local started=$! waited=0
+  echo "$started" > "$dir/pid"
+  # Until the child has exec'd, its command line is this script's.
+  while ! is_running "$n" && kill -0 "$started" 2>/dev/null && [ "$waited" -lt 100 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
 }
 
 # Waits until node $1 accepts CQL, at most $start_timeout seconds. With $2,
@@ -287,7 +303,7 @@ wait_up() {
     fi
     if [ -n "$renice_after" ] && [ $((SECONDS - started)) -ge "$renice_after" ]; then
       say "node $n is slow to start (${renice_after}s): back to normal priority"
-      normal_priority "$(cat "$dir/pid")"
+      normal_priority "$(node_pid "$n")"
       renice_after=""
     fi
     sleep 1
@@ -370,7 +386,7 @@ times_seen_up() {
 }
 
 restart_node() {
-  local n="$1" waited=0 m others=() before=()
+  local n="$1" waited=0 m pid others=() before=()
   # A node that was just killed may take a moment to go.
   while is_running "$n"; do
     [ "$waited" -lt 60 ] || die "node $n still runs; stop it before restarting it"
@@ -396,14 +412,14 @@ restart_node() {
     wait_up "$n" 45
     # Gossip is the node's normal work: at a lower priority on a busy
     # machine it would not keep up.
-    normal_priority "$(cat "$(node_dir "$n")/pid")"
+    normal_priority "$(node_pid "$n")"
     if seen_up_by "$n" "${others[*]}" "${before[*]}"; then
       [ "${#others[@]}" = 0 ] || say "node $n and nodes ${others[*]} see each other up"
       return
     fi
     [ "$attempt" = 1 ] || die "node $n and node $unseen did not see each other up within ${start_timeout}s, twice"
     say "node $n and node $unseen did not see each other up within ${start_timeout}s: starting node $n again"
-    kill -KILL "$(cat "$(node_dir "$n")/pid")" 2>/dev/null || true
+    pid="$(node_pid "$n")" && { kill -KILL "$pid" 2>/dev/null || true; }
     waited=0
     while is_running "$n"; do
       [ "$waited" -lt 60 ] || die "node $n still runs after SIGKILL"
@@ -448,16 +464,15 @@ normal_priority() {
 stop() {
   local n pid waited
   for n in $(nodes_of_home); do
-    is_running "$n" || continue
-    pid="$(cat "$(node_dir "$n")/pid")"
+    pid="$(node_pid "$n")" || continue
     kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
     waited=0
-    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 30 ]; do
+    while is_running "$n" && [ "$waited" -lt 30 ]; do
       sleep 1
       waited=$((waited + 1))
     done
-    kill -KILL "$pid" 2>/dev/null || true
+    ! is_running "$n" || kill -KILL "$pid" 2>/dev/null || true
     say "node $n stopped"
   done
 }
@@ -466,7 +481,7 @@ status() {
   local n
   for n in $(nodes_of_home); do
     if is_running "$n"; then
-      echo "node $n: running (pid $(cat "$(node_dir "$n")/pid")), CQL $(cql_up "$n" && echo up || echo down)"
+      echo "node $n: running (pid $(node_pid "$n")), CQL $(cql_up "$n" && echo up || echo down)"
     fi
   done
 }
@@ -476,7 +491,7 @@ case "${1:-}" in
   start) start "${2:-}" ;;
   stop) stop ;;
   status) status ;;
-  pid) cat "$(node_dir "${2:?node number}")/pid" ;;
+  pid) node_pid "${2:?node number}" || die "node $2 does not run" ;;
   restart-node) restart_node "${2:?node number}" ;;
   *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -120,16 +121,9 @@ class ServerProcess:
         a thread still running can answer one more request."""
         assert self.process is not None and self.process.poll() is None, "freeze a running server"
         self.process.send_signal(signal.SIGSTOP)
-        tasks = pathlib.Path(f"/proc/{self.process.pid}/task")
 
         def all_stopped() -> bool:
-            states = []
-            for stat in tasks.glob("*/stat"):
-                try:
-                    # The state follows the command name in parentheses.
-                    states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-                except (OSError, IndexError):
-                    continue
+            states = self.thread_states()
             return bool(states) and all(state in ("T", "t") for state in states)
 
         wait_until(all_stopped, timeout, f"every thread of fairway serve ({self.name}) stopped by SIGSTOP")
@@ -157,6 +151,36 @@ class ServerProcess:
     def stop(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def thread_states(self) -> Dict[str, int]:
+        """How many of the process's threads are in each state of
+        /proc/PID/task/*/stat (R running, S sleeping, D in I/O, T stopped)."""
+        states: Dict[str, int] = {}
+        if self.process is None:
+            return states
+        for stat in pathlib.Path(f"/proc/{self.process.pid}/task").glob("*/stat"):
+            try:
+                # The state follows the command name in parentheses.
+                state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            states[state] = states.get(state, 0) + 1
+        return states
+
+    def health(self, timeout: float = 5.0) -> str:
+        """What the process is doing now, for the report of a failed test:
+        alive or not, its threads' states, and whether a new connection gets
+        the server's HTTP/2 SETTINGS frame within ``timeout`` seconds."""
+        if self.process is None:
+            return "never started"
+        code = self.process.poll()
+        if code is not None:
+            return f"exited with status {code}"
+        states = self.thread_states()
+        described = f"pid {self.process.pid}, threads by state {dict(sorted(states.items()))}"
+        if states and all(state in ("T", "t") for state in states):
+            return f"{described}; stopped (SIGSTOP), not probed"
+        return f"{described}; a new connection: {http2_settings_probe(self.address, timeout)}"
 
     def log_tail(self, lines: int = 80) -> str:
         try:
@@ -211,7 +235,31 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed:
         for process in _SERVERS:
+            report.sections.append((f"fairway serve ({process.name}) now", process.health()))
             report.sections.append((f"fairway serve log ({process.name}, {process.log_path})", process.log_tail()))
+
+
+def http2_settings_probe(address: str, timeout: float) -> str:
+    """Connects to ``address`` (plain TCP), sends the HTTP/2 client preface
+    and an empty SETTINGS frame, and says how long the server took to send
+    its own SETTINGS frame, or what happened instead."""
+    host, _, port = address.rpartition(":")
+    begun = time.monotonic()
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            header = b""
+            while len(header) < 9:
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    return f"closed by the server after {time.monotonic() - begun:.3f} s, before any frame"
+                header += chunk
+    except socket.timeout:
+        return f"no frame within {timeout} s (connected: the server accepts but does not answer)"
+    except OSError as error:
+        return f"failed after {time.monotonic() - begun:.3f} s: {error}"
+    kind = "SETTINGS" if header[3] == 4 else f"a frame of type {header[3]}"
+    return f"{kind} after {time.monotonic() - begun:.3f} s"
 
 
 def python_for_subprocess() -> str:
