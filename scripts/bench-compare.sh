@@ -14,6 +14,10 @@
 # BENCH_THROUGHPUT_ARGS=skip to skip the throughput one, BENCH_NOISY=1 to
 # add the noisy-neighbour scenario (its p99 ratio), BENCH_ZIPF=1 to add the
 # Zipf keys over 4 partitions (the lowest Jain's index of its 10-s windows), and
+# BENCH_INSTRUCTIONS=TASKS to count, before the timed runs, the instructions
+# each server executes for TASKS tasks of the throughput benchmark (one run
+# each under valgrind's callgrind: the same count whatever else the machine
+# does, where the timed figures spread by 30% here), and
 # BENCH_STORE=cassandra://HOST:PORT/KEYSPACE to run them all on Cassandra
 # (the throughput's ratio to the raw conditional batches of the same run is
 # printed too). BENCH_BASE_THROUGHPUT_ARGS adds `bench throughput` flags for
@@ -32,12 +36,21 @@ base_throughput_args="${BENCH_BASE_THROUGHPUT_ARGS:-}"
 latency="${BENCH_LATENCY:-1}"
 noisy="${BENCH_NOISY:-0}"
 zipf="${BENCH_ZIPF:-0}"
+instructions="${BENCH_INSTRUCTIONS:-0}"
 store_args=()
 if [ -n "${BENCH_STORE:-}" ]; then
   store_args=(--store "$BENCH_STORE")
 fi
 if ! [[ "$runs" =~ ^[1-9][0-9]?$ ]]; then
   echo "RUNS: $runs is not a number of runs from 1 to 99" >&2
+  exit 2
+fi
+if ! [[ "$instructions" =~ ^[0-9]{1,7}$ ]]; then
+  echo "BENCH_INSTRUCTIONS: $instructions is not a number of tasks from 0 (off) to 9999999" >&2
+  exit 2
+fi
+if [ "$instructions" != 0 ] && ! command -v valgrind >/dev/null; then
+  echo "BENCH_INSTRUCTIONS needs valgrind (Debian's package valgrind)" >&2
   exit 2
 fi
 base_binary=""
@@ -112,6 +125,48 @@ bench() { # side server label benchmark measure unit [bench flags...]
 
 base_name="${base_binary:-${base_commit:0:10}}"
 echo "base $base_name against the working tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', with changes')), $runs runs each, alternated"
+
+# Instructions per task: the server's whole run (its start and stop too)
+# divided by the tasks. valgrind's CPU has no SHA extensions, so SHA-256
+# (the lease tokens' HMACs) runs in software there and is counted apart.
+counted() { # callgrind output, tasks
+  python3 - "$1" "$2" <<'EOF'
+import re, subprocess, sys
+out = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no", "--threshold=100", sys.argv[1]],
+                     capture_output=True, text=True, check=True).stdout
+total = sha = 0
+for line in out.splitlines():
+    m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)", line)
+    if not m or "PROGRAM TOTALS" in line:
+        continue
+    ir = int(m.group(1).replace(",", ""))
+    total += ir
+    if "sha2" in m.group(2) and "compress256" in m.group(2):
+        sha += ir
+tasks = int(sys.argv[2])
+print(f"{total / tasks:.0f} {(total - sha) / tasks:.0f}")
+EOF
+}
+if [ "$instructions" != 0 ]; then
+  args="$throughput_args"
+  [ "$args" = skip ] && args=""
+  args="$(echo " $args " | sed -E 's/ --tasks[ =][0-9]+ / /')"
+  for side in base new; do
+    server="$base_server"
+    [ "$side" = new ] && server="$new_server"
+    side_args="$args"
+    [ "$side" = base ] && side_args="$args $base_throughput_args"
+    wrapper="$work/callgrind-$side-0"
+    printf '#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s "%s" "$@"\n' "$wrapper.out" "$server" >"$wrapper"
+    chmod +x "$wrapper"
+    run=0
+    # shellcheck disable=SC2086
+    bench "$side" "$wrapper" instructions throughput "end to end: add" "tasks/s (under callgrind)" --tasks "$instructions" $side_args
+    read -r all without_sha <<<"$(counted "$wrapper.out" "$instructions")"
+    results["instructions-$side"]="$without_sha"
+    printf '%-10s        %-4s %12s instructions per task (%s with SHA-256 in software)\n' instructions "$side" "$without_sha" "$all"
+  done
+fi
 for run in $(seq 1 "$runs"); do
   for side in base new; do
     server="$base_server"
@@ -147,7 +202,7 @@ echo "every run's report: $kept"
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo
-for kind in throughput ratio latency noisy zipf; do
+for kind in instructions throughput ratio latency noisy zipf; do
   [ -n "${results[$kind-base]:-}" ] || continue
   b="$(echo "${results[$kind-base]}" | median)"
   n="$(echo "${results[$kind-new]}" | median)"
