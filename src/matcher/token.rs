@@ -32,19 +32,27 @@ impl LeaseToken {
         PartitionId { queue: self.queue.clone(), partition: self.partition }
     }
 
-    /// What the tag covers: every field.
-    fn fields(&self) -> String {
-        format!("v2/{}/{}/{}/{}", self.partition, self.lease_id, self.attempt, self.queue)
-    }
-
-    /// The token as workers get it, tagged with `keys` as they sign at `now_ms`.
+    /// The token as workers get it, tagged with `keys` as they sign at
+    /// `now_ms`. The tag covers every field: it is the tag of the token
+    /// with the tag and its `/` taken out (`v2/<partition>/<lease
+    /// id>/<attempt>/<queue>`).
     pub fn sign(&self, keys: &ClusterKeys, now_ms: i64) -> String {
-        let tag = keys.lease_tag(&self.fields(), now_ms);
-        format!("v2/{}/{}/{}/{tag}/{}", self.partition, self.lease_id, self.attempt, self.queue)
+        use std::fmt::Write;
+        // The longest numbers and the tag fit: no reallocation.
+        let mut token = String::with_capacity(80 + self.queue.as_str().len());
+        write!(token, "v2/{}/{}/{}/", self.partition, self.lease_id, self.attempt).expect("a String takes any text");
+        let tag = keys.lease_tag(&[&token, self.queue.as_str()], now_ms);
+        token.push_str(&tag);
+        token.push('/');
+        token.push_str(self.queue.as_str());
+        token
     }
 
     /// The token `text` stands for, if `keys` made it with a key they
     /// accept at `now_ms`; [`NOT_A_TOKEN`] if not.
+    ///
+    /// The tag is checked against the text itself, so only the one
+    /// spelling the signer wrote verifies: no "+1" or "01" for 1.
     pub fn verify(text: &str, keys: &ClusterKeys, now_ms: i64) -> Result<LeaseToken, &'static str> {
         let mut parts = text.splitn(6, '/');
         if parts.next() != Some("v2") {
@@ -55,14 +63,14 @@ impl LeaseToken {
         let lease_id = next()?.parse().map_err(|_| NOT_A_TOKEN)?;
         let attempt = next()?.parse().map_err(|_| NOT_A_TOKEN)?;
         let tag = next()?;
-        let queue = validate::queue_name("lease_token", next()?).map_err(|_| NOT_A_TOKEN)?;
-        let token = LeaseToken { queue, partition, lease_id, attempt };
-        // The one spelling a signed token has: no "+1" or "01" for 1. The
-        // fields spell each number the one way, so a token of the same
-        // numbers and tag is as long only if it spells them that way too.
-        let fields = token.fields();
-        let canonical = text.len() == fields.len() + 1 + tag.len();
-        if canonical && keys.lease_tag_matches(&fields, tag, now_ms) { Ok(token) } else { Err(NOT_A_TOKEN) }
+        let queue_text = next()?;
+        // `v2/<partition>/<lease id>/<attempt>/`: what comes before the tag.
+        let before_tag = &text[..text.len() - queue_text.len() - 1 - tag.len()];
+        if !keys.lease_tag_matches(&[before_tag, queue_text], tag, now_ms) {
+            return Err(NOT_A_TOKEN);
+        }
+        let queue = validate::queue_name("lease_token", queue_text).map_err(|_| NOT_A_TOKEN)?;
+        Ok(LeaseToken { queue, partition, lease_id, attempt })
     }
 }
 
@@ -83,6 +91,17 @@ mod tests {
     fn a_signed_token_round_trips() {
         let keys = ClusterKeys::random();
         assert_eq!(LeaseToken::verify(&token().sign(&keys, 0), &keys, 0), Ok(token()));
+    }
+
+    #[test]
+    fn the_spelling_of_a_token_is_kept_so_that_tokens_held_across_an_upgrade_verify() {
+        // The tag is HMAC-SHA-256 of `v2/3/1099511627776/2/visits.git` under
+        // the lease key derived from the secret, its first 16 bytes in hex
+        // (computed apart from this code, with Python's hmac module).
+        let keys = ClusterKeys::from_secret(&[7; 32]);
+        let spelled = "v2/3/1099511627776/2/fd23d46bdab13cafdf2744b4c450ede1/visits.git";
+        assert_eq!(token().sign(&keys, 0), spelled);
+        assert_eq!(LeaseToken::verify(spelled, &keys, 0), Ok(token()));
     }
 
     #[test]

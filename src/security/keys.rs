@@ -53,21 +53,77 @@ pub const SIGNING_SWITCH_DELAY: Duration = Duration::from_secs(30);
 /// The bytes of a tag, before hex.
 const TAG_BYTES: usize = 16;
 
+/// One derived key, with the HMAC already keyed by it: a tag clones that
+/// state instead of hashing the key again (two SHA-256 blocks of four).
+#[derive(Clone)]
+struct Key {
+    bytes: [u8; 32],
+    keyed: HmacSha256,
+}
+
+impl Key {
+    fn new(bytes: [u8; 32]) -> Key {
+        Key { bytes, keyed: HmacSha256::new_from_slice(&bytes).expect("HMAC takes keys of any length") }
+    }
+
+    /// The HMAC of the concatenation of `message`.
+    fn mac(&self, message: &[&str]) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        for part in message {
+            mac.update(part.as_bytes());
+        }
+        mac
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for Key {}
+
 /// The keys derived from one secret.
 #[derive(Clone, PartialEq, Eq)]
 struct Derived {
-    lease: [u8; 32],
-    node: [u8; 32],
+    lease: Key,
+    node: Key,
 }
 
 impl Derived {
     fn from_secret(secret: &[u8; SECRET_BYTES]) -> Derived {
-        let derive = |purpose: &str| -> [u8; 32] {
+        let derive = |purpose: &str| -> Key {
             let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length");
             mac.update(purpose.as_bytes());
-            mac.finalize().into_bytes().into()
+            Key::new(mac.finalize().into_bytes().into())
         };
         Derived { lease: derive("fairway lease tokens v2"), node: derive("fairway node proofs v1") }
+    }
+}
+
+/// A tag in lower-case hex, as text (`Deref` to `str`); made without an
+/// allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Tag([u8; 2 * TAG_BYTES]);
+
+impl std::ops::Deref for Tag {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex is ASCII")
+    }
+}
+
+impl std::fmt::Display for Tag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl std::fmt::Debug for Tag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", &**self)
     }
 }
 
@@ -157,13 +213,15 @@ impl ClusterKeys {
         self.set.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The tag of a lease token's `fields`, made at `now_ms`.
-    pub fn lease_tag(&self, fields: &str, now_ms: i64) -> String {
+    /// The tag of a lease token's fields (the concatenation of `fields`),
+    /// made at `now_ms`.
+    pub fn lease_tag(&self, fields: &[&str], now_ms: i64) -> Tag {
         tag(&self.read().signing(now_ms).lease, fields)
     }
 
-    /// Whether `tag` is the tag of `fields` under a key accepted at `now_ms`.
-    pub fn lease_tag_matches(&self, fields: &str, tag: &str, now_ms: i64) -> bool {
+    /// Whether `tag` is the tag of `fields` (their concatenation) under a
+    /// key accepted at `now_ms`.
+    pub fn lease_tag_matches(&self, fields: &[&str], tag: &str, now_ms: i64) -> bool {
         self.read().accepted(now_ms).any(|keys| matches(&keys.lease, fields, tag))
     }
 
@@ -173,7 +231,8 @@ impl ClusterKeys {
     pub fn node_proof(&self, rpc: &str, subject: &str, unix_secs: i64) -> String {
         let set = self.read();
         let key = &set.signing(unix_secs.saturating_mul(1000)).node;
-        format!("{rpc}/{unix_secs}/{}", tag(key, &format!("{rpc}/{subject}/{unix_secs}")))
+        let secs = unix_secs.to_string();
+        format!("{rpc}/{secs}/{}", tag(key, &[rpc, "/", subject, "/", &secs]))
     }
 
     /// The RPC `proof` is a node's proof for, about `subject`, if it is one,
@@ -184,28 +243,29 @@ impl ClusterKeys {
         let (secs, tag) = rest.split_once('/')?;
         let made: i64 = secs.parse().ok()?;
         let fresh = made.abs_diff(now_unix_secs) <= NODE_PROOF_VALIDITY_SECS as u64;
-        let message = format!("{rpc}/{subject}/{secs}");
+        let message = [rpc, "/", subject, "/", secs];
         let set = self.read();
         let mut accepted = set.accepted(now_unix_secs.saturating_mul(1000));
         (fresh && accepted.any(|keys| matches(&keys.node, &message, tag))).then_some(rpc)
     }
 }
 
-fn tag(key: &[u8; 32], message: &str) -> String {
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(message.as_bytes());
-    let bytes = mac.finalize().into_bytes();
-    super::hex::encode(&bytes[..TAG_BYTES])
+/// The tag of the concatenation of `message` under `key`.
+fn tag(key: &Key, message: &[&str]) -> Tag {
+    let bytes = key.mac(message).finalize().into_bytes();
+    let mut hex = [0; 2 * TAG_BYTES];
+    base16ct::lower::encode(&bytes[..TAG_BYTES], &mut hex).expect("room for the hex of a tag");
+    Tag(hex)
 }
 
-fn matches(key: &[u8; 32], message: &str, tag: &str) -> bool {
-    let Some(bytes) = super::hex::decode(tag) else { return false };
-    if bytes.len() != TAG_BYTES {
-        return false;
+/// Whether `tag` is the tag of the concatenation of `message` under `key`
+/// (compared in constant time).
+fn matches(key: &Key, message: &[&str], tag: &str) -> bool {
+    let mut buffer = [0; TAG_BYTES];
+    match base16ct::lower::decode(tag, &mut buffer) {
+        Ok(bytes) if bytes.len() == TAG_BYTES => key.mac(message).verify_truncated_left(bytes).is_ok(),
+        _ => false,
     }
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(message.as_bytes());
-    mac.verify_truncated_left(&bytes).is_ok()
 }
 
 #[cfg(test)]
@@ -215,17 +275,27 @@ mod tests {
     #[test]
     fn a_tag_checks_only_its_message_under_its_key_and_purpose() {
         let keys = ClusterKeys::from_secret(&[7; 32]);
-        let tag = keys.lease_tag("v2/0/1/1/q", 0);
+        let tag = keys.lease_tag(&["v2/0/1/1/q"], 0);
         assert_eq!(tag.len(), 2 * TAG_BYTES);
-        assert!(keys.lease_tag_matches("v2/0/1/1/q", &tag, 0));
-        assert!(!keys.lease_tag_matches("v2/0/2/1/q", &tag, 0), "another message");
-        assert!(!ClusterKeys::from_secret(&[8; 32]).lease_tag_matches("v2/0/1/1/q", &tag, 0), "another cluster");
+        assert!(keys.lease_tag_matches(&["v2/0/1/1/q"], &tag, 0));
+        assert!(!keys.lease_tag_matches(&["v2/0/2/1/q"], &tag, 0), "another message");
+        assert!(!ClusterKeys::from_secret(&[8; 32]).lease_tag_matches(&["v2/0/1/1/q"], &tag, 0), "another cluster");
         assert!(keys.node_proof_rpc("", &format!("AddTask/0/{tag}"), 0).is_none(), "another purpose");
-        assert!(!keys.lease_tag_matches("v2/0/1/1/q", &tag.to_uppercase(), 0), "one spelling");
-        assert!(!keys.lease_tag_matches("v2/0/1/1/q", &tag[..30], 0), "a shorter tag");
-        assert!(!keys.lease_tag_matches("v2/0/1/1/q", "", 0), "no tag");
-        assert!(!keys.lease_tag_matches("v2/0/1/1/q", "zz", 0), "not hex");
+        assert!(!keys.lease_tag_matches(&["v2/0/1/1/q"], &tag.to_uppercase(), 0), "one spelling");
+        assert!(!keys.lease_tag_matches(&["v2/0/1/1/q"], &tag[..30], 0), "a shorter tag");
+        assert!(!keys.lease_tag_matches(&["v2/0/1/1/q"], "", 0), "no tag");
+        assert!(!keys.lease_tag_matches(&["v2/0/1/1/q"], "zz", 0), "not hex");
         assert_eq!(format!("{keys:?}"), "ClusterKeys(..)", "Debug shows no key");
+    }
+
+    #[test]
+    fn a_tag_is_of_the_concatenation_of_its_parts_wherever_they_split() {
+        let keys = ClusterKeys::from_secret(&[7; 32]);
+        let whole = keys.lease_tag(&["v2/0/1/1/q"], 0);
+        assert_eq!(keys.lease_tag(&["v2/0/", "1/1/", "q"], 0), whole);
+        assert_eq!(keys.lease_tag(&["", "v2/0/1/1/q", ""], 0), whole);
+        assert!(keys.lease_tag_matches(&["v2/0/1/", "1/q"], &whole, 0));
+        assert_ne!(keys.lease_tag(&["v2/0/1/1/q", "/"], 0), whole, "one byte more");
     }
 
     #[test]
@@ -264,7 +334,7 @@ mod tests {
         let (old, new) = (ClusterKeys::from_secret(&[1; 32]), ClusterKeys::from_secret(&[2; 32]));
         let (switch, end) = (1_000_000, 2_000_000);
         let keys = rotated(switch, end);
-        let fields = "v2/0/1/1/q";
+        let fields: &[&str] = &["v2/0/1/1/q"];
         assert_eq!(keys.lease_tag(fields, switch - 1), old.lease_tag(fields, 0), "before the switch: the old key");
         assert_eq!(keys.lease_tag(fields, switch), new.lease_tag(fields, 0), "from the switch: the new key");
         let old_tag = old.lease_tag(fields, 0);
@@ -296,7 +366,7 @@ mod tests {
     fn installing_secrets_changes_every_clone_at_once() {
         let keys = ClusterKeys::from_secret(&[1; 32]);
         let clone = keys.clone();
-        let fields = "v2/0/1/1/q";
+        let fields: &[&str] = &["v2/0/1/1/q"];
         let old_tag = keys.lease_tag(fields, 0);
         assert!(!keys.install(&ClusterSecrets::first([1; 32])), "the same secrets: no change");
         assert!(keys.install(&ClusterSecrets::first([2; 32])), "a rotation that forgot the previous one");
