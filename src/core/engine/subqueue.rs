@@ -75,6 +75,12 @@ pub(super) struct Subqueue {
     pub persisted_ack: FairLevel,
     buffer: BTreeMap<FairLevel, Slot>,
     ready: usize,
+    /// The level of the lowest ready slot ([`NO_READY`] when none is): a
+    /// search for ready tasks starts here, past the tasks out with workers
+    /// at the front of the buffer. Lowered when a slot becomes ready
+    /// ([`Self::insert_ready`], [`Self::restore`]), raised to the next
+    /// ready slot when the one at it is taken or dropped.
+    ready_from: FairLevel,
     /// Appends in flight: while non-zero the ack level does not move.
     pins: u32,
     /// The `after` level of the read in flight, if any.
@@ -95,6 +101,9 @@ pub(super) struct Subqueue {
     /// that returns one of them does not buffer it.
     moving_unread: BTreeSet<FairLevel>,
 }
+
+/// [`Subqueue::ready_from`] when no slot is ready.
+const NO_READY: FairLevel = FairLevel { pass: i64::MAX, id: i64::MAX };
 
 impl Subqueue {
     /// `leased` are the levels of tasks out with workers (from the lease records).
@@ -126,6 +135,7 @@ impl Subqueue {
             persisted_ack: meta.ack_level,
             buffer,
             ready: 0,
+            ready_from: NO_READY,
             pins: 0,
             read_in_flight: None,
             read_stale: false,
@@ -204,7 +214,7 @@ impl Subqueue {
 
     /// Ready tasks of keys `allowed` refuses.
     pub(super) fn blocked(&self, allowed: impl Fn(&str) -> bool) -> usize {
-        self.buffer.values().filter(|slot| matches!(slot, Slot::Ready(task) if !allowed(&task.fairness_key))).count()
+        self.ready_tasks().filter(|task| !allowed(&task.fairness_key)).count()
     }
 
     /// Takes a read's result. Returns false when the read is stale (`R`
@@ -265,10 +275,7 @@ impl Subqueue {
         if self.ready == 0 {
             return None;
         }
-        self.buffer.values().find_map(|slot| match slot {
-            Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
-            _ => None,
-        })
+        self.ready_tasks().find(|task| allowed(&task.fairness_key))
     }
 
     /// The ready task whose key `allowed` accepts that goes first when each
@@ -320,12 +327,8 @@ impl Subqueue {
         if self.ready == 0 {
             return None;
         }
-        self.buffer
-            .values()
-            .filter_map(|slot| match slot {
-                Slot::Ready(task) if allowed(&task.fairness_key) => Some(task),
-                _ => None,
-            })
+        self.ready_tasks()
+            .filter(|task| allowed(&task.fairness_key))
             .min_by_key(|task| (deadline_rank(task, now, late_slack), task.deadline_or_created(), task.level))
     }
 
@@ -348,10 +351,7 @@ impl Subqueue {
     /// The ready task with id `task_id` in the buffer, if there is one.
     /// Looks at every slot: for an operator's lookup.
     pub(super) fn find_ready(&self, task_id: i64) -> Option<&StoredTask> {
-        self.buffer.values().find_map(|slot| match slot {
-            Slot::Ready(task) if task.task_id == task_id => Some(task),
-            _ => None,
-        })
+        self.ready_tasks().find(|task| task.task_id == task_id)
     }
 
     /// What is known at `level` (see [`LevelState`]).
@@ -423,6 +423,11 @@ impl Subqueue {
         let Slot::Ready(task) = std::mem::replace(slot, state) else { unreachable!("checked") };
         self.ready -= 1;
         self.approx_backlog -= 1;
+        if level == self.ready_from {
+            let above = self.buffer.range((std::ops::Bound::Excluded(level), std::ops::Bound::Unbounded));
+            let next_ready = above.filter(|(_, slot)| matches!(slot, Slot::Ready(_))).map(|(level, _)| *level).next();
+            self.ready_from = next_ready.unwrap_or(NO_READY);
+        }
         Some(task)
     }
 
@@ -458,6 +463,7 @@ impl Subqueue {
     pub(super) fn restore(&mut self, task: StoredTask) {
         match self.buffer.get_mut(&task.level) {
             Some(slot @ (Slot::Leasing | Slot::Parking | Slot::Moving)) => {
+                self.ready_from = self.ready_from.min(task.level);
                 *slot = Slot::Ready(task);
                 self.ready += 1;
                 self.approx_backlog += 1;
@@ -535,7 +541,7 @@ impl Subqueue {
 
     /// The ready tasks in the buffer, in level order.
     fn ready_tasks(&self) -> impl Iterator<Item = &StoredTask> {
-        self.buffer.values().filter_map(|slot| match slot {
+        self.buffer.range(self.ready_from..).map(|(_, slot)| slot).filter_map(|slot| match slot {
             Slot::Ready(task) => Some(task),
             _ => None,
         })
@@ -544,11 +550,7 @@ impl Subqueue {
     /// The levels of at most `max` ready tasks in the buffer that `choose`
     /// picks, in level order.
     pub(super) fn ready_levels_where(&self, choose: impl Fn(&StoredTask) -> bool, max: usize) -> Vec<FairLevel> {
-        let ready = self.buffer.iter().filter_map(|(level, slot)| match slot {
-            Slot::Ready(task) if choose(task) => Some(*level),
-            _ => None,
-        });
-        ready.take(max).collect()
+        self.ready_tasks().filter(|task| choose(task)).map(|task| task.level).take(max).collect()
     }
 
     /// The ready task at `level`, if there is one.
@@ -614,6 +616,7 @@ impl Subqueue {
         if task.level <= self.ack || self.buffer.contains_key(&task.level) || self.moving_unread.contains(&task.level) {
             return false;
         }
+        self.ready_from = self.ready_from.min(task.level);
         self.buffer.insert(task.level, Slot::Ready(task));
         self.ready += 1;
         true
@@ -634,13 +637,8 @@ impl Subqueue {
         if self.ready <= capacity {
             return;
         }
-        let cut = self
-            .buffer
-            .iter()
-            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
-            .nth(capacity - 1)
-            .map(|(level, _)| *level)
-            .expect("more than `capacity` ready tasks");
+        let cut =
+            self.ready_tasks().nth(capacity - 1).map(|task| task.level).expect("more than `capacity` ready tasks");
         self.drop_ready_above(cut);
         self.read = cut;
         self.at_end = false;
@@ -656,6 +654,9 @@ impl Subqueue {
         self.ready -= above.len();
         for level in above {
             self.buffer.remove(&level);
+        }
+        if self.ready_from > level {
+            self.ready_from = NO_READY;
         }
     }
 
@@ -677,5 +678,63 @@ pub(crate) fn deadline_rank(task: &StoredTask, now: UnixMillis, late_slack: i64)
         Some(deadline) if deadline < now => now.saturating_add(late_slack),
         Some(deadline) => deadline,
         None => task.created_at_unix_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TaskSpec;
+
+    fn subqueue() -> Subqueue {
+        let mut subqueue = Subqueue::load(
+            Priority::DEFAULT,
+            &SubqueueMeta::default(),
+            std::iter::empty(),
+            CounterConfig::default(),
+            0,
+        );
+        subqueue.at_end = true;
+        subqueue
+    }
+
+    fn task(key: &str, pass: i64, id: i64) -> StoredTask {
+        TaskSpec::new(key, Priority::DEFAULT, Vec::new()).at_level(FairLevel::new(pass, id), 0)
+    }
+
+    /// The first ready task `allowed` accepts, once `ready_from` is checked
+    /// against a search of the whole buffer.
+    fn first(subqueue: &Subqueue, allowed: impl Fn(&str) -> bool) -> Option<(i64, i64)> {
+        let lowest = subqueue.buffer.iter().find(|(_, slot)| matches!(slot, Slot::Ready(_))).map(|(level, _)| *level);
+        assert_eq!(lowest.unwrap_or(NO_READY), subqueue.ready_from);
+        subqueue.first_ready(allowed).map(|task| (task.level.pass, task.level.id))
+    }
+
+    #[test]
+    fn the_first_ready_task_is_found_past_taken_ones_and_below_them_once_one_is_put_back_or_written() {
+        let mut subqueue = subqueue();
+        subqueue.merge_written((1..=5).map(|i| task(if i % 2 == 0 { "b" } else { "a" }, 10 * i, i)), 100);
+        let taken: Vec<StoredTask> =
+            [10, 20].map(|pass| subqueue.take(FairLevel::new(pass, pass / 10)).unwrap()).into();
+        assert_eq!(first(&subqueue, |_| true), Some((30, 3)), "past the two taken");
+        assert_eq!(first(&subqueue, |key| key == "b"), Some((40, 4)), "a key refused is passed over");
+        subqueue.restore(taken[1].clone());
+        assert_eq!(first(&subqueue, |_| true), Some((20, 2)), "one put back goes first again");
+        subqueue.take(FairLevel::new(20, 2)).unwrap();
+        subqueue.merge_written(std::iter::once(task("c", 5, 6)), 100);
+        assert_eq!(first(&subqueue, |_| true), Some((5, 6)), "a task written below the ones taken");
+        for level in [FairLevel::new(5, 6), FairLevel::new(30, 3), FairLevel::new(40, 4), FairLevel::new(50, 5)] {
+            subqueue.take(level).unwrap();
+        }
+        assert_eq!(subqueue.ready(), 0);
+        assert_eq!(first(&subqueue, |_| true), None);
+        subqueue.restore(taken[0].clone());
+        assert_eq!(first(&subqueue, |_| true), Some((10, 1)), "the lowest of all, put back last");
+        assert_eq!(subqueue.ready_levels_where(|_| true, 10), vec![FairLevel::new(10, 1)]);
+        subqueue.merge_written((7..=9).map(|i| task("d", 10 * i, i)), 2);
+        assert_eq!(first(&subqueue, |key| key == "d"), Some((70, 7)), "trimmed to two ready tasks");
+        subqueue.take(FairLevel::new(10, 1)).unwrap();
+        subqueue.rewind_before(FairLevel::new(60, 0));
+        assert_eq!(first(&subqueue, |_| true), None, "dropped by a rewind below them");
     }
 }
