@@ -36,6 +36,15 @@ const MAX_TOP_KEYS: u32 = 100;
 /// schedules the start and end of their runs.
 #[tonic::async_trait]
 pub trait TaskHook: Send + Sync + std::fmt::Debug {
+    /// Whether the completion of a task of `queue` with dedup id `dedup_id`
+    /// is anything to this hook: [`Self::completing`] is called only if it
+    /// is, so that a completion no hook cares about costs no call (each is
+    /// a boxed future). Called on every completion: it must not wait.
+    fn sees_completion(&self, queue: &QueueName, dedup_id: Option<&str>) -> bool {
+        let _ = (queue, dedup_id);
+        true
+    }
+
     /// Sees the completion of a task of `queue` whose dedup id is `dedup_id`
     /// and whose worker's result is `result`, after the lease was found held
     /// by the completing token and before the task is completed; an error
@@ -179,8 +188,9 @@ impl MatchingService {
                 // than the last one is ignored).
                 if !self.router.hooks().is_empty() {
                     let dedup_id = matcher.leased_dedup_id(&token).map_err(status::from_match)?;
-                    for hook in self.router.hooks() {
-                        hook.completing(&token.queue, dedup_id.as_deref(), &request.result).await?;
+                    let dedup_id = dedup_id.as_deref();
+                    for hook in self.router.hooks().iter().filter(|hook| hook.sees_completion(&token.queue, dedup_id)) {
+                        hook.completing(&token.queue, dedup_id, &request.result).await?;
                     }
                 }
                 matcher.finish(&token, Outcome::Complete).await.map_err(status::from_match)?;

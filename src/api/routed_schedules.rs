@@ -71,6 +71,10 @@ fn is_run(dedup_id: &str) -> bool {
 
 #[tonic::async_trait]
 impl TaskHook for ScheduleRuns {
+    fn sees_completion(&self, _queue: &QueueName, dedup_id: Option<&str>) -> bool {
+        dedup_id.is_some_and(is_run)
+    }
+
     async fn completing(&self, _queue: &QueueName, dedup_id: Option<&str>, _result: &[u8]) -> Result<(), Status> {
         let Some(dedup_id) = dedup_id.filter(|d| is_run(d)) else { return Ok(()) };
         self.schedules.run_ended(dedup_id, TaskEnd::Completed).await.map_err(status::from_schedule)

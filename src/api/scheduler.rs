@@ -145,6 +145,11 @@ pub struct VisitOutcomes {
 
 #[tonic::async_trait]
 impl TaskHook for VisitOutcomes {
+    /// Only the tasks of visit queues (`visits.<type>`) carry outcomes.
+    fn sees_completion(&self, queue: &QueueName, _dedup_id: Option<&str>) -> bool {
+        visit_type_of(queue.as_str()).is_some()
+    }
+
     /// Records the outcome in `result` if `queue` is a `visits.*` queue and
     /// the task is the visit of the origin the outcome names (its dedup id
     /// is that origin's). A task added by hand, with no dedup id, records
