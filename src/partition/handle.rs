@@ -9,7 +9,6 @@
 //! range id): every other write goes through the writer; it stops its tasks
 //! before it reports a partition released or abandoned.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,6 +25,7 @@ use crate::core::engine::{
     Added, Cancel, Candidate, DeadLetterFilter, EngineConfig, Finish, Finished, Next, PartitionEngine,
     PartitionSnapshot, Pauses, Purged, TaskCounts, bury_bytes, spec_bytes,
 };
+use crate::hash::IdMap;
 use crate::model::{FairLevel, PartitionId, Priority, StoredTask, TaskSpec};
 use crate::store::{
     PartitionStore, PartitionWrite, Record, RecordKey, RecordRange, RecordTask, RecordValue, Section, StoreError,
@@ -102,7 +102,7 @@ impl Partition {
             clock,
             wake_reader: Notify::new(),
             wake_writer: Notify::new(),
-            deliveries: Mutex::new(HashMap::new()),
+            deliveries: Mutex::new(IdMap::default()),
             on_ready,
             state: AtomicU8::new(PartitionState::Active as u8),
             config,

@@ -7,7 +7,6 @@
 //! succeeded ([`Shared::deliver`]); once the state leaves `Active` it never
 //! returns to it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,6 +16,7 @@ use super::config::WriterConfig;
 use super::error::{CancelError, FinishError, PartitionError};
 use crate::clock::{SharedClock, UnixMillis};
 use crate::core::engine::{Added, Cancel, DeadLetterFilter, Finish, Finished, PartitionEngine, Purged};
+use crate::hash::IdMap;
 use crate::model::{PartitionId, StoredTask, TaskSpec};
 use crate::store::{PartitionStore, RecordTask, StoreError};
 
@@ -159,7 +159,7 @@ pub(super) struct Shared {
     /// Wakes the writer when the engine has a write due without a command.
     pub wake_writer: Notify,
     /// Pollers waiting for tasks whose lease records are being written, by lease id.
-    pub deliveries: Mutex<HashMap<i64, oneshot::Sender<Delivery>>>,
+    pub deliveries: Mutex<IdMap<oneshot::Sender<Delivery>>>,
     pub on_ready: ReadyHook,
     pub state: AtomicU8,
     pub config: WriterConfig,
@@ -192,7 +192,7 @@ impl Shared {
         PartitionError::Lost(self.id.to_string())
     }
 
-    fn deliveries(&self) -> MutexGuard<'_, HashMap<i64, oneshot::Sender<Delivery>>> {
+    fn deliveries(&self) -> MutexGuard<'_, IdMap<oneshot::Sender<Delivery>>> {
         self.deliveries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 

@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::clock::UnixMillis;
+use crate::hash::IdMap;
 use crate::model::StoredTask;
 
 /// Where a lease stands, from the write of its record to its end.
@@ -69,7 +70,7 @@ pub enum LeaseError {
 /// The leases of a partition, by the level id their task was dispatched from.
 #[derive(Debug, Default)]
 pub struct Leases {
-    by_id: HashMap<i64, Lease>,
+    by_id: IdMap<Lease>,
     /// `(deadline, level id)` of held leases.
     deadlines: BTreeSet<(UnixMillis, i64)>,
     /// Leases per fairness key, for the concurrency limit.

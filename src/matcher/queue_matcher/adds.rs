@@ -113,20 +113,20 @@ impl QueueMatcher {
     }
 
     fn pick_partition(&self) -> Result<Arc<Partition>, MatchError> {
-        let active: Vec<Arc<Partition>> =
-            self.partitions().into_iter().filter(|p| p.state() == PartitionState::Active).collect();
-        if active.is_empty() {
-            return Err(MatchError::NoPartition(self.name.to_string()));
-        }
         let turn = self.next_partition.fetch_add(1, Ordering::Relaxed);
-        Ok(active[turn % active.len()].clone())
+        self.look_at_partitions(|partitions| {
+            let active = || partitions.iter().filter(|p| p.state() == PartitionState::Active);
+            let count = active().count();
+            active().nth(turn % count.max(1)).cloned()
+        })
+        .ok_or_else(|| MatchError::NoPartition(self.name.to_string()))
     }
 
     /// The active partition `number`, if this node holds it.
     pub(super) fn held_partition(&self, number: u32) -> Result<Arc<Partition>, MatchError> {
-        self.partitions()
-            .into_iter()
-            .find(|p| p.id().partition == number && p.state() == PartitionState::Active)
-            .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))
+        self.look_at_partitions(|partitions| {
+            partitions.iter().find(|p| p.id().partition == number && p.state() == PartitionState::Active).cloned()
+        })
+        .ok_or_else(|| MatchError::NoPartition(format!("{}/{number}", self.name)))
     }
 }

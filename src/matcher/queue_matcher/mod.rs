@@ -350,8 +350,17 @@ impl QueueMatcher {
         self.dispatch_waiting();
     }
 
+    /// A copy of the list, for work that calls into the partitions (which
+    /// take their own locks) without the list's lock held.
     fn partitions(&self) -> Vec<Arc<Partition>> {
         self.partitions.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `look` at the list under its read lock, without a copy: `look` may
+    /// read each partition's id and state (an atomic), and nothing that
+    /// takes a lock.
+    fn look_at_partitions<R>(&self, look: impl FnOnce(&[Arc<Partition>]) -> R) -> R {
+        look(&self.partitions.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn write_partitions(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Partition>>> {

@@ -19,12 +19,14 @@ use std::sync::{Arc, MutexGuard};
 impl QueueMatcher {
     /// The partitions this node holds, and in which state.
     pub fn held(&self) -> Vec<(u32, PartitionState)> {
-        self.partitions().iter().map(|p| (p.id().partition, p.state())).collect()
+        self.look_at_partitions(|partitions| partitions.iter().map(|p| (p.id().partition, p.state())).collect())
     }
 
     /// Whether this node holds `partition` and may write to it.
     pub fn holds(&self, partition: u32) -> bool {
-        self.partitions().iter().any(|p| p.id().partition == partition && p.state() == PartitionState::Active)
+        self.look_at_partitions(|partitions| {
+            partitions.iter().any(|p| p.id().partition == partition && p.state() == PartitionState::Active)
+        })
     }
 
     /// Takes `partition` if this node does not hold it yet and `may_take`

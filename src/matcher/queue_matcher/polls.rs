@@ -104,7 +104,7 @@ impl QueueMatcher {
     /// empty, so that their workers poll again where the partitions are.
     pub fn dispatch_waiting(&self) {
         let mut waiters = self.waiters();
-        if !self.partitions().iter().any(|p| p.state() == PartitionState::Active) {
+        if !self.look_at_partitions(|partitions| partitions.iter().any(|p| p.state() == PartitionState::Active)) {
             waiters.clear();
             return;
         }
