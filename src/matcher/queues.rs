@@ -280,7 +280,17 @@ impl Queues {
         if self.closing.load(Ordering::Acquire) {
             return Err(MatchError::ShuttingDown);
         }
-        let slot = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().clone();
+        let slot = {
+            let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            // The name is copied only for a queue not seen yet.
+            match queues.get(name) {
+                Some(slot) => slot.clone(),
+                None => queues.entry(name.clone()).or_default().clone(),
+            }
+        };
+        if let Some(opened) = slot.get() {
+            return Ok(opened.clone());
+        }
         let opened = slot
             .get_or_try_init(|| async {
                 let config = self.stored_config(name, opening.clone()).await?;

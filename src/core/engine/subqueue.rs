@@ -613,11 +613,12 @@ impl Subqueue {
     }
 
     fn insert_ready(&mut self, task: StoredTask) -> bool {
-        if task.level <= self.ack || self.buffer.contains_key(&task.level) || self.moving_unread.contains(&task.level) {
+        if task.level <= self.ack || self.moving_unread.contains(&task.level) {
             return false;
         }
+        let std::collections::btree_map::Entry::Vacant(slot) = self.buffer.entry(task.level) else { return false };
         self.ready_from = self.ready_from.min(task.level);
-        self.buffer.insert(task.level, Slot::Ready(task));
+        slot.insert(Slot::Ready(task));
         self.ready += 1;
         true
     }
