@@ -51,7 +51,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-home="${CASSANDRA_DEV_HOME:-$root/.deploy/cassandra}"
+# Absolute, so that a node's command line names its directory the same way
+# whatever directory the script later runs from.
+home="$(realpath -m -- "${CASSANDRA_DEV_HOME:-$root/.deploy/cassandra}")"
 # The jars are shared by every home.
 lib="${CASSANDRA_DEV_LIB:-$root/.deploy/cassandra/lib}"
 version="5.0.8"
@@ -221,12 +223,18 @@ XML
 # run starts thousands of processes), so the pid file of a node killed by a
 # fault test may name another process by now: nothing signals it.
 node_pid() {
-  local dir pid arguments
+  local dir pid arguments argument storage=""
   dir="$(node_dir "$1")"
   [ -f "$dir/pid" ] || return 1
   pid="$(cat "$dir/pid")"
   arguments="$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
-  grep -qxF -- "-Dcassandra.storagedir=$dir" <<< "$arguments" || return 1
+  while IFS= read -r argument; do
+    case "$argument" in
+      -Dcassandra.storagedir=*) storage="${argument#-Dcassandra.storagedir=}" && break ;;
+    esac
+  done <<< "$arguments"
+  # The same directory however its path is spelled (`..`, symbolic links).
+  [ -n "$storage" ] && [ "$(realpath -m -- "$storage")" = "$(realpath -m -- "$dir")" ] || return 1
   echo "$pid"
 }
 
