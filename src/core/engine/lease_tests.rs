@@ -486,3 +486,41 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
         "the first write's row ({first_row:?}, {first_value:?}) answers for the second"
     );
 }
+
+/// A write of unknown outcome that parks a key's tasks and purges the
+/// partition leaves a parked task twice in memory: ready in the buffer (the
+/// write may have failed) and read back from its parked record (it landed).
+/// A poll hands out the parked copy; the purge's sweep must then leave the
+/// buffered copy alone rather than start a second lease of the same task.
+#[test]
+fn a_purge_sweep_passes_over_a_task_whose_parked_copy_is_being_leased() {
+    use Op::*;
+    let mut world = World::with_held_keys();
+    let ops = [
+        Add(3),
+        Write(0),
+        Poll,
+        Add(1),
+        Poll,
+        Write(0),
+        Add(3),
+        Add(3),
+        Tick(1000),
+        Write(0),
+        Purge,
+        Write(0),
+        Write(0),
+        Add(2),
+        Write(0),
+        Tick(10),
+        Write(0),
+        Purge,
+        Write(2),
+        Poll,
+        Add(1),
+    ];
+    for op in ops {
+        world.apply(op).unwrap();
+    }
+    world.drain().unwrap();
+}

@@ -7,6 +7,7 @@ use super::{MAX_MAINTENANCE_PER_WRITE, PartitionEngine};
 use crate::clock::UnixMillis;
 use crate::core::engine::cancel::Purged;
 use crate::core::engine::plan::AppendPlan;
+use crate::model::StoredTask;
 
 impl PartitionEngine {
     /// Whether the task of `task_id` was in the partition when a purge landed.
@@ -50,8 +51,12 @@ impl PartitionEngine {
         let room = MAX_MAINTENANCE_PER_WRITE.saturating_sub(self.unwritten_leases.len());
         let below = self.purged_below;
         let mut found = Vec::new();
+        // A task parked by a write of unknown outcome is ready in the buffer
+        // and may be read back from its record as well: the copy whose
+        // lease is already being written is the one that ends it.
+        let sweepable = |task: &StoredTask| task.task_id < below && self.leases.get(task.level.id).is_none();
         for subqueue in &self.subqueues {
-            let levels = subqueue.ready_levels_where(|task| task.task_id < below, room - found.len());
+            let levels = subqueue.ready_levels_where(sweepable, room - found.len());
             found.extend(levels.into_iter().map(|level| (subqueue.priority, level)));
         }
         if found.len() < room {
