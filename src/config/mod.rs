@@ -620,6 +620,13 @@ mod tests {
             let err = Config::load(None, env(&[("FAIRWAY_MATCHER__MAX_HELD_TASKS", bad)]), &[]).unwrap_err();
             assert_eq!((err.key.as_str(), err.message.as_str()), ("matcher.max_held_tasks", "must be 1 to 100000"));
         }
+        for bad in ["0", "257"] {
+            let err = Config::load(None, env(&[("FAIRWAY_SCHEDULES__CONCURRENT_FIRES", bad)]), &[]).unwrap_err();
+            assert_eq!(
+                (err.key.as_str(), err.message.as_str()),
+                ("schedules.concurrent_fires", format!("is {bad}; it must be 1 to 256").as_str())
+            );
+        }
         let err = Config::load(None, env(&[("FAIRWAY_MATCHER__PARTITIONS_PER_QUEUE", "257")]), &[]).unwrap_err();
         assert_eq!(
             (err.key.as_str(), err.message.as_str()),

@@ -32,6 +32,11 @@ pub struct SchedulesConfig {
     /// Up to this many schedules, the metrics carry one series per schedule
     /// (label `schedule`); beyond it, only totals.
     pub max_schedule_series: usize,
+    /// How many schedules one look acts on at once (fires, fails, probes):
+    /// each act is a few store round trips (compare-and-sets on Cassandra),
+    /// so one at a time would bound a node to a few dozen fires a second.
+    /// The most urgent are started first.
+    pub concurrent_fires: usize,
 }
 
 impl Default for SchedulesConfig {
@@ -43,6 +48,7 @@ impl Default for SchedulesConfig {
             default_catchup_window: Duration::from_secs(24 * 3600),
             max_schedules_per_shard: 4096,
             max_schedule_series: 1000,
+            concurrent_fires: 16,
         }
     }
 }
@@ -70,6 +76,9 @@ impl SchedulesConfig {
         }
         if self.max_schedule_series > 100_000 {
             return fail("max_schedule_series", format!("is {}; it must be at most 100000", self.max_schedule_series));
+        }
+        if !(1..=256).contains(&self.concurrent_fires) {
+            return fail("concurrent_fires", format!("is {}; it must be 1 to 256", self.concurrent_fires));
         }
         Ok(())
     }

@@ -20,6 +20,8 @@
 pub mod config;
 pub mod described;
 pub mod firing;
+#[cfg(test)]
+mod firing_tests;
 pub mod lifecycle;
 pub mod queue;
 #[cfg(test)]
