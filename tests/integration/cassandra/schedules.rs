@@ -232,12 +232,6 @@ async fn schedules_fire_once_per_tick_across_three_nodes_and_catch_up_in_deadlin
         .filter(|s| s.id != PAUSED && s.health == pb::Health::Error as i32)
         .map(|s| format!("{}: {}", s.id, s.health_reason))
         .collect();
-    for (i, n) in nodes.iter().enumerate() {
-        std::fs::write(format!("/tmp/sched-node{i}.log"), n.log()).unwrap();
-    }
-    for s in all.iter().filter(|s| s.health == pb::Health::Error as i32) {
-        eprintln!("TMP {} {}", s.id, s.health_reason);
-    }
     assert!(broken.is_empty(), "schedules broke their constraint though the workers had room: {broken:?}");
 
     // The workers stop until every schedule has a run waiting again; then
