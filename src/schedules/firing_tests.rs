@@ -10,7 +10,7 @@ use tokio::sync::Barrier;
 use super::firing::Firing;
 use super::{AddedRun, RunQueue, RunQueueError, Schedules, SchedulesConfig, parse_run_dedup_id};
 use crate::clock::{Clock, ManualClock, UnixMillis};
-use crate::core::schedules::{Cadence, Overlap, ScheduleSpec, ScheduleStats};
+use crate::core::schedules::Cadence;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::schedules::{RunTemplate, SHARDS, ScheduleRecord, ScheduleStore};
 
@@ -41,32 +41,8 @@ impl RunQueue for GatheringQueue {
 
 /// A periodic schedule that never ran: due since, and to start by, `created_at`.
 fn periodic(id: &str, created_at: UnixMillis) -> ScheduleRecord {
-    ScheduleRecord {
-        id: id.to_owned(),
-        version: 1,
-        spec: ScheduleSpec {
-            cadence: Cadence::Periodic { scheduling_period_ms: 60_000, cooldown_ms: 10_000 },
-            time_zone: "UTC".into(),
-            blackouts: Vec::new(),
-            start_at: None,
-            end_at: None,
-            remaining_runs: None,
-            catchup_window_ms: 3_600_000,
-            overlap: Overlap::Skip,
-            max_expected_duration_ms: None,
-            max_allowed_duration_ms: None,
-        },
-        template: RunTemplate {
-            queue: "runs".into(),
-            payload: Vec::new(),
-            fairness_key: id.to_owned(),
-            fairness_weight: None,
-            priority: 3,
-        },
-        stats: ScheduleStats { created_at, ..Default::default() },
-        paused: None,
-        created_by: String::new(),
-    }
+    let cadence = Cadence::Periodic { scheduling_period_ms: 60_000, cooldown_ms: 10_000 };
+    super::test_records::record(id, cadence, created_at)
 }
 
 /// Eight due schedules, `s0` the most urgent (created first) and `s7` the

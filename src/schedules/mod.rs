@@ -25,6 +25,8 @@ mod firing_tests;
 pub mod lifecycle;
 pub mod queue;
 #[cfg(test)]
+mod test_records;
+#[cfg(test)]
 mod two_nodes_tests;
 
 use std::sync::Arc;

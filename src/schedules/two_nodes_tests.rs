@@ -13,7 +13,7 @@ use super::firing::Firing;
 use super::lifecycle::TaskEnd;
 use super::{AddedRun, RunQueue, RunQueueError, Schedules, SchedulesConfig, parse_run_dedup_id};
 use crate::clock::{Clock, ManualClock, SharedClock, UnixMillis};
-use crate::core::schedules::{Cadence, Overlap, ScheduleSpec, ScheduleStats};
+use crate::core::schedules::Cadence;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::schedules::{RunTemplate, SHARDS, ScheduleRecord, ScheduleStore};
 
@@ -54,38 +54,11 @@ impl RunQueue for DedupQueue {
     }
 }
 
+/// A schedule every minute, each tick jittered up to 10 s.
 fn record(id: &str, created_at: UnixMillis) -> ScheduleRecord {
-    ScheduleRecord {
-        id: id.to_owned(),
-        version: 1,
-        spec: ScheduleSpec {
-            cadence: Cadence::Interval {
-                every_ms: 60_000,
-                phase_ms: 0,
-                jitter_ms: 10_000,
-                max_schedule_duration_ms: 60_000,
-            },
-            time_zone: "UTC".into(),
-            blackouts: Vec::new(),
-            start_at: None,
-            end_at: None,
-            remaining_runs: None,
-            catchup_window_ms: 3_600_000,
-            overlap: Overlap::Skip,
-            max_expected_duration_ms: None,
-            max_allowed_duration_ms: None,
-        },
-        template: RunTemplate {
-            queue: "runs".into(),
-            payload: Vec::new(),
-            fairness_key: id.to_owned(),
-            fairness_weight: None,
-            priority: 3,
-        },
-        stats: ScheduleStats { created_at, ..Default::default() },
-        paused: None,
-        created_by: String::new(),
-    }
+    let cadence =
+        Cadence::Interval { every_ms: 60_000, phase_ms: 0, jitter_ms: 10_000, max_schedule_duration_ms: 60_000 };
+    super::test_records::record(id, cadence, created_at)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
