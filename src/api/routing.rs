@@ -228,9 +228,15 @@ impl Router {
         });
         let owner = self.remote_owner(&matcher, partition)?;
         let message = pb::AddTaskRequest { queue: queue.to_string(), task: Some(to_pb(spec)) };
-        self.forward(&owner, Rpc::AddTask, message, Some(partition), Duration::ZERO, |mut peer, request| async move {
-            peer.add_task(request).await
-        })
+        // Boxed: a local add, the common case, need not carry a forward's room.
+        Box::pin(self.forward(
+            &owner,
+            Rpc::AddTask,
+            message,
+            Some(partition),
+            Duration::ZERO,
+            |mut peer, request| async move { peer.add_task(request).await },
+        ))
         .await
     }
 

@@ -291,6 +291,13 @@ impl Queues {
         if let Some(opened) = slot.get() {
             return Ok(opened.clone());
         }
+        // Boxed: the first opening reads and claims (a large future), and
+        // every add and poll of an open queue would carry its room.
+        Box::pin(self.open_slot(name, opening, slot)).await
+    }
+
+    /// Opens the queue of `slot`, not open yet (see [`Self::open`]).
+    async fn open_slot(&self, name: &QueueName, opening: Opening, slot: Slot) -> Result<Arc<QueueMatcher>, MatchError> {
         let opened = slot
             .get_or_try_init(|| async {
                 let config = self.stored_config(name, opening.clone()).await?;
