@@ -12,7 +12,7 @@ mod store_url;
 /// section that has one).
 use crate::clock::duration_serde;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
@@ -188,6 +188,8 @@ impl Config {
             .collect();
         env.sort();
         let mut ignored_env = Vec::new();
+        // Which variable or flag set each key, to name it if its value is refused.
+        let mut set_by: HashMap<String, String> = HashMap::new();
         for (name, raw) in env {
             let mut path: Vec<String> =
                 name["FAIRWAY_".len()..].split("__").map(|part| part.to_ascii_lowercase()).collect();
@@ -197,15 +199,20 @@ impl Config {
                 continue;
             }
             set(&mut tree, &path, env_value(&raw)).map_err(|message| ConfigError::new(&name, message))?;
+            set_by.insert(path.join("."), name);
         }
         for (key, raw) in flags {
             let mut path: Vec<String> = key.split('.').map(str::to_owned).collect();
             path[0] = current_section(std::mem::take(&mut path[0]));
             set(&mut tree, &path, toml::Value::String(raw.clone()))
                 .map_err(|message| ConfigError::new(*key, message))?;
+            set_by.insert(path.join("."), (*key).to_owned());
         }
-        let mut config: Config =
-            tree.try_into().map_err(|e: toml::de::Error| ConfigError::new("(merged)", e.message().to_owned()))?;
+        let mut config: Config = serde_path_to_error::deserialize(tree).map_err(|e| {
+            let key = e.path().to_string();
+            let message = format!("{key}: {}", e.inner().message());
+            ConfigError::new(set_by.remove(&key).unwrap_or(key), message)
+        })?;
         config.validate()?;
         config.ignored_env = ignored_env;
         Ok(config)
@@ -620,6 +627,13 @@ mod tests {
             let err = Config::load(None, env(&[("FAIRWAY_MATCHER__MAX_HELD_TASKS", bad)]), &[]).unwrap_err();
             assert_eq!((err.key.as_str(), err.message.as_str()), ("matcher.max_held_tasks", "must be 1 to 100000"));
         }
+        // A value of the wrong type names the variable that set it and the key.
+        let err = Config::load(None, env(&[("FAIRWAY_SCHEDULES__CONCURRENT_FIRES", "many")]), &[]).unwrap_err();
+        assert_eq!(err.key, "FAIRWAY_SCHEDULES__CONCURRENT_FIRES");
+        assert!(err.message.starts_with("schedules.concurrent_fires: invalid type"), "{err}");
+        let err = Config::load(None, env(&[("FAIRWAY_SCHEDULES__SCAN_INTERVAL", "soon")]), &[]).unwrap_err();
+        assert_eq!(err.key, "FAIRWAY_SCHEDULES__SCAN_INTERVAL");
+        assert!(err.message.starts_with("schedules.scan_interval: "), "{err}");
         for bad in ["0", "257"] {
             let err = Config::load(None, env(&[("FAIRWAY_SCHEDULES__CONCURRENT_FIRES", bad)]), &[]).unwrap_err();
             assert_eq!(
