@@ -3,7 +3,8 @@
 //! `should_start_by`) first, fails the runs that outlived
 //! `max_allowed_duration` or met a blackout, and probes the runs it has had
 //! no news of. It acts on up to `schedules.concurrent_fires` schedules at
-//! once (their records are apart), and on one schedule's runs in order.
+//! once, one per shard (a shard is one partition on Cassandra), and on one
+//! schedule's runs in order.
 //!
 //! A look reads every schedule of its shards, so its cost grows with their
 //! number (about 1 ms per 100 schedules on the embedded store); a node's
@@ -25,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AddedRun, RunQueue, RunQueueError, ScheduleError, Schedules, run_dedup_id};
 use crate::clock::{UnixMillis, millis};
 use crate::core::schedules::{Calendar, Decision, Health, RunEnd, decide, ended, fired, health};
-use crate::store::schedules::ScheduleRecord;
+use crate::store::schedules::{ScheduleRecord, shard_of};
 
 /// What one look did and saw.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -105,9 +106,10 @@ impl Firing {
         self.probed = in_flight;
         // The most urgent first: fires by deadline, failures and probes
         // before them (they free room for a run). The actions of one
-        // schedule go in that order; those of different schedules touch
-        // different records, so up to `schedules.concurrent_fires`
-        // schedules are acted on at once, started in that order.
+        // schedule go in that order. Up to `schedules.concurrent_fires`
+        // schedules are acted on at once, started in that order, but one
+        // at a time per shard: on Cassandra a shard's schedules share a
+        // partition, whose compare-and-sets would contend.
         actions.sort_by_key(|(key, _, _)| *key);
         let mut by_schedule: Vec<(String, Vec<Action>)> = Vec::new();
         let mut place: HashMap<String, usize> = HashMap::new();
@@ -119,9 +121,15 @@ impl Firing {
             by_schedule[at].1.push(action);
         }
         let concurrency = schedules.config().concurrent_fires;
-        let mut acted = stream::iter(by_schedule)
-            .map(|(id, actions)| act(schedules, queue, id, actions))
-            .buffer_unordered(concurrency);
+        let mut shard_turns: HashMap<u32, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
+        let acts = by_schedule.into_iter().map(|(id, actions)| {
+            let turn = shard_turns.entry(shard_of(&id)).or_default().clone();
+            async move {
+                let _turn = turn.lock().await;
+                act(schedules, queue, id, actions).await
+            }
+        });
+        let mut acted = stream::iter(acts.collect::<Vec<_>>()).buffer_unordered(concurrency);
         while let Some(done) = acted.next().await {
             report.fired += done.fired;
             report.failed_over_time += done.failed_over_time;

@@ -112,11 +112,25 @@ impl World {
     /// One task per key at a time, and keys that hold the ack level back
     /// parked after two dispatches above it, two keys at most.
     fn with_held_keys() -> World {
+        World::parking(1, 2)
+    }
+
+    /// Two tasks per key at a time, and held keys parked past a directory
+    /// of one: the rest go to the shared slot, whose keys stay dispatchable
+    /// from the buffer.
+    fn with_shared_slot() -> World {
+        World::parking(2, 1)
+    }
+
+    /// `key_concurrency` tasks per key at a time, and keys that hold the ack
+    /// level back parked after two dispatches above it, `max_parked_keys`
+    /// in the directory.
+    fn parking(key_concurrency: u32, max_parked_keys: usize) -> World {
         let config = World::config();
         World::with_config(EngineConfig {
             park_after: 2,
-            max_parked_keys: 2,
-            tasks: TaskPolicy { key_concurrency: 1, ..config.tasks.clone() },
+            max_parked_keys,
+            tasks: TaskPolicy { key_concurrency, ..config.tasks.clone() },
             ..config
         })
     }
@@ -419,6 +433,15 @@ proptest! {
         }
         world.drain()?;
     }
+
+    #[test]
+    fn keys_parked_in_the_shared_slot_are_leased_once(ops in prop::collection::vec(op(), 1..120)) {
+        let mut world = World::with_shared_slot();
+        for op in ops {
+            world.apply(op)?;
+        }
+        world.drain()?;
+    }
 }
 
 /// The engine counts what durable writes did, and nothing else: tasks
@@ -491,7 +514,10 @@ fn a_finish_sent_again_is_probed_by_a_row_of_its_own() {
 /// partition leaves a parked task twice in memory: ready in the buffer (the
 /// write may have failed) and read back from its parked record (it landed).
 /// A poll hands out the parked copy; the purge's sweep must then leave the
-/// buffered copy alone rather than start a second lease of the same task.
+/// buffered copy alone rather than start a second lease of the same task,
+/// and take it once that lease has ended: without a poll, no task the purge
+/// cancelled stays in the buffer (a parked one goes when its key is
+/// dispatched, see `crate::core::engine::cancel`).
 #[test]
 fn a_purge_sweep_passes_over_a_task_whose_parked_copy_is_being_leased() {
     use Op::*;
@@ -522,5 +548,12 @@ fn a_purge_sweep_passes_over_a_task_whose_parked_copy_is_being_leased() {
     for op in ops {
         world.apply(op).unwrap();
     }
+    for _ in 0..5 {
+        world.apply(Write(0)).unwrap();
+        world.apply(Tick(10)).unwrap();
+    }
+    let below = world.engine.purged_below();
+    let left: Vec<i64> = (1..below).filter(|id| world.engine.is_buffered(*id)).collect();
+    assert!(left.is_empty(), "tasks the purge cancelled still in the buffer: {left:?}");
     world.drain().unwrap();
 }

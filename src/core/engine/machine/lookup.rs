@@ -16,6 +16,13 @@ impl PartitionEngine {
         Some(found)
     }
 
+    /// Whether the task of `task_id` waits, ready, in a subqueue's buffer
+    /// (not parked, leased or delayed).
+    #[cfg(test)]
+    pub(crate) fn is_buffered(&self, task_id: i64) -> bool {
+        self.subqueues.iter().any(|s| s.find_ready(task_id).is_some())
+    }
+
     fn find_in_memory(&self, task_id: i64, now: UnixMillis) -> Option<FoundTask> {
         if let Some(lease) = self.leases.of_task(task_id) {
             let state = TaskState::Leased {

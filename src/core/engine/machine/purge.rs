@@ -52,14 +52,20 @@ impl PartitionEngine {
         let below = self.purged_below;
         let mut found = Vec::new();
         // A task parked by a write of unknown outcome is ready in the buffer
-        // and may be read back from its record as well: the copy whose
-        // lease is already being written is the one that ends it.
-        let sweepable = |task: &StoredTask| task.task_id < below && self.leases.get(task.level.id).is_none();
+        // and may be read back from its record as well: while the copy
+        // read back holds its lease, the buffered one is passed over, and
+        // the sweep goes on until that lease has ended and it can be taken.
+        let passed_over = std::cell::Cell::new(false);
+        let sweepable = |task: &StoredTask| {
+            let leased = task.task_id < below && self.leases.get(task.level.id).is_some();
+            passed_over.set(passed_over.get() || leased);
+            task.task_id < below && !leased
+        };
         for subqueue in &self.subqueues {
             let levels = subqueue.ready_levels_where(sweepable, room - found.len());
             found.extend(levels.into_iter().map(|level| (subqueue.priority, level)));
         }
-        if found.len() < room {
+        if found.len() < room && !passed_over.get() {
             self.purge_sweeping = false;
         }
         for (priority, level) in found {
