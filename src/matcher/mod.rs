@@ -48,10 +48,12 @@ pub struct MatcherConfig {
     pub sync_match: bool,
     /// How long a task matched in its turn while no poll waits is held for
     /// the next poll (its lease written with it) before it goes back to the
-    /// queue; 0 holds none. A task is matched in its turn when its key is
-    /// quiet (nothing of it waiting or running on this node, within its
-    /// limits) and its key's share is not ahead of the queue's: it would be
-    /// at the front of the fair order (docs/fairness.md, "Quiet keys").
+    /// queue; 0 holds none. A task is held only while a task of the queue
+    /// waits in the backlog and polls keep coming (one came within this
+    /// time). A task is matched in its turn when its key is quiet (nothing
+    /// of it waiting or running on this node, within its limits) and its
+    /// key's share is not ahead of the queue's: it would be at the front of
+    /// the fair order (docs/fairness.md, "Quiet keys").
     #[serde(with = "crate::clock::duration_serde")]
     pub quiet_hold: Duration,
     /// The most tasks of one queue held for a poll at once; more go to the
@@ -92,7 +94,7 @@ impl Default for MatcherConfig {
             default_poll_wait: Duration::from_secs(30),
             backlog_negligible_age: Duration::from_secs(5),
             sync_match: true,
-            quiet_hold: Duration::ZERO,
+            quiet_hold: Duration::from_secs(1),
             max_held_tasks: 1_024,
             create_on_add: vec!["*".to_owned()],
             max_queues: 1_000,

@@ -3,7 +3,8 @@
 //! once and held for the next poll, which gets it before the backlog; held
 //! longer than `matcher.quiet_hold`, it goes back to the queue with its
 //! attempt not counted; a key with a task waiting, or a lower priority than
-//! the backlog's, goes through the backlog.
+//! the backlog's, goes through the backlog; nothing is held on a queue no
+//! worker polls, or with no backlog.
 
 use std::time::Duration;
 
@@ -60,7 +61,9 @@ async fn a_quiet_keys_task_is_held_for_the_next_poll_and_goes_before_the_backlog
 #[tokio::test]
 async fn a_held_task_no_poll_takes_goes_back_to_the_queue_with_its_attempt_not_counted() {
     let mut config = Config::default();
-    config.matcher.quiet_hold = Duration::from_millis(200);
+    // Held only while a poll came within the hold: the poll of
+    // `beside_a_backlog` must still count when the task is added.
+    config.matcher.quiet_hold = Duration::from_secs(1);
     let (server, mut client) = beside_a_backlog(config).await;
     let added = add(&mut client, QUEUE, spec("quiet", 1.0, 3, b"quiet")).await.expect("AddTask");
     assert!(added.sync_matched);
@@ -95,6 +98,35 @@ async fn a_task_of_a_lower_priority_than_the_backlog_or_with_holding_off_is_not_
     let (server, mut client) = beside_a_backlog(config).await;
     let added = add(&mut client, QUEUE, spec("quiet", 1.0, 3, b"quiet")).await.expect("AddTask");
     assert!(!added.sync_matched, "matcher.quiet_hold = 0 holds nothing");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn nothing_is_held_on_a_queue_no_worker_polls_or_whose_workers_wait() {
+    let mut config = Config::default();
+    config.matcher.quiet_hold = Duration::from_secs(10);
+    // A backlog, and no poll ever came: no worker would take a held task.
+    let server = TestServer::start_with(config.clone()).await;
+    let mut client = server.client.clone();
+    create(&mut client, QUEUE, 1).await;
+    let noisy: Vec<pb::TaskSpec> = (0..10).map(|i| spec("noisy", 1.0, 3, format!("noisy {i}").as_bytes())).collect();
+    add_all(&mut client, QUEUE, noisy).await;
+    let added = add(&mut client, QUEUE, spec("quiet", 1.0, 3, b"quiet")).await.expect("AddTask");
+    assert!(!added.sync_matched, "held on a queue no worker polls");
+    assert_eq!(leased(&mut client).await, 0);
+    server.stop().await;
+
+    // Polls came, and found nothing: the workers wait, no backlog. The
+    // task goes to the queue, for the next poll to take as usual.
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client.clone();
+    create(&mut client, QUEUE, 1).await;
+    assert!(poll(&mut client, QUEUE, Duration::ZERO).await.is_none());
+    let added = add(&mut client, QUEUE, spec("quiet", 1.0, 3, b"quiet")).await.expect("AddTask");
+    assert!(!added.sync_matched, "held with no backlog");
+    assert_eq!(leased(&mut client).await, 0);
+    let task = poll(&mut client, QUEUE, Duration::ZERO).await.expect("the task, from the queue");
+    assert_eq!(task.payload, b"quiet");
     server.stop().await;
 }
 

@@ -42,7 +42,7 @@ impl QueueMatcher {
             return Ok(matched(partition.append_to(spec, poller, in_turn).await?));
         }
         let hold = self.hold.load(Ordering::Relaxed);
-        if in_turn && hold > 0 && self.held.len() < self.settings.matcher.max_held_tasks {
+        if in_turn && hold > 0 && self.held.len() < self.settings.matcher.max_held_tasks && self.worth_holding(hold) {
             let (deliver, delivery) = oneshot::channel();
             let added = partition.append_to(spec, deliver, true).await?;
             // Nothing comes when the write went to the backlog instead (a
@@ -62,6 +62,20 @@ impl QueueMatcher {
             sync_matched: false,
             duplicate: matches!(added, Added::Duplicate { .. }),
         })
+    }
+
+    /// Whether a task matched in its turn, with no poll waiting, is worth
+    /// holding for `hold_ms` rather than sending to the backlog: a poll came
+    /// to this node within that time, so polls keep coming and the next is
+    /// likely before the hold ends, and a task is ready in a partition held
+    /// here, so the workers are busy beside a backlog (in the backlog the
+    /// task would wait for them and pay a second write). A queue no worker
+    /// polls, or whose workers are waiting for tasks, holds nothing.
+    pub(super) fn worth_holding(&self, hold_ms: u64) -> bool {
+        let now = self.clock.now_ms();
+        let since_poll = now.saturating_sub(self.last_poll.load(Ordering::Relaxed));
+        since_poll <= i64::try_from(hold_ms).unwrap_or(i64::MAX)
+            && self.partitions().iter().any(|p| matches!(p.next(now), Next::Ready(_)))
     }
 
     /// The oldest waiting poller, taken from the line, when a new task may

@@ -1,8 +1,8 @@
 //! Tasks matched in their turn before any poll asked for them: a task of a
 //! key quiet on this node, at the front of the fair order when it is added
-//! while no poll waits, is written with its lease at once (one write, as a
-//! sync match) and held here; the next poll takes it without a write of
-//! its own. A task held longer than `matcher.quiet_hold` is handed back:
+//! while no poll waits, beside a backlog, and while polls keep coming, is
+//! written with its lease at once (one write, as a sync match) and held
+//! here; the next poll takes it without a write of its own. A task held longer than `matcher.quiet_hold` is handed back:
 //! its lease expires at once, its attempt not counted, and it goes to the
 //! queue with the partition's next write.
 //!

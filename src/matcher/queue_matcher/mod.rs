@@ -20,7 +20,7 @@ pub use stats::{LevelStats, PartitionReport, PartitionView, QueueStats};
 use self::polls::Waiter;
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use super::LeaseToken;
@@ -219,6 +219,9 @@ pub struct QueueMatcher {
     /// How long a task is held, in ms: `matcher.quiet_hold`, at most half
     /// the queue's lease timeout (a held task's lease runs meanwhile).
     hold: AtomicU64,
+    /// When the last poll came to this node (the clock's ms; 0 before
+    /// any): a task is held only while polls keep coming.
+    last_poll: AtomicI64,
     /// Held while the stored settings are applied to the partitions.
     retuning: Mutex<()>,
 }
@@ -278,6 +281,7 @@ impl QueueMatcher {
                 dispatch_latency,
                 held: held::HeldTasks::default(),
                 hold,
+                last_poll: AtomicI64::new(0),
                 retuning: Mutex::new(()),
             }
         })

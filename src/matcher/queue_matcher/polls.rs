@@ -42,6 +42,7 @@ impl QueueMatcher {
         if self.closing.load(Ordering::Acquire) {
             return Vec::new();
         }
+        self.poll_came();
         let mut deliveries = Vec::new();
         while deliveries.len() < max {
             let (deliver, delivery) = oneshot::channel();
@@ -54,6 +55,11 @@ impl QueueMatcher {
         delivered.into_iter().filter_map(Result::ok).map(|d| self.dispatched(d)).collect()
     }
 
+    /// Notes that a poll came now (see [`QueueMatcher::worth_holding`]).
+    fn poll_came(&self) {
+        self.last_poll.store(self.clock.now_ms(), Ordering::Relaxed);
+    }
+
     /// Waits up to `wait` for a task. `None` when the wait ends empty or the
     /// server shuts down. A task taken for this poll is waited for until its
     /// lease is durable, however short `wait` is. A poll that would wait
@@ -62,6 +68,7 @@ impl QueueMatcher {
         if self.closing.load(Ordering::Acquire) {
             return Ok(None);
         }
+        self.poll_came();
         let (deliver, mut delivery) = oneshot::channel();
         let mut deliver = Some(deliver);
         if self.dispatch_one(&mut deliver, &mut |_| true) {
