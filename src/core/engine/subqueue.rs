@@ -406,11 +406,12 @@ impl Subqueue {
     /// The write that moved the row at `level`, above `R` when it was
     /// planned, failed; if it `may_have_applied`, a read in flight is not
     /// trusted. A read that passed the row meanwhile did not buffer it: the
-    /// reader reads again from below it.
+    /// reader reads again from below it. A read that reached the end of the
+    /// rows passed it too, without raising `R` to it.
     pub(super) fn move_failed(&mut self, level: FairLevel, may_have_applied: bool) {
         self.moving_unread.remove(&level);
         self.read_stale |= may_have_applied && self.read_in_flight.is_some();
-        if level <= self.read {
+        if level <= self.read || self.at_end {
             self.rewind_before(level);
         }
     }

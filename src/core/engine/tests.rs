@@ -1189,3 +1189,29 @@ fn interleavings_replay_a_read_that_saw_a_row_moved_away() {
         panic!("{failure}");
     }
 }
+
+/// A task past `max_wait`, above the read level, is being moved to the
+/// front when a read started before it was written reaches the end of the
+/// rows: the read passes its row (it is moving) and the reader is at the
+/// end. The move then certainly fails, and the task is back at its row:
+/// the reader must read again, or the task is never dispatched.
+#[test]
+fn a_failed_move_of_a_row_a_read_passed_to_the_end_is_read_again() {
+    use Op::*;
+    let ops = vec![
+        StartReads,
+        FinishRead(0, false),
+        FinishRead(1, false),
+        Add(vec![(0, 2)]),
+        Tick(203),
+        Tick(1797),
+        FinishAppend(0, 0),
+        Add(vec![(0, 1)]),
+        WriteDue,
+        FinishRead(3, false),
+        FinishAppend(1, 1),
+        Add(vec![(0, 1)]),
+        Add(vec![(0, 1)]),
+    ];
+    run(ops, 2, 0, Extra::MaxWait).unwrap();
+}
