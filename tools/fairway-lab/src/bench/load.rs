@@ -63,8 +63,19 @@ pub(super) struct Dispatch {
     pub key: u32,
     /// Seconds from the add being sent to the task's receipt.
     pub wait: f64,
+    /// Seconds of `wait` the task spent added (its AddTasks call answered)
+    /// before the poll that took it was sent: the wait for a free worker,
+    /// which no order of the queue shortens.
+    pub worker_wait: f64,
     /// The partition of the queue it came from.
     pub partition: u32,
+}
+
+impl Dispatch {
+    /// The wait without the wait for a free worker: what the server took.
+    pub(super) fn served_wait(&self) -> f64 {
+        self.wait - self.worker_wait
+    }
 }
 
 /// Everything a run added and dispatched, in time order.
@@ -148,15 +159,15 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
                         worker_id: "bench".into(),
                         max_wait: Some(prost_types::Duration { seconds: 0, nanos: 200_000_000 }),
                     };
+                    let polled = epoch.elapsed().as_secs_f64();
                     let Some(task) = client.poll_task(request).await?.into_inner().task else { continue };
                     let (sent, key) = decode(&task.payload)?;
                     let now = epoch.elapsed().as_secs_f64();
-                    dispatched.lock().await.push(Dispatch {
-                        at: now,
-                        key,
-                        wait: now - sent,
-                        partition: task.partition,
-                    });
+                    dispatched.lock().await.push((
+                        polled,
+                        sent,
+                        Dispatch { at: now, key, wait: now - sent, worker_wait: 0.0, partition: task.partition },
+                    ));
                     taken.fetch_add(1, Ordering::Relaxed);
                     let mut completer = client.clone();
                     tokio::spawn(async move {
@@ -191,12 +202,30 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let mut added: Vec<(f64, u32)> = adds.iter().map(|&(sent, _, key)| (shift(sent), key)).collect();
     let mut acknowledged: Vec<(f64, u32)> = adds.iter().map(|&(_, answered, key)| (shift(answered), key)).collect();
     let add_waits = adds.iter().map(|&(sent, answered, _)| answered - sent).collect();
-    let mut dispatched = std::mem::take(&mut *dispatched.lock().await);
+    let mut dispatched = with_worker_waits(std::mem::take(&mut *dispatched.lock().await), &adds);
     dispatched.iter_mut().for_each(|d| d.at = shift(d.at));
     added.sort_by(|a, b| a.0.total_cmp(&b.0));
     acknowledged.sort_by(|a, b| a.0.total_cmp(&b.0));
     dispatched.sort_by(|a, b| a.at.total_cmp(&b.at));
     Ok(Trace { added, acknowledged, add_waits, dispatched, seconds })
+}
+
+/// The dispatches, each `(poll sent, add sent, dispatch)`, with their wait
+/// for a free worker: from the answer to the task's AddTasks call (`adds`:
+/// sent, answered, key) to the poll that took it, if the poll came later.
+fn with_worker_waits(dispatched: Vec<(f64, f64, Dispatch)>, adds: &[(f64, f64, u32)]) -> Vec<Dispatch> {
+    // The adds of one AddTasks call share the time it was sent, unique to the call.
+    let answered_at: std::collections::HashMap<u64, f64> =
+        adds.iter().map(|&(sent, answered, _)| (sent.to_bits(), answered)).collect();
+    dispatched
+        .into_iter()
+        .map(|(polled, sent, mut dispatch)| {
+            if let Some(&answered) = answered_at.get(&sent.to_bits()) {
+                dispatch.worker_wait = (polled - answered).max(0.0);
+            }
+            dispatch
+        })
+        .collect()
 }
 
 /// Adds tasks number `range` of the load in one AddTasks call.
@@ -239,4 +268,29 @@ fn encode(sent: f64, key: u32) -> Vec<u8> {
 fn decode(payload: &[u8]) -> anyhow::Result<(f64, u32)> {
     anyhow::ensure!(payload.len() == 12, "a task this run did not add ({} bytes)", payload.len());
     Ok((f64::from_le_bytes(payload[..8].try_into()?), u32::from_le_bytes(payload[8..].try_into()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dispatch(wait: f64) -> Dispatch {
+        Dispatch { at: 10.0, key: 0, wait, worker_wait: 0.0, partition: 0 }
+    }
+
+    #[test]
+    fn a_task_waits_for_a_worker_from_its_add_answered_to_a_later_poll() {
+        // Two AddTasks calls: sent at 1.0 (answered 1.5) and at 2.0 (answered 2.25).
+        let adds = [(1.0, 1.5, 0), (1.0, 1.5, 1), (2.0, 2.25, 0)];
+        let dispatched = vec![
+            (4.0, 1.0, dispatch(9.0)),  // polled 2.5 s after its add answered
+            (1.25, 1.0, dispatch(9.0)), // a poll waiting before the answer: no wait for a worker
+            (3.0, 2.0, dispatch(8.0)),  // the other call's answer counts
+            (3.0, 7.0, dispatch(3.0)),  // an add not in the trace: nothing to subtract
+        ];
+        let waits: Vec<f64> = with_worker_waits(dispatched, &adds).iter().map(|d| d.worker_wait).collect();
+        assert_eq!(waits, [2.5, 0.0, 0.75, 0.0]);
+        assert_eq!(dispatch(9.0).served_wait(), 9.0);
+        assert_eq!(Dispatch { worker_wait: 2.5, ..dispatch(9.0) }.served_wait(), 6.5);
+    }
 }
