@@ -63,16 +63,18 @@ pub(super) struct Dispatch {
     pub key: u32,
     /// Seconds from the add being sent to the task's receipt.
     pub wait: f64,
-    /// Seconds of `wait` the task spent added (its AddTasks call answered)
-    /// before the poll that took it was sent: the wait for a free worker,
-    /// which no order of the queue shortens.
+    /// Seconds of `wait` from the answer to the task's AddTasks call to the
+    /// sending of the poll that took it (zero if the poll was sent first).
+    /// For a task at the front of the order, as a held one is, this is the
+    /// wait for a free worker, which no order of the queue shortens; for one
+    /// behind others it also counts the polls that took them.
     pub worker_wait: f64,
     /// The partition of the queue it came from.
     pub partition: u32,
 }
 
 impl Dispatch {
-    /// The wait without the wait for a free worker: what the server took.
+    /// The wait without [`Self::worker_wait`]: what the server took.
     pub(super) fn served_wait(&self) -> f64 {
         self.wait - self.worker_wait
     }
