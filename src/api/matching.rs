@@ -583,6 +583,7 @@ impl Matching for MatchingService {
             queue: queue.to_string(),
             partitions,
             waiting_pollers: matcher.waiting_pollers() as u32,
+            held_for_polls: matcher.held_for_polls() as u32,
             home: matcher.config().home,
             settings: Some(super::queue_settings::to_proto(&matcher.config().settings)),
         }))

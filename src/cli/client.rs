@@ -344,7 +344,11 @@ pub(super) async fn task(command: TaskCommand) -> anyhow::Result<()> {
             if response.duplicate {
                 println!("not added: {task} holds this dedup id");
             } else {
-                let how = if response.sync_matched { " (handed straight to a waiting worker)" } else { "" };
+                let how = if response.sync_matched {
+                    " (leased at once: to a waiting worker, or held for the next poll)"
+                } else {
+                    ""
+                };
                 println!("added {task}{how}");
             }
             if new_queue {
@@ -603,9 +607,13 @@ fn print_queue_summary(response: &pb::DescribeQueueResponse) {
     let running: u64 = parts.iter().map(|p| p.leased).sum();
     let delayed: u64 = parts.iter().map(|p| p.delayed).sum();
     println!(
-        "queue {}{}: {waiting} waiting, {running} running, {delayed} delayed, in {} partition(s); {} poll(s) waiting",
+        "queue {}{}: {waiting} waiting, {running} running{}, {delayed} delayed, in {} partition(s); {} poll(s) waiting",
         response.queue,
         homed(&response.home),
+        match response.held_for_polls {
+            0 => String::new(),
+            held => format!(" ({held} held for the next poll)"),
+        },
         parts.len(),
         response.waiting_pollers
     );

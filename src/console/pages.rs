@@ -160,7 +160,9 @@ pub(super) fn queue(
     let settings = described.settings.clone().unwrap_or_default();
     html! {
         p #summary {
-            (waiting) " waiting, " (running) " running, " (delayed) " delayed, in " (parts.len()) " partition(s); "
+            (waiting) " waiting, " (running) " running"
+            @if described.held_for_polls > 0 { " (" (described.held_for_polls) " held for the next poll)" }
+            ", " (delayed) " delayed, in " (parts.len()) " partition(s); "
             (described.waiting_pollers) " poll(s) waiting here. "
             a href={ "/queues/" (name) "/dead" } { "Dead letters" } " · "
             a #queue-workers href={ "/workers?queue=" (name) } { "Workers" }

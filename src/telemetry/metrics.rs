@@ -138,7 +138,7 @@ const fn gauge(name: &'static str, unit: &'static str, help: &'static str, value
 }
 
 /// Every metric, in the order of the exposition.
-pub const ALL: [Metric; 15] = [
+pub const ALL: [Metric; 16] = [
     counter(
         "fairway_tasks_added_total",
         "{task}",
@@ -214,6 +214,13 @@ pub const ALL: [Metric; 15] = [
         "{poll}",
         "Polls parked on this node, waiting for a task.",
         Values::PerQueue(|s| s.waiting_pollers),
+    ),
+    gauge(
+        "fairway_held_tasks",
+        "{task}",
+        "Tasks leased on this node and held for the next poll (matcher.quiet_hold); fairway_leased_tasks counts them \
+         too, though no worker has them yet.",
+        Values::PerQueue(|s| s.held_for_polls),
     ),
     DISPATCH_LATENCY,
 ];

@@ -74,6 +74,7 @@ async fn a_held_task_no_poll_takes_goes_back_to_the_queue_with_its_attempt_not_c
         assert!(tokio::time::Instant::now() < deadline, "a held task was not handed back within 20 s");
         ticks.tick().await;
     }
+    assert_eq!(describe(&mut client, QUEUE).await.held_for_polls, 0, "handed back, no longer held");
     let mut quiet = None;
     while let Some(task) = poll(&mut client, QUEUE, Duration::ZERO).await {
         if task.payload == b"quiet" {
@@ -143,5 +144,9 @@ async fn held_tasks_are_bounded_by_max_held_tasks() {
     }
     assert_eq!(held, 3, "matcher.max_held_tasks = 3");
     assert_eq!(leased(&mut client).await, 3);
+    assert_eq!(describe(&mut client, QUEUE).await.held_for_polls, 3, "DescribeQueue tells held tasks apart");
+    let taken = poll(&mut client, QUEUE, Duration::ZERO).await.expect("a held task");
+    assert!(taken.fairness_key.starts_with("quiet-"), "a held task goes first: {}", taken.fairness_key);
+    assert_eq!(describe(&mut client, QUEUE).await.held_for_polls, 2, "the poll took one");
     server.stop().await;
 }

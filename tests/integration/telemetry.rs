@@ -66,6 +66,7 @@ fn queue_metrics(text: &str) -> Vec<(String, f64)> {
         format!("fairway_leased_tasks{q}"),
         format!("fairway_delayed_tasks{q}"),
         format!("fairway_waiting_pollers{q}"),
+        format!("fairway_held_tasks{q}"),
         format!("fairway_dispatch_latency_seconds_count{q}"),
         format!("fairway_dispatch_latency_seconds_bucket{{queue=\"{QUEUE}\",le=\"0.001\"}}"),
         format!("fairway_dispatch_latency_seconds_bucket{{queue=\"{QUEUE}\",le=\"10\"}}"),
@@ -109,7 +110,7 @@ struct Want {
 impl Want {
     /// The values in the order of [`queue_metrics`].
     fn values(self) -> Vec<f64> {
-        let (takeovers, owned, waiting_pollers) = (0, 1, 0);
+        let (takeovers, owned, waiting_pollers, held_for_polls) = (0, 1, 0, 0);
         let at_once = self.first_pass - self.waited_11s;
         [
             self.added,
@@ -124,6 +125,7 @@ impl Want {
             self.leased,
             self.delayed,
             waiting_pollers,
+            held_for_polls,
             self.first_pass,
             at_once,
             at_once,

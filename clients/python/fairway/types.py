@@ -252,6 +252,9 @@ class QueueInfo:
     #: Tasks that have waited past the queue's ``max_wait`` and still wait
     #: (0 without one); they go to the front of their priority, oldest first.
     tasks_over_max_wait: int = 0
+    #: Tasks leased on the node answering and held for the next poll
+    #: (``matcher.quiet_hold``): counted in ``leased``, with no worker yet.
+    held_for_polls: int = 0
     #: The whole queue is paused (``Client.pause_queue``): nothing is handed out.
     paused: bool = False
     #: Fairness keys paused one by one.
@@ -278,6 +281,7 @@ class QueueInfo:
             oldest_waiting_since=min(waiting, default=None),
             oldest_exact=all(s.reader_at_end for p in parts for s in p.subqueues),
             tasks_over_max_wait=sum(p.tasks_over_max_wait for p in parts),
+            held_for_polls=response.held_for_polls,
             paused=response.settings.paused,
             paused_keys=list(response.settings.paused_keys),
             raw=response,

@@ -455,3 +455,24 @@ def test_a_server_that_is_not_there_is_unavailable_and_not_applied():
             c.add("q", b"x")
         assert not error.value.maybe_applied and error.value.retryable
         assert time.monotonic() - started < 5
+
+
+def test_describe_queue_tells_a_task_held_for_the_next_poll(server_factory):
+    # Held for 10 s (the most allowed), so that a slow machine still describes it held.
+    server = server_factory(config='[matcher]\nquiet_hold = "10s"\n', name="held").start()
+    queue = "held.q"
+    with fairway.Client(server.address) as client:
+        client.create_queue(queue)
+        client.add_many(queue, [fairway.TaskSpec(payload=b"n", fairness_key="noisy") for _ in range(20)])
+        first = client.poll(queue, wait=5)
+        assert first is not None and first.fairness_key == "noisy"
+        client.complete(first)
+        # Beside a backlog, just after a poll: a quiet key's task is leased at once and held.
+        added = client.add(queue, b"q", fairness_key="quiet")
+        assert added.sync_matched, "a quiet key's task beside a backlog is held for the next poll"
+        info = client.describe_queue(queue)
+        assert (info.leased, info.held_for_polls) == (1, 1), info
+        taken = client.poll(queue, wait=5)
+        assert taken is not None and taken.fairness_key == "quiet", "the held task goes first"
+        info = client.describe_queue(queue)
+        assert (info.leased, info.held_for_polls) == (1, 0), info

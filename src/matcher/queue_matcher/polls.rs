@@ -232,6 +232,12 @@ impl QueueMatcher {
         waiters.len()
     }
 
+    /// Tasks leased and held here for the next poll (see `held`): their
+    /// leases count as running, though no worker has them yet.
+    pub fn held_for_polls(&self) -> usize {
+        self.held.len()
+    }
+
     /// Parked polls return empty now, new polls at once; held tasks go
     /// back to the queue.
     pub fn stop_polls(&self) {

@@ -34,6 +34,8 @@ pub struct QueueStats {
     pub over_max_wait: u64,
     /// Polls waiting for a task now.
     pub waiting_pollers: u64,
+    /// Tasks leased here and held for the next poll (counted in `leased`).
+    pub held_for_polls: u64,
     /// Milliseconds from AddTask to delivery to a worker, of tasks
     /// delivered on their first pass through the backlog (not delayed, not
     /// retries or re-drives), sync matches included.
@@ -145,6 +147,7 @@ impl QueueMatcher {
             takeovers: self.takeovers.load(Ordering::Relaxed),
             levels: Priority::all().map(LevelStats::empty).collect(),
             waiting_pollers: self.waiting_pollers() as u64,
+            held_for_polls: self.held_for_polls() as u64,
             dispatch_latency: self.dispatch_latency.read(),
             ..QueueStats::default()
         };

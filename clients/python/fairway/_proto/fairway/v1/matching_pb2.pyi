@@ -151,18 +151,20 @@ class DescribeQueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., top_keys: _Optional[int] = ...) -> None: ...
 
 class DescribeQueueResponse(_message.Message):
-    __slots__ = ["home", "partitions", "queue", "settings", "waiting_pollers"]
+    __slots__ = ["held_for_polls", "home", "partitions", "queue", "settings", "waiting_pollers"]
+    HELD_FOR_POLLS_FIELD_NUMBER: _ClassVar[int]
     HOME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     WAITING_POLLERS_FIELD_NUMBER: _ClassVar[int]
+    held_for_polls: int
     home: str
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
     queue: str
     settings: QueueSettings
     waiting_pollers: int
-    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., waiting_pollers: _Optional[int] = ..., home: _Optional[str] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ...) -> None: ...
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., waiting_pollers: _Optional[int] = ..., home: _Optional[str] = ..., settings: _Optional[_Union[QueueSettings, _Mapping]] = ..., held_for_polls: _Optional[int] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
     __slots__ = ["lease_token", "message", "retry_after", "retryable"]
