@@ -58,6 +58,9 @@ pub(crate) struct FairnessArgs {
     /// Partitions of the zipf scenario's queues.
     #[arg(long, default_value_t = 4)]
     zipf_partitions: u32,
+    /// Partitions of the noisy scenario's queues.
+    #[arg(long, default_value_t = 1)]
+    noisy_partitions: u32,
     /// Backlog per key of the weights scenario.
     #[arg(long, default_value_t = 10_000)]
     weights_backlog: u64,
@@ -77,6 +80,7 @@ impl FairnessArgs {
             zipf_windows: 3,
             zipf_keys: 1_000,
             zipf_partitions: 4,
+            noisy_partitions: 1,
             weights_backlog: 10_000,
             nodes_beside: None,
         }
@@ -94,6 +98,11 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
     anyhow::ensure!(args.capacity >= 10.0 && args.capacity <= 100_000.0, "--capacity must be 10 to 100000 tasks/s");
     anyhow::ensure!(args.phase_seconds >= 2, "--phase-seconds must be at least 2");
     anyhow::ensure!(args.zipf_windows >= 1 && args.zipf_keys >= 2, "--zipf-windows ≥ 1 and --zipf-keys ≥ 2");
+    for (flag, partitions) in
+        [("--zipf-partitions", args.zipf_partitions), ("--noisy-partitions", args.noisy_partitions)]
+    {
+        anyhow::ensure!((1..=256).contains(&partitions), "{flag} must be 1 to 256 (a queue's partitions)");
+    }
     let mut reports = Vec::new();
     for scenario in &args.only {
         let report = match scenario {
@@ -120,10 +129,11 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
             Scenario::Noisy => {
                 let settings = format!(
                     "20 quiet keys offer {} tasks/s together; loaded, one noisy key adds 9 times that (90% of a \
-                     load of 1.5 × capacity); workers take {} tasks/s; {} s per phase, on fresh queues, after {} s \
-                     of quiet load not measured; wait = add sent → task received",
+                     load of 1.5 × capacity); workers take {} tasks/s; {} partition(s); {} s per phase, on fresh \
+                     queues, after {} s of quiet load not measured; wait = add sent → task received",
                     args.capacity * QUIET_SHARE_OF_CAPACITY,
                     args.capacity,
+                    args.noisy_partitions,
                     args.phase_seconds,
                     WARM_UP.as_secs()
                 );
@@ -407,7 +417,7 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
     let (fair_quiet, fifo_quiet) = (format!("{fair}-alone"), format!("{fifo}-alone"));
     let warm_up = format!("{fair}-warm-up");
     let fair_queues = [fair.clone(), fair_quiet.clone(), warm_up.clone()];
-    let server = start(store, &fair_queues, &[fifo.clone(), fifo_quiet.clone()], 1).await?;
+    let server = start(store, &fair_queues, &[fifo.clone(), fifo_quiet.clone()], args.noisy_partitions).await?;
     let client = server.client().await?;
     let mut keys: Vec<LoadKey> = (0..QUIET).map(|k| LoadKey::new(format!("quiet-{k:02}"))).collect();
     keys.push(LoadKey::new("noisy"));
