@@ -104,11 +104,18 @@ async fn text(browser: &Browser, css: &str) -> String {
 }
 
 /// Submits a form by clicking `css`, and waits (at most 30 s) for the page
-/// it leads to: one with an element matching `then` (which the page
-/// clicked on has not).
+/// it leads to: the page clicked on gone (its elements stale), then an
+/// element matching `then` (which the page clicked on may have too).
 async fn submit(browser: &Browser, css: &str, then: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = browser.find(Locator::Css("html")).await.expect("a page");
     browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
-    let arrived = browser.wait().at_most(Duration::from_secs(30)).for_element(Locator::Css(then)).await;
+    while page.tag_name().await.is_ok() {
+        assert!(Instant::now() < deadline, "after clicking {css}, the page did not change within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let arrived = browser.wait().at_most(left).for_element(Locator::Css(then)).await;
     arrived.unwrap_or_else(|e| panic!("after clicking {css}, no {then} within 30 s: {e}"));
 }
 
