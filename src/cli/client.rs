@@ -612,7 +612,7 @@ fn print_queue_summary(response: &pb::DescribeQueueResponse) {
         homed(&response.home),
         match response.held_for_polls {
             0 => String::new(),
-            held => format!(" ({held} held for the next poll)"),
+            held => format!(" ({held} held here for the next poll)"),
         },
         parts.len(),
         response.waiting_pollers

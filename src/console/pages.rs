@@ -161,7 +161,7 @@ pub(super) fn queue(
     html! {
         p #summary {
             (waiting) " waiting, " (running) " running"
-            @if described.held_for_polls > 0 { " (" (described.held_for_polls) " held for the next poll)" }
+            @if described.held_for_polls > 0 { " (" (described.held_for_polls) " held here for the next poll)" }
             ", " (delayed) " delayed, in " (parts.len()) " partition(s); "
             (described.waiting_pollers) " poll(s) waiting here. "
             a href={ "/queues/" (name) "/dead" } { "Dead letters" } " · "

@@ -305,6 +305,7 @@ mod tests {
         QueueStats {
             counts: TaskCounts { added: 5, dispatched: 3, completed: 2, failed: 1, expired: 0 },
             owned_partitions: 1,
+            held_for_polls: 7,
             levels: Priority::all().map(LevelStats::empty).collect(),
             dispatch_latency: HistogramReading {
                 buckets: (0..=BOUNDS_MS.len()).map(|i| u64::from(i == 2 || i == BOUNDS_MS.len())).collect(),
@@ -322,6 +323,7 @@ mod tests {
         }
         assert!(text.contains("\nfairway_tasks_added_total{queue=\"jobs\"} 5\n"), "{text}");
         assert!(text.contains("\nfairway_backlog_tasks{queue=\"jobs\",priority=\"5\"} 0\n"), "{text}");
+        assert!(text.contains("\nfairway_held_tasks{queue=\"jobs\"} 7\n"), "{text}");
         assert!(text.contains("_bucket{queue=\"jobs\",le=\"0.005\"} 0\n"), "{text}");
         assert!(text.contains("_bucket{queue=\"jobs\",le=\"0.01\"} 1\n"), "{text}");
         assert!(text.contains("_bucket{queue=\"jobs\",le=\"3600\"} 1\n"), "{text}");

@@ -101,7 +101,8 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
     for (flag, partitions) in
         [("--zipf-partitions", args.zipf_partitions), ("--noisy-partitions", args.noisy_partitions)]
     {
-        anyhow::ensure!((1..=256).contains(&partitions), "{flag} must be 1 to 256 (a queue's partitions)");
+        let most = fairway::model::validate::MAX_PARTITIONS;
+        anyhow::ensure!((1..=most).contains(&partitions), "{flag} must be 1 to {most} (a queue's partitions)");
     }
     let mut reports = Vec::new();
     for scenario in &args.only {
@@ -446,13 +447,17 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
         sorted(trace.dispatched.iter().filter(|d| (d.key as usize) < QUIET).map(|d| wait(d) * 1000.0).collect())
     };
     let quiet_waits = |trace: &Trace| quiet_ms(trace, |d| d.wait);
+    let quiet_served = |trace: &Trace| quiet_ms(trace, Dispatch::served_wait);
+    let quiet_for_worker = |trace: &Trace| quiet_ms(trace, |d| d.worker_wait);
+    let at_once_share = |trace: &Trace| {
+        let quiet = |keys: &mut dyn Iterator<Item = u32>| keys.filter(|key| (*key as usize) < QUIET).count() as f64;
+        quiet(&mut trace.leased_at_once.iter().copied()) / quiet(&mut trace.added.iter().map(|(_, key)| *key)).max(1.0)
+    };
     // Beside the noisy key every worker is busy: a quiet task the server
     // has ready waits for the next poll, as it would in any queue.
-    let (alone_served, loaded_served, loaded_for_worker) = (
-        quiet_ms(&alone_fair, Dispatch::served_wait),
-        quiet_ms(&loaded_fair, Dispatch::served_wait),
-        quiet_ms(&loaded_fair, |d| d.worker_wait),
-    );
+    let served = [&alone_fair, &alone_fifo, &loaded_fair, &loaded_fifo].map(quiet_served);
+    let for_worker = [&loaded_fair, &loaded_fifo].map(quiet_for_worker);
+    let at_once = [&loaded_fair, &loaded_fifo].map(at_once_share);
     let (alone_fair, alone_fifo, loaded_fair, loaded_fifo) =
         (quiet_waits(&alone_fair), quiet_waits(&alone_fifo), quiet_waits(&loaded_fair), quiet_waits(&loaded_fifo));
     let p = |w: &[f64], q| quantile(w, q);
@@ -478,15 +483,23 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
             p(&loaded_fifo, 0.99) / p(&alone_fifo, 0.99),
         )
         .target(Bound::AtMost(2.0)),
-        Measure::new(
-            "quiet keys' p99 wait for a free worker (added, no poll yet), beside the noisy key",
-            "ms",
-            p(&loaded_for_worker, 0.99),
+        Measure::beside_fifo(
+            "quiet tasks leased at once by their add, beside the noisy key",
+            "share",
+            at_once[0],
+            at_once[1],
         ),
-        Measure::new(
-            "p99 less the wait for a free worker: beside the noisy key / alone",
+        Measure::beside_fifo(
+            "quiet keys' p99 wait for a free worker (the add answered, no poll sent since), beside the noisy key",
+            "ms",
+            p(&for_worker[0], 0.99),
+            p(&for_worker[1], 0.99),
+        ),
+        Measure::beside_fifo(
+            "p99 of the wait less the wait for a free worker: beside the noisy key / alone",
             "ratio",
-            p(&loaded_served, 0.99) / p(&alone_served, 0.99),
+            p(&served[2], 0.99) / p(&served[0], 0.99),
+            p(&served[3], 0.99) / p(&served[1], 0.99),
         ),
         Measure::beside_fifo(
             "quiet tasks served beside the noisy key",
@@ -506,13 +519,28 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
                 Series::reference("alone (fair)", cdf(&alone_fair)),
                 Series::new("beside the noisy key: Fairway", cdf(&loaded_fair)),
                 Series::new("beside the noisy key: FIFO", cdf(&loaded_fifo)),
-                Series::new("beside the noisy key: Fairway, less the wait for a free worker", cdf(&loaded_served)),
             ],
         )],
         log_x: true,
         log_y: false,
     };
-    Ok(RunOutput { measures, charts: vec![chart] })
+    let apart = Chart {
+        file: "fairness-noisy-neighbour-worker-wait.png".into(),
+        title: "Quiet keys' wait in Fairway's fair order, with and without the wait for a free worker".into(),
+        x_label: "milliseconds (log scale)".into(),
+        y_label: "fraction of quiet tasks".into(),
+        panels: vec![(
+            "wait CDF".into(),
+            vec![
+                Series::reference("alone", cdf(&alone_fair)),
+                Series::new("beside the noisy key", cdf(&loaded_fair)),
+                Series::new("beside the noisy key, less the wait for a free worker", cdf(&served[2])),
+            ],
+        )],
+        log_x: true,
+        log_y: false,
+    };
+    Ok(RunOutput { measures, charts: vec![chart, apart] })
 }
 
 async fn priorities(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutput> {

@@ -64,10 +64,10 @@ pub(super) struct Dispatch {
     /// Seconds from the add being sent to the task's receipt.
     pub wait: f64,
     /// Seconds of `wait` from the answer to the task's AddTasks call to the
-    /// sending of the poll that took it (zero if the poll was sent first).
-    /// For a task at the front of the order, as a held one is, this is the
-    /// wait for a free worker, which no order of the queue shortens; for one
-    /// behind others it also counts the polls that took them.
+    /// first poll any worker sent after it (zero if the poll that took the
+    /// task was sent before the answer): the wait for a free worker. Polls
+    /// that came after that first one and took other tasks count as the
+    /// server's, whatever order put those first.
     pub worker_wait: f64,
     /// The partition of the queue it came from.
     pub partition: u32,
@@ -90,6 +90,9 @@ pub(super) struct Trace {
     pub acknowledged: Vec<(f64, u32)>,
     /// For each add, seconds from sending its AddTasks call to the answer.
     pub add_waits: Vec<f64>,
+    /// The key of each add leased at once (`sync_matched`: to a waiting
+    /// poll, or held for the next one).
+    pub leased_at_once: Vec<u32>,
     pub dispatched: Vec<Dispatch>,
     pub seconds: f64,
 }
@@ -111,6 +114,7 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let started = Instant::now();
     let stop_at = started + load.duration;
     let dispatched = Arc::new(Mutex::new(Vec::new()));
+    let polls = Arc::new(Mutex::new(Vec::new()));
     let taken = Arc::new(AtomicU64::new(0));
     let tickets = Arc::new(AtomicU64::new(0));
     let pace = load.capacity.map(Pace::new);
@@ -147,7 +151,8 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let workers: Vec<_> = (0..load.workers)
         .map(|_| {
             let (mut client, queue, load) = (client.clone(), queue.to_owned(), load.clone());
-            let (dispatched, taken, tickets) = (dispatched.clone(), taken.clone(), tickets.clone());
+            let (dispatched, polls, taken, tickets) =
+                (dispatched.clone(), polls.clone(), taken.clone(), tickets.clone());
             tokio::spawn(async move {
                 loop {
                     if let Some(pace) = &pace {
@@ -162,12 +167,13 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
                         max_wait: Some(prost_types::Duration { seconds: 0, nanos: 200_000_000 }),
                     };
                     let polled = epoch.elapsed().as_secs_f64();
+                    polls.lock().await.push(polled);
                     let Some(task) = client.poll_task(request).await?.into_inner().task else { continue };
-                    let (sent, key) = decode(&task.payload)?;
+                    let (sent, key, call) = decode(&task.payload)?;
                     let now = epoch.elapsed().as_secs_f64();
                     dispatched.lock().await.push((
                         polled,
-                        sent,
+                        call,
                         Dispatch { at: now, key, wait: now - sent, worker_wait: 0.0, partition: task.partition },
                     ));
                     taken.fetch_add(1, Ordering::Relaxed);
@@ -200,30 +206,47 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let seconds = started.elapsed().as_secs_f64();
     let start = started.duration_since(epoch).as_secs_f64();
     let shift = |at: f64| at - start;
-    let adds = std::mem::take(&mut *added.lock().await);
-    let mut added: Vec<(f64, u32)> = adds.iter().map(|&(sent, _, key)| (shift(sent), key)).collect();
-    let mut acknowledged: Vec<(f64, u32)> = adds.iter().map(|&(_, answered, key)| (shift(answered), key)).collect();
-    let add_waits = adds.iter().map(|&(sent, answered, _)| answered - sent).collect();
-    let mut dispatched = with_worker_waits(std::mem::take(&mut *dispatched.lock().await), &adds);
+    let adds: Vec<Add> = std::mem::take(&mut *added.lock().await);
+    let mut added: Vec<(f64, u32)> = adds.iter().map(|a| (shift(a.sent), a.key)).collect();
+    let mut acknowledged: Vec<(f64, u32)> = adds.iter().map(|a| (shift(a.answered), a.key)).collect();
+    let add_waits = adds.iter().map(|a| a.answered - a.sent).collect();
+    let leased_at_once = adds.iter().filter(|a| a.at_once).map(|a| a.key).collect();
+    let mut polls = std::mem::take(&mut *polls.lock().await);
+    polls.sort_by(f64::total_cmp);
+    let mut dispatched = with_worker_waits(std::mem::take(&mut *dispatched.lock().await), &adds, &polls);
     dispatched.iter_mut().for_each(|d| d.at = shift(d.at));
     added.sort_by(|a, b| a.0.total_cmp(&b.0));
     acknowledged.sort_by(|a, b| a.0.total_cmp(&b.0));
     dispatched.sort_by(|a, b| a.at.total_cmp(&b.at));
-    Ok(Trace { added, acknowledged, add_waits, dispatched, seconds })
+    Ok(Trace { added, acknowledged, add_waits, leased_at_once, dispatched, seconds })
 }
 
-/// The dispatches, each `(poll sent, add sent, dispatch)`, with their wait
-/// for a free worker: from the answer to the task's AddTasks call (`adds`:
-/// sent, answered, key) to the poll that took it, if the poll came later.
-fn with_worker_waits(dispatched: Vec<(f64, f64, Dispatch)>, adds: &[(f64, f64, u32)]) -> Vec<Dispatch> {
-    // The adds of one AddTasks call share the time it was sent, unique to the call.
-    let answered_at: std::collections::HashMap<u64, f64> =
-        adds.iter().map(|&(sent, answered, _)| (sent.to_bits(), answered)).collect();
+/// One task added: when its AddTasks call was sent and answered (seconds
+/// from the epoch), its key, the call (the number of its first task), and
+/// whether it was leased at once.
+#[derive(Clone, Copy, Debug)]
+struct Add {
+    sent: f64,
+    answered: f64,
+    key: u32,
+    call: u64,
+    at_once: bool,
+}
+
+/// The dispatches, each `(poll sent, add call, dispatch)`, with their wait
+/// for a free worker: from the answer to the task's AddTasks call to the
+/// first of `polls` (every poll's sending, in order) at or after it, if the
+/// poll that took the task came after the answer.
+fn with_worker_waits(dispatched: Vec<(f64, u64, Dispatch)>, adds: &[Add], polls: &[f64]) -> Vec<Dispatch> {
+    let answered_at: std::collections::HashMap<u64, f64> = adds.iter().map(|a| (a.call, a.answered)).collect();
     dispatched
         .into_iter()
-        .map(|(polled, sent, mut dispatch)| {
-            if let Some(&answered) = answered_at.get(&sent.to_bits()) {
-                dispatch.worker_wait = (polled - answered).max(0.0);
+        .map(|(polled, call, mut dispatch)| {
+            if let Some(&answered) = answered_at.get(&call)
+                && polled >= answered
+            {
+                let first = polls[polls.partition_point(|&poll| poll < answered)..].first().map_or(polled, |&p| p);
+                dispatch.worker_wait = first.min(polled) - answered;
             }
             dispatch
         })
@@ -237,9 +260,10 @@ async fn send(
     load: &Load,
     range: std::ops::Range<u64>,
     epoch: Instant,
-    added: &Mutex<Vec<(f64, f64, u32)>>,
+    added: &Mutex<Vec<Add>>,
 ) -> anyhow::Result<()> {
     let now = epoch.elapsed().as_secs_f64();
+    let call = range.start;
     let mut picked = Vec::with_capacity((range.end - range.start) as usize);
     let specs = range
         .map(|n| {
@@ -250,26 +274,33 @@ async fn send(
                 fairness_key: spec.name.clone(),
                 fairness_weight: spec.weight,
                 priority: spec.priority,
-                payload: encode(now, key as u32),
+                payload: encode(now, key as u32, call),
                 ..Default::default()
             }
         })
         .collect();
-    add_batch(&mut client.clone(), queue, specs).await?;
+    let at_once = add_batch(&mut client.clone(), queue, specs).await?;
     let answered = epoch.elapsed().as_secs_f64();
-    added.lock().await.extend(picked.into_iter().map(|(sent, key)| (sent, answered, key)));
+    let adds = picked.into_iter().zip(at_once).map(|((sent, key), at_once)| Add { sent, answered, key, call, at_once });
+    added.lock().await.extend(adds);
     Ok(())
 }
 
-fn encode(sent: f64, key: u32) -> Vec<u8> {
+/// A task's payload: when its call was sent, its key and its call.
+fn encode(sent: f64, key: u32, call: u64) -> Vec<u8> {
     let mut payload = sent.to_le_bytes().to_vec();
     payload.extend_from_slice(&key.to_le_bytes());
+    payload.extend_from_slice(&call.to_le_bytes());
     payload
 }
 
-fn decode(payload: &[u8]) -> anyhow::Result<(f64, u32)> {
-    anyhow::ensure!(payload.len() == 12, "a task this run did not add ({} bytes)", payload.len());
-    Ok((f64::from_le_bytes(payload[..8].try_into()?), u32::from_le_bytes(payload[8..].try_into()?)))
+fn decode(payload: &[u8]) -> anyhow::Result<(f64, u32, u64)> {
+    anyhow::ensure!(payload.len() == 20, "a task this run did not add ({} bytes)", payload.len());
+    Ok((
+        f64::from_le_bytes(payload[..8].try_into()?),
+        u32::from_le_bytes(payload[8..12].try_into()?),
+        u64::from_le_bytes(payload[12..].try_into()?),
+    ))
 }
 
 #[cfg(test)]
@@ -280,19 +311,29 @@ mod tests {
         Dispatch { at: 10.0, key: 0, wait, worker_wait: 0.0, partition: 0 }
     }
 
+    fn add(call: u64, sent: f64, answered: f64) -> Add {
+        Add { sent, answered, key: 0, call, at_once: false }
+    }
+
     #[test]
-    fn a_task_waits_for_a_worker_from_its_add_answered_to_a_later_poll() {
-        // Two AddTasks calls: sent at 1.0 (answered 1.5) and at 2.0 (answered 2.25).
-        let adds = [(1.0, 1.5, 0), (1.0, 1.5, 1), (2.0, 2.25, 0)];
+    fn a_task_waits_for_a_worker_from_its_add_answered_to_the_first_poll_after() {
+        // Two AddTasks calls: call 0 sent at 1.0 and answered at 1.5, call 10 at 2.0 and 2.25.
+        let adds = [add(0, 1.0, 1.5), add(0, 1.0, 1.5), add(10, 2.0, 2.25)];
+        let polls = [1.25, 1.75, 3.0, 4.0];
         let dispatched = vec![
-            (4.0, 1.0, dispatch(9.0)),  // polled 2.5 s after its add answered
-            (1.25, 1.0, dispatch(9.0)), // a poll waiting before the answer: no wait for a worker
-            (3.0, 2.0, dispatch(8.0)),  // the other call's answer counts
-            (3.0, 7.0, dispatch(3.0)),  // an add not in the trace: nothing to subtract
+            (4.0, 0, dispatch(9.0)),  // a poll came at 1.75 and took another task: 0.25, not 2.5
+            (1.25, 0, dispatch(9.0)), // taken by a poll sent before the answer: no wait for a worker
+            (3.0, 10, dispatch(8.0)), // the other call's answer counts
+            (3.0, 99, dispatch(3.0)), // an add not in the trace: nothing to subtract
         ];
-        let waits: Vec<f64> = with_worker_waits(dispatched, &adds).iter().map(|d| d.worker_wait).collect();
-        assert_eq!(waits, [2.5, 0.0, 0.75, 0.0]);
-        assert_eq!(dispatch(9.0).served_wait(), 9.0);
-        assert_eq!(Dispatch { worker_wait: 2.5, ..dispatch(9.0) }.served_wait(), 6.5);
+        let waits: Vec<f64> = with_worker_waits(dispatched, &adds, &polls).iter().map(|d| d.worker_wait).collect();
+        assert_eq!(waits, [0.25, 0.0, 0.75, 0.0]);
+        assert_eq!(Dispatch { worker_wait: 0.25, ..dispatch(9.0) }.served_wait(), 8.75);
+    }
+
+    #[test]
+    fn a_payload_carries_its_sending_key_and_call() {
+        assert_eq!(decode(&encode(1.25, 7, 1_000_001)).unwrap(), (1.25, 7, 1_000_001));
+        assert!(decode(b"not ours").is_err());
     }
 }

@@ -151,15 +151,20 @@ pub(super) async fn wait_for_owners(client: &mut Client, queue: &str) -> anyhow:
     bail!("the partitions of {queue} found no owner within a minute")
 }
 
-/// Adds `specs` in one AddTasks call; an error if any item failed.
-pub(super) async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> anyhow::Result<()> {
+/// Adds `specs` in one AddTasks call, an error if any item failed; for
+/// each, whether it was leased at once (`sync_matched`: to a waiting poll,
+/// or held for the next).
+pub(super) async fn add_batch(client: &mut Client, queue: &str, specs: Vec<pb::TaskSpec>) -> anyhow::Result<Vec<bool>> {
     let response = client.add_tasks(pb::AddTasksRequest { queue: queue.to_owned(), tasks: specs }).await?;
+    let mut at_once = Vec::new();
     for result in response.into_inner().results {
-        if let Some(pb::add_task_result::Outcome::Error(error)) = result.outcome {
-            bail!("an add failed: {}", error.message);
+        match result.outcome {
+            Some(pb::add_task_result::Outcome::Error(error)) => bail!("an add failed: {}", error.message),
+            Some(pb::add_task_result::Outcome::Added(added)) => at_once.push(added.sync_matched),
+            None => bail!("an add's result has no outcome"),
         }
     }
-    Ok(())
+    Ok(at_once)
 }
 
 /// Takes up to `max` tasks, waiting up to `wait` for the first.
