@@ -7,7 +7,9 @@
 //!   partitions, offered more than the workers take; Jain's index per 10 s
 //!   window of what each key got against its max-min fair share.
 //! - noisy: one key offers 90% of a load above capacity; the other keys'
-//!   wait against a run without it.
+//!   wait against a run without it. Each key calls AddTasks on its own, as a
+//!   tenant would (`--noisy-calls per-key`), or one producer's calls carry
+//!   every key's tasks (`mixed`).
 //! - priorities: the high level offered 90% of capacity, the low level 30%;
 //!   what the low level gets and how long it waits.
 //! - nodes (not run by default: it needs Cassandra): two nodes, every worker
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::load::{self, Dispatch, Load, LoadKey, Trace};
+use super::load::{self, Calls, Dispatch, Load, LoadKey, Trace};
 use super::report::{Bound, Measure, ScenarioReport};
 use super::server::{BenchServer, create_queue};
 use super::{BenchStore, Common, RunOutput, repeat, run_id, server_config};
@@ -33,6 +35,13 @@ pub(super) enum Scenario {
     Noisy,
     Priorities,
     Nodes,
+}
+
+/// How the noisy scenario's load is cut into AddTasks calls.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NoisyCalls {
+    PerKey,
+    Mixed,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -61,6 +70,11 @@ pub(crate) struct FairnessArgs {
     /// Partitions of the noisy scenario's queues.
     #[arg(long, default_value_t = 1)]
     noisy_partitions: u32,
+    /// How the noisy scenario's producers call AddTasks: `per-key`, each
+    /// key its own producer and calls, as tenants of one service; `mixed`,
+    /// one producer whose calls carry every key's tasks.
+    #[arg(long, value_enum, default_value = "per-key")]
+    noisy_calls: NoisyCalls,
     /// Backlog per key of the weights scenario.
     #[arg(long, default_value_t = 10_000)]
     weights_backlog: u64,
@@ -81,6 +95,7 @@ impl FairnessArgs {
             zipf_keys: 1_000,
             zipf_partitions: 4,
             noisy_partitions: 1,
+            noisy_calls: NoisyCalls::PerKey,
             weights_backlog: 10_000,
             nodes_beside: None,
         }
@@ -131,12 +146,16 @@ pub(super) async fn run(args: &FairnessArgs, store: &BenchStore) -> anyhow::Resu
                 let settings = format!(
                     "20 quiet keys offer {} tasks/s together; loaded, one noisy key adds 9 times that (90% of a \
                      load of 1.5 × capacity); workers take {} tasks/s; {} partition(s); {} s per phase, on fresh \
-                     queues, after {} s of quiet load not measured; wait = add sent → task received",
+                     queues, after {} s of quiet load not measured; {}; wait = add sent → task received",
                     args.capacity * QUIET_SHARE_OF_CAPACITY,
                     args.capacity,
                     args.noisy_partitions,
                     args.phase_seconds,
-                    WARM_UP.as_secs()
+                    WARM_UP.as_secs(),
+                    match args.noisy_calls {
+                        NoisyCalls::PerKey => "each key its own producer and AddTasks calls, evenly paced",
+                        NoisyCalls::Mixed => "one producer, a call every 10 ms carrying every key's tasks",
+                    }
                 );
                 repeat("fairness: noisy neighbour", settings, &args.common, |_| noisy(args, store)).await?
             }
@@ -205,6 +224,7 @@ async fn weights(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunO
     let load = || Load {
         keys: keys.clone(),
         rate: None,
+        calls: Calls::Mixed,
         pick: Arc::new(|n, _| (n % 3) as usize),
         prefill: args.weights_backlog * 3,
         capacity: None,
@@ -288,6 +308,7 @@ async fn zipf(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOutp
         Load {
             keys: keys.clone(),
             rate: Some(args.capacity * 1.5),
+            calls: Calls::Mixed,
             pick: Arc::new(move |_, unit| distribution.key(unit)),
             prefill: 0,
             capacity: Some(args.capacity),
@@ -410,6 +431,19 @@ fn window_jain(trace: &Trace, adds: &[(f64, u32)], keys: usize, from: f64, to: f
     jain_index(&got, &fair)
 }
 
+/// How the noisy scenario's load is cut into calls: with `per-key`, the
+/// 20 quiet keys (`0..QUIET`) share 10% of the load beside the noisy key
+/// (`QUIET`), all of it alone.
+fn noisy_calls(calls: NoisyCalls, with_noise: bool) -> Calls {
+    match calls {
+        NoisyCalls::Mixed => Calls::Mixed,
+        NoisyCalls::PerKey => {
+            let (quiet, noisy) = if with_noise { (0.1, 0.9) } else { (1.0, 0.0) };
+            Calls::PerKey((0..=QUIET).map(|k| if k == QUIET { noisy } else { quiet / QUIET as f64 }).collect())
+        }
+    }
+}
+
 /// The unmeasured load a noisy-neighbour run starts with.
 const WARM_UP: Duration = Duration::from_secs(3);
 
@@ -426,6 +460,7 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
     let load = |with_noise: bool| Load {
         keys: keys.clone(),
         rate: Some(if with_noise { quiet_rate * 10.0 } else { quiet_rate }),
+        calls: noisy_calls(args.noisy_calls, with_noise),
         pick: Arc::new(move |n, unit| if with_noise && unit < 0.9 { QUIET } else { (n % QUIET as u64) as usize }),
         prefill: 0,
         capacity: Some(args.capacity),
@@ -508,9 +543,13 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
             loaded_fifo.len() as f64,
         ),
     ];
+    let calls = match args.noisy_calls {
+        NoisyCalls::PerKey => "",
+        NoisyCalls::Mixed => " (calls mixing keys)",
+    };
     let chart = Chart {
         file: "fairness-noisy-neighbour.png".into(),
-        title: "Quiet keys' wait (add sent → received), alone and beside a key adding 90% of the load".into(),
+        title: format!("Quiet keys' wait (add sent → received), alone and beside a key adding 90% of the load{calls}"),
         x_label: "milliseconds (log scale)".into(),
         y_label: "fraction of quiet tasks".into(),
         panels: vec![(
@@ -526,7 +565,7 @@ async fn noisy(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<RunOut
     };
     let apart = Chart {
         file: "fairness-noisy-neighbour-worker-wait.png".into(),
-        title: "Quiet keys' wait in Fairway's fair order, with and without the wait for a free worker".into(),
+        title: format!("Quiet keys' wait in Fairway's fair order, with and without the wait for a free worker{calls}"),
         x_label: "milliseconds (log scale)".into(),
         y_label: "fraction of quiet tasks".into(),
         panels: vec![(
@@ -552,6 +591,7 @@ async fn priorities(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<R
     let load = || Load {
         keys: keys.clone(),
         rate: Some(args.capacity * 1.2),
+        calls: Calls::Mixed,
         pick: Arc::new(|n, _| if n % 4 == 3 { 1 } else { 0 }),
         prefill: 0,
         capacity: Some(args.capacity),
@@ -610,4 +650,27 @@ async fn priorities(args: &FairnessArgs, store: &BenchStore) -> anyhow::Result<R
         log_y: false,
     };
     Ok(RunOutput { measures, charts: vec![chart] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shares(with_noise: bool) -> Vec<f64> {
+        match noisy_calls(NoisyCalls::PerKey, with_noise) {
+            Calls::PerKey(shares) => shares,
+            Calls::Mixed => panic!("per-key calls expected"),
+        }
+    }
+
+    #[test]
+    fn beside_the_noisy_key_each_quiet_key_offers_a_twentieth_of_a_tenth() {
+        let beside = shares(true);
+        assert_eq!(beside.len(), QUIET + 1);
+        assert!((beside[QUIET] - 0.9).abs() < 1e-9, "{beside:?}");
+        assert!(beside[..QUIET].iter().all(|&share| (share - 0.005).abs() < 1e-12), "{beside:?}");
+        let alone = shares(false);
+        assert!(alone[QUIET] == 0.0 && alone[..QUIET].iter().all(|&share| (share - 0.05).abs() < 1e-12));
+        assert!((alone.iter().sum::<f64>() - 1.0).abs() < 1e-9 && (beside.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    }
 }

@@ -39,11 +39,26 @@ impl LoadKey {
 /// Picks the key of task number `n` given a uniform draw in `[0, 1)`.
 pub(super) type Picker = Arc<dyn Fn(u64, f64) -> usize + Send + Sync>;
 
+/// How the offered load is cut into AddTasks calls.
+#[derive(Clone, Debug)]
+pub(super) enum Calls {
+    /// One producer: every 10 ms, one call of every task due, each task's
+    /// key drawn by the load's `pick`, so that the keys share calls.
+    Mixed,
+    /// A producer per key, as tenants that each call the service: key `k`
+    /// offers `shares[k]` of the load's rate (the shares sum to 1) in calls
+    /// of its own tasks alone, each task at an even pace from a random
+    /// start, at most one call per 10 ms.
+    PerKey(Vec<f64>),
+}
+
 /// What to run.
 pub(super) struct Load {
     pub keys: Vec<LoadKey>,
     /// Tasks offered per second; `None`: all of `prefill` added before the workers start.
     pub rate: Option<f64>,
+    pub calls: Calls,
+    /// The key of each task prefilled, and of each offered with [`Calls::Mixed`].
     pub pick: Picker,
     /// Tasks added before the workers start.
     pub prefill: u64,
@@ -106,7 +121,7 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
         let mut n = 0;
         while n < load.prefill {
             let size = 1000.min(load.prefill - n);
-            send(client, queue, &load, n..n + size, epoch, &added).await?;
+            send(client, queue, &load, n..n + size, None, epoch, &added).await?;
             n += size;
             progress.update(n, "");
         }
@@ -120,34 +135,33 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
     let pace = load.capacity.map(Pace::new);
     let load = Arc::new(load);
 
-    let producer = load.rate.map(|rate| {
-        let (client, queue, load, added) = (client.clone(), queue.to_owned(), load.clone(), added.clone());
-        tokio::spawn(async move {
-            // Open loop: each batch is sent on time whatever the answers to
-            // the earlier ones take, up to MAX_ADDS_IN_FLIGHT calls at once.
-            let mut in_flight = tokio::task::JoinSet::new();
-            let mut sent = load.prefill;
-            let mut ticks = tokio::time::interval(Duration::from_millis(10));
-            while Instant::now() < stop_at {
-                ticks.tick().await;
-                let due = load.prefill + (started.elapsed().as_secs_f64() * rate) as u64;
-                while sent < due {
-                    let size = 1000.min(due - sent);
-                    if in_flight.len() >= MAX_ADDS_IN_FLIGHT {
-                        in_flight.join_next().await.expect("calls in flight")??;
-                    }
-                    let (client, queue, load, added) = (client.clone(), queue.clone(), load.clone(), added.clone());
-                    in_flight
-                        .spawn(async move { send(&client, &queue, &load, sent..sent + size, epoch, &added).await });
-                    sent += size;
-                }
-            }
-            while let Some(call) = in_flight.join_next().await {
-                call??;
-            }
-            anyhow::Ok(())
+    let producers: Vec<_> = match (load.rate, &load.calls) {
+        (None, _) => Vec::new(),
+        (Some(rate), Calls::Mixed) => vec![Offer { key: None, rate, start: 0.0 }],
+        (Some(rate), Calls::PerKey(shares)) => shares
+            .iter()
+            .enumerate()
+            .filter(|(_, share)| **share > 0.0)
+            .map(|(key, share)| {
+                let rate = rate * share;
+                Offer { key: Some(key), rate, start: rand::random::<f64>() / rate }
+            })
+            .collect(),
+    };
+    let numbers = Arc::new(AtomicU64::new(load.prefill));
+    let producers: Vec<_> = producers
+        .into_iter()
+        .map(|offer| {
+            let sender = Sender {
+                client: client.clone(),
+                queue: queue.to_owned(),
+                load: load.clone(),
+                epoch,
+                added: added.clone(),
+            };
+            tokio::spawn(offer.run(sender, started, stop_at, numbers.clone()))
         })
-    });
+        .collect();
     let workers: Vec<_> = (0..load.workers)
         .map(|_| {
             let (mut client, queue, load) = (client.clone(), queue.to_owned(), load.clone());
@@ -197,7 +211,7 @@ pub(super) async fn run(client: &Client, queue: &str, load: Load, what: &str) ->
         progress.update(done(), &format!("dispatched {}", taken.load(Ordering::Relaxed)));
     }
     progress.update(total, &format!("dispatched {}", taken.load(Ordering::Relaxed)));
-    if let Some(producer) = producer {
+    for producer in producers {
         producer.await??;
     }
     for worker in workers {
@@ -253,12 +267,95 @@ fn with_worker_waits(dispatched: Vec<(f64, u64, Dispatch)>, adds: &[Add], polls:
         .collect()
 }
 
-/// Adds tasks number `range` of the load in one AddTasks call.
+/// One producer of the offered load: `rate` tasks per second from `start`
+/// seconds into the run, of `key` alone or (`None`) of keys drawn by the
+/// load's `pick`.
+struct Offer {
+    key: Option<usize>,
+    rate: f64,
+    start: f64,
+}
+
+/// What a producer needs to send its calls.
+#[derive(Clone)]
+struct Sender {
+    client: Client,
+    queue: String,
+    load: Arc<Load>,
+    epoch: Instant,
+    added: Arc<Mutex<Vec<Add>>>,
+}
+
+/// The shortest time between two calls of one producer.
+const CALL_EVERY: f64 = 0.010;
+
+impl Offer {
+    /// Seconds into the run of the next call after `sent` tasks, the last
+    /// call at `last`: when the next task is due, but not within
+    /// [`CALL_EVERY`] of the last call.
+    fn next_call(&self, sent: u64, last: Option<f64>) -> f64 {
+        let due = self.start + sent as f64 / self.rate;
+        last.map_or(due, |last| due.max(last + CALL_EVERY))
+    }
+
+    /// The tasks due `at` seconds into the run, from the first (a task due
+    /// within a nanosecond of `at` counts: `next_call`'s sum, multiplied
+    /// back, can round below it).
+    fn due_by(&self, at: f64) -> u64 {
+        (((at - self.start + 1e-9) * self.rate).floor() as i64 + 1).max(0) as u64
+    }
+
+    /// Open loop: each call is sent on time whatever the answers to the
+    /// earlier ones take, up to MAX_ADDS_IN_FLIGHT calls at once; tasks are
+    /// numbered from `numbers`, shared by the producers so that a number
+    /// names one task.
+    async fn run(
+        self,
+        sender: Sender,
+        started: Instant,
+        stop_at: Instant,
+        numbers: Arc<AtomicU64>,
+    ) -> anyhow::Result<()> {
+        let mut in_flight = tokio::task::JoinSet::new();
+        let mut sent: u64 = 0;
+        let mut last = None;
+        loop {
+            let at = self.next_call(sent, last);
+            if started + Duration::from_secs_f64(at) >= stop_at {
+                break;
+            }
+            tokio::time::sleep_until((started + Duration::from_secs_f64(at)).into()).await;
+            last = Some(at);
+            let due = self.due_by(started.elapsed().as_secs_f64());
+            while sent < due {
+                let size = 1000.min(due - sent);
+                if in_flight.len() >= MAX_ADDS_IN_FLIGHT {
+                    in_flight.join_next().await.expect("calls in flight")??;
+                }
+                let first = numbers.fetch_add(size, Ordering::Relaxed);
+                let (sender, key) = (sender.clone(), self.key);
+                in_flight.spawn(async move {
+                    let Sender { client, queue, load, epoch, added } = sender;
+                    send(&client, &queue, &load, first..first + size, key, epoch, &added).await
+                });
+                sent += size;
+            }
+        }
+        while let Some(call) = in_flight.join_next().await {
+            call??;
+        }
+        Ok(())
+    }
+}
+
+/// Adds tasks number `range` of the load in one AddTasks call, all of
+/// `key` or (`None`) each of the key the load's `pick` draws.
 async fn send(
     client: &Client,
     queue: &str,
     load: &Load,
     range: std::ops::Range<u64>,
+    key: Option<usize>,
     epoch: Instant,
     added: &Mutex<Vec<Add>>,
 ) -> anyhow::Result<()> {
@@ -267,7 +364,7 @@ async fn send(
     let mut picked = Vec::with_capacity((range.end - range.start) as usize);
     let specs = range
         .map(|n| {
-            let key = (load.pick)(n, rand::random::<f64>());
+            let key = key.unwrap_or_else(|| (load.pick)(n, rand::random::<f64>()));
             picked.push((now, key as u32));
             let spec = &load.keys[key];
             pb::TaskSpec {
@@ -313,6 +410,43 @@ mod tests {
 
     fn add(call: u64, sent: f64, answered: f64) -> Add {
         Add { sent, answered, key: 0, call, at_once: false }
+    }
+
+    /// The calls `offer` makes in its first `seconds`, each `(at, tasks)`,
+    /// had every call been sent on time.
+    fn calls(offer: &Offer, seconds: f64) -> Vec<(f64, u64)> {
+        let (mut sent, mut last, mut calls) = (0, None, Vec::new());
+        loop {
+            let at = offer.next_call(sent, last);
+            if at >= seconds {
+                return calls;
+            }
+            let due = offer.due_by(at);
+            calls.push((at, due - sent));
+            (sent, last) = (due, Some(at));
+        }
+    }
+
+    #[test]
+    fn a_quiet_key_s_producer_sends_each_task_in_a_call_of_its_own_on_time() {
+        let offer = Offer { key: Some(3), rate: 11.25, start: 0.05 };
+        let calls = calls(&offer, 10.0);
+        assert_eq!(calls.len(), 112, "{calls:?}");
+        assert!(calls.iter().all(|&(_, tasks)| tasks == 1), "{calls:?}");
+        assert_eq!(offer.due_by(0.049), 0, "none before its start");
+        for (n, &(at, _)) in calls.iter().enumerate() {
+            assert!((at - (0.05 + n as f64 / 11.25)).abs() < 1e-9, "call {n} at {at}");
+        }
+    }
+
+    #[test]
+    fn a_busy_producer_sends_what_is_due_at_most_every_10_ms() {
+        let offer = Offer { key: None, rate: 2_025.0, start: 0.0 };
+        let calls = calls(&offer, 10.0);
+        let gaps = calls.windows(2).map(|w| w[1].0 - w[0].0);
+        assert!(gaps.into_iter().all(|gap| gap >= CALL_EVERY - 1e-9));
+        assert_eq!(calls.iter().map(|&(_, tasks)| tasks).sum::<u64>(), offer.due_by(calls.last().unwrap().0));
+        assert!(calls[1..].iter().all(|&(_, tasks)| (20..=21).contains(&tasks)), "{calls:?}");
     }
 
     #[test]
